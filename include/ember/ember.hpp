@@ -1,0 +1,219 @@
+// ember: embeddable LLM inference. The whole C++ API is this header (C++17).
+//
+// Stability: every name in namespace `ember` declared here is the public API. Names in
+// `ember::detail` and everything outside include/ember/ are internal and may change in any
+// release. Within a 0.x minor version the API and ABI stay source compatible.
+//
+// Thread-safety contract (see Engine for the details):
+//   * An Engine's model weights are immutable after open(); the engine's mutable state (KV
+//     cache, scheduler, sampler state) is owned by the engine and guarded by it.
+//   * Engine::generate(), Engine::chat(), tokenize(), detokenize(), info() may be called from
+//     any thread; concurrent generate() calls are serialised (each runs to completion).
+//   * Callbacks run on the thread that runs the engine step (the caller's thread for
+//     generate()/chat()). A callback must not call back into the same Engine.
+//   * ember never prints to stdout/stderr; install EngineOptions::log to see its log lines.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#if defined(_WIN32) && defined(EMBER_BUILDING_SHARED)
+#define EMBER_API __declspec(dllexport)
+#elif defined(_WIN32) && defined(EMBER_SHARED)
+#define EMBER_API __declspec(dllimport)
+#elif defined(__GNUC__)
+#define EMBER_API __attribute__((visibility("default")))
+#else
+#define EMBER_API
+#endif
+
+namespace ember {
+
+// ---- errors ----------------------------------------------------------------------------------
+
+enum class ErrorCode {
+  invalid_argument,  // a parameter out of range, a bad handle, a malformed request
+  io,                // a file could not be opened, mapped, read or written
+  invalid_model,     // the model file is malformed or inconsistent
+  unsupported,       // a valid file that ember does not support (architecture, tensor type)
+  out_of_memory,     // an allocation failed or a configured limit was reached
+  context_overflow,  // the prompt does not fit the context window
+  cancelled,         // the caller cancelled the operation
+  internal,          // a bug in ember: please report it
+};
+
+EMBER_API const char* to_string(ErrorCode code) noexcept;
+
+// Every recoverable failure in ember is thrown as an Error; ember never aborts on bad input.
+class EMBER_API Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message);
+  ErrorCode code() const noexcept { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+// ---- options -----------------------------------------------------------------------------------
+
+enum class Precision {
+  int8,  // INT8 weights and activations, INT32 accumulation (the fast default)
+  fp32,  // FP32 weights: the readable reference path and the speed baseline
+};
+
+enum class KvCacheType {
+  f16,  // half-precision K/V (default): half the memory of f32, no measurable quality loss
+  f32,  // full precision K/V
+};
+
+enum class LogLevel { debug, info, warning, error };
+using LogCallback = std::function<void(LogLevel level, std::string_view message)>;
+
+struct EngineOptions {
+  Precision precision = Precision::int8;  // numeric path of the matrix products
+  int threads = 0;                        // compute threads; 0 = all hardware threads
+  int context_length = 0;                 // tokens per sequence; 0 = the model's, capped at 8192
+  KvCacheType kv_cache_type = KvCacheType::f16;  // storage type of the paged KV cache
+  std::size_t kv_cache_bytes = 256u << 20;       // memory for the KV block pool
+  int kv_block_size = 16;                        // tokens per KV block
+  int max_batch_tokens = 512;  // token budget of one engine step (prefill chunks + decodes)
+  int max_sequences = 16;      // sequences decoded together in one step
+  LogCallback log;             // receives log lines; nothing is printed without it
+};
+
+// ---- requests ------------------------------------------------------------------------------
+
+struct SamplingParams {
+  int max_tokens = 256;             // generated tokens at most; 0 returns at once (no decode)
+  float temperature = 0.8f;         // 0 = greedy (argmax); must be >= 0
+  int top_k = 40;                   // keep the k most likely tokens; 0 = off
+  float top_p = 0.95f;              // nucleus: smallest set with this probability mass; 1 = off
+  float min_p = 0.05f;              // drop tokens below min_p * p(best); 0 = off
+  float repetition_penalty = 1.0f;  // > 1 discourages tokens seen in the last penalty_last_n
+  float presence_penalty = 0.0f;    // subtracted once from the logit of any seen token
+  float frequency_penalty = 0.0f;   // subtracted per occurrence of a seen token
+  int penalty_last_n = 64;          // window of recent tokens the penalties look at; -1 = all
+  std::uint64_t seed = 0;           // same seed, same prompt, same options: same output
+  std::vector<std::string> stop;    // stop strings: generation ends before them, never emitted
+  bool ignore_eos = false;          // keep generating past end-of-sequence tokens
+  bool logprobs = false;            // report the log-probability of every chosen token
+};
+
+struct Message {
+  std::string role;  // "system", "user" or "assistant"
+  std::string content;
+};
+
+struct Request {
+  std::string prompt;             // raw text; used when `messages` is empty
+  std::vector<Message> messages;  // a conversation rendered through the model's chat template
+  SamplingParams sampling;
+  bool parse_special_tokens = false;  // recognise special-token text (e.g. "<|im_end|>") in prompt
+  int priority = 0;                   // higher runs first when requests wait for room
+};
+
+enum class FinishReason {
+  stop,       // end-of-sequence token or a stop string
+  length,     // max_tokens reached
+  context,    // the context window is full
+  cancelled,  // the stream callback returned false or the request was cancelled
+  error,      // the request failed; Completion::error says why
+};
+
+EMBER_API const char* to_string(FinishReason reason) noexcept;
+
+// Where a request's time went, in milliseconds. The response time a user sees is
+// queue + prefill + decode + response.
+struct Timings {
+  double load_ms = 0;              // engine load time (the same for every request of an engine)
+  double queue_ms = 0;             // submit to the first scheduled step
+  double prefill_ms = 0;           // prompt processing
+  double time_to_first_token_ms = 0;  // submit to the first generated token
+  double decode_ms = 0;            // generating tokens after the first
+  double time_per_output_token_ms = 0;  // decode_ms / (generated tokens - 1)
+  double response_ms = 0;          // detokenizing, stop checks and callbacks
+  double total_ms = 0;             // submit to completion
+};
+
+struct Completion {
+  std::string text;                  // generated text (stop strings excluded)
+  std::vector<std::int32_t> tokens;  // generated token ids
+  std::vector<float> logprobs;       // per generated token, when SamplingParams::logprobs
+  FinishReason finish_reason = FinishReason::stop;
+  int prompt_tokens = 0;
+  int cached_prompt_tokens = 0;      // prompt tokens reused from the prefix cache
+  int generated_tokens = 0;
+  Timings timings;
+  std::string error;                 // set when finish_reason == error
+};
+
+// One streamed piece of a completion. `text` holds only complete UTF-8 characters.
+struct Chunk {
+  std::string_view text;
+  const std::int32_t* tokens = nullptr;  // the token ids that produced this piece
+  std::size_t token_count = 0;
+  const Completion* completion = nullptr;  // set on the last chunk only
+};
+
+// Returns false to stop the request (finish reason `cancelled`).
+using StreamCallback = std::function<bool(const Chunk&)>;
+
+struct ModelInfo {
+  std::string name;
+  std::string architecture;
+  int layers = 0, embedding = 0, heads = 0, kv_heads = 0, vocab = 0;
+  int context_length = 0;       // the context the engine was opened with
+  std::uint64_t parameters = 0;
+  bool has_chat_template = false;
+};
+
+// ---- the engine --------------------------------------------------------------------------------
+
+// An Engine owns one model's weights, the compute backend, the paged KV cache and the
+// scheduler. It is move-only; destroying it releases everything.
+class EMBER_API Engine {
+ public:
+  // Loads a GGUF model. Throws Error (io, invalid_model, unsupported, out_of_memory).
+  static Engine open(const std::string& path, const EngineOptions& options = {});
+
+  Engine(Engine&&) noexcept;
+  Engine& operator=(Engine&&) noexcept;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+  ~Engine();
+
+  // Runs one request to completion on the calling thread, streaming to `on_chunk` if given.
+  // Bad parameters throw Error(invalid_argument); a prompt that cannot fit the context throws
+  // Error(context_overflow). Everything else ends in a Completion with its finish reason.
+  Completion generate(const Request& request, const StreamCallback& on_chunk = {});
+
+  // generate() over a conversation rendered with the model's chat template, generation prompt
+  // appended. Throws Error(unsupported) when the model has no chat template ember can render.
+  Completion chat(const std::vector<Message>& messages, const SamplingParams& sampling = {},
+                  const StreamCallback& on_chunk = {});
+
+  // The chat template applied to `messages` (with the assistant generation prompt).
+  std::string apply_chat_template(const std::vector<Message>& messages) const;
+
+  std::vector<std::int32_t> tokenize(std::string_view text, bool parse_special = false) const;
+  std::string detokenize(const std::vector<std::int32_t>& tokens) const;
+
+  ModelInfo info() const;
+  double load_ms() const;
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The library's version, "MAJOR.MINOR.PATCH".
+EMBER_API const char* version() noexcept;
+
+}  // namespace ember

@@ -1,0 +1,34 @@
+#include <ember/ember.hpp>
+
+namespace ember {
+
+Error::Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+
+const char* to_string(ErrorCode code) noexcept {
+  switch (code) {
+    case ErrorCode::invalid_argument: return "invalid_argument";
+    case ErrorCode::io: return "io";
+    case ErrorCode::invalid_model: return "invalid_model";
+    case ErrorCode::unsupported: return "unsupported";
+    case ErrorCode::out_of_memory: return "out_of_memory";
+    case ErrorCode::context_overflow: return "context_overflow";
+    case ErrorCode::cancelled: return "cancelled";
+    case ErrorCode::internal: return "internal";
+  }
+  return "unknown";
+}
+
+const char* to_string(FinishReason reason) noexcept {
+  switch (reason) {
+    case FinishReason::stop: return "stop";
+    case FinishReason::length: return "length";
+    case FinishReason::context: return "context";
+    case FinishReason::cancelled: return "cancelled";
+    case FinishReason::error: return "error";
+  }
+  return "unknown";
+}
+
+const char* version() noexcept { return EMBER_VERSION_STRING; }
+
+}  // namespace ember

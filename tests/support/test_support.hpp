@@ -1,0 +1,23 @@
+// Shared helpers of ember's tests.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace ember::test {
+
+// The default model: $EMBER_MODEL, else the fetch script's cache location, else empty.
+std::string default_model_path();
+
+// Exits the test program with ctest's skip code (77) and a message when the default model is
+// missing: a skip, never a pass that checked nothing.
+std::string require_default_model();
+
+// A file under tests/data.
+std::filesystem::path data_path(const std::string& relative);
+
+// A fresh temporary directory, removed by the caller (or left for inspection).
+std::filesystem::path temp_dir(const std::string& prefix);
+
+}  // namespace ember::test
