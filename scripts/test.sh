@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds ember into build/ and runs the whole test suite. Installs missing system packages and
+# fetches the default model first. Extra arguments go to ctest (e.g. -R tokenizer).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh
+export EMBER_MODEL=${EMBER_MODEL:-$(scripts/fetch-model.sh)}
+jobs=${EMBER_JOBS:-$(nproc)}
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_TESTS=ON -DEMBER_EXAMPLES=ON \
+      -DEMBER_BENCHMARKS=ON ${EMBER_CMAKE_ARGS:-}
+cmake --build build -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs" "$@"
