@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Writes llama.cpp reference outputs ("goldens") for ember's model tests.
+
+Run with the reference venv's python (tests/reference/setup_venv.sh prints its path):
+
+    python tests/reference/make_model_goldens.py --model PATH --out tests/data/reference
+
+Writes two files into --out (formats in tests/reference/README.md):
+  smollm2_teacher_forced.json  top-32 logits and the full-vocabulary log-sum-exp at every
+                               position of teacher_text.txt
+  smollm2_greedy.json          48-token greedy continuations of fixed prompts, argmax taken here
+                               from llama.cpp's logits (no sampler), with the top-2 logit gaps
+"""
+import argparse
+import hashlib
+import json
+import os
+import sys
+
+import jinja2
+import llama_cpp
+import numpy as np
+from llama_cpp import Llama
+
+TOP_K = 32
+GREEDY_STEPS = 48
+N_THREADS = 2
+# The teacher text is ~1,460 tokens; the greedy prompts are short.
+N_CTX = 2048
+
+RAW_PROMPTS = [
+    "Once upon a time, in a small village at the foot of the mountains,",
+    "The old train station had been closed for years, but that night",
+    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    "Here is a list of the planets in our solar system:\n1. Mercury\n2.",
+    "Question: What is the boiling point of water at sea level?\nAnswer:",
+    "The three primary colors are",
+    "Photosynthesis is the process by which plants",
+    "import numpy as np\n\n# Compute the mean of each row of a matrix\n",
+    "Dear Mr. Alvarez,\n\nThank you for your letter of March 3rd. I am writing to",
+    "Ingredients for a simple tomato soup:\n-",
+    "In 1969, the Apollo 11 mission",
+    "The quick brown fox",
+]
+
+SYSTEM_DEFAULT = None  # None: the template's own default system message is used.
+CHAT_PROMPTS = [
+    (SYSTEM_DEFAULT, "What is the capital of France?"),
+    (SYSTEM_DEFAULT, "Write a short poem about the sea."),
+    (SYSTEM_DEFAULT, "Explain what a CPU cache is in two sentences."),
+    (SYSTEM_DEFAULT, "Give me three tips for learning a new language."),
+    ("You are a concise assistant.", "How many days are there in a leap year?"),
+    ("You are a helpful coding assistant.", "Write a Python function that reverses a string."),
+    (SYSTEM_DEFAULT, "Translate 'good morning' into Spanish."),
+    (SYSTEM_DEFAULT, "Tell me a fun fact about octopuses."),
+    (SYSTEM_DEFAULT, "What should I pack for a weekend hiking trip?"),
+    ("You are a friendly tutor for children.", "Why is the sky blue?"),
+]
+
+
+def sha256_of(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def render_chat(template_source, system, user):
+    """Renders one exchange with the GGUF's own chat template, as llama.cpp users would."""
+    messages = ([{"role": "system", "content": system}] if system is not None else []) + [
+        {"role": "user", "content": user}
+    ]
+    template = jinja2.Environment(loader=jinja2.BaseLoader()).from_string(template_source)
+    return template.render(messages=messages, add_generation_prompt=True)
+
+
+def logits_of_last(llm):
+    return np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+
+
+def log_sum_exp(row):
+    row = row.astype(np.float64)
+    peak = row.max()
+    return float(peak + np.log(np.exp(row - peak).sum()))
+
+
+def top_k(row, k):
+    # Stable sort on -logit: equal logits keep ascending id order, so reruns are byte-identical.
+    ids = np.argsort(-row, kind="stable")[:k]
+    return ids
+
+
+def teacher_forced(llm, text):
+    tokens = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+    if len(tokens) > N_CTX:
+        sys.exit(f"teacher text has {len(tokens)} tokens, more than n_ctx={N_CTX}")
+    llm.reset()
+    llm.eval(tokens)
+    scores = np.array(llm.scores[: len(tokens)], dtype=np.float32)
+    positions = []
+    hits = 0
+    for i in range(len(tokens) - 1):
+        row = scores[i]
+        ids = top_k(row, TOP_K)
+        hits += int(ids[0] == tokens[i + 1])
+        positions.append({
+            "ids": [int(t) for t in ids],
+            "logits": [round(float(row[t]), 4) for t in ids],
+            "logsumexp": round(log_sum_exp(row), 4),
+        })
+    print(f"teacher-forced: {len(tokens)} tokens, {len(positions)} positions, "
+          f"argmax == next token at {hits}/{len(positions)} = {hits / len(positions):.1%}")
+    return tokens, positions
+
+
+def greedy(llm, prompt_tokens):
+    """Argmax decoding from the raw logits; EOS is not special here, so there are always 48."""
+    llm.reset()
+    llm.eval(prompt_tokens)
+    continuation, gaps = [], []
+    for _ in range(GREEDY_STEPS):
+        row = logits_of_last(llm)
+        best, second = top_k(row, 2)
+        continuation.append(int(best))
+        gaps.append(round(float(row[best] - row[second]), 4))
+        llm.eval([int(best)])
+    return continuation, gaps
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--text", default=None,
+                        help="teacher-forcing text (default: OUT/teacher_text.txt)")
+    args = parser.parse_args()
+
+    text_path = args.text or os.path.join(args.out, "teacher_text.txt")
+    with open(text_path, encoding="utf-8") as f:
+        text = f.read()
+    model_sha = sha256_of(args.model)
+    llm = Llama(args.model, n_ctx=N_CTX, n_threads=N_THREADS, n_threads_batch=N_THREADS,
+                logits_all=True, verbose=False)
+    template = llm.metadata["tokenizer.chat_template"]
+
+    tokens, positions = teacher_forced(llm, text)
+    teacher = {
+        "model": os.path.basename(args.model),
+        "model_sha256": model_sha,
+        "llama_cpp_python": llama_cpp.__version__,
+        "n_ctx": N_CTX,
+        "tokens": tokens,
+        "top_k": TOP_K,
+        "positions": positions,
+    }
+
+    cases = []
+    prompts = [(p, False) for p in RAW_PROMPTS] + \
+              [(render_chat(template, s, u), True) for s, u in CHAT_PROMPTS]
+    for prompt, special in prompts:
+        prompt_tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=special)
+        continuation, gaps = greedy(llm, prompt_tokens)
+        cases.append({"prompt": prompt, "special": special, "prompt_tokens": prompt_tokens,
+                      "continuation": continuation, "top2_gaps": gaps})
+    greedy_doc = {"model": os.path.basename(args.model), "model_sha256": model_sha,
+                  "llama_cpp_python": llama_cpp.__version__, "cases": cases}
+
+    os.makedirs(args.out, exist_ok=True)
+    for name, doc in (("smollm2_teacher_forced.json", teacher), ("smollm2_greedy.json", greedy_doc)):
+        path = os.path.join(args.out, name)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(doc, f, separators=(",", ":"), ensure_ascii=False)
+            f.write("\n")
+        print(f"wrote {path} ({os.path.getsize(path)} bytes)")
+
+    for case in (cases[0], cases[len(RAW_PROMPTS)]):
+        text_out = llm.detokenize(case["continuation"], special=True).decode("utf-8", "replace")
+        print(f"--- prompt: {case['prompt']!r}\n--- greedy: {text_out!r}")
+    small = sum(g < 0.1 for c in cases for g in c["top2_gaps"])
+    print(f"greedy: {len(cases)} cases, {small} steps with a top-2 gap < 0.1")
+
+
+if __name__ == "__main__":
+    main()
