@@ -12,10 +12,16 @@
 
 namespace ember::model {
 
+// Collects metadata and tensors in insertion order and lays them out as GGUF v3 with
+// general.alignment = 32. Setting a key twice replaces its value; adding a tensor name twice
+// throws Error(invalid_argument).
 class GgufWriter {
  public:
+  static constexpr std::uint32_t kAlignment = 32;
+
   void set_u32(const std::string& key, std::uint32_t v);
   void set_i32(const std::string& key, std::int32_t v);
+  void set_u64(const std::string& key, std::uint64_t v);
   void set_f32(const std::string& key, float v);
   void set_bool(const std::string& key, bool v);
   void set_string(const std::string& key, const std::string& v);
@@ -23,24 +29,54 @@ class GgufWriter {
   void set_f32_array(const std::string& key, const std::vector<float>& v);
   void set_i32_array(const std::string& key, const std::vector<std::int32_t>& v);
 
-  // Adds a tensor from FP32 values, quantized to `type` (F32, F16, Q8_0, Q4_0, Q4_1 at least).
+  // Adds a tensor from FP32 values, quantized to `type` (F32, F16, BF16, Q8_0, Q4_0, Q4_1).
   // `shape` is in ggml order (shape[0] contiguous).
   void add_tensor(const std::string& name, GgmlType type, std::vector<std::int64_t> shape,
                   const std::vector<float>& values);
+  // Adds a tensor from already encoded bytes of any known type (the size is checked).
+  void add_raw_tensor(const std::string& name, GgmlType type, std::vector<std::int64_t> shape,
+                      std::vector<std::uint8_t> bytes);
 
   std::vector<std::uint8_t> bytes() const;  // the whole file image
-  void write(const std::string& path) const;
-  // ...
+  void write(const std::string& path) const;  // throws Error(io)
+
+ private:
+  struct Entry {
+    std::string key;
+    std::vector<std::uint8_t> encoded;  // u32 value type followed by the value
+  };
+  struct PendingTensor {
+    std::string name;
+    GgmlType type;
+    std::vector<std::int64_t> shape;
+    std::vector<std::uint8_t> data;
+  };
+  void set(const std::string& key, std::vector<std::uint8_t> encoded);
+
+  std::vector<Entry> metadata_;
+  std::vector<PendingTensor> tensors_;
 };
 
-// Options for a synthetic Llama-family model (random weights, a small byte-level vocabulary
+// Options for a synthetic Llama-family model (random weights, a small byte-level BPE vocabulary
 // with a ChatML template) used by tests and benchmarks.
 struct SyntheticModelSpec {
-  ModelConfig config;                      // shape; architecture "llama" by default
-  GgmlType weight_type = GgmlType::Q8_0;   // type of the matrices
+  ModelConfig config = tiny_config();     // shape; architecture "llama" or "qwen2"
+  GgmlType weight_type = GgmlType::Q8_0;  // type of the matrices (and token_embd)
   std::uint64_t seed = 1;
+
+  // 2 layers, width 64, ffn 128, 4 heads, 2 KV heads, vocab 512, context 256, tied.
+  static ModelConfig tiny_config();
 };
 
+// The SmolLM2 ChatML chat template (as in the real model's tokenizer.chat_template).
+extern const char* const kSmolLmChatTemplate;
+
+// Token ids of the synthetic vocabulary: <|endoftext|> 0, <|im_start|> 1, <|im_end|> 2, then
+// the 256 byte symbols from id 3, then merged tokens, then <unused_N> padding up to the vocab.
+inline constexpr int kSyntheticFirstByteToken = 3;
+
+// Throws Error(invalid_argument) for an inconsistent config (vocab < 259, a width that is not
+// a whole number of blocks of weight_type, ...).
 std::vector<std::uint8_t> make_synthetic_model(const SyntheticModelSpec& spec);
 void write_synthetic_model(const SyntheticModelSpec& spec, const std::string& path);
 

@@ -1,0 +1,93 @@
+#include "model/llama_weights.hpp"
+
+#include "util/check.hpp"
+
+#include <fmt/ranges.h>
+
+#include <string>
+
+namespace ember::model {
+namespace {
+
+std::string shape_string(const std::vector<std::int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+class WeightFinder {
+ public:
+  explicit WeightFinder(const GgufFile& file) : file_(file) {}
+
+  const GgufTensor* get(const std::string& name, std::vector<std::int64_t> shape) const {
+    const GgufTensor* t = file_.find_tensor(name);
+    if (t == nullptr) fail(ErrorCode::invalid_model, "{}: tensor '{}' is missing", file_.path(), name);
+    if (t->shape != shape) {
+      fail(ErrorCode::invalid_model, "{}: tensor '{}' has shape {}, expected {}", file_.path(),
+           name, shape_string(t->shape), shape_string(shape));
+    }
+    if (!ggml_type_info(t->type).dequantizable) {
+      fail(ErrorCode::unsupported, "{}: tensor '{}' has type {}, which ember cannot dequantize",
+           file_.path(), name, ggml_type_info(t->type).name);
+    }
+    return t;
+  }
+
+ private:
+  const GgufFile& file_;
+};
+
+}  // namespace
+
+LlamaWeights map_llama_weights(const GgufFile& file, const ModelConfig& c) {
+  const WeightFinder w(file);
+  const std::int64_t e = c.embedding, q = std::int64_t{c.heads} * c.head_dim;
+  const std::int64_t kv = std::int64_t{c.kv_heads} * c.head_dim;
+  LlamaWeights out;
+  out.token_embd = w.get("token_embd.weight", {e, c.vocab});
+  out.output_norm = w.get("output_norm.weight", {e});
+  out.output = c.tied_embeddings ? out.token_embd : w.get("output.weight", {e, c.vocab});
+  out.layers.resize(static_cast<std::size_t>(c.layers));
+  for (int i = 0; i < c.layers; ++i) {
+    const std::string p = fmt::format("blk.{}.", i);
+    LayerWeights& l = out.layers[static_cast<std::size_t>(i)];
+    l.attn_norm = w.get(p + "attn_norm.weight", {e});
+    l.wq = w.get(p + "attn_q.weight", {e, q});
+    l.wk = w.get(p + "attn_k.weight", {e, kv});
+    l.wv = w.get(p + "attn_v.weight", {e, kv});
+    l.wo = w.get(p + "attn_output.weight", {q, e});
+    if (c.attention_bias) {
+      l.bq = w.get(p + "attn_q.bias", {q});
+      l.bk = w.get(p + "attn_k.bias", {kv});
+      l.bv = w.get(p + "attn_v.bias", {kv});
+    }
+    l.ffn_norm = w.get(p + "ffn_norm.weight", {e});
+    l.w_gate = w.get(p + "ffn_gate.weight", {e, c.ffn});
+    l.w_up = w.get(p + "ffn_up.weight", {e, c.ffn});
+    l.w_down = w.get(p + "ffn_down.weight", {c.ffn, e});
+  }
+  return out;
+}
+
+std::vector<float> dequantize_tensor(const GgufTensor& tensor) {
+  std::vector<float> out(static_cast<std::size_t>(tensor.numel()));
+  dequantize(tensor.type, tensor.data, out.data(), tensor.numel());
+  return out;
+}
+
+Tensor dequantize_to_tensor(const GgufTensor& tensor) {
+  Tensor t = tensor.shape.size() == 1 ? Tensor::empty(DType::f32, {tensor.shape[0]})
+                                      : Tensor::empty(DType::f32, {tensor.rows(), tensor.shape[0]});
+  dequantize(tensor.type, tensor.data, t.data<float>(), tensor.numel());
+  return t;
+}
+
+void dequantize_row(const GgufTensor& tensor, std::int64_t row, float* dst) {
+  if (row < 0 || row >= tensor.rows()) {
+    fail(ErrorCode::invalid_argument, "row {} of tensor '{}' is out of range [0, {})", row,
+         tensor.name, tensor.rows());
+  }
+  const std::uint64_t row_bytes = tensor.nbytes / static_cast<std::uint64_t>(tensor.rows());
+  dequantize(tensor.type, tensor.data + static_cast<std::uint64_t>(row) * row_bytes, dst,
+             tensor.shape[0]);
+}
+
+}  // namespace ember::model

@@ -1,0 +1,51 @@
+// The weight tensors of a Llama-family model, located and shape-checked once, plus helpers to
+// dequantize them. Matrices are in ggml order: a weight W with shape [in, out] has `out` rows
+// of `in` contiguous values (y = W x computes one dot product per row).
+#pragma once
+
+#include "model/gguf.hpp"
+#include "model/model_config.hpp"
+#include "util/tensor.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace ember::model {
+
+struct LayerWeights {
+  const GgufTensor* attn_norm = nullptr;  // [embedding]
+  const GgufTensor* wq = nullptr;         // [embedding, heads * head_dim]
+  const GgufTensor* wk = nullptr;         // [embedding, kv_heads * head_dim]
+  const GgufTensor* wv = nullptr;         // [embedding, kv_heads * head_dim]
+  const GgufTensor* wo = nullptr;         // [heads * head_dim, embedding]
+  const GgufTensor* bq = nullptr;         // [heads * head_dim]; nullptr unless attention_bias
+  const GgufTensor* bk = nullptr;         // [kv_heads * head_dim]
+  const GgufTensor* bv = nullptr;         // [kv_heads * head_dim]
+  const GgufTensor* ffn_norm = nullptr;   // [embedding]
+  const GgufTensor* w_gate = nullptr;     // [embedding, ffn]
+  const GgufTensor* w_up = nullptr;       // [embedding, ffn]
+  const GgufTensor* w_down = nullptr;     // [ffn, embedding]
+};
+
+struct LlamaWeights {
+  const GgufTensor* token_embd = nullptr;   // [embedding, vocab]
+  const GgufTensor* output_norm = nullptr;  // [embedding]
+  const GgufTensor* output = nullptr;       // [embedding, vocab]; == token_embd when tied
+  std::vector<LayerWeights> layers;
+};
+
+// Finds every tensor of `config`'s model in `file` and checks its shape and that its type can
+// be dequantized. Throws Error(invalid_model) naming a missing or misshapen tensor and
+// Error(unsupported) for a tensor type ember cannot convert.
+LlamaWeights map_llama_weights(const GgufFile& file, const ModelConfig& config);
+
+// The whole tensor in FP32 (numel() values, rows of shape[0]).
+std::vector<float> dequantize_tensor(const GgufTensor& tensor);
+// The whole tensor as an owning f32 ember::Tensor: [shape[0]] for a vector, else
+// [rows(), shape[0]].
+Tensor dequantize_to_tensor(const GgufTensor& tensor);
+// Row `row` (shape[0] values) into `dst`, e.g. one token's embedding. Throws
+// Error(invalid_argument) when row is out of range.
+void dequantize_row(const GgufTensor& tensor, std::int64_t row, float* dst);
+
+}  // namespace ember::model

@@ -1,0 +1,293 @@
+// Synthetic Llama-family models: random weights (seeded) and a small but real byte-level BPE
+// tokenizer (GPT-2 byte symbols + merges learned from a built-in English sample), so tests can
+// run the whole pipeline without downloading a model.
+#include "model/gguf_writer.hpp"
+
+#include "util/check.hpp"
+
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <set>
+#include <utility>
+
+namespace ember::model {
+
+const char* const kSmolLmChatTemplate =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+    "Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
+    "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+ModelConfig SyntheticModelSpec::tiny_config() {
+  ModelConfig c;
+  c.architecture = "llama";
+  c.name = "ember-synthetic";
+  c.layers = 2;
+  c.embedding = 64;
+  c.ffn = 128;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.head_dim = 16;
+  c.rope_dims = 16;
+  c.rope_base = 10000.0f;
+  c.rms_eps = 1e-5f;
+  c.context_length = 256;
+  c.vocab = 512;
+  c.tied_embeddings = true;
+  return c;
+}
+
+namespace {
+
+// The sample the merges are learned from: plain English of the kind a game's characters say.
+constexpr const char* kSample =
+    "The old keeper of the tower looked out over the village and the river. In the morning the "
+    "people of the village went to the market to sell bread, fish and apples. The children "
+    "played near the water while their mothers and fathers talked about the weather, the "
+    "harvest and the new king. A traveller came to the inn and asked the keeper for a room and "
+    "something to eat. The keeper said that there was a room under the roof and that the "
+    "kitchen would have hot soup in the evening. The traveller thanked him and sat down by the "
+    "fire. He told the people a story about a dragon that lived in the mountains to the north, "
+    "and about the brave knight who went there to find it. Some of them laughed, but the "
+    "children listened with wide eyes. When the story was over, the keeper brought more wood "
+    "for the fire, and the people went home to their houses. The next day the traveller "
+    "walked to the bridge, where he met a girl with a basket of flowers. She asked him where he "
+    "was going, and he answered that he was looking for the road to the city. She showed him "
+    "the way and wished him a good journey. You can ask me anything you want to know about the "
+    "world, and I will try to help you as well as I can. What is your name? Where do you come "
+    "from? How long have you been here? These are the questions that every visitor hears.";
+
+// GPT-2's reversible byte -> printable symbol mapping: printable Latin-1 bytes map to
+// themselves, the others to U+0100 and up, in byte order.
+std::string byte_symbol(int b) {
+  const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+  int cp = b;
+  if (!printable) {
+    int n = 0;
+    for (int x = 0; x < b; ++x) {
+      if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174))) ++n;
+    }
+    cp = 256 + n;
+  }
+  std::string out;
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else {
+    out += static_cast<char>(0xc0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+  return out;
+}
+
+// Words as the GPT-2 pre-tokenizer roughly splits them: an optional leading space followed by
+// a run of letters, or by one other character.
+std::map<std::vector<std::string>, int> sample_words() {
+  std::map<std::vector<std::string>, int> words;
+  const std::string text = kSample;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    std::vector<std::string> word;
+    if (text[i] == ' ') word.push_back(byte_symbol(' ')), ++i;
+    const std::size_t start = i;
+    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
+    if (i == start && i < text.size()) ++i;
+    for (std::size_t k = start; k < i; ++k) word.push_back(byte_symbol(static_cast<unsigned char>(text[k])));
+    ++words[word];
+  }
+  return words;
+}
+
+struct Vocabulary {
+  std::vector<std::string> tokens;
+  std::vector<std::int32_t> types;
+  std::vector<std::string> merges;
+};
+
+// Byte-pair merges learned greedily (most frequent pair first, ties by the smaller pair) until
+// `budget` tokens are added or no pair occurs twice.
+void learn_merges(Vocabulary& v, int budget) {
+  auto words = sample_words();
+  std::set<std::string> known(v.tokens.begin(), v.tokens.end());
+  while (budget > 0) {
+    std::map<std::pair<std::string, std::string>, int> pairs;
+    for (const auto& [word, count] : words) {
+      for (std::size_t k = 0; k + 1 < word.size(); ++k) pairs[{word[k], word[k + 1]}] += count;
+    }
+    auto best = pairs.end();
+    for (auto it = pairs.begin(); it != pairs.end(); ++it) {
+      if (best == pairs.end() || it->second > best->second) best = it;
+    }
+    if (best == pairs.end() || best->second < 2) break;
+    const auto [a, b] = best->first;
+    v.merges.push_back(a + " " + b);
+    if (known.insert(a + b).second) {
+      v.tokens.push_back(a + b);
+      v.types.push_back(1);
+      --budget;
+    }
+    std::map<std::vector<std::string>, int> merged;
+    for (const auto& [word, count] : words) {
+      std::vector<std::string> w;
+      for (std::size_t k = 0; k < word.size(); ++k) {
+        if (k + 1 < word.size() && word[k] == a && word[k + 1] == b) {
+          w.push_back(a + b);
+          ++k;
+        } else {
+          w.push_back(word[k]);
+        }
+      }
+      merged[w] += count;
+    }
+    words = std::move(merged);
+  }
+}
+
+Vocabulary make_vocabulary(int vocab) {
+  Vocabulary v;
+  for (const char* special : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
+    v.tokens.emplace_back(special);
+    v.types.push_back(3);  // control
+  }
+  for (int b = 0; b < 256; ++b) {
+    v.tokens.push_back(byte_symbol(b));
+    v.types.push_back(1);  // normal
+  }
+  learn_merges(v, vocab - static_cast<int>(v.tokens.size()));
+  for (int n = 0; static_cast<int>(v.tokens.size()) < vocab; ++n) {
+    v.tokens.push_back(fmt::format("<unused_{}>", n));
+    v.types.push_back(5);  // unused
+  }
+  return v;
+}
+
+// splitmix64: a tiny seeded generator whose output is the same on every platform.
+class Random {
+ public:
+  explicit Random(std::uint64_t seed) : state_(seed) {}
+  float uniform(float a) {  // in [-a, a)
+    state_ += 0x9e3779b97f4a7c15ull;
+    std::uint64_t z = state_;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    const float unit = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+    return (2.0f * unit - 1.0f) * a;
+  }
+  std::vector<float> values(std::int64_t n, float a, float center = 0.0f) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (float& x : v) x = center + uniform(a);
+    return v;
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+ModelConfig checked_config(const SyntheticModelSpec& spec) {
+  ModelConfig c = spec.config;
+  if (c.architecture != "llama" && c.architecture != "qwen2") {
+    fail(ErrorCode::invalid_argument, "synthetic model: architecture '{}' (llama or qwen2)",
+         c.architecture);
+  }
+  if (c.layers <= 0 || c.embedding <= 0 || c.ffn <= 0 || c.heads <= 0 || c.kv_heads <= 0 ||
+      c.context_length <= 0) {
+    fail(ErrorCode::invalid_argument, "synthetic model: layers, widths, heads and context must be positive");
+  }
+  if (c.heads % c.kv_heads != 0) {
+    fail(ErrorCode::invalid_argument, "synthetic model: {} heads, {} KV heads", c.heads, c.kv_heads);
+  }
+  if (c.head_dim == 0) c.head_dim = c.embedding / c.heads;
+  if (c.rope_dims == 0) c.rope_dims = c.head_dim;
+  if (c.head_dim * c.heads != c.embedding) {
+    fail(ErrorCode::invalid_argument, "synthetic model: embedding {} != {} heads x {}", c.embedding,
+         c.heads, c.head_dim);
+  }
+  if (c.vocab < 259) {
+    fail(ErrorCode::invalid_argument, "synthetic model: vocab {} < 259 (3 specials + 256 bytes)", c.vocab);
+  }
+  return c;
+}
+
+void write_metadata(GgufWriter& w, const ModelConfig& c, const Vocabulary& v) {
+  const std::string a = c.architecture;
+  w.set_string("general.architecture", a);
+  w.set_string("general.name", c.name.empty() ? "ember-synthetic" : c.name);
+  w.set_u32(a + ".block_count", static_cast<std::uint32_t>(c.layers));
+  w.set_u32(a + ".context_length", static_cast<std::uint32_t>(c.context_length));
+  w.set_u32(a + ".embedding_length", static_cast<std::uint32_t>(c.embedding));
+  w.set_u32(a + ".feed_forward_length", static_cast<std::uint32_t>(c.ffn));
+  w.set_u32(a + ".attention.head_count", static_cast<std::uint32_t>(c.heads));
+  w.set_u32(a + ".attention.head_count_kv", static_cast<std::uint32_t>(c.kv_heads));
+  w.set_f32(a + ".rope.freq_base", c.rope_base);
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon", c.rms_eps);
+  w.set_u32(a + ".vocab_size", static_cast<std::uint32_t>(c.vocab));
+  w.set_u32(a + ".rope.dimension_count", static_cast<std::uint32_t>(c.rope_dims));
+  w.set_bool("tokenizer.ggml.add_space_prefix", false);
+  w.set_bool("tokenizer.ggml.add_bos_token", false);
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", "smollm");
+  w.set_string_array("tokenizer.ggml.tokens", v.tokens);
+  w.set_i32_array("tokenizer.ggml.token_type", v.types);
+  w.set_string_array("tokenizer.ggml.merges", v.merges);
+  w.set_u32("tokenizer.ggml.bos_token_id", 1);
+  w.set_u32("tokenizer.ggml.eos_token_id", 2);
+  w.set_u32("tokenizer.ggml.unknown_token_id", 0);
+  w.set_u32("tokenizer.ggml.padding_token_id", 2);
+  w.set_string("tokenizer.chat_template", kSmolLmChatTemplate);
+}
+
+// Weights uniform in +-1/sqrt(fan_in) (unit-variance activations stay O(1) through the layers).
+void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& rng) {
+  const std::int64_t e = c.embedding, q = std::int64_t{c.heads} * c.head_dim;
+  const std::int64_t kv = std::int64_t{c.kv_heads} * c.head_dim;
+  auto matrix = [&](const std::string& name, std::int64_t in, std::int64_t out) {
+    w.add_tensor(name, type, {in, out}, rng.values(in * out, 1.0f / std::sqrt(static_cast<float>(in))));
+  };
+  auto norm = [&](const std::string& name) {
+    w.add_tensor(name, GgmlType::F32, {e}, rng.values(e, 0.1f, 1.0f));
+  };
+  w.add_tensor("token_embd.weight", type, {e, c.vocab}, rng.values(e * c.vocab, 1.0f));
+  norm("output_norm.weight");
+  if (!c.tied_embeddings) matrix("output.weight", e, c.vocab);
+  for (int i = 0; i < c.layers; ++i) {
+    const std::string p = fmt::format("blk.{}.", i);
+    norm(p + "attn_norm.weight");
+    matrix(p + "attn_q.weight", e, q);
+    matrix(p + "attn_k.weight", e, kv);
+    matrix(p + "attn_v.weight", e, kv);
+    matrix(p + "attn_output.weight", q, e);
+    if (c.architecture == "qwen2") {
+      w.add_tensor(p + "attn_q.bias", GgmlType::F32, {q}, rng.values(q, 0.1f));
+      w.add_tensor(p + "attn_k.bias", GgmlType::F32, {kv}, rng.values(kv, 0.1f));
+      w.add_tensor(p + "attn_v.bias", GgmlType::F32, {kv}, rng.values(kv, 0.1f));
+    }
+    norm(p + "ffn_norm.weight");
+    matrix(p + "ffn_gate.weight", e, c.ffn);
+    matrix(p + "ffn_up.weight", e, c.ffn);
+    matrix(p + "ffn_down.weight", c.ffn, e);
+  }
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> make_synthetic_model(const SyntheticModelSpec& spec) {
+  const ModelConfig c = checked_config(spec);
+  GgufWriter w;
+  write_metadata(w, c, make_vocabulary(c.vocab));
+  Random rng(spec.seed);
+  write_weights(w, c, spec.weight_type, rng);
+  return w.bytes();
+}
+
+void write_synthetic_model(const SyntheticModelSpec& spec, const std::string& path) {
+  const ModelConfig c = checked_config(spec);
+  GgufWriter w;
+  write_metadata(w, c, make_vocabulary(c.vocab));
+  Random rng(spec.seed);
+  write_weights(w, c, spec.weight_type, rng);
+  w.write(path);
+}
+
+}  // namespace ember::model
