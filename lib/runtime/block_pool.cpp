@@ -53,6 +53,13 @@ int BlockPool::ref_count(int block) const {
   return blocks_[static_cast<std::size_t>(block)].ref;
 }
 
+std::optional<std::uint64_t> BlockPool::published_hash(int block) const {
+  check_id(block, "published_hash");
+  const Block& b = blocks_[static_cast<std::size_t>(block)];
+  if (!b.cached) return std::nullopt;
+  return b.hash;
+}
+
 void BlockPool::lru_push_back(int block) {
   Block& b = blocks_[static_cast<std::size_t>(block)];
   b.lru_prev = lru_tail_;

@@ -36,6 +36,8 @@ class BlockPool {
   // Blocks allocate() can hand out: never used or released-uncached, plus evictable cached ones.
   int free_blocks() const { return static_cast<int>(free_.size()) + lru_size_; }
   int ref_count(int block) const;  // for tests and diagnostics
+  // The hash `block` is published under, or nullopt (never published, or evicted since).
+  std::optional<std::uint64_t> published_hash(int block) const;
 
   // A block with ref count 1, or nullopt when every block is referenced.
   std::optional<int> allocate();
