@@ -1,0 +1,99 @@
+// ember-generate: one prompt in, streamed text out, and where the time went.
+//
+//   ember-generate [--model PATH] [--prompt TEXT] [--raw] [--max-tokens N] [--temperature T]
+//                  [--top-p P] [--seed S] [--precision int8|fp32] [--threads N]
+//
+// The prompt is sent as a user message through the model's chat template; --raw sends it as
+// plain text to be continued. --model defaults to $EMBER_MODEL, then the default model fetched
+// by scripts/fetch-model.sh.
+#include <ember/ember.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace {
+
+std::string default_model() {
+  if (const char* env = std::getenv("EMBER_MODEL")) return env;
+  std::string dir;
+  if (const char* d = std::getenv("EMBER_MODEL_DIR")) dir = d;
+  else if (const char* home = std::getenv("HOME")) dir = std::string(home) + "/.cache/ember";
+  return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+[[noreturn]] void usage(const char* problem) {
+  std::fprintf(stderr,
+               "error: %s\nusage: ember-generate [--model PATH] [--prompt TEXT] [--raw] "
+               "[--max-tokens N] [--temperature T] [--top-p P] [--seed S] "
+               "[--precision int8|fp32] [--threads N]\n",
+               problem);
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model = default_model();
+  std::string prompt = "Write a short poem about the sea.";
+  bool raw = false;
+  ember::EngineOptions options;
+  ember::SamplingParams sampling;
+  sampling.max_tokens = 128;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string flag = argv[i];
+      auto value = [&]() -> std::string {
+        if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
+        return argv[++i];
+      };
+      if (flag == "--model") model = value();
+      else if (flag == "--prompt") prompt = value();
+      else if (flag == "--raw") raw = true;
+      else if (flag == "--max-tokens") sampling.max_tokens = std::stoi(value());
+      else if (flag == "--temperature") sampling.temperature = std::stof(value());
+      else if (flag == "--top-p") sampling.top_p = std::stof(value());
+      else if (flag == "--seed") sampling.seed = std::stoull(value());
+      else if (flag == "--threads") options.threads = std::stoi(value());
+      else if (flag == "--precision") {
+        const std::string p = value();
+        if (p == "int8") options.precision = ember::Precision::int8;
+        else if (p == "fp32") options.precision = ember::Precision::fp32;
+        else usage("--precision must be int8 or fp32");
+      } else if (flag == "--help" || flag == "-h") usage("help requested");
+      else usage(("unknown flag " + flag).c_str());
+    }
+  } catch (const std::logic_error&) {  // std::stoi and friends on a malformed number
+    usage("a numeric flag has a malformed value");
+  }
+
+  try {
+    ember::Engine engine = ember::Engine::open(model, options);
+    ember::Request request;
+    if (raw) request.prompt = prompt;
+    else request.messages = {{"user", prompt}};
+    request.sampling = sampling;
+
+    const ember::Completion c = engine.generate(request, [](const ember::Chunk& chunk) {
+      std::fwrite(chunk.text.data(), 1, chunk.text.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    });
+    const ember::Timings& t = c.timings;
+    std::fprintf(stderr,
+                 "\n\n[%s] prompt %d tokens, generated %d tokens\n"
+                 "load %.0f ms | time to first token %.1f ms (prefill %.1f ms, %.0f tok/s) | "
+                 "%.2f ms/token (%.1f tok/s) | total %.1f ms\n",
+                 ember::to_string(c.finish_reason), c.prompt_tokens, c.generated_tokens, t.load_ms,
+                 t.time_to_first_token_ms, t.prefill_ms,
+                 t.prefill_ms > 0 ? c.prompt_tokens / t.prefill_ms * 1000.0 : 0.0,
+                 t.time_per_output_token_ms,
+                 t.time_per_output_token_ms > 0 ? 1000.0 / t.time_per_output_token_ms : 0.0,
+                 t.total_ms);
+    return c.finish_reason == ember::FinishReason::error ? 1 : 0;
+  } catch (const ember::Error& e) {
+    std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());
+    return 1;
+  }
+}

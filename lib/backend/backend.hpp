@@ -1,0 +1,47 @@
+// The Backend interface: one implementation per device and precision, all running the same
+// Llama-family forward pass over a flattened Batch and a paged KvCache.
+//
+// Thread-safety: a backend's weights are immutable after construction, but forward() uses
+// per-backend scratch buffers: calls must not overlap (the engine serialises them).
+#pragma once
+
+#include "backend/batch.hpp"
+#include "backend/kv_cache.hpp"
+#include "model/gguf.hpp"
+#include "model/model_config.hpp"
+
+#include <ember/ember.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace ember::backend {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // Runs the model over every row of `batch`: writes each row's K/V into its slot of `kv`, and
+  // writes the logits of `batch.logit_rows` (in that order) into `logits` ([n, vocab] floats,
+  // resized by the backend when too small).
+  virtual void forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) = 0;
+
+  virtual const model::ModelConfig& config() const = 0;
+  virtual std::string name() const = 0;
+};
+
+struct BackendOptions {
+  Precision precision = Precision::int8;
+  int threads = 0;
+  // Called with the fraction of weights prepared, for load progress; may be empty.
+  std::function<void(float)> on_progress;
+};
+
+// The CPU backends: Precision::fp32 gives the readable reference (backend/cpu/reference.cpp),
+// Precision::int8 the optimised INT8 path (backend/cpu/cpu_backend.cpp).
+std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const model::GgufFile> file,
+                                          const model::ModelConfig& config,
+                                          const BackendOptions& options);
+
+}  // namespace ember::backend

@@ -1,0 +1,17 @@
+// The optimised CPU backend: the same forward pass as reference.cpp, built from kernels/cpu with
+// fused projections (Q|K|V and gate|up are one GEMM each) and INT8 (or, for testing the rest of
+// the pipeline, FP32) matrix products through oneDNN.
+#pragma once
+
+#include "backend/backend.hpp"
+
+namespace ember::backend::cpu {
+
+enum class GemmPrecision { int8, fp32 };
+
+std::unique_ptr<Backend> make_kernel_backend(std::shared_ptr<const model::GgufFile> file,
+                                             const model::ModelConfig& config,
+                                             const BackendOptions& options,
+                                             GemmPrecision gemm = GemmPrecision::int8);
+
+}  // namespace ember::backend::cpu

@@ -1,0 +1,45 @@
+#include "backend/kv_cache.hpp"
+
+#include "util/check.hpp"
+
+#include <limits>
+
+namespace ember::backend {
+
+namespace {
+DType element_type(KvCacheType type) { return type == KvCacheType::f16 ? DType::f16 : DType::f32; }
+}  // namespace
+
+std::size_t KvGeometry::bytes_per_block() const {
+  return static_cast<std::size_t>(layers) * 2 * static_cast<std::size_t>(block_size) *
+         static_cast<std::size_t>(kv_heads) * static_cast<std::size_t>(head_dim) *
+         dtype_size(element_type(type));
+}
+
+int kv_blocks_for_bytes(const KvGeometry& geometry, std::size_t bytes) {
+  const std::size_t per_block = geometry.bytes_per_block();
+  if (per_block == 0) fail(ErrorCode::invalid_argument, "KV cache geometry has a zero size");
+  const std::size_t blocks = bytes / per_block;
+  return static_cast<int>(std::min<std::size_t>(blocks, std::numeric_limits<int>::max() / 2));
+}
+
+KvCache::KvCache(const KvGeometry& geometry) : geometry_(geometry) {
+  if (geometry.layers <= 0 || geometry.kv_heads <= 0 || geometry.head_dim <= 0 ||
+      geometry.block_size <= 0 || geometry.block_count <= 0) {
+    fail(ErrorCode::invalid_argument,
+         "invalid KV cache geometry: layers {} kv_heads {} head_dim {} block_size {} blocks {}",
+         geometry.layers, geometry.kv_heads, geometry.head_dim, geometry.block_size,
+         geometry.block_count);
+  }
+  const DType type = element_type(geometry.type);
+  keys_.reserve(static_cast<std::size_t>(geometry.layers));
+  values_.reserve(static_cast<std::size_t>(geometry.layers));
+  for (int l = 0; l < geometry.layers; ++l) {
+    keys_.push_back(Tensor::empty(type, {geometry.block_count, geometry.block_size,
+                                         geometry.kv_heads, geometry.head_dim}));
+    values_.push_back(Tensor::empty(type, {geometry.block_count, geometry.block_size,
+                                           geometry.kv_heads, geometry.head_dim}));
+  }
+}
+
+}  // namespace ember::backend

@@ -1,0 +1,45 @@
+// The paged KV cache's memory: per layer, K and V arrays of
+// [block_count, block_size, kv_heads, head_dim] in f16 or f32. Block ids index every layer at
+// once; which block belongs to which sequence is the runtime's business (runtime/block_pool).
+#pragma once
+
+#include "util/tensor.hpp"
+
+#include <ember/ember.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace ember::backend {
+
+struct KvGeometry {
+  int layers = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  int block_size = 16;
+  int block_count = 0;
+  KvCacheType type = KvCacheType::f16;
+
+  std::size_t bytes_per_block() const;  // all layers, K and V
+};
+
+class KvCache {
+ public:
+  // Allocates host memory for the geometry. Throws Error(out_of_memory) when it cannot.
+  explicit KvCache(const KvGeometry& geometry);
+
+  const KvGeometry& geometry() const { return geometry_; }
+  // [block_count, block_size, kv_heads, head_dim] arrays of one layer.
+  void* keys(int layer) const { return keys_[static_cast<std::size_t>(layer)].raw(); }
+  void* values(int layer) const { return values_[static_cast<std::size_t>(layer)].raw(); }
+
+ private:
+  KvGeometry geometry_;
+  std::vector<Tensor> keys_, values_;
+};
+
+// Blocks that fit `bytes` for a model with this geometry (geometry.block_count ignored).
+int kv_blocks_for_bytes(const KvGeometry& geometry, std::size_t bytes);
+
+}  // namespace ember::backend

@@ -1,0 +1,246 @@
+#include "runtime/engine_core.hpp"
+
+#include "util/check.hpp"
+
+#include <algorithm>
+#include <thread>
+
+namespace ember::runtime {
+namespace {
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+constexpr int kDefaultMaxContext = 8192;
+
+}  // namespace
+
+EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : options_(options) {
+  const auto start = Clock::now();
+  if (options.threads < 0) fail(ErrorCode::invalid_argument, "threads must be >= 0, got {}", options.threads);
+  if (options.context_length < 0)
+    fail(ErrorCode::invalid_argument, "context_length must be >= 0, got {}", options.context_length);
+  if (options.kv_block_size <= 0 || options.kv_block_size > 1024)
+    fail(ErrorCode::invalid_argument, "kv_block_size must be in [1, 1024], got {}", options.kv_block_size);
+  if (options.max_batch_tokens <= 0)
+    fail(ErrorCode::invalid_argument, "max_batch_tokens must be > 0, got {}", options.max_batch_tokens);
+  if (options.max_sequences <= 0)
+    fail(ErrorCode::invalid_argument, "max_sequences must be > 0, got {}", options.max_sequences);
+
+  file_ = model::GgufFile::open(path);
+  config_ = model::read_model_config(*file_);
+  tokenizer_ = tokenizer::Tokenizer::from_gguf(*file_);
+  if (auto source = file_->find_string("tokenizer.chat_template")) {
+    try {
+      const auto& tok = *tokenizer_;
+      chat_template_ = tokenizer::ChatTemplate::detect(
+          *source, tok.bos() >= 0 ? tok.token_text(tok.bos()) : std::string(),
+          tok.eos() >= 0 ? tok.token_text(tok.eos()) : std::string());
+    } catch (const Error& e) {
+      chat_template_error_ = e.what();  // raw prompts still work; chat() reports this
+    }
+  } else {
+    chat_template_error_ = "the model file has no chat template (tokenizer.chat_template)";
+  }
+
+  context_length_ = options.context_length > 0
+                        ? options.context_length
+                        : std::min(config_.context_length > 0 ? config_.context_length : kDefaultMaxContext,
+                                   kDefaultMaxContext);
+
+  backend::BackendOptions backend_options;
+  backend_options.precision = options.precision;
+  backend_options.threads = options.threads > 0 ? options.threads
+                                                : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  backend_ = backend::make_cpu_backend(file_, config_, backend_options);
+
+  backend::KvGeometry geometry;
+  geometry.layers = config_.layers;
+  geometry.kv_heads = config_.kv_heads;
+  geometry.head_dim = config_.head_dim;
+  geometry.block_size = options.kv_block_size;
+  geometry.type = options.kv_cache_type;
+  geometry.block_count = backend::kv_blocks_for_bytes(geometry, options.kv_cache_bytes);
+  if (geometry.block_count < 1)
+    fail(ErrorCode::invalid_argument, "kv_cache_bytes = {} holds no KV block ({} bytes each)",
+         options.kv_cache_bytes, geometry.bytes_per_block());
+  kv_ = std::make_unique<backend::KvCache>(geometry);
+  pool_ = std::make_unique<BlockPool>(geometry.block_count, geometry.block_size, /*prefix_caching=*/true);
+  SchedulerLimits limits;
+  limits.max_batch_tokens = options.max_batch_tokens;
+  limits.max_sequences = options.max_sequences;
+  limits.context_length = context_length_;
+  scheduler_ = std::make_unique<Scheduler>(*pool_, limits);
+
+  load_ms_ = ms_between(start, Clock::now());
+  log(LogLevel::info, "loaded {} ({} layers, width {}) on {} in {:.0f} ms; KV cache {} blocks of {} tokens",
+      config_.name, config_.layers, config_.embedding, backend_->name(), load_ms_,
+      geometry.block_count, geometry.block_size);
+}
+
+std::string EngineCore::render_chat(const std::vector<Message>& messages) const {
+  if (!chat_template_) fail(ErrorCode::unsupported, "cannot render a chat: {}", chat_template_error_);
+  return chat_template_->render(messages, /*add_generation_prompt=*/true);
+}
+
+std::shared_ptr<Sequence> EngineCore::make_sequence(const Request& request, StreamCallback on_chunk) const {
+  validate(request.sampling);
+  std::vector<std::int32_t> prompt;
+  if (!request.messages.empty()) {
+    const std::string text = render_chat(request.messages);
+    const auto& tok = *tokenizer_;
+    // Templates that write the BOS text themselves (Llama 3) must not get a second BOS.
+    const bool has_bos_text = tok.bos() >= 0 && text.rfind(tok.token_text(tok.bos()), 0) == 0;
+    prompt = tok.encode(text, /*parse_special=*/true, tok.add_bos() && !has_bos_text);
+  } else {
+    prompt = tokenizer_->encode(request.prompt, request.parse_special_tokens, tokenizer_->add_bos());
+  }
+  if (prompt.empty()) fail(ErrorCode::invalid_argument, "the prompt is empty (0 tokens)");
+  if (static_cast<int>(prompt.size()) >= context_length_)
+    fail(ErrorCode::context_overflow, "the prompt has {} tokens but the context holds {} (one more is needed to generate)",
+         prompt.size(), context_length_);
+
+  auto seq = std::make_shared<Sequence>(0, request.sampling, config_.vocab, *tokenizer_, std::move(on_chunk));
+  seq->priority = request.priority;
+  seq->tokens = std::move(prompt);
+  seq->prompt_tokens = static_cast<int>(seq->tokens.size());
+  seq->completion.prompt_tokens = seq->prompt_tokens;
+  return seq;
+}
+
+void EngineCore::submit(const std::shared_ptr<Sequence>& seq) {
+  std::lock_guard lock(mutex_);
+  seq->id = next_id_++;
+  seq->submitted = Clock::now();
+  if (seq->sampling.max_tokens == 0) {  // documented: nothing to generate, no inference
+    seq->completion.finish_reason = FinishReason::length;
+    finalize(seq);
+    return;
+  }
+  scheduler_->add(seq);
+}
+
+bool EngineCore::step() {
+  std::lock_guard lock(mutex_);
+  std::vector<std::shared_ptr<Sequence>> finished;
+  const std::vector<ScheduledSequence> step = scheduler_->schedule(batch_, finished);
+  for (const auto& seq : finished) finalize(seq);
+  if (step.empty()) return !finished.empty();
+
+  try {
+    backend_->forward(batch_, *kv_, logits_);
+  } catch (const std::exception& e) {
+    // The step's sequences end with an error; the others and the block pool are untouched.
+    log(LogLevel::error, "engine step failed: {}", e.what());
+    for (const ScheduledSequence& s : step) {
+      s.sequence->completion.error = e.what();
+      s.sequence->completion.finish_reason = FinishReason::error;
+      finalize(s.sequence);
+    }
+    return true;
+  }
+  scheduler_->commit(step);
+  for (const ScheduledSequence& s : step) {
+    if (s.logit_index < 0) continue;
+    Sequence& seq = *s.sequence;
+    on_token(seq, logits_.data() + static_cast<std::size_t>(s.logit_index) * config_.vocab);
+  }
+  for (const ScheduledSequence& s : step)
+    if (s.sequence->state == SequenceState::finished) finalize(s.sequence);
+  return true;
+}
+
+void EngineCore::run_until_finished(const std::shared_ptr<Sequence>& seq) {
+  while (true) {
+    {
+      std::lock_guard lock(mutex_);
+      if (seq->state == SequenceState::finished) return;  // finalized in the same locked step
+    }
+    step();
+  }
+}
+
+void EngineCore::on_token(Sequence& seq, float* logits) {
+  const auto now = Clock::now();
+  if (!seq.first_token) seq.first_token = now;
+  seq.last_token = now;
+  float logprob = 0;
+  const std::int32_t id = seq.sampler.sample(logits, seq.tokens, seq.sampling.logprobs ? &logprob : nullptr);
+
+  const auto t0 = Clock::now();
+  if (tokenizer_->is_end_of_generation(id) && !seq.sampling.ignore_eos) {
+    finish(seq, FinishReason::stop);
+  } else {
+    seq.tokens.push_back(id);
+    seq.completion.tokens.push_back(id);
+    if (seq.sampling.logprobs) seq.completion.logprobs.push_back(logprob);
+    const StopMatcher::Result r = seq.stops.push(seq.decoder.push(id));
+    seq.completion.text += r.text;
+    if (r.stopped) {
+      emit(seq, r.text, &id, false);
+      finish(seq, FinishReason::stop, /*discard_held_text=*/true);
+    } else {
+      emit(seq, r.text, &id, false);
+      if (seq.cancel_requested) finish(seq, FinishReason::cancelled);
+      else if (seq.generated() >= seq.sampling.max_tokens) finish(seq, FinishReason::length);
+      else if (static_cast<int>(seq.tokens.size()) >= context_length_) finish(seq, FinishReason::context);
+    }
+  }
+  seq.response_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void EngineCore::emit(Sequence& seq, const std::string& text, const std::int32_t* token, bool last) {
+  if (!seq.on_chunk) return;
+  Chunk chunk;
+  chunk.text = text;
+  chunk.tokens = token;
+  chunk.token_count = token != nullptr ? 1 : 0;
+  chunk.completion = last ? &seq.completion : nullptr;
+  bool go_on = true;
+  try {
+    go_on = seq.on_chunk(chunk);
+  } catch (...) {
+    // A throwing callback must not unwind through the engine step; it stops its request.
+    seq.completion.error = "the stream callback threw an exception";
+    go_on = false;
+  }
+  if (!go_on && !last) seq.cancel_requested = true;
+}
+
+void EngineCore::finish(Sequence& seq, FinishReason reason, bool discard_held_text) {
+  if (!discard_held_text) {
+    // Release the text held back for incomplete UTF-8 or a possible stop string.
+    std::string tail = seq.stops.push(seq.decoder.flush()).text;
+    tail += seq.stops.flush();
+    seq.completion.text += tail;
+    seq.pending_tail = std::move(tail);
+  }
+  seq.completion.finish_reason = reason;
+  seq.state = SequenceState::finished;
+}
+
+void EngineCore::finalize(const std::shared_ptr<Sequence>& seq) {
+  scheduler_->remove(seq);  // releases its blocks; published ones stay in the prefix cache
+  Completion& c = seq->completion;
+  const auto end = Clock::now();
+  c.generated_tokens = static_cast<int>(c.tokens.size());
+  Timings& t = c.timings;
+  t.load_ms = load_ms_;
+  if (seq->first_scheduled) t.queue_ms = ms_between(seq->submitted, *seq->first_scheduled);
+  else t.queue_ms = ms_between(seq->submitted, end);
+  if (seq->first_token) {
+    t.prefill_ms = ms_between(*seq->first_scheduled, *seq->first_token);
+    t.time_to_first_token_ms = ms_between(seq->submitted, *seq->first_token);
+    t.decode_ms = ms_between(*seq->first_token, *seq->last_token);
+    if (c.generated_tokens > 1) t.time_per_output_token_ms = t.decode_ms / (c.generated_tokens - 1);
+  }
+  t.response_ms = seq->response_seconds * 1000.0;
+  const auto t0 = Clock::now();
+  emit(*seq, seq->pending_tail, nullptr, /*last=*/true);
+  t.response_ms += ms_between(t0, Clock::now());
+  t.total_ms = std::max(ms_between(seq->submitted, Clock::now()), 1e-6);
+  finished_cv_.notify_all();
+}
+
+}  // namespace ember::runtime

@@ -1,0 +1,80 @@
+// The engine behind ember::Engine: model, tokenizer, backend, KV cache, block pool and
+// scheduler, and the step that ties them together (schedule -> forward -> sample -> stream).
+//
+// Thread-safety: submit(), step() and the queries may be called from any thread; one mutex
+// serialises the steps, and callbacks run on the thread inside step().
+#pragma once
+
+#include "backend/backend.hpp"
+#include "backend/kv_cache.hpp"
+#include "model/gguf.hpp"
+#include "model/model_config.hpp"
+#include "runtime/block_pool.hpp"
+#include "runtime/scheduler.hpp"
+#include "runtime/sequence.hpp"
+#include "tokenizer/chat_template.hpp"
+#include "tokenizer/tokenizer.hpp"
+#include "util/check.hpp"
+
+#include <ember/ember.hpp>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ember::runtime {
+
+class EngineCore {
+ public:
+  EngineCore(const std::string& path, const EngineOptions& options);
+
+  // Validates and tokenizes a request into a new sequence (not yet queued). Throws
+  // Error(invalid_argument | context_overflow | unsupported).
+  std::shared_ptr<Sequence> make_sequence(const Request& request, StreamCallback on_chunk) const;
+  // Queues a sequence; a request with max_tokens == 0 completes at once.
+  void submit(const std::shared_ptr<Sequence>& seq);
+  // Runs one step of the engine; returns false when there was nothing to do.
+  bool step();
+  // Runs steps until `seq` is finished (the caller's thread does the work).
+  void run_until_finished(const std::shared_ptr<Sequence>& seq);
+
+  std::string render_chat(const std::vector<Message>& messages) const;
+  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const model::ModelConfig& config() const { return config_; }
+  const std::string& model_name() const { return config_.name; }
+  int context_length() const { return context_length_; }
+  double load_ms() const { return load_ms_; }
+
+ private:
+  void on_token(Sequence& seq, float* logits);
+  void finish(Sequence& seq, FinishReason reason, bool discard_held_text = false);
+  void finalize(const std::shared_ptr<Sequence>& seq);
+  void emit(Sequence& seq, const std::string& text, const std::int32_t* token, bool last);
+  template <class... Args> void log(LogLevel level, fmt::format_string<Args...> f, Args&&... args) const {
+    if (options_.log) options_.log(level, fmt::format(f, std::forward<Args>(args)...));
+  }
+
+  EngineOptions options_;
+  std::shared_ptr<const model::GgufFile> file_;
+  model::ModelConfig config_;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
+  std::optional<tokenizer::ChatTemplate> chat_template_;
+  std::string chat_template_error_;
+  std::unique_ptr<backend::Backend> backend_;
+  std::unique_ptr<backend::KvCache> kv_;
+  std::unique_ptr<BlockPool> pool_;
+  std::unique_ptr<Scheduler> scheduler_;
+  int context_length_ = 0;
+  double load_ms_ = 0;
+
+  mutable std::mutex mutex_;  // guards everything below and the sequences' mutable state
+  std::condition_variable finished_cv_;
+  std::uint64_t next_id_ = 1;
+  backend::Batch batch_;
+  std::vector<float> logits_;
+};
+
+}  // namespace ember::runtime

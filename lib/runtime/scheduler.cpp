@@ -1,0 +1,192 @@
+#include "runtime/scheduler.hpp"
+
+#include "util/check.hpp"
+
+#include <algorithm>
+
+namespace ember::runtime {
+namespace {
+
+int blocks_for(int tokens, int block_size) { return (tokens + block_size - 1) / block_size; }
+
+// Waiting order: higher priority first, then earlier arrival.
+bool runs_before(const Sequence& a, const Sequence& b) {
+  return a.priority != b.priority ? a.priority > b.priority : a.id < b.id;
+}
+
+bool in_step(const std::vector<ScheduledSequence>& step, const Sequence* seq) {
+  return std::any_of(step.begin(), step.end(),
+                     [&](const ScheduledSequence& s) { return s.sequence.get() == seq; });
+}
+
+}  // namespace
+
+void Scheduler::add(std::shared_ptr<Sequence> sequence) {
+  sequence->state = SequenceState::waiting;
+  auto at = std::find_if(waiting_.begin(), waiting_.end(),
+                         [&](const auto& w) { return runs_before(*sequence, *w); });
+  waiting_.insert(at, std::move(sequence));
+}
+
+std::vector<ScheduledSequence> Scheduler::schedule(
+    backend::Batch& batch, std::vector<std::shared_ptr<Sequence>>& finished) {
+  batch.clear();
+  std::vector<ScheduledSequence> step;
+  int budget = limits_.max_batch_tokens;
+
+  // 1. Running sequences, oldest first: their decode tokens and the next chunks of their prompts.
+  const auto running = running_;  // preemption below edits running_
+  for (const auto& seq : running) {
+    if (seq->state != SequenceState::running) continue;  // preempted earlier in this pass
+    if (budget == 0 || static_cast<int>(step.size()) == limits_.max_sequences) break;
+    const int rows = std::min(seq->uncomputed(), budget);
+    if (rows <= 0) continue;
+    if (!reserve_blocks(*seq, seq->computed + rows, step)) {
+      // No newer sequence left to preempt. Alone, it can never grow: it ends with `context`;
+      // otherwise it yields its blocks to the older ones and is recomputed later.
+      if (step.empty() && running_.size() == 1) {
+        remove(seq);
+        seq->completion.finish_reason = FinishReason::context;
+        finished.push_back(seq);
+      } else {
+        preempt(seq);
+      }
+      continue;
+    }
+    append_rows(seq, rows, batch, step);
+    budget -= rows;
+  }
+
+  // 2. Waiting requests in priority order, while the budget, the sequence limit and the free
+  //    blocks allow. Admission never preempts: only running sequences grow by preemption.
+  while (!waiting_.empty() && budget > 0 &&
+         static_cast<int>(step.size()) < limits_.max_sequences &&
+         static_cast<int>(running_.size()) < limits_.max_sequences) {
+    const auto seq = waiting_.front();
+    const int needed = blocks_for(static_cast<int>(seq->tokens.size()) + 1, pool_.block_size());
+    if (needed > pool_.block_count()) {  // could not fit even in an empty pool
+      waiting_.pop_front();
+      seq->state = SequenceState::finished;
+      seq->completion.finish_reason = FinishReason::context;
+      finished.push_back(seq);
+      continue;
+    }
+    if (!admit(seq)) break;  // keep arrival order: wait for blocks rather than skip ahead
+    waiting_.pop_front();
+    running_.push_back(seq);
+    seq->state = SequenceState::running;
+    if (!seq->first_scheduled) seq->first_scheduled = Clock::now();
+    const int rows = std::min(seq->uncomputed(), budget);
+    append_rows(seq, rows, batch, step);
+    budget -= rows;
+  }
+  return step;
+}
+
+bool Scheduler::admit(const std::shared_ptr<Sequence>& seq) {
+  const int bs = pool_.block_size();
+  if (seq->blocks.empty()) {
+    seq->blocks = pool_.match_prefix(seq->tokens);
+    seq->published_blocks = static_cast<int>(seq->blocks.size());
+    seq->computed = seq->published_blocks * bs;
+    seq->last_block_hash = 0;
+    for (int b = 0; b < seq->published_blocks; ++b)
+      seq->last_block_hash = BlockPool::block_hash(
+          seq->last_block_hash, std::span(seq->tokens).subspan(static_cast<std::size_t>(b * bs),
+                                                               static_cast<std::size_t>(bs)));
+    if (!seq->first_scheduled)
+      seq->completion.cached_prompt_tokens = std::min(seq->computed, seq->prompt_tokens);
+  }
+  // Room for the whole remaining prompt and the first generated token, so that an admitted
+  // request does not immediately preempt others.
+  const int needed = blocks_for(static_cast<int>(seq->tokens.size()) + 1, bs) -
+                     static_cast<int>(seq->blocks.size());
+  if (needed > pool_.free_blocks()) {
+    release_blocks(*seq);
+    return false;
+  }
+  const int first_chunk = std::min(seq->uncomputed(), limits_.max_batch_tokens);
+  const bool ok = reserve_blocks(*seq, seq->computed + first_chunk, {});
+  EMBER_ASSERT(ok);
+  return true;
+}
+
+bool Scheduler::reserve_blocks(Sequence& seq, int tokens,
+                               const std::vector<ScheduledSequence>& step) {
+  const int needed = blocks_for(tokens, pool_.block_size());
+  while (static_cast<int>(seq.blocks.size()) < needed) {
+    if (auto block = pool_.allocate()) {
+      seq.blocks.push_back(*block);
+      continue;
+    }
+    // Out of blocks: preempt the most recently admitted sequence that is not already in this
+    // step (its recompute is the cheapest to lose; the oldest requests keep making progress).
+    // Never an older sequence on behalf of a newer one.
+    auto victim = std::find_if(running_.rbegin(), running_.rend(), [&](const auto& s) {
+      return s.get() != &seq && s->id > seq.id && !in_step(step, s.get());
+    });
+    if (victim == running_.rend()) return false;
+    const std::shared_ptr<Sequence> chosen = *victim;  // preempt() erases it from running_
+    preempt(chosen);
+  }
+  return true;
+}
+
+void Scheduler::preempt(const std::shared_ptr<Sequence>& victim) {
+  release_blocks(*victim);
+  running_.erase(std::find(running_.begin(), running_.end(), victim));
+  add(victim);  // recomputed later; its published blocks are likely still cached
+}
+
+void Scheduler::release_blocks(Sequence& seq) {
+  // Last to first, so the LRU evicts the tail of a chain before its shared head.
+  for (auto it = seq.blocks.rbegin(); it != seq.blocks.rend(); ++it) pool_.release(*it);
+  seq.blocks.clear();
+  seq.computed = 0;
+  seq.published_blocks = 0;
+  seq.last_block_hash = 0;
+}
+
+void Scheduler::append_rows(const std::shared_ptr<Sequence>& seq, int rows, backend::Batch& batch,
+                            std::vector<ScheduledSequence>& step) {
+  const int bs = pool_.block_size();
+  ScheduledSequence s{seq, batch.rows(), rows, -1};
+  for (int i = 0; i < rows; ++i) {
+    const int pos = seq->computed + i;
+    batch.tokens.push_back(seq->tokens[static_cast<std::size_t>(pos)]);
+    batch.positions.push_back(pos);
+    batch.slots.push_back(seq->blocks[static_cast<std::size_t>(pos / bs)] * bs + pos % bs);
+  }
+  batch.sequences.push_back({s.row_begin, rows, seq->blocks});
+  if (seq->computed + rows == static_cast<int>(seq->tokens.size())) {
+    s.logit_index = static_cast<int>(batch.logit_rows.size());
+    batch.logit_rows.push_back(s.row_begin + rows - 1);
+  }
+  step.push_back(std::move(s));
+}
+
+void Scheduler::commit(const std::vector<ScheduledSequence>& step) {
+  const int bs = pool_.block_size();
+  for (const ScheduledSequence& s : step) {
+    Sequence& seq = *s.sequence;
+    seq.computed += s.rows;
+    while ((seq.published_blocks + 1) * bs <= seq.computed) {
+      const auto block_tokens = std::span(seq.tokens).subspan(
+          static_cast<std::size_t>(seq.published_blocks * bs), static_cast<std::size_t>(bs));
+      seq.last_block_hash = pool_.publish_full_block(
+          seq.blocks[static_cast<std::size_t>(seq.published_blocks)], seq.last_block_hash, block_tokens);
+      ++seq.published_blocks;
+    }
+  }
+}
+
+void Scheduler::remove(const std::shared_ptr<Sequence>& sequence) {
+  release_blocks(*sequence);
+  if (auto it = std::find(running_.begin(), running_.end(), sequence); it != running_.end())
+    running_.erase(it);
+  if (auto it = std::find(waiting_.begin(), waiting_.end(), sequence); it != waiting_.end())
+    waiting_.erase(it);
+  sequence->state = SequenceState::finished;
+}
+
+}  // namespace ember::runtime

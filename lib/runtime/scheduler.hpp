@@ -1,0 +1,70 @@
+// Continuous batching: each step, every running sequence advances (decodes first, then prefill
+// chunks), and waiting requests are admitted while the token budget, the sequence limit and the
+// free KV blocks allow. A sequence is just "tokens not yet computed": a decode has one, a prompt
+// many, so prefill chunks and decode tokens go into one flattened batch.
+//
+// Thread-safety: none; the engine calls it under its lock.
+#pragma once
+
+#include "backend/batch.hpp"
+#include "runtime/block_pool.hpp"
+#include "runtime/sequence.hpp"
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+namespace ember::runtime {
+
+struct SchedulerLimits {
+  int max_batch_tokens = 512;  // rows per step
+  int max_sequences = 16;      // sequences in one step
+  int context_length = 2048;   // tokens per sequence
+};
+
+// One sequence's share of a step: rows [row_begin, row_begin + rows) of the batch.
+struct ScheduledSequence {
+  std::shared_ptr<Sequence> sequence;
+  int row_begin = 0;
+  int rows = 0;
+  int logit_index = -1;  // index into the step's logits, or -1 when no token is sampled
+};
+
+class Scheduler {
+ public:
+  Scheduler(BlockPool& pool, const SchedulerLimits& limits) : pool_(pool), limits_(limits) {}
+
+  void add(std::shared_ptr<Sequence> sequence);
+
+  // Builds the next step's batch. Sequences that can never fit are finished (`context`) and
+  // returned through `finished`. Returns the scheduled sequences (empty when there is no work).
+  std::vector<ScheduledSequence> schedule(backend::Batch& batch,
+                                          std::vector<std::shared_ptr<Sequence>>& finished);
+
+  // After the backend ran a step: advances each sequence's computed count and publishes the
+  // blocks that became full to the prefix cache.
+  void commit(const std::vector<ScheduledSequence>& step);
+
+  // Removes a finished or cancelled sequence and releases its blocks.
+  void remove(const std::shared_ptr<Sequence>& sequence);
+
+  bool idle() const { return running_.empty() && waiting_.empty(); }
+  int running() const { return static_cast<int>(running_.size()); }
+  int waiting() const { return static_cast<int>(waiting_.size()); }
+  const SchedulerLimits& limits() const { return limits_; }
+
+ private:
+  bool admit(const std::shared_ptr<Sequence>& seq);
+  bool reserve_blocks(Sequence& seq, int tokens, const std::vector<ScheduledSequence>& step);
+  void preempt(const std::shared_ptr<Sequence>& victim);
+  void release_blocks(Sequence& seq);
+  void append_rows(const std::shared_ptr<Sequence>& seq, int rows, backend::Batch& batch,
+                   std::vector<ScheduledSequence>& step);
+
+  BlockPool& pool_;
+  SchedulerLimits limits_;
+  std::vector<std::shared_ptr<Sequence>> running_;  // admission order: oldest first
+  std::deque<std::shared_ptr<Sequence>> waiting_;   // priority, then arrival
+};
+
+}  // namespace ember::runtime

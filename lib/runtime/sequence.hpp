@@ -1,0 +1,61 @@
+// The engine's state for one request: its tokens, its KV blocks, its sampler and the text
+// pipeline (incremental decoder, stop strings), and the clock readings behind its Timings.
+#pragma once
+
+#include "runtime/sampler.hpp"
+#include "runtime/stop_matcher.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+#include <ember/ember.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ember::runtime {
+
+using Clock = std::chrono::steady_clock;
+
+enum class SequenceState { waiting, running, finished };
+
+struct Sequence {
+  Sequence(std::uint64_t id_, const SamplingParams& params, int vocab,
+           const tokenizer::Tokenizer& tokenizer, StreamCallback callback)
+      : id(id_),
+        sampling(params),
+        sampler(params, vocab),
+        stops(params.stop),
+        decoder(tokenizer),
+        on_chunk(std::move(callback)) {}
+
+  std::uint64_t id;        // arrival order: lower ids arrived first
+  int priority = 0;
+  SamplingParams sampling;
+  Sampler sampler;
+  StopMatcher stops;
+  tokenizer::IncrementalDecoder decoder;
+  StreamCallback on_chunk;
+
+  std::vector<std::int32_t> tokens;  // prompt, then every generated token
+  int prompt_tokens = 0;
+  int computed = 0;                  // leading tokens whose K/V are in the cache
+  std::vector<std::int32_t> blocks;  // block table: logical block i -> pool block
+  int published_blocks = 0;          // leading blocks registered in the prefix cache
+  std::uint64_t last_block_hash = 0; // hash chain up to published_blocks
+  bool cancel_requested = false;
+
+  SequenceState state = SequenceState::waiting;
+  Completion completion;
+
+  Clock::time_point submitted = Clock::now();
+  std::optional<Clock::time_point> first_scheduled, first_token, last_token;
+  double response_seconds = 0;  // detokenizing, stop checks, callbacks
+  std::string pending_tail;     // text released at the end, sent with the last chunk
+
+  int uncomputed() const { return static_cast<int>(tokens.size()) - computed; }
+  int generated() const { return static_cast<int>(tokens.size()) - prompt_tokens; }
+};
+
+}  // namespace ember::runtime

@@ -1,0 +1,181 @@
+// Every CPU path against the readable reference, on synthetic models: the kernel backend with
+// FP32 GEMMs must match it to rounding, the INT8 backend within quantization error, and a
+// flattened multi-sequence batch must give the same logits as each sequence alone.
+#include "backend/cpu/kernel_backend.hpp"
+#include "backend/cpu/reference.hpp"
+#include "model/gguf_writer.hpp"
+#include "sequence_runner.hpp"
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+namespace ember {
+namespace {
+
+using backend::cpu::GemmPrecision;
+
+std::shared_ptr<const model::GgufFile> synthetic(const model::ModelConfig& config, std::uint64_t seed) {
+  model::SyntheticModelSpec spec;
+  spec.config = config;
+  spec.seed = seed;
+  const auto bytes = model::make_synthetic_model(spec);
+  return model::GgufFile::parse(bytes.data(), bytes.size(), "synthetic");
+}
+
+std::vector<std::int32_t> random_tokens(int n, int vocab, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> dist(3, vocab - 1);
+  std::vector<std::int32_t> t(static_cast<std::size_t>(n));
+  for (auto& x : t) x = dist(rng);
+  return t;
+}
+
+struct Diff {
+  double max_abs = 0, rel = 0;  // rel: ||a-b|| / ||b||
+  double top1 = 0;              // fraction of rows with the same argmax
+};
+
+Diff compare(const std::vector<float>& a, const std::vector<float>& b, int vocab) {
+  REQUIRE(a.size() == b.size());
+  Diff d;
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    d.max_abs = std::max(d.max_abs, static_cast<double>(std::fabs(a[i] - b[i])));
+    num += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
+    den += b[i] * static_cast<double>(b[i]);
+  }
+  d.rel = std::sqrt(num / den);
+  const std::size_t rows = a.size() / static_cast<std::size_t>(vocab);
+  int same = 0;
+  for (std::size_t r = 0; r < rows; ++r)
+    same += test::argmax(a.data() + r * vocab, vocab) == test::argmax(b.data() + r * vocab, vocab);
+  d.top1 = static_cast<double>(same) / static_cast<double>(rows);
+  return d;
+}
+
+std::vector<float> run(backend::Backend& b, const std::vector<std::int32_t>& tokens, KvCacheType kv, int chunk) {
+  test::SequenceRunner runner(b, static_cast<int>(tokens.size()) + 16, kv);
+  return runner.append(tokens, /*all_rows=*/true, chunk);
+}
+
+void check_paths(const model::ModelConfig& config) {
+  const auto file = synthetic(config, 7);
+  const model::ModelConfig c = model::read_model_config(*file);
+  backend::BackendOptions options;
+  options.threads = 2;
+  auto reference = backend::cpu::make_reference_backend(file, c, options);
+  auto fp32 = backend::cpu::make_kernel_backend(file, c, options, GemmPrecision::fp32);
+  auto int8 = backend::cpu::make_kernel_backend(file, c, options, GemmPrecision::int8);
+  const auto tokens = random_tokens(45, c.vocab, 3);  // not a multiple of the block size
+
+  const auto ref = run(*reference, tokens, KvCacheType::f32, 45);
+  const auto ref_f16 = run(*reference, tokens, KvCacheType::f16, 45);
+  const auto fast = run(*fp32, tokens, KvCacheType::f32, 7);  // chunked prefill too
+  const auto quant = run(*int8, tokens, KvCacheType::f16, 16);
+
+  const Diff fast_diff = compare(fast, ref, c.vocab);
+  MESSAGE("kernel fp32 vs reference: max abs ", fast_diff.max_abs, ", rel ", fast_diff.rel);
+  CHECK(fast_diff.rel < 1e-4);
+  CHECK(fast_diff.top1 == 1.0);
+  const Diff f16_diff = compare(ref_f16, ref, c.vocab);
+  MESSAGE("reference f16 KV vs f32 KV: rel ", f16_diff.rel);
+  CHECK(f16_diff.rel < 5e-3);
+  const Diff int8_diff = compare(quant, ref, c.vocab);
+  MESSAGE("kernel int8 vs reference: max abs ", int8_diff.max_abs, ", rel ", int8_diff.rel,
+          ", top-1 ", int8_diff.top1);
+  CHECK(int8_diff.rel < 0.05);
+  CHECK(int8_diff.rel > 0.0);  // the int8 path really quantizes
+  CHECK(int8_diff.top1 >= 0.85);
+}
+
+TEST_CASE("llama: every CPU path matches the reference") {
+  check_paths(model::SyntheticModelSpec::tiny_config());
+}
+
+TEST_CASE("qwen2: half RoPE layout and attention biases match the reference") {
+  model::ModelConfig c = model::SyntheticModelSpec::tiny_config();
+  c.architecture = "qwen2";
+  c.rope_layout = model::RopeLayout::half;
+  c.attention_bias = true;
+  check_paths(c);
+}
+
+TEST_CASE("a flattened batch of several sequences equals each sequence alone") {
+  const auto file = synthetic(model::SyntheticModelSpec::tiny_config(), 11);
+  const model::ModelConfig c = model::read_model_config(*file);
+  backend::BackendOptions options;
+  options.threads = 2;
+  for (GemmPrecision precision : {GemmPrecision::fp32, GemmPrecision::int8}) {
+    auto b = backend::cpu::make_kernel_backend(file, c, options, precision);
+    const auto a_tokens = random_tokens(21, c.vocab, 1), b_tokens = random_tokens(5, c.vocab, 2);
+    // Alone: A prefilled then decoding its 21st token; B prefilled in one go.
+    test::SequenceRunner alone_a(*b, 64), alone_b(*b, 64);
+    alone_a.append(std::vector<std::int32_t>(a_tokens.begin(), a_tokens.end() - 1));
+    const auto a_last = alone_a.append({a_tokens.back()});
+    const auto b_all = alone_b.append(b_tokens, /*all_rows=*/true);
+
+    // Together: A's prefix computed first, then one batch with A's decode row and B's prefill.
+    backend::KvGeometry g{c.layers, c.kv_heads, c.head_dim, 4, 16, KvCacheType::f16};
+    backend::KvCache kv(g);
+    const std::vector<std::int32_t> a_blocks{9, 2, 14, 5, 0, 7}, b_blocks{3, 11};
+    auto slot = [&](const std::vector<std::int32_t>& blocks, int pos) {
+      return blocks[static_cast<std::size_t>(pos / 4)] * 4 + pos % 4;
+    };
+    backend::Batch prefix;
+    for (int p = 0; p < 20; ++p) {
+      prefix.tokens.push_back(a_tokens[static_cast<std::size_t>(p)]);
+      prefix.positions.push_back(p);
+      prefix.slots.push_back(slot(a_blocks, p));
+    }
+    prefix.sequences.push_back({0, 20, {9, 2, 14, 5, 0}});
+    std::vector<float> logits;
+    b->forward(prefix, kv, logits);
+    CHECK(logits.empty());  // no logit rows asked, none computed
+
+    backend::Batch step;
+    step.tokens = {a_tokens.back()};
+    step.positions = {20};
+    step.slots = {slot(a_blocks, 20)};
+    step.sequences.push_back({0, 1, a_blocks});
+    for (int p = 0; p < 5; ++p) {
+      step.tokens.push_back(b_tokens[static_cast<std::size_t>(p)]);
+      step.positions.push_back(p);
+      step.slots.push_back(slot(b_blocks, p));
+    }
+    step.sequences.push_back({1, 5, b_blocks});
+    step.logit_rows = {0, 1, 2, 3, 4, 5};
+    b->forward(step, kv, logits);
+    std::vector<float> together_a(logits.begin(), logits.begin() + c.vocab);
+    std::vector<float> together_b(logits.begin() + c.vocab, logits.end());
+    CHECK(compare(together_a, a_last, c.vocab).max_abs < 1e-4);
+    CHECK(compare(together_b, b_all, c.vocab).max_abs < 1e-4);
+  }
+}
+
+TEST_CASE("a batch with inconsistent indices is rejected, not trusted") {
+  const auto file = synthetic(model::SyntheticModelSpec::tiny_config(), 5);
+  const model::ModelConfig c = model::read_model_config(*file);
+  auto b = backend::cpu::make_kernel_backend(file, c, {}, GemmPrecision::int8);
+  backend::KvGeometry g{c.layers, c.kv_heads, c.head_dim, 4, 4, KvCacheType::f16};
+  backend::KvCache kv(g);
+  std::vector<float> logits;
+  backend::Batch bad;
+  bad.tokens = {5};
+  bad.positions = {0};
+  bad.slots = {99};  // outside the pool
+  bad.sequences.push_back({0, 1, {0}});
+  CHECK_THROWS_AS(b->forward(bad, kv, logits), Error);
+  bad.slots = {0};
+  bad.tokens = {c.vocab};  // outside the vocabulary
+  CHECK_THROWS_AS(b->forward(bad, kv, logits), Error);
+  bad.tokens = {5};
+  bad.logit_rows = {3};
+  CHECK_THROWS_AS(b->forward(bad, kv, logits), Error);
+}
+
+}  // namespace
+}  // namespace ember
