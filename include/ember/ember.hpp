@@ -84,6 +84,7 @@ struct EngineOptions {
   int kv_block_size = 16;                        // tokens per KV block
   int max_batch_tokens = 512;  // token budget of one engine step (prefill chunks + decodes)
   int max_sequences = 16;      // sequences decoded together in one step
+  bool prefix_cache = true;    // reuse the KV of prompt prefixes already computed
   LogCallback log;             // receives log lines; nothing is printed without it
 };
 
@@ -111,8 +112,9 @@ struct Message {
 };
 
 struct Request {
-  std::string prompt;             // raw text; used when `messages` is empty
+  std::string prompt;             // raw text; used when `messages` and `prompt_tokens` are empty
   std::vector<Message> messages;  // a conversation rendered through the model's chat template
+  std::vector<std::int32_t> prompt_tokens;  // pre-tokenized prompt; takes precedence when given
   SamplingParams sampling;
   bool parse_special_tokens = false;  // recognise special-token text (e.g. "<|im_end|>") in prompt
   int priority = 0;                   // higher runs first when requests wait for room

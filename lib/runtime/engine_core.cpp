@@ -66,7 +66,7 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
     fail(ErrorCode::invalid_argument, "kv_cache_bytes = {} holds no KV block ({} bytes each)",
          options.kv_cache_bytes, geometry.bytes_per_block());
   kv_ = std::make_unique<backend::KvCache>(geometry);
-  pool_ = std::make_unique<BlockPool>(geometry.block_count, geometry.block_size, /*prefix_caching=*/true);
+  pool_ = std::make_unique<BlockPool>(geometry.block_count, geometry.block_size, options.prefix_cache);
   SchedulerLimits limits;
   limits.max_batch_tokens = options.max_batch_tokens;
   limits.max_sequences = options.max_sequences;
@@ -87,7 +87,12 @@ std::string EngineCore::render_chat(const std::vector<Message>& messages) const 
 std::shared_ptr<Sequence> EngineCore::make_sequence(const Request& request, StreamCallback on_chunk) const {
   validate(request.sampling);
   std::vector<std::int32_t> prompt;
-  if (!request.messages.empty()) {
+  if (!request.prompt_tokens.empty()) {
+    prompt = request.prompt_tokens;
+    for (std::int32_t id : prompt)
+      if (id < 0 || id >= config_.vocab)
+        fail(ErrorCode::invalid_argument, "prompt token {} is outside the vocabulary [0, {})", id, config_.vocab);
+  } else if (!request.messages.empty()) {
     const std::string text = render_chat(request.messages);
     const auto& tok = *tokenizer_;
     // Templates that write the BOS text themselves (Llama 3) must not get a second BOS.

@@ -1,0 +1,217 @@
+// ember-bench: end-to-end throughput of the public API on a model, as ratios you can trust:
+// every configuration runs in the same process, interleaved, repeated, and reported as median,
+// min and max.
+//
+//   ember-bench [--model PATH] [--threads N] [--precision int8|fp32|both]
+//               [--workload pp512|tg128|all] [--repeats R] [--json FILE]
+//
+// pp512: prompt processing of 512 tokens (tokens/s of the prefill step).
+// tg128: generation of 128 tokens after a 16-token prompt (tokens/s of the decode steps).
+// It also measures this machine's memory read bandwidth and reports the generation ceiling it
+// implies: bandwidth / weight bytes read per generated token.
+#include <ember/ember.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::string model;
+  int threads = 2;
+  std::vector<ember::Precision> precisions{ember::Precision::int8, ember::Precision::fp32};
+  std::vector<std::string> workloads{"pp512", "tg128"};
+  int repeats = 5;
+  std::string json_path;
+};
+
+std::string default_model() {
+  if (const char* env = std::getenv("EMBER_MODEL")) return env;
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.cache/ember/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "error: %s\nusage: ember-bench [--model PATH] [--threads N] "
+               "[--precision int8|fp32|both] [--workload pp512|tg128|all] [--repeats R] "
+               "[--json FILE]\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  a.model = default_model();
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage("missing value after " + flag);
+      return argv[++i];
+    };
+    if (flag == "--model") a.model = value();
+    else if (flag == "--threads") a.threads = std::atoi(value().c_str());
+    else if (flag == "--repeats") a.repeats = std::max(1, std::atoi(value().c_str()));
+    else if (flag == "--json") a.json_path = value();
+    else if (flag == "--precision") {
+      const std::string p = value();
+      if (p == "int8") a.precisions = {ember::Precision::int8};
+      else if (p == "fp32") a.precisions = {ember::Precision::fp32};
+      else if (p != "both") usage("--precision must be int8, fp32 or both");
+    } else if (flag == "--workload") {
+      const std::string w = value();
+      if (w == "pp512" || w == "tg128") a.workloads = {w};
+      else if (w != "all") usage("--workload must be pp512, tg128 or all");
+    } else usage("unknown flag " + flag);
+  }
+  return a;
+}
+
+// A prompt of exactly n tokens, different for every call so the prefix cache never helps.
+std::vector<std::int32_t> synthetic_prompt(const ember::Engine& engine, int n, int salt) {
+  std::string text;
+  std::vector<std::int32_t> tokens;
+  for (int i = 0; static_cast<int>(tokens.size()) < n; ++i) {
+    text += "Paragraph " + std::to_string(salt * 1000 + i) +
+            ": the keeper wrote down the ships, the weather and the birds that struck the glass. ";
+    tokens = engine.tokenize(text);
+  }
+  tokens.resize(static_cast<std::size_t>(n));
+  return tokens;
+}
+
+double run_once(ember::Engine& engine, const std::string& workload, int salt) {
+  ember::Request request;
+  request.sampling.temperature = 0;
+  request.sampling.ignore_eos = true;
+  const int prompt_len = workload == "pp512" ? 512 : 16;
+  request.prompt_tokens = synthetic_prompt(engine, prompt_len, salt);
+  request.sampling.max_tokens = workload == "pp512" ? 1 : 128;
+  const ember::Completion c = engine.generate(request);
+  if (workload == "pp512") return c.prompt_tokens / (c.timings.prefill_ms / 1000.0);
+  return (c.generated_tokens - 1) / (c.timings.decode_ms / 1000.0);
+}
+
+// Read bandwidth in bytes/s: `threads` threads summing a buffer much larger than the caches.
+double measure_bandwidth(int threads) {
+  const std::size_t n = (std::size_t{1} << 30) / sizeof(std::uint64_t);  // 1 GiB
+  std::vector<std::uint64_t> buffer(n, 1);
+  double best = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    std::vector<std::uint64_t> sums(static_cast<std::size_t>(threads));
+    const auto t0 = Clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const std::size_t begin = n / threads * t, end = t + 1 == threads ? n : n / threads * (t + 1);
+        std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (std::size_t i = begin; i + 4 <= end; i += 4) {
+          s0 += buffer[i];
+          s1 += buffer[i + 1];
+          s2 += buffer[i + 2];
+          s3 += buffer[i + 3];
+        }
+        sums[static_cast<std::size_t>(t)] = s0 + s1 + s2 + s3;
+      });
+    }
+    for (auto& th : pool) th.join();
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::uint64_t total = 0;
+    for (auto s : sums) total += s;
+    if (total != n) std::fprintf(stderr, "bandwidth check sum mismatch\n");
+    best = std::max(best, static_cast<double>(n * sizeof(std::uint64_t)) / seconds);
+  }
+  return best;
+}
+
+// Weight bytes a decode step reads: every matrix once (1 byte a weight in INT8, 4 in FP32; the
+// per-channel scales are negligible), plus one embedding row.
+double weight_bytes_per_token(const ember::ModelInfo& info, ember::Precision precision) {
+  const double d = info.embedding;
+  const double matrices = static_cast<double>(info.parameters) - d * info.vocab;  // not the embedding table
+  const double lm_head = d * info.vocab;
+  const double bytes_per_weight = precision == ember::Precision::int8 ? 1.0 : 4.0;
+  return (matrices + lm_head) * bytes_per_weight;
+}
+
+struct Stats {
+  double median, min, max;
+};
+
+Stats stats_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+const char* name(ember::Precision p) { return p == ember::Precision::int8 ? "int8" : "fp32"; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  try {
+    std::map<ember::Precision, ember::Engine> engines;
+    for (auto p : args.precisions) {
+      ember::EngineOptions options;
+      options.precision = p;
+      options.threads = args.threads;
+      options.prefix_cache = false;  // measure compute, not reuse
+      engines.emplace(p, ember::Engine::open(args.model, options));
+    }
+    // Interleaved: repeat r runs every (workload, precision) before repeat r+1 starts, so machine
+    // drift hits all configurations alike. One warm-up run each first.
+    std::map<std::pair<std::string, ember::Precision>, std::vector<double>> runs;
+    for (int r = -1; r < args.repeats; ++r)
+      for (const auto& w : args.workloads)
+        for (auto p : args.precisions) {
+          const double tps = run_once(engines.at(p), w, r + 2);
+          if (r >= 0) runs[{w, p}].push_back(tps);
+        }
+
+    const double bandwidth = measure_bandwidth(args.threads);
+    nlohmann::json out = nlohmann::json::array();
+    std::printf("%-8s %-6s %-7s %10s %10s %10s\n", "engine", "prec", "work", "median", "min", "max");
+    for (const auto& [key, values] : runs) {
+      const Stats s = stats_of(values);
+      std::printf("%-8s %-6s %-7s %10.1f %10.1f %10.1f tokens/s\n", "ember", name(key.second),
+                  key.first.c_str(), s.median, s.min, s.max);
+      nlohmann::json j = {{"engine", "ember"}, {"workload", key.first}, {"precision", name(key.second)},
+                          {"threads", args.threads},
+                          {"tokens_per_s", {{"median", s.median}, {"min", s.min}, {"max", s.max}}},
+                          {"runs", values}};
+      if (key.first == "tg128") {
+        const double bytes = weight_bytes_per_token(engines.at(key.second).info(), key.second);
+        j["weight_bytes_per_token"] = bytes;
+        j["bandwidth_bytes_per_s"] = bandwidth;
+        j["bandwidth_ceiling_tokens_per_s"] = bandwidth / bytes;
+        j["fraction_of_ceiling"] = s.median / (bandwidth / bytes);
+        std::printf("         %.1f MB of weights per token; read bandwidth %.1f GB/s -> ceiling %.0f tokens/s; "
+                    "reached %.0f %%\n", bytes / 1e6, bandwidth / 1e9, bandwidth / bytes,
+                    100.0 * s.median / (bandwidth / bytes));
+      }
+      out.push_back(j);
+    }
+    for (const auto& w : args.workloads) {
+      if (runs.count({w, ember::Precision::int8}) && runs.count({w, ember::Precision::fp32}))
+        std::printf("%s: int8 / fp32 = %.2fx\n", w.c_str(),
+                    stats_of(runs[{w, ember::Precision::int8}]).median /
+                        stats_of(runs[{w, ember::Precision::fp32}]).median);
+    }
+    if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
+  } catch (const ember::Error& e) {
+    std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());
+    return 1;
+  }
+  return 0;
+}
