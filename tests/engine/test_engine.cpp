@@ -1,0 +1,206 @@
+// The public Engine API on synthetic models: generation, streaming, stop strings, limits and
+// errors, and the invariances that batching and the prefix cache must keep.
+#include "model/gguf_writer.hpp"
+#include "test_support.hpp"
+
+#include <ember/ember.hpp>
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <thread>
+
+namespace ember {
+namespace {
+
+// A synthetic model file shared by the tests of this program.
+const std::string& model_path() {
+  static const std::string path = [] {
+    const auto dir = test::temp_dir("ember-engine-test");
+    model::SyntheticModelSpec spec;
+    spec.config = model::SyntheticModelSpec::tiny_config();
+    spec.config.context_length = 256;
+    spec.seed = 42;
+    const std::string p = (dir / "tiny.gguf").string();
+    model::write_synthetic_model(spec, p);
+    return p;
+  }();
+  return path;
+}
+
+EngineOptions small_options() {
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_cache_bytes = 4u << 20;
+  return o;
+}
+
+Request greedy(const std::string& prompt, int max_tokens) {
+  Request r;
+  r.prompt = prompt;
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = max_tokens;
+  r.sampling.ignore_eos = true;
+  return r;
+}
+
+TEST_CASE("generate: greedy is deterministic and streaming delivers exactly the text") {
+  Engine engine = Engine::open(model_path(), small_options());
+  const Completion a = engine.generate(greedy("the quick brown fox", 24));
+  CHECK(a.finish_reason == FinishReason::length);
+  CHECK(a.generated_tokens == 24);
+  CHECK(a.tokens.size() == 24);
+  CHECK(a.prompt_tokens > 0);
+  std::string streamed;
+  int chunks = 0;
+  bool saw_last = false;
+  const Completion b = engine.generate(greedy("the quick brown fox", 24), [&](const Chunk& c) {
+    streamed.append(c.text);
+    ++chunks;
+    if (c.completion != nullptr) saw_last = true;
+    return true;
+  });
+  CHECK(b.tokens == a.tokens);
+  CHECK(b.text == a.text);
+  CHECK(streamed == b.text);
+  CHECK(chunks == 25);  // one per token and the final one
+  CHECK(saw_last);
+  CHECK(b.timings.time_to_first_token_ms > 0);
+  CHECK(b.timings.total_ms >= b.timings.time_to_first_token_ms);
+}
+
+TEST_CASE("sampling: the same seed gives the same output, another seed another") {
+  Engine engine = Engine::open(model_path(), small_options());
+  Request r = greedy("once upon a time", 32);
+  r.sampling.temperature = 1.5f;
+  r.sampling.top_k = 0;
+  r.sampling.top_p = 1.0f;
+  r.sampling.min_p = 0.0f;
+  r.sampling.seed = 7;
+  r.sampling.logprobs = true;
+  const Completion a = engine.generate(r), b = engine.generate(r);
+  CHECK(a.tokens == b.tokens);
+  REQUIRE(a.logprobs.size() == a.tokens.size());
+  for (float lp : a.logprobs) CHECK(lp <= 0.0f);
+  r.sampling.seed = 8;
+  CHECK(engine.generate(r).tokens != a.tokens);
+}
+
+TEST_CASE("stop strings end generation and are never emitted") {
+  Engine engine = Engine::open(model_path(), small_options());
+  const Completion full = engine.generate(greedy("hello world", 40));
+  REQUIRE(full.text.size() > 12);
+  const std::string stop = full.text.substr(full.text.size() / 2, 3);
+  const std::size_t at = full.text.find(stop);
+  Request r = greedy("hello world", 40);
+  r.sampling.stop = {stop};
+  std::string streamed;
+  const Completion c = engine.generate(r, [&](const Chunk& ch) {
+    streamed.append(ch.text);
+    return true;
+  });
+  CHECK(c.finish_reason == FinishReason::stop);
+  CHECK(c.text == full.text.substr(0, at));
+  CHECK(streamed == c.text);
+}
+
+TEST_CASE("a callback returning false cancels; max_tokens 0 returns at once") {
+  Engine engine = Engine::open(model_path(), small_options());
+  int calls = 0;
+  const Completion c = engine.generate(greedy("abc", 50), [&](const Chunk& ch) {
+    return ch.completion != nullptr || ++calls < 3;
+  });
+  CHECK(c.finish_reason == FinishReason::cancelled);
+  CHECK(c.generated_tokens == 3);
+  const Completion none = engine.generate(greedy("abc", 0));
+  CHECK(none.finish_reason == FinishReason::length);
+  CHECK(none.generated_tokens == 0);
+  CHECK(none.text.empty());
+}
+
+TEST_CASE("bad input is an ember::Error with the right code") {
+  auto code_of = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return ErrorCode::internal;
+  };
+  CHECK(code_of([] { Engine::open("/nonexistent/model.gguf"); }) == ErrorCode::io);
+  EngineOptions bad = small_options();
+  bad.kv_block_size = 0;
+  CHECK(code_of([&] { Engine::open(model_path(), bad); }) == ErrorCode::invalid_argument);
+  Engine engine = Engine::open(model_path(), small_options());
+  CHECK(code_of([&] { engine.generate(greedy(std::string(2000, 'x'), 4)); }) == ErrorCode::context_overflow);
+  CHECK(code_of([&] { engine.generate(greedy("", 4)); }) == ErrorCode::invalid_argument);
+  Request r = greedy("x", 4);
+  r.sampling.temperature = -1;
+  CHECK(code_of([&] { engine.generate(r); }) == ErrorCode::invalid_argument);
+  r = greedy("x", 4);
+  r.prompt_tokens = {1, 999999};
+  CHECK(code_of([&] { engine.generate(r); }) == ErrorCode::invalid_argument);
+  CHECK(code_of([&] { engine.chat({}); }) == ErrorCode::invalid_argument);
+}
+
+TEST_CASE("a sequence reaching the context window ends with `context`") {
+  EngineOptions o = small_options();
+  o.context_length = 24;
+  Engine engine = Engine::open(model_path(), o);
+  const Completion c = engine.generate(greedy("hello", 100));
+  CHECK(c.finish_reason == FinishReason::context);
+  CHECK(c.prompt_tokens + c.generated_tokens == 24);
+}
+
+TEST_CASE("chat renders the model's ChatML template") {
+  Engine engine = Engine::open(model_path(), small_options());
+  const std::string text = engine.apply_chat_template({{"user", "hi"}});
+  CHECK(text.find("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n") != std::string::npos);
+  SamplingParams p;
+  p.max_tokens = 5;
+  p.ignore_eos = true;
+  CHECK(engine.chat({{"user", "hi"}}, p).generated_tokens == 5);
+}
+
+TEST_CASE("prefix cache: a shared prompt is reused and changes nothing") {
+  const std::string shared(300, 'a');  // many full blocks
+  EngineOptions off = small_options();
+  off.prefix_cache = false;
+  Engine cached = Engine::open(model_path(), small_options());
+  Engine uncached = Engine::open(model_path(), off);
+  const Completion first = cached.generate(greedy(shared.substr(0, 150) + " one", 16));
+  CHECK(first.cached_prompt_tokens == 0);
+  const Completion second = cached.generate(greedy(shared.substr(0, 150) + " two", 16));
+  CHECK(second.cached_prompt_tokens >= 16);
+  CHECK(second.cached_prompt_tokens < second.prompt_tokens);
+  const Completion reference = uncached.generate(greedy(shared.substr(0, 150) + " two", 16));
+  CHECK(reference.cached_prompt_tokens == 0);
+  CHECK(second.tokens == reference.tokens);
+}
+
+TEST_CASE("concurrent requests are batched and give the same tokens as alone, even when preempted") {
+  const std::vector<std::string> prompts{"alpha beta", "gamma delta epsilon", "zeta", "eta theta iota kappa"};
+  std::vector<Completion> alone;
+  {
+    Engine engine = Engine::open(model_path(), small_options());
+    for (const auto& p : prompts) alone.push_back(engine.generate(greedy(p, 40)));
+  }
+  for (std::size_t kv_bytes : {std::size_t{4} << 20, std::size_t{16} << 10}) {  // roomy, then 8 blocks: preemption
+    EngineOptions o = small_options();
+    o.kv_cache_bytes = kv_bytes;
+    Engine engine = Engine::open(model_path(), o);
+    std::vector<Completion> together(prompts.size());
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < prompts.size(); ++i)
+      threads.emplace_back([&, i] { together[i] = engine.generate(greedy(prompts[i], 40)); });
+    for (auto& t : threads) t.join();
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      INFO("prompt ", i, " kv bytes ", kv_bytes);
+      CHECK(together[i].tokens == alone[i].tokens);
+      CHECK(together[i].finish_reason == FinishReason::length);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ember
