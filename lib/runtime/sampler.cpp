@@ -70,61 +70,110 @@ void Sampler::apply_penalties(float* logits, const std::vector<std::int32_t>& hi
   }
 }
 
-// Leaves the survivors of top-k, top-p and min-p in candidates_[0, count) and returns count.
-// Only as much of the candidate list is sorted as top-p needs: the kept set is a prefix of the
-// descending order, so sorting grows in doubling windows until the mass is reached.
-std::size_t Sampler::truncate(float max_logit) {
-  auto better = [](const Candidate& a, const Candidate& b) {
-    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-  };
-  auto first = candidates_.begin();
-  if (params_.top_k > 0 && static_cast<std::size_t>(params_.top_k) < candidates_.size()) {
-    std::nth_element(first, first + params_.top_k, candidates_.end(), better);
-    candidates_.resize(static_cast<std::size_t>(params_.top_k));
-    first = candidates_.begin();
-  }
-  double z = 0;
-  for (const Candidate& c : candidates_) z += std::exp(static_cast<double>(c.logit) - max_logit);
+namespace {
 
-  // min-p keeps p_i >= min_p * p_max, i.e. logit_i - max >= log(min_p): also a prefix of the
-  // descending order, so it only bounds where top-p may stop (p_max itself always survives).
-  std::size_t count = candidates_.size();
-  if (params_.min_p > 0) {
-    const double threshold = std::log(static_cast<double>(params_.min_p));
-    auto last = std::partition(first, candidates_.end(), [&](const Candidate& c) {
-      return static_cast<double>(c.logit) - max_logit >= threshold;
-    });
-    count = static_cast<std::size_t>(last - first);
-  }
-  if (params_.top_p >= 1.0f) return count;
+// Candidate order: higher logit first, ties to the lower id (deterministic on every library).
+bool better(const Sampler::Candidate& a, const Sampler::Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
 
-  // top-p on the top-k set's distribution: the smallest prefix whose mass reaches top_p.
-  const double target = static_cast<double>(params_.top_p) * z;
-  double mass = 0;
-  std::size_t sorted = 0;
-  while (sorted < count) {
-    const std::size_t next = std::min(count, std::max<std::size_t>(64, 2 * sorted));
-    if (next < count) std::nth_element(first + sorted, first + next, first + count, better);
-    std::sort(first + sorted, first + next, better);
-    for (std::size_t i = sorted; i < next; ++i) {
-      mass += std::exp(static_cast<double>(first[i].logit) - max_logit);
-      if (mass >= target) return i + 1;
+}  // namespace
+
+// Fills candidates_ with the k best finite logits. A bounded heap whose top is the worst kept
+// candidate: most of a 49152-entry row is rejected by one comparison, far cheaper than
+// nth_element over a copy of the whole row.
+void Sampler::collect_top_k(const float* logits, std::size_t k) {
+  candidates_.clear();
+  for (std::int32_t i = 0; i < vocab_size_; ++i) {
+    if (!finite(logits[i])) continue;
+    const Candidate c{logits[i], i, 0.0f};
+    if (candidates_.size() < k) {
+      candidates_.push_back(c);
+      std::push_heap(candidates_.begin(), candidates_.end(), better);
+    } else if (better(c, candidates_.front())) {
+      std::pop_heap(candidates_.begin(), candidates_.end(), better);
+      candidates_.back() = c;
+      std::push_heap(candidates_.begin(), candidates_.end(), better);
     }
-    sorted = next;
   }
-  return count;  // rounding left the mass a hair short: keep everything min-p kept
+}
+
+// Leaves the survivors of top-k, top-p and min-p in candidates_[0, count) and returns count.
+// `full_norm` receives sum(exp(z - max)) over the whole row when it was computed on the way
+// (top_k off and top_p on), else 0.
+std::size_t Sampler::select(const float* logits, float max_logit, double* full_norm) {
+  const bool use_top_p = params_.top_p < 1.0f;
+  // min-p keeps p_i >= min_p * p_max, i.e. z_i - max >= log(min_p): a prefix of the descending
+  // order that contains the best token, so it only bounds where top-p may stop.
+  const double log_min_p = params_.min_p > 0 ? std::log(static_cast<double>(params_.min_p))
+                                             : -std::numeric_limits<double>::infinity();
+  const auto passes_min_p = [&](float z) {
+    return static_cast<double>(z) - max_logit >= log_min_p;
+  };
+  double norm = 0;  // top-p mass is measured on the top-k set's temperature-1 distribution
+  *full_norm = 0;
+  if (params_.top_k > 0 && params_.top_k < vocab_size_) {
+    collect_top_k(logits, static_cast<std::size_t>(params_.top_k));
+    if (use_top_p)
+      for (Candidate& c : candidates_) norm += c.weight = std::exp(c.logit - max_logit);
+    const auto last = std::partition(candidates_.begin(), candidates_.end(),
+                                     [&](const Candidate& c) { return passes_min_p(c.logit); });
+    candidates_.erase(last, candidates_.end());
+  } else {
+    candidates_.clear();
+    for (std::int32_t i = 0; i < vocab_size_; ++i) {
+      if (!finite(logits[i])) continue;
+      const float weight = use_top_p ? std::exp(logits[i] - max_logit) : 0.0f;
+      norm += weight;
+      if (passes_min_p(logits[i])) candidates_.push_back({logits[i], i, weight});
+    }
+    *full_norm = norm;
+  }
+  const std::size_t count = candidates_.size();
+  if (!use_top_p) return count;
+
+  // top-p: the smallest prefix of the descending order whose mass reaches top_p. A quickselect
+  // on mass finds it without sorting: halve [lo, hi) around its median until the cut lies in a
+  // small window, then sort only that window. [0, lo) is kept (unsorted) and better than the
+  // rest. Expected O(count) comparisons; the weights were computed once, with the norm.
+  const double target = static_cast<double>(params_.top_p) * norm;
+  const auto first = candidates_.begin();
+  const auto mass_of = [&](std::size_t from, std::size_t to) {
+    double m = 0;
+    for (std::size_t i = from; i < to; ++i) m += first[i].weight;
+    return m;
+  };
+  double mass = 0;  // of [0, lo)
+  std::size_t lo = 0, hi = count;
+  while (hi - lo > 64) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    std::nth_element(first + lo, first + mid, first + hi, better);
+    const double upper = mass_of(lo, mid);
+    if (mass + upper >= target) {
+      hi = mid;
+    } else {
+      mass += upper;
+      lo = mid;
+    }
+  }
+  std::sort(first + lo, first + hi, better);
+  for (std::size_t i = lo; i < hi; ++i) {
+    mass += first[i].weight;
+    if (mass >= target) return i + 1;
+  }
+  return hi;  // rounding: the window's sum fell a hair short of what the halving measured
 }
 
 std::int32_t Sampler::draw(std::size_t count, float max_logit) {
-  const double inv_t = 1.0 / static_cast<double>(params_.temperature);
+  const float inv_t = 1.0f / params_.temperature;
+  weights_.resize(count);
   double total = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    total += std::exp((static_cast<double>(candidates_[i].logit) - max_logit) * inv_t);
-  }
+  for (std::size_t i = 0; i < count; ++i)
+    total += weights_[i] = std::exp((candidates_[i].logit - max_logit) * inv_t);
   const double u = uniform01() * total;
   double acc = 0;
   for (std::size_t i = 0; i < count; ++i) {
-    acc += std::exp((static_cast<double>(candidates_[i].logit) - max_logit) * inv_t);
+    acc += weights_[i];
     if (u < acc) return candidates_[i].id;
   }
   return candidates_[count - 1].id;  // u landed in the rounding gap at the very end
@@ -144,18 +193,16 @@ std::int32_t Sampler::sample(float* logits, const std::vector<std::int32_t>& his
     fail(ErrorCode::internal, "logits row has no finite maximum (max = {})", max_logit);
 
   std::int32_t id = best;
+  double norm = 0;  // sum(exp(z - max)) over the row, when select() computed it
   if (params_.temperature > 0) {
-    candidates_.clear();
-    for (std::int32_t i = 0; i < vocab_size_; ++i)
-      if (finite(logits[i])) candidates_.push_back({logits[i], i});
-    const std::size_t count = truncate(max_logit);
-    id = draw(count, max_logit);
+    id = draw(select(logits, max_logit, &norm), max_logit);
   }
 
   if (logprob != nullptr) {
-    double z = 0;
-    for (std::int32_t i = 0; i < vocab_size_; ++i)
-      if (finite(logits[i])) z += std::exp(static_cast<double>(logits[i]) - max_logit);
+    double z = norm;
+    if (z == 0)
+      for (std::int32_t i = 0; i < vocab_size_; ++i)
+        if (finite(logits[i])) z += std::exp(logits[i] - max_logit);
     *logprob = static_cast<float>(static_cast<double>(logits[id]) - max_logit - std::log(z));
   }
   return id;

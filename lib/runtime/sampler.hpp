@@ -39,14 +39,16 @@ class Sampler {
 
   int vocab_size() const { return vocab_size_; }
 
- private:
   struct Candidate {
     float logit;
     std::int32_t id;
+    float weight;  // exp(logit - max), set where top-p needs it
   };
 
+ private:
   void apply_penalties(float* logits, const std::vector<std::int32_t>& history);
-  std::size_t truncate(float max_logit);  // top-k, top-p, min-p on candidates_
+  void collect_top_k(const float* logits, std::size_t k);
+  std::size_t select(const float* logits, float max_logit, double* full_norm);
   std::int32_t draw(std::size_t count, float max_logit);
   double uniform01();  // [0, 1) with 53 random bits, identical on every standard library
 
@@ -54,6 +56,7 @@ class Sampler {
   int vocab_size_;
   std::mt19937_64 rng_;                     // fully specified by the standard: reproducible
   std::vector<Candidate> candidates_;       // scratch, reused across calls
+  std::vector<float> weights_;              // scratch: tempered weights of the survivors
   std::vector<std::int32_t> window_;        // scratch for the penalty window
 };
 
