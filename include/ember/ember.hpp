@@ -1,19 +1,23 @@
 // ember: embeddable LLM inference. The whole C++ API is this header (C++17).
 //
-// Stability: every name in namespace `ember` declared here is the public API. Names in
-// `ember::detail` and everything outside include/ember/ are internal and may change in any
-// release. Within a 0.x minor version the API and ABI stay source compatible.
+// Stability: every name in namespace `ember` declared here is the public API; `ember::runtime`
+// is only forward-declared here and, like everything outside include/ember/, internal and free
+// to change in any release. Within a 0.x minor version the API stays source compatible.
 //
-// Thread-safety contract (see Engine for the details):
-//   * An Engine's model weights are immutable after open(); the engine's mutable state (KV
-//     cache, scheduler, sampler state) is owned by the engine and guarded by it.
-//   * Engine::generate(), Engine::chat(), tokenize(), detokenize(), info() may be called from
-//     any thread; concurrent generate() calls are serialised (each runs to completion).
-//   * Callbacks run on the thread that runs the engine step (the caller's thread for
-//     generate()/chat()). A callback must not call back into the same Engine.
+// Thread-safety contract:
+//   * An Engine's model weights are immutable after open(); its mutable state (KV cache,
+//     scheduler, per-request sampler state) is owned by the engine and guarded by one mutex.
+//   * Every Engine member function may be called from any thread, concurrently. generate(),
+//     chat() and RequestHandle::wait() run engine steps on the calling thread when there is no
+//     background thread; concurrent requests are batched together whichever thread steps.
+//   * Callbacks run on the thread that runs the engine step, with the engine's lock held: a
+//     callback must not call back into the same Engine. An exception thrown by a callback stops
+//     its request (finish reason `cancelled`, Completion::error says why) and goes no further.
+//   * Moving or destroying an Engine must not race with calls on it.
 //   * ember never prints to stdout/stderr; install EngineOptions::log to see its log lines.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -85,6 +89,8 @@ struct EngineOptions {
   int max_batch_tokens = 512;  // token budget of one engine step (prefill chunks + decodes)
   int max_sequences = 16;      // sequences decoded together in one step
   bool prefix_cache = true;    // reuse the KV of prompt prefixes already computed
+  bool background_thread = false;  // the engine steps itself on a thread it owns; otherwise
+                                   // the host drives it (step(), wait(), generate())
   LogCallback log;             // receives log lines; nothing is printed without it
 };
 
@@ -166,6 +172,60 @@ struct Chunk {
 // Returns false to stop the request (finish reason `cancelled`).
 using StreamCallback = std::function<bool(const Chunk&)>;
 
+enum class RequestStatus { queued, running, finished };
+
+namespace runtime {  // internal types, opaque here
+class EngineCore;
+struct Sequence;
+}  // namespace runtime
+
+// A submitted request. Copies refer to the same request; a handle stays valid after its engine
+// is destroyed (the request then reports `cancelled`). All members are thread-safe.
+class EMBER_API RequestHandle {
+ public:
+  RequestHandle() = default;
+  bool valid() const noexcept { return sequence_ != nullptr; }
+  std::uint64_t id() const;
+  RequestStatus status() const;
+  // Blocks until the request finishes and returns its completion. Without a background thread
+  // the waiting thread runs engine steps itself (serving every queued request meanwhile).
+  Completion wait();
+  // Asks the request to stop; it finishes with `cancelled` and frees its KV blocks at the next
+  // step (at once when still queued). Cancelling a finished request does nothing.
+  void cancel();
+
+ private:
+  friend class Engine;
+  RequestHandle(std::shared_ptr<runtime::Sequence> sequence, std::weak_ptr<runtime::EngineCore> core)
+      : sequence_(std::move(sequence)), core_(std::move(core)) {}
+  std::shared_ptr<runtime::Sequence> sequence_;
+  std::weak_ptr<runtime::EngineCore> core_;
+};
+
+// Running totals since the engine opened.
+struct EngineStats {
+  std::uint64_t requests_submitted = 0;
+  std::uint64_t requests_finished = 0;
+  std::uint64_t steps = 0;
+  std::uint64_t prompt_tokens = 0;
+  std::uint64_t prompt_tokens_reused = 0;  // served from the prefix cache
+  std::uint64_t generated_tokens = 0;
+  std::uint64_t preemptions = 0;           // sequences requeued for recompute to free KV blocks
+  std::uint64_t prefix_lookups = 0;
+  std::uint64_t prefix_hit_blocks = 0;
+  std::uint64_t prefix_evictions = 0;
+  int running = 0;                         // sequences now running
+  int queued = 0;                          // requests now waiting
+  int kv_blocks_total = 0;
+  int kv_blocks_free = 0;
+};
+
+struct StepResult {
+  int steps = 0;        // engine steps run
+  int tokens = 0;       // rows computed (prompt and generated tokens)
+  bool idle = false;    // nothing left to do
+};
+
 struct ModelInfo {
   std::string name;
   std::string architecture;
@@ -190,7 +250,8 @@ class EMBER_API Engine {
   Engine& operator=(const Engine&) = delete;
   ~Engine();
 
-  // Runs one request to completion on the calling thread, streaming to `on_chunk` if given.
+  // Runs one request to completion, streaming to `on_chunk` if given. Concurrent calls from
+  // several threads are batched together.
   // Bad parameters throw Error(invalid_argument); a prompt that cannot fit the context throws
   // Error(context_overflow). Everything else ends in a Completion with its finish reason.
   Completion generate(const Request& request, const StreamCallback& on_chunk = {});
@@ -199,6 +260,17 @@ class EMBER_API Engine {
   // appended. Throws Error(unsupported) when the model has no chat template ember can render.
   Completion chat(const std::vector<Message>& messages, const SamplingParams& sampling = {},
                   const StreamCallback& on_chunk = {});
+
+  // Queues a request and returns at once; thread-safe. Chunks stream to `on_chunk` on the
+  // thread that runs the step. Validation errors throw here, as in generate().
+  RequestHandle submit(const Request& request, StreamCallback on_chunk = {});
+
+  // Runs engine steps on the calling thread until `budget` is spent or nothing is left (a game
+  // calls this once per frame). A step that starts is finished, so a call can overrun the
+  // budget by one step. With a background thread this returns at once.
+  StepResult step(std::chrono::microseconds budget);
+
+  EngineStats stats() const;
 
   // The chat template applied to `messages` (with the assistant generation prompt).
   std::string apply_chat_template(const std::vector<Message>& messages) const;
@@ -212,6 +284,7 @@ class EMBER_API Engine {
  private:
   struct Impl;
   explicit Engine(std::unique_ptr<Impl> impl);
+  runtime::EngineCore& core(const char* caller) const;  // throws on a moved-from Engine
   std::unique_ptr<Impl> impl_;
 };
 

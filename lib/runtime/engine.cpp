@@ -1,4 +1,4 @@
-// ember::Engine: the public face of EngineCore.
+// ember::Engine and ember::RequestHandle: the public face of EngineCore.
 #include "runtime/engine_core.hpp"
 #include "util/check.hpp"
 
@@ -7,9 +7,13 @@
 namespace ember {
 
 struct Engine::Impl {
-  Impl(const std::string& path, const EngineOptions& options) : core(path, options) {}
-  runtime::EngineCore core;
+  std::shared_ptr<runtime::EngineCore> core;
 };
+
+runtime::EngineCore& Engine::core(const char* caller) const {
+  if (!impl_) fail(ErrorCode::invalid_argument, "{}() on a moved-from Engine", caller);
+  return *impl_->core;
+}
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::Engine(Engine&&) noexcept = default;
@@ -17,15 +21,20 @@ Engine& Engine::operator=(Engine&&) noexcept = default;
 Engine::~Engine() = default;
 
 Engine Engine::open(const std::string& path, const EngineOptions& options) {
-  return Engine(std::make_unique<Impl>(path, options));
+  auto impl = std::make_unique<Impl>();
+  impl->core = std::make_shared<runtime::EngineCore>(path, options);
+  return Engine(std::move(impl));
+}
+
+RequestHandle Engine::submit(const Request& request, StreamCallback on_chunk) {
+  runtime::EngineCore& engine = core("submit");
+  auto seq = engine.make_sequence(request, std::move(on_chunk));
+  engine.submit(seq);
+  return RequestHandle(std::move(seq), impl_->core);
 }
 
 Completion Engine::generate(const Request& request, const StreamCallback& on_chunk) {
-  if (!impl_) fail(ErrorCode::invalid_argument, "generate() on a moved-from Engine");
-  auto seq = impl_->core.make_sequence(request, on_chunk);
-  impl_->core.submit(seq);
-  impl_->core.run_until_finished(seq);
-  return seq->completion;
+  return submit(request, on_chunk).wait();
 }
 
 Completion Engine::chat(const std::vector<Message>& messages, const SamplingParams& sampling,
@@ -37,24 +46,27 @@ Completion Engine::chat(const std::vector<Message>& messages, const SamplingPara
   return generate(request, on_chunk);
 }
 
+StepResult Engine::step(std::chrono::microseconds budget) {
+  return core("step").run_for(budget);
+}
+
+EngineStats Engine::stats() const { return core("stats").stats(); }
+
 std::string Engine::apply_chat_template(const std::vector<Message>& messages) const {
-  if (!impl_) fail(ErrorCode::invalid_argument, "apply_chat_template() on a moved-from Engine");
-  return impl_->core.render_chat(messages);
+  return core("apply_chat_template").render_chat(messages);
 }
 
 std::vector<std::int32_t> Engine::tokenize(std::string_view text, bool parse_special) const {
-  if (!impl_) fail(ErrorCode::invalid_argument, "tokenize() on a moved-from Engine");
-  return impl_->core.tokenizer().encode(text, parse_special, /*add_bos=*/false);
+  return core("tokenize").tokenizer().encode(text, parse_special, /*add_bos=*/false);
 }
 
 std::string Engine::detokenize(const std::vector<std::int32_t>& tokens) const {
-  if (!impl_) fail(ErrorCode::invalid_argument, "detokenize() on a moved-from Engine");
-  return impl_->core.tokenizer().decode(tokens);
+  return core("detokenize").tokenizer().decode(tokens);
 }
 
 ModelInfo Engine::info() const {
-  if (!impl_) fail(ErrorCode::invalid_argument, "info() on a moved-from Engine");
-  const model::ModelConfig& c = impl_->core.config();
+  const runtime::EngineCore& engine = core("info");
+  const model::ModelConfig& c = engine.config();
   ModelInfo info;
   info.name = c.name;
   info.architecture = c.architecture;
@@ -63,22 +75,41 @@ ModelInfo Engine::info() const {
   info.heads = c.heads;
   info.kv_heads = c.kv_heads;
   info.vocab = c.vocab;
-  info.context_length = impl_->core.context_length();
+  info.context_length = engine.context_length();
   const std::uint64_t d = static_cast<std::uint64_t>(c.embedding);
   const std::uint64_t per_layer = d * static_cast<std::uint64_t>(c.heads * c.head_dim) * 2 +
                                   d * static_cast<std::uint64_t>(c.kv_heads * c.head_dim) * 2 +
                                   3 * d * static_cast<std::uint64_t>(c.ffn) + 2 * d;
   info.parameters = per_layer * static_cast<std::uint64_t>(c.layers) +
                     d * static_cast<std::uint64_t>(c.vocab) * (c.tied_embeddings ? 1 : 2) + d;
-  try {
-    impl_->core.render_chat({{"user", "x"}});
-    info.has_chat_template = true;
-  } catch (const Error&) {
-    info.has_chat_template = false;
-  }
+  info.has_chat_template = engine.has_chat_template();
   return info;
 }
 
-double Engine::load_ms() const { return impl_ ? impl_->core.load_ms() : 0.0; }
+double Engine::load_ms() const { return core("load_ms").load_ms(); }
+
+// ---- RequestHandle ----
+
+std::uint64_t RequestHandle::id() const {
+  if (!sequence_) fail(ErrorCode::invalid_argument, "id() on an empty RequestHandle");
+  return sequence_->id;
+}
+
+RequestStatus RequestHandle::status() const {
+  if (!sequence_) fail(ErrorCode::invalid_argument, "status() on an empty RequestHandle");
+  if (auto core = core_.lock()) return core->status(*sequence_);
+  return RequestStatus::finished;  // the engine is gone; it finished every request first
+}
+
+Completion RequestHandle::wait() {
+  if (!sequence_) fail(ErrorCode::invalid_argument, "wait() on an empty RequestHandle");
+  if (auto core = core_.lock()) core->wait(sequence_);
+  return sequence_->completion;
+}
+
+void RequestHandle::cancel() {
+  if (!sequence_) fail(ErrorCode::invalid_argument, "cancel() on an empty RequestHandle");
+  if (auto core = core_.lock()) core->cancel(sequence_);
+}
 
 }  // namespace ember

@@ -73,10 +73,36 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
   limits.context_length = context_length_;
   scheduler_ = std::make_unique<Scheduler>(*pool_, limits);
 
+  stats_.kv_blocks_total = geometry.block_count;
   load_ms_ = ms_between(start, Clock::now());
   log(LogLevel::info, "loaded {} ({} layers, width {}) on {} in {:.0f} ms; KV cache {} blocks of {} tokens",
       config_.name, config_.layers, config_.embedding, backend_->name(), load_ms_,
       geometry.block_count, geometry.block_size);
+  if (options.background_thread) background_ = std::thread([this] { background_loop(); });
+}
+
+EngineCore::~EngineCore() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  if (background_.joinable()) background_.join();
+  std::lock_guard lock(mutex_);
+  for (const auto& seq : scheduler_->sequences()) {
+    seq->completion.finish_reason = FinishReason::cancelled;
+    seq->completion.error = "the engine was destroyed";
+    finalize(seq);
+  }
+}
+
+void EngineCore::background_loop() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    work_cv_.wait(lock, [&] { return stopping_ || !scheduler_->idle(); });
+    if (stopping_) return;
+    step_locked();
+  }
 }
 
 std::string EngineCore::render_chat(const std::vector<Message>& messages) const {
@@ -115,23 +141,105 @@ std::shared_ptr<Sequence> EngineCore::make_sequence(const Request& request, Stre
 }
 
 void EngineCore::submit(const std::shared_ptr<Sequence>& seq) {
-  std::lock_guard lock(mutex_);
-  seq->id = next_id_++;
-  seq->submitted = Clock::now();
-  if (seq->sampling.max_tokens == 0) {  // documented: nothing to generate, no inference
-    seq->completion.finish_reason = FinishReason::length;
-    finalize(seq);
-    return;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) fail(ErrorCode::invalid_argument, "submit() on an engine that is shutting down");
+    seq->id = next_id_++;
+    seq->submitted = Clock::now();
+    ++stats_.requests_submitted;
+    if (seq->sampling.max_tokens == 0) {  // documented: nothing to generate, no inference
+      seq->completion.finish_reason = FinishReason::length;
+      finalize(seq);
+      return;
+    }
+    scheduler_->add(seq);
   }
-  scheduler_->add(seq);
+  work_cv_.notify_one();
 }
 
 bool EngineCore::step() {
   std::lock_guard lock(mutex_);
+  return step_locked() >= 0;
+}
+
+StepResult EngineCore::run_for(std::chrono::microseconds budget) {
+  StepResult result;
+  if (background_.joinable()) {
+    std::lock_guard lock(mutex_);
+    result.idle = scheduler_->idle();
+    return result;
+  }
+  const auto deadline = Clock::now() + budget;
+  do {
+    std::lock_guard lock(mutex_);
+    const int rows = step_locked();
+    if (rows < 0) {
+      result.idle = true;
+      break;
+    }
+    ++result.steps;
+    result.tokens += rows;
+  } while (Clock::now() < deadline);
+  return result;
+}
+
+void EngineCore::wait(const std::shared_ptr<Sequence>& seq) {
+  std::unique_lock lock(mutex_);
+  while (seq->state != SequenceState::finished) {
+    if (background_.joinable()) {
+      finished_cv_.wait(lock);
+    } else if (step_locked() < 0 && seq->state != SequenceState::finished) {
+      fail(ErrorCode::internal, "request {} is unfinished but the engine has no work", seq->id);
+    }
+  }
+}
+
+void EngineCore::cancel(const std::shared_ptr<Sequence>& seq) {
+  std::lock_guard lock(mutex_);
+  if (seq->state == SequenceState::finished) return;
+  seq->cancel_requested = true;
+  if (seq->state == SequenceState::waiting) {  // never started: end it now
+    finish(*seq, FinishReason::cancelled);
+    finalize(seq);
+  }  // a running one ends at the start of the next step
+}
+
+RequestStatus EngineCore::status(const Sequence& seq) const {
+  std::lock_guard lock(mutex_);
+  switch (seq.state) {
+    case SequenceState::waiting: return RequestStatus::queued;
+    case SequenceState::running: return RequestStatus::running;
+    case SequenceState::finished: break;
+  }
+  return RequestStatus::finished;
+}
+
+EngineStats EngineCore::stats() const {
+  std::lock_guard lock(mutex_);
+  EngineStats s = stats_;
+  const BlockPool::Stats p = pool_->stats();
+  s.prefix_lookups = p.lookups;
+  s.prefix_hit_blocks = p.hit_blocks;
+  s.prefix_evictions = p.evictions;
+  s.preemptions = scheduler_->preemptions();
+  s.running = scheduler_->running();
+  s.queued = scheduler_->waiting();
+  s.kv_blocks_free = pool_->free_blocks();
+  return s;
+}
+
+int EngineCore::step_locked() {
+  // Requests cancelled while running end before the step, freeing their blocks for it.
+  for (const auto& seq : scheduler_->sequences())
+    if (seq->cancel_requested) {
+      finish(*seq, FinishReason::cancelled);
+      finalize(seq);
+    }
   std::vector<std::shared_ptr<Sequence>> finished;
   const std::vector<ScheduledSequence> step = scheduler_->schedule(batch_, finished);
   for (const auto& seq : finished) finalize(seq);
-  if (step.empty()) return !finished.empty();
+  if (step.empty()) return finished.empty() ? -1 : 0;
+  ++stats_.steps;
 
   try {
     backend_->forward(batch_, *kv_, logits_);
@@ -143,7 +251,7 @@ bool EngineCore::step() {
       s.sequence->completion.finish_reason = FinishReason::error;
       finalize(s.sequence);
     }
-    return true;
+    return 0;
   }
   scheduler_->commit(step);
   for (const ScheduledSequence& s : step) {
@@ -153,17 +261,7 @@ bool EngineCore::step() {
   }
   for (const ScheduledSequence& s : step)
     if (s.sequence->state == SequenceState::finished) finalize(s.sequence);
-  return true;
-}
-
-void EngineCore::run_until_finished(const std::shared_ptr<Sequence>& seq) {
-  while (true) {
-    {
-      std::lock_guard lock(mutex_);
-      if (seq->state == SequenceState::finished) return;  // finalized in the same locked step
-    }
-    step();
-  }
+  return batch_.rows();
 }
 
 void EngineCore::on_token(Sequence& seq, float* logits) {
@@ -228,6 +326,10 @@ void EngineCore::finish(Sequence& seq, FinishReason reason, bool discard_held_te
 void EngineCore::finalize(const std::shared_ptr<Sequence>& seq) {
   scheduler_->remove(seq);  // releases its blocks; published ones stay in the prefix cache
   Completion& c = seq->completion;
+  ++stats_.requests_finished;
+  stats_.prompt_tokens += static_cast<std::uint64_t>(c.prompt_tokens);
+  stats_.prompt_tokens_reused += static_cast<std::uint64_t>(c.cached_prompt_tokens);
+  stats_.generated_tokens += c.tokens.size();
   const auto end = Clock::now();
   c.generated_tokens = static_cast<int>(c.tokens.size());
   Timings& t = c.timings;

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace ember::runtime {
@@ -30,6 +31,9 @@ namespace ember::runtime {
 class EngineCore {
  public:
   EngineCore(const std::string& path, const EngineOptions& options);
+  ~EngineCore();  // stops the background thread; unfinished requests end as `cancelled`
+  EngineCore(const EngineCore&) = delete;
+  EngineCore& operator=(const EngineCore&) = delete;
 
   // Validates and tokenizes a request into a new sequence (not yet queued). Throws
   // Error(invalid_argument | context_overflow | unsupported).
@@ -38,10 +42,16 @@ class EngineCore {
   void submit(const std::shared_ptr<Sequence>& seq);
   // Runs one step of the engine; returns false when there was nothing to do.
   bool step();
-  // Runs steps until `seq` is finished (the caller's thread does the work).
-  void run_until_finished(const std::shared_ptr<Sequence>& seq);
+  // Blocks until `seq` is finished: waits for the background thread, or runs steps itself.
+  void wait(const std::shared_ptr<Sequence>& seq);
+  void cancel(const std::shared_ptr<Sequence>& seq);
+  RequestStatus status(const Sequence& seq) const;
+  // Steps until `budget` is spent or there is no work (returns at once in background mode).
+  StepResult run_for(std::chrono::microseconds budget);
+  EngineStats stats() const;
 
   std::string render_chat(const std::vector<Message>& messages) const;
+  bool has_chat_template() const { return chat_template_.has_value(); }
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
   const model::ModelConfig& config() const { return config_; }
   const std::string& model_name() const { return config_.name; }
@@ -49,6 +59,8 @@ class EngineCore {
   double load_ms() const { return load_ms_; }
 
  private:
+  int step_locked();  // rows computed, or -1 when there was nothing to do
+  void background_loop();
   void on_token(Sequence& seq, float* logits);
   void finish(Sequence& seq, FinishReason reason, bool discard_held_text = false);
   void finalize(const std::shared_ptr<Sequence>& seq);
@@ -71,8 +83,12 @@ class EngineCore {
   double load_ms_ = 0;
 
   mutable std::mutex mutex_;  // guards everything below and the sequences' mutable state
-  std::condition_variable finished_cv_;
+  std::condition_variable finished_cv_;  // a sequence finished
+  std::condition_variable work_cv_;      // a request arrived, or the engine is stopping
+  bool stopping_ = false;
+  std::thread background_;
   std::uint64_t next_id_ = 1;
+  EngineStats stats_;
   backend::Batch batch_;
   std::vector<float> logits_;
 };

@@ -132,7 +132,14 @@ bool Scheduler::reserve_blocks(Sequence& seq, int tokens,
   return true;
 }
 
+std::vector<std::shared_ptr<Sequence>> Scheduler::sequences() const {
+  std::vector<std::shared_ptr<Sequence>> all(running_.begin(), running_.end());
+  all.insert(all.end(), waiting_.begin(), waiting_.end());
+  return all;
+}
+
 void Scheduler::preempt(const std::shared_ptr<Sequence>& victim) {
+  ++preemptions_;
   release_blocks(*victim);
   running_.erase(std::find(running_.begin(), running_.end(), victim));
   add(victim);  // recomputed later; its published blocks are likely still cached

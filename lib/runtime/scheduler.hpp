@@ -49,6 +49,9 @@ class Scheduler {
   void remove(const std::shared_ptr<Sequence>& sequence);
 
   bool idle() const { return running_.empty() && waiting_.empty(); }
+  // Every unfinished sequence, running ones first.
+  std::vector<std::shared_ptr<Sequence>> sequences() const;
+  std::uint64_t preemptions() const { return preemptions_; }
   int running() const { return static_cast<int>(running_.size()); }
   int waiting() const { return static_cast<int>(waiting_.size()); }
   const SchedulerLimits& limits() const { return limits_; }
@@ -65,6 +68,7 @@ class Scheduler {
   SchedulerLimits limits_;
   std::vector<std::shared_ptr<Sequence>> running_;  // admission order: oldest first
   std::deque<std::shared_ptr<Sequence>> waiting_;   // priority, then arrival
+  std::uint64_t preemptions_ = 0;
 };
 
 }  // namespace ember::runtime
