@@ -1,0 +1,158 @@
+// The asynchronous API: submit from many threads, wait, cancel at any time, a host loop driving
+// step(budget), the background thread, priorities and the running statistics.
+#include "model/gguf_writer.hpp"
+#include "test_support.hpp"
+
+#include <ember/ember.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <thread>
+
+namespace ember {
+namespace {
+
+const std::string& model_path() {
+  static const std::string path = [] {
+    model::SyntheticModelSpec spec;
+    spec.config = model::SyntheticModelSpec::tiny_config();
+    spec.seed = 43;
+    const std::string p = (test::temp_dir("ember-async-test") / "tiny.gguf").string();
+    model::write_synthetic_model(spec, p);
+    return p;
+  }();
+  return path;
+}
+
+EngineOptions options(bool background = false) {
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_cache_bytes = 4u << 20;
+  o.background_thread = background;
+  return o;
+}
+
+Request greedy(const std::string& prompt, int max_tokens, int priority = 0) {
+  Request r;
+  r.prompt = prompt;
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = max_tokens;
+  r.sampling.ignore_eos = true;
+  r.priority = priority;
+  return r;
+}
+
+TEST_CASE("submit returns at once; step(budget) from a host loop completes every request") {
+  Engine engine = Engine::open(model_path(), options());
+  const Completion alone = engine.generate(greedy("frame one", 20));
+  std::vector<RequestHandle> handles;
+  for (int i = 0; i < 6; ++i) handles.push_back(engine.submit(greedy("frame one", 20)));
+  for (const auto& h : handles) CHECK(h.status() == RequestStatus::queued);
+  int frames = 0;
+  StepResult r;
+  do {
+    r = engine.step(std::chrono::microseconds(2000));
+    ++frames;
+  } while (!r.idle && frames < 10000);
+  CHECK(r.idle);
+  for (auto& h : handles) {
+    CHECK(h.status() == RequestStatus::finished);
+    const Completion c = h.wait();  // already finished: returns at once
+    CHECK(c.tokens == alone.tokens);
+  }
+  const EngineStats s = engine.stats();
+  CHECK(s.requests_submitted == 7);
+  CHECK(s.requests_finished == 7);
+  CHECK(s.generated_tokens == 7 * 20);
+  CHECK(s.prompt_tokens_reused > 0);  // the same prompt, six more times
+  CHECK(s.running == 0);
+  CHECK(s.queued == 0);
+  CHECK(s.kv_blocks_free == s.kv_blocks_total);  // everything released (cached blocks count as free)
+}
+
+TEST_CASE("cancel: a queued request ends at once, a running one at the next step") {
+  Engine engine = Engine::open(model_path(), options());
+  RequestHandle queued = engine.submit(greedy("cancel me", 30));
+  queued.cancel();
+  CHECK(queued.status() == RequestStatus::finished);
+  CHECK(queued.wait().finish_reason == FinishReason::cancelled);
+  queued.cancel();  // twice: nothing happens
+
+  RequestHandle running = engine.submit(greedy("cancel me later", 200));
+  engine.step(std::chrono::microseconds(0));  // one step: prefill and the first token
+  CHECK(running.status() == RequestStatus::running);
+  running.cancel();
+  engine.step(std::chrono::microseconds(0));
+  const Completion c = running.wait();
+  CHECK(c.finish_reason == FinishReason::cancelled);
+  CHECK(c.generated_tokens < 200);
+  CHECK(engine.stats().kv_blocks_free == engine.stats().kv_blocks_total);
+  RequestHandle empty;
+  CHECK_THROWS_AS(empty.wait(), Error);
+}
+
+TEST_CASE("higher priority runs first when requests wait for room") {
+  EngineOptions o = options();
+  o.max_sequences = 1;  // one at a time, so the queue order is visible
+  Engine engine = Engine::open(model_path(), o);
+  std::vector<std::uint64_t> finished_order;
+  auto record = [&](std::uint64_t tag) {
+    return [&finished_order, tag](const Chunk& c) {
+      if (c.completion != nullptr) finished_order.push_back(tag);
+      return true;
+    };
+  };
+  engine.submit(greedy("low", 4, 0), record(0));
+  engine.submit(greedy("high", 4, 5), record(5));
+  engine.submit(greedy("mid", 4, 2), record(2));
+  while (!engine.step(std::chrono::milliseconds(50)).idle) {
+  }
+  CHECK(finished_order == std::vector<std::uint64_t>{5, 2, 0});
+}
+
+TEST_CASE("background thread: submissions from many threads all complete, same tokens as alone") {
+  Completion alone;
+  {
+    Engine engine = Engine::open(model_path(), options());
+    alone = engine.generate(greedy("the same question", 24));
+  }
+  Engine engine = Engine::open(model_path(), options(/*background=*/true));
+  std::vector<std::thread> clients;
+  std::atomic<int> matches{0};
+  for (int i = 0; i < 8; ++i)
+    clients.emplace_back([&] {
+      RequestHandle h = engine.submit(greedy("the same question", 24));
+      if (h.wait().tokens == alone.tokens) ++matches;
+    });
+  for (auto& t : clients) t.join();
+  CHECK(matches == 8);
+  CHECK(engine.step(std::chrono::microseconds(100)).steps == 0);  // the thread does the work
+}
+
+TEST_CASE("destroying the engine ends unfinished requests as cancelled; handles stay usable") {
+  RequestHandle h;
+  {
+    Engine engine = Engine::open(model_path(), options(/*background=*/false));
+    h = engine.submit(greedy("never run", 10));
+  }
+  CHECK(h.status() == RequestStatus::finished);
+  CHECK(h.wait().finish_reason == FinishReason::cancelled);
+}
+
+TEST_CASE("a throwing callback stops its own request only") {
+  Engine engine = Engine::open(model_path(), options());
+  RequestHandle bad = engine.submit(greedy("boom", 20), [](const Chunk& c) -> bool {
+    if (c.completion == nullptr) throw std::runtime_error("host bug");
+    return true;
+  });
+  RequestHandle good = engine.submit(greedy("fine", 20));
+  const Completion b = bad.wait(), g = good.wait();
+  CHECK(b.finish_reason == FinishReason::cancelled);
+  CHECK(!b.error.empty());
+  CHECK(g.finish_reason == FinishReason::length);
+  CHECK(g.generated_tokens == 20);
+}
+
+}  // namespace
+}  // namespace ember
