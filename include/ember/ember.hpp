@@ -89,6 +89,8 @@ struct EngineOptions {
   int max_batch_tokens = 512;  // token budget of one engine step (prefill chunks + decodes)
   int max_sequences = 16;      // sequences decoded together in one step
   bool prefix_cache = true;    // reuse the KV of prompt prefixes already computed
+  std::size_t response_cache_bytes = 0;  // exact cache of whole completions for repeated
+                                         // requests (same prompt and parameters); 0 = off
   bool background_thread = false;  // the engine steps itself on a thread it owns; otherwise
                                    // the host drives it (step(), wait(), generate())
   LogCallback log;             // receives log lines; nothing is printed without it
@@ -156,6 +158,7 @@ struct Completion {
   FinishReason finish_reason = FinishReason::stop;
   int prompt_tokens = 0;
   int cached_prompt_tokens = 0;      // prompt tokens reused from the prefix cache
+  bool from_response_cache = false;  // returned by the exact response cache, no inference
   int generated_tokens = 0;
   Timings timings;
   std::string error;                 // set when finish_reason == error
@@ -214,6 +217,7 @@ struct EngineStats {
   std::uint64_t prefix_lookups = 0;
   std::uint64_t prefix_hit_blocks = 0;
   std::uint64_t prefix_evictions = 0;
+  std::uint64_t response_cache_hits = 0;
   int running = 0;                         // sequences now running
   int queued = 0;                          // requests now waiting
   int kv_blocks_total = 0;

@@ -72,6 +72,7 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
   limits.max_sequences = options.max_sequences;
   limits.context_length = context_length_;
   scheduler_ = std::make_unique<Scheduler>(*pool_, limits);
+  response_cache_ = std::make_unique<ResponseCache>(options.response_cache_bytes);
 
   stats_.kv_blocks_total = geometry.block_count;
   load_ms_ = ms_between(start, Clock::now());
@@ -152,6 +153,13 @@ void EngineCore::submit(const std::shared_ptr<Sequence>& seq) {
       finalize(seq);
       return;
     }
+    if (response_cache_->enabled()) {
+      seq->response_key = ResponseCache::key(seq->tokens, seq->sampling);
+      if (auto hit = response_cache_->find(seq->response_key)) {
+        serve_from_response_cache(seq, std::move(*hit));
+        return;
+      }
+    }
     scheduler_->add(seq);
   }
   work_cv_.notify_one();
@@ -222,6 +230,7 @@ EngineStats EngineCore::stats() const {
   s.prefix_hit_blocks = p.hit_blocks;
   s.prefix_evictions = p.evictions;
   s.preemptions = scheduler_->preemptions();
+  s.response_cache_hits = response_cache_->hits();
   s.running = scheduler_->running();
   s.queued = scheduler_->waiting();
   s.kv_blocks_free = pool_->free_blocks();
@@ -281,10 +290,10 @@ void EngineCore::on_token(Sequence& seq, float* logits) {
     const StopMatcher::Result r = seq.stops.push(seq.decoder.push(id));
     seq.completion.text += r.text;
     if (r.stopped) {
-      emit(seq, r.text, &id, false);
+      emit(seq, r.text, &id, 1, false);
       finish(seq, FinishReason::stop, /*discard_held_text=*/true);
     } else {
-      emit(seq, r.text, &id, false);
+      emit(seq, r.text, &id, 1, false);
       if (seq.cancel_requested) finish(seq, FinishReason::cancelled);
       else if (seq.generated() >= seq.sampling.max_tokens) finish(seq, FinishReason::length);
       else if (static_cast<int>(seq.tokens.size()) >= context_length_) finish(seq, FinishReason::context);
@@ -293,12 +302,13 @@ void EngineCore::on_token(Sequence& seq, float* logits) {
   seq.response_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-void EngineCore::emit(Sequence& seq, const std::string& text, const std::int32_t* token, bool last) {
+void EngineCore::emit(Sequence& seq, const std::string& text, const std::int32_t* tokens,
+                      std::size_t token_count, bool last) {
   if (!seq.on_chunk) return;
   Chunk chunk;
   chunk.text = text;
-  chunk.tokens = token;
-  chunk.token_count = token != nullptr ? 1 : 0;
+  chunk.tokens = tokens;
+  chunk.token_count = token_count;
   chunk.completion = last ? &seq.completion : nullptr;
   bool go_on = true;
   try {
@@ -323,6 +333,19 @@ void EngineCore::finish(Sequence& seq, FinishReason reason, bool discard_held_te
   seq.state = SequenceState::finished;
 }
 
+void EngineCore::serve_from_response_cache(const std::shared_ptr<Sequence>& seq, Completion hit) {
+  const int prompt_tokens = seq->completion.prompt_tokens;
+  seq->completion = std::move(hit);
+  seq->completion.prompt_tokens = prompt_tokens;
+  seq->completion.cached_prompt_tokens = prompt_tokens;
+  seq->completion.from_response_cache = true;
+  seq->completion.timings = {};
+  seq->first_scheduled = seq->first_token = seq->last_token = Clock::now();
+  emit(*seq, seq->completion.text, seq->completion.tokens.data(), seq->completion.tokens.size(), false);
+  seq->state = SequenceState::finished;
+  finalize(seq);
+}
+
 void EngineCore::finalize(const std::shared_ptr<Sequence>& seq) {
   scheduler_->remove(seq);  // releases its blocks; published ones stay in the prefix cache
   Completion& c = seq->completion;
@@ -330,6 +353,7 @@ void EngineCore::finalize(const std::shared_ptr<Sequence>& seq) {
   stats_.prompt_tokens += static_cast<std::uint64_t>(c.prompt_tokens);
   stats_.prompt_tokens_reused += static_cast<std::uint64_t>(c.cached_prompt_tokens);
   stats_.generated_tokens += c.tokens.size();
+  if (!seq->response_key.empty() && !c.from_response_cache) response_cache_->insert(seq->response_key, c);
   const auto end = Clock::now();
   c.generated_tokens = static_cast<int>(c.tokens.size());
   Timings& t = c.timings;
@@ -344,7 +368,7 @@ void EngineCore::finalize(const std::shared_ptr<Sequence>& seq) {
   }
   t.response_ms = seq->response_seconds * 1000.0;
   const auto t0 = Clock::now();
-  emit(*seq, seq->pending_tail, nullptr, /*last=*/true);
+  emit(*seq, seq->pending_tail, nullptr, 0, /*last=*/true);
   t.response_ms += ms_between(t0, Clock::now());
   t.total_ms = std::max(ms_between(seq->submitted, Clock::now()), 1e-6);
   finished_cv_.notify_all();

@@ -10,6 +10,7 @@
 #include "model/gguf.hpp"
 #include "model/model_config.hpp"
 #include "runtime/block_pool.hpp"
+#include "runtime/response_cache.hpp"
 #include "runtime/scheduler.hpp"
 #include "runtime/sequence.hpp"
 #include "tokenizer/chat_template.hpp"
@@ -64,7 +65,9 @@ class EngineCore {
   void on_token(Sequence& seq, float* logits);
   void finish(Sequence& seq, FinishReason reason, bool discard_held_text = false);
   void finalize(const std::shared_ptr<Sequence>& seq);
-  void emit(Sequence& seq, const std::string& text, const std::int32_t* token, bool last);
+  void serve_from_response_cache(const std::shared_ptr<Sequence>& seq, Completion hit);
+  void emit(Sequence& seq, const std::string& text, const std::int32_t* tokens,
+            std::size_t token_count, bool last);
   template <class... Args> void log(LogLevel level, fmt::format_string<Args...> f, Args&&... args) const {
     if (options_.log) options_.log(level, fmt::format(f, std::forward<Args>(args)...));
   }
@@ -79,6 +82,7 @@ class EngineCore {
   std::unique_ptr<backend::KvCache> kv_;
   std::unique_ptr<BlockPool> pool_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ResponseCache> response_cache_;
   int context_length_ = 0;
   double load_ms_ = 0;
 

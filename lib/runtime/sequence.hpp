@@ -53,6 +53,7 @@ struct Sequence {
   std::optional<Clock::time_point> first_scheduled, first_token, last_token;
   double response_seconds = 0;  // detokenizing, stop checks, callbacks
   std::string pending_tail;     // text released at the end, sent with the last chunk
+  std::string response_key;     // exact response cache key; empty when the cache is off
 
   int uncomputed() const { return static_cast<int>(tokens.size()) - computed; }
   int generated() const { return static_cast<int>(tokens.size()) - prompt_tokens; }

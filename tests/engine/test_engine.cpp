@@ -204,3 +204,39 @@ TEST_CASE("concurrent requests are batched and give the same tokens as alone, ev
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+TEST_CASE("exact response cache: a repeated deterministic request skips inference") {
+  EngineOptions o = small_options();
+  o.response_cache_bytes = 1u << 20;
+  Engine engine = Engine::open(model_path(), o);
+  Request r = greedy("cache this answer", 12);
+  r.sampling.temperature = 0.9f;  // sampled, but seeded: still deterministic
+  r.sampling.seed = 99;
+  const Completion first = engine.generate(r);
+  CHECK_FALSE(first.from_response_cache);
+  std::string streamed;
+  std::size_t streamed_tokens = 0;
+  const Completion second = engine.generate(r, [&](const Chunk& c) {
+    streamed.append(c.text);
+    streamed_tokens += c.token_count;
+    return true;
+  });
+  CHECK(second.from_response_cache);
+  CHECK(second.tokens == first.tokens);
+  CHECK(second.text == first.text);
+  CHECK(streamed == first.text);
+  CHECK(streamed_tokens == first.tokens.size());
+  CHECK(engine.stats().response_cache_hits == 1);
+  r.sampling.seed = 100;  // another parameter: a miss
+  CHECK_FALSE(engine.generate(r).from_response_cache);
+  // Off by default.
+  Engine plain = Engine::open(model_path(), small_options());
+  plain.generate(r);
+  CHECK_FALSE(plain.generate(r).from_response_cache);
+}
+
+}  // namespace
+}  // namespace ember
