@@ -3,12 +3,19 @@
 // min and max.
 //
 //   ember-bench [--model PATH] [--threads N] [--precision int8|fp32|both]
-//               [--workload pp512|tg128|all] [--repeats R] [--json FILE]
+//               [--workload pp512|tg128|all|shared] [--repeats R] [--requests N] [--json FILE]
 //
 // pp512: prompt processing of 512 tokens (tokens/s of the prefill step).
 // tg128: generation of 128 tokens after a 16-token prompt (tokens/s of the decode steps).
 // It also measures this machine's memory read bandwidth and reports the generation ceiling it
 // implies: bandwidth / weight bytes read per generated token.
+// shared: N requests (default 32) arriving together, each a 512-token common system prompt plus
+// 32 unique tokens, 64 generated tokens each, under four configurations: (a) fp32 one at a time
+// without prefix cache (the plain-engine baseline), (b) int8 one at a time, (c) int8 with
+// continuous batching, (d) int8 with batching and the prefix cache; then the time to first token
+// of a 1,024-token prompt on a prefix-cache miss and on a hit.
+#include "serving_workload.hpp"
+
 #include <ember/ember.hpp>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +40,7 @@ struct Args {
   std::vector<ember::Precision> precisions{ember::Precision::int8, ember::Precision::fp32};
   std::vector<std::string> workloads{"pp512", "tg128"};
   int repeats = 5;
+  int requests = 32;
   std::string json_path;
 };
 
@@ -45,8 +53,8 @@ std::string default_model() {
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "error: %s\nusage: ember-bench [--model PATH] [--threads N] "
-               "[--precision int8|fp32|both] [--workload pp512|tg128|all] [--repeats R] "
-               "[--json FILE]\n",
+               "[--precision int8|fp32|both] [--workload pp512|tg128|all|shared] [--repeats R] "
+               "[--requests N] [--json FILE]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -64,6 +72,7 @@ Args parse(int argc, char** argv) {
     else if (flag == "--threads") a.threads = std::atoi(value().c_str());
     else if (flag == "--repeats") a.repeats = std::max(1, std::atoi(value().c_str()));
     else if (flag == "--json") a.json_path = value();
+    else if (flag == "--requests") a.requests = std::max(1, std::atoi(value().c_str()));
     else if (flag == "--precision") {
       const std::string p = value();
       if (p == "int8") a.precisions = {ember::Precision::int8};
@@ -71,8 +80,8 @@ Args parse(int argc, char** argv) {
       else if (p != "both") usage("--precision must be int8, fp32 or both");
     } else if (flag == "--workload") {
       const std::string w = value();
-      if (w == "pp512" || w == "tg128") a.workloads = {w};
-      else if (w != "all") usage("--workload must be pp512, tg128 or all");
+      if (w == "pp512" || w == "tg128" || w == "shared") a.workloads = {w};
+      else if (w != "all") usage("--workload must be pp512, tg128, all or shared");
     } else usage("unknown flag " + flag);
   }
   return a;
@@ -158,8 +167,60 @@ const char* name(ember::Precision p) { return p == ember::Precision::int8 ? "int
 
 }  // namespace
 
+nlohmann::json run_shared(const Args& args) {
+  using ember::bench::ServingConfig;
+  const ServingConfig configs[] = {
+      {"(a) fp32, one at a time, no prefix cache", ember::Precision::fp32, false, false},
+      {"(b) int8, one at a time, no prefix cache", ember::Precision::int8, false, false},
+      {"(c) int8 + continuous batching", ember::Precision::int8, true, false},
+      {"(d) int8 + batching + prefix cache", ember::Precision::int8, true, true},
+  };
+  ember::bench::ServingShape shape;
+  shape.requests = args.requests;
+  nlohmann::json out = nlohmann::json::array();
+  std::vector<ember::bench::ServingResult> results;
+  std::printf("shared prompt: %d requests x (%d common + %d unique prompt tokens, %d generated), %d threads\n",
+              shape.requests, shape.system_tokens, shape.unique_tokens, shape.generated_tokens, args.threads);
+  std::printf("%-44s %10s %10s %12s %12s %10s | %8s %8s %8s %8s %6s\n", "configuration", "TTFT mean",
+              "TTFT p99", "resp. mean", "resp. p99", "gen tok/s", "queue", "prefill", "decode", "deliver", "reuse");
+  for (const ServingConfig& c : configs) {
+    const auto r = ember::bench::run_shared_prompt(args.model, args.threads, c, shape);
+    results.push_back(r);
+    std::printf("%-44s %8.0fms %8.0fms %10.0fms %10.0fms %10.1f | %6.0fms %6.0fms %6.0fms %6.2fms %5.0f%%\n",
+                c.name.c_str(), r.mean_ttft_ms, r.p99_ttft_ms, r.mean_response_ms, r.p99_response_ms,
+                r.generated_tokens_per_s, r.mean_queue_ms, r.mean_prefill_ms, r.mean_decode_ms,
+                r.mean_delivery_ms, 100 * r.reused_prompt_fraction);
+    out.push_back({{"engine", "ember"}, {"workload", "shared"}, {"configuration", c.name},
+                   {"threads", args.threads}, {"requests", shape.requests},
+                   {"ttft_ms", {{"mean", r.mean_ttft_ms}, {"p99", r.p99_ttft_ms}}},
+                   {"response_ms", {{"mean", r.mean_response_ms}, {"p50", r.p50_response_ms}, {"p99", r.p99_response_ms}}},
+                   {"generated_tokens_per_s", r.generated_tokens_per_s}, {"wall_s", r.wall_s},
+                   {"split_ms", {{"queue", r.mean_queue_ms}, {"prefill", r.mean_prefill_ms},
+                                 {"decode", r.mean_decode_ms}, {"response", r.mean_delivery_ms}}},
+                   {"reused_prompt_fraction", r.reused_prompt_fraction}});
+  }
+  std::printf("(d) mean response / (a) = %.3f (target <= 0.25)\n", results[3].mean_response_ms / results[0].mean_response_ms);
+  std::printf("(c) throughput / (b) = %.2fx (target >= 6x)\n", results[2].generated_tokens_per_s / results[1].generated_tokens_per_s);
+  const auto [miss, hit] = ember::bench::prefix_hit_ttft(args.model, args.threads, 1024);
+  std::printf("1,024-token prompt: TTFT %.1f ms on a prefix-cache miss, %.1f ms on a hit (%.1fx, target >= 10x)\n",
+              miss, hit, miss / hit);
+  out.push_back({{"engine", "ember"}, {"workload", "prefix_hit_1024"}, {"threads", args.threads},
+                 {"ttft_miss_ms", miss}, {"ttft_hit_ms", hit}, {"ratio", miss / hit}});
+  return out;
+}
+
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
+  if (args.workloads == std::vector<std::string>{"shared"}) {
+    try {
+      const nlohmann::json out = run_shared(args);
+      if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
+      return 0;
+    } catch (const ember::Error& e) {
+      std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());
+      return 1;
+    }
+  }
   try {
     std::map<ember::Precision, ember::Engine> engines;
     for (auto p : args.precisions) {
