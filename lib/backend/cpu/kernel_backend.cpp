@@ -7,7 +7,6 @@
 #include "model/llama_weights.hpp"
 #include "util/check.hpp"
 
-#include <omp.h>
 
 #include <vector>
 
@@ -91,7 +90,7 @@ class KernelBackend final : public Backend {
   void forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) override {
     const KvGeometry& g = kv.geometry();
     validate_batch(batch, g.block_count, g.block_size, config_.vocab);
-    omp_set_num_threads(ctx_.threads);  // this thread's parallel regions (oneDNN's too)
+    k::bind_threads(ctx_);  // this thread's OpenMP regions, oneDNN's included
     const std::int64_t rows = batch.rows(), d = config_.embedding, qkv_dim = q_dim_ + 2 * kv_dim_;
     resize_scratch(rows);
 
@@ -110,16 +109,16 @@ class KernelBackend final : public Backend {
 
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       Layer& layer = layers_[l];
-      k::rmsnorm(x_.data(), layer.attn_norm.data(), rows, d, config_.rms_eps, h_.data());
+      k::rmsnorm(x_.data(), layer.attn_norm.data(), rows, d, config_.rms_eps, h_.data(), ctx_.threads);
       layer.qkv->forward(ctx_, h_.data(), rows, qkv_.data());
       if (!layer.qkv_bias.empty()) add_row_bias(qkv_.data(), rows, layer.qkv_bias);
       float* q = qkv_.data();
       float* kk = q + q_dim_;
       float* v = kk + kv_dim_;
       k::rope(q, rows, qkv_dim, config_.heads, config_.head_dim, config_.rope_dims, positions,
-              config_.rope_base, rope_layout);
+              config_.rope_base, rope_layout, ctx_.threads);
       k::rope(kk, rows, qkv_dim, config_.kv_heads, config_.head_dim, config_.rope_dims, positions,
-              config_.rope_base, rope_layout);
+              config_.rope_base, rope_layout, ctx_.threads);
       void* k_cache = kv.keys(static_cast<int>(l));
       void* v_cache = kv.values(static_cast<int>(l));
       k::store_kv(kk, v, qkv_dim, rows, batch.slots.data(), layout, k_cache, v_cache);
@@ -127,9 +126,9 @@ class KernelBackend final : public Backend {
                          config_.heads, layout, k_cache, v_cache, attn_.data(), q_dim_, ctx_);
       layer.wo->forward(ctx_, attn_.data(), rows, x_.data(), /*accumulate=*/true);
 
-      k::rmsnorm(x_.data(), layer.ffn_norm.data(), rows, d, config_.rms_eps, h_.data());
+      k::rmsnorm(x_.data(), layer.ffn_norm.data(), rows, d, config_.rms_eps, h_.data(), ctx_.threads);
       layer.gate_up->forward(ctx_, h_.data(), rows, gate_up_.data());
-      k::silu_mul(gate_up_.data(), rows, config_.ffn, act_.data());
+      k::silu_mul(gate_up_.data(), rows, config_.ffn, act_.data(), ctx_.threads);
       layer.down->forward(ctx_, act_.data(), rows, x_.data(), /*accumulate=*/true);
     }
 
@@ -139,7 +138,7 @@ class KernelBackend final : public Backend {
       const float* src = x_.data() + batch.logit_rows[static_cast<std::size_t>(i)] * d;
       std::copy(src, src + d, attn_.data() + i * d);  // attn_ is free scratch now
     }
-    k::rmsnorm(attn_.data(), output_norm_.data(), n_out, d, config_.rms_eps, h_.data());
+    k::rmsnorm(attn_.data(), output_norm_.data(), n_out, d, config_.rms_eps, h_.data(), ctx_.threads);
     logits.resize(static_cast<std::size_t>(n_out * config_.vocab));
     if (n_out > 0) lm_head_->forward(ctx_, h_.data(), n_out, logits.data());
   }
