@@ -7,6 +7,8 @@
 
 #include "model/ggml_types.hpp"
 
+#include <ember/ember.hpp>  // ember::Error, thrown by everything here
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>

@@ -17,9 +17,9 @@ class ByteSink {
  public:
   explicit ByteSink(std::vector<std::uint8_t>& out) : out_(out) {}
   template <class T> void put(T v) {
-    std::uint8_t b[sizeof v];
-    std::memcpy(b, &v, sizeof v);
-    out_.insert(out_.end(), b, b + sizeof v);
+    const std::size_t at = out_.size();
+    out_.resize(at + sizeof v);
+    std::memcpy(out_.data() + at, &v, sizeof v);
   }
   void put_type(GgufType t) { put(static_cast<std::uint32_t>(t)); }
   void put_string(const std::string& s) {
@@ -139,9 +139,8 @@ void GgufWriter::add_raw_tensor(const std::string& name, GgmlType type,
 }
 
 std::vector<std::uint8_t> GgufWriter::bytes() const {
-  std::vector<std::uint8_t> out;
+  std::vector<std::uint8_t> out{'G', 'G', 'U', 'F'};
   ByteSink s(out);
-  out.insert(out.end(), {'G', 'G', 'U', 'F'});
   s.put(std::uint32_t{3});
   s.put(static_cast<std::uint64_t>(tensors_.size()));
   const bool has_alignment = std::any_of(metadata_.begin(), metadata_.end(),

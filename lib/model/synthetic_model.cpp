@@ -106,7 +106,7 @@ struct Vocabulary {
 };
 
 // Byte-pair merges learned greedily (most frequent pair first, ties by the smaller pair) until
-// `budget` tokens are added or no pair occurs twice.
+// `budget` tokens are added or every sample word is a single token.
 void learn_merges(Vocabulary& v, int budget) {
   auto words = sample_words();
   std::set<std::string> known(v.tokens.begin(), v.tokens.end());
@@ -119,7 +119,7 @@ void learn_merges(Vocabulary& v, int budget) {
     for (auto it = pairs.begin(); it != pairs.end(); ++it) {
       if (best == pairs.end() || it->second > best->second) best = it;
     }
-    if (best == pairs.end() || best->second < 2) break;
+    if (best == pairs.end()) break;
     const auto [a, b] = best->first;
     v.merges.push_back(a + " " + b);
     if (known.insert(a + b).second) {

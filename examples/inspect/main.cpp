@@ -1,0 +1,114 @@
+// ember-inspect MODEL.gguf: metadata (long arrays summarised), the hyper-parameters ember reads
+// and the tensor table. Exits 1 with the error message on a file ember rejects.
+#include "model/gguf.hpp"
+#include "model/model_config.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+using namespace ember::model;
+
+namespace {
+
+constexpr std::size_t kShownElements = 6;  // array elements printed before "..."
+constexpr std::size_t kShownChars = 96;    // string characters printed before "..."
+
+std::string quoted(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s.substr(0, kShownChars)) {
+    if (c == '\n') out += "\\n";
+    else if (c == '"') out += "\\\"";
+    else out += c;
+  }
+  out += s.size() > kShownChars ? fmt::format("\"... ({} bytes)", s.size()) : "\"";
+  return out;
+}
+
+std::string scalar_text(const GgufValue& v) {
+  switch (v.type) {
+    case GgufType::u8: case GgufType::u16: case GgufType::u32: case GgufType::u64:
+      return std::to_string(v.scalar.u);
+    case GgufType::i8: case GgufType::i16: case GgufType::i32: case GgufType::i64:
+      return std::to_string(v.scalar.i);
+    case GgufType::f32: return fmt::format("{}", static_cast<float>(v.scalar.f));
+    case GgufType::f64: return fmt::format("{}", v.scalar.f);
+    case GgufType::boolean: return v.scalar.b ? "true" : "false";
+    case GgufType::string: return quoted(v.str);
+    case GgufType::array: break;
+  }
+  return "?";
+}
+
+std::string value_text(const GgufValue& v) {
+  if (v.type != GgufType::array) return scalar_text(v);
+  std::string out = fmt::format("[{} x {}]", v.elements.size(), to_string(v.element_type));
+  const std::size_t shown = std::min(v.elements.size(), kShownElements);
+  for (std::size_t k = 0; k < shown; ++k) out += (k == 0 ? " " : ", ") + value_text(v.elements[k]);
+  if (v.elements.size() > shown) out += ", ...";
+  return out;
+}
+
+void print_config(const GgufFile& file) {
+  try {
+    const ModelConfig c = read_model_config(file);
+    fmt::print("\nhyper-parameters:\n");
+    fmt::print("  {:<16}{}\n  {:<16}{}\n", "architecture", c.architecture, "name", c.name);
+    fmt::print("  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n", "layers", c.layers, "embedding", c.embedding,
+               "ffn", c.ffn);
+    fmt::print("  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n", "heads", c.heads, "kv_heads", c.kv_heads,
+               "head_dim", c.head_dim);
+    fmt::print("  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n", "rope_dims", c.rope_dims, "rope_base",
+               c.rope_base, "rope_layout",
+               c.rope_layout == RopeLayout::half ? "half (NeoX)" : "interleaved");
+    fmt::print("  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n", "rms_eps", c.rms_eps, "context_length",
+               c.context_length, "vocab", c.vocab);
+    fmt::print("  {:<16}{}\n  {:<16}{}\n", "tied_embeddings", c.tied_embeddings, "attention_bias",
+               c.attention_bias);
+  } catch (const ember::Error& e) {
+    // A well-formed file of another architecture is still worth listing.
+    fmt::print("\nhyper-parameters: not available ({}: {})\n", ember::to_string(e.code()), e.what());
+  }
+}
+
+void print_tensors(const GgufFile& file) {
+  std::size_t width = 4;
+  for (const GgufTensor& t : file.tensors()) width = std::max(width, t.name.size());
+  fmt::print("\ntensors ({}):\n  {:<{}}  {:<5}  {:<22}  {:>12}\n", file.tensors().size(), "name",
+             width, "type", "shape", "bytes");
+  std::uint64_t bytes = 0, params = 0;
+  for (const GgufTensor& t : file.tensors()) {
+    fmt::print("  {:<{}}  {:<5}  {:<22}  {:>12}\n", t.name, width, ggml_type_info(t.type).name,
+               fmt::format("[{}]", fmt::join(t.shape, ", ")), t.nbytes);
+    bytes += t.nbytes;
+    params += static_cast<std::uint64_t>(t.numel());
+  }
+  fmt::print("  total: {} bytes, {} parameters\n", bytes, params);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: ember-inspect MODEL.gguf\n");
+    return 2;
+  }
+  try {
+    const auto file = GgufFile::open(argv[1]);
+    fmt::print("{}: GGUF v{}, {} bytes, alignment {}, data at byte {}\n", file->path(),
+               file->version(), file->file_size(), file->alignment(), file->data_offset());
+    fmt::print("\nmetadata ({} keys):\n", file->metadata().size());
+    for (const auto& [key, value] : file->metadata()) {
+      fmt::print("  {:<40} {}\n", key, value_text(value));
+    }
+    print_config(*file);
+    print_tensors(*file);
+  } catch (const ember::Error& e) {
+    std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,256 @@
+// GGUF writer -> reader round trips, typed getters, model config and the weights map, all on
+// synthetic models.
+#include "model/gguf.hpp"
+#include "model/gguf_writer.hpp"
+#include "model/llama_weights.hpp"
+#include "model/model_config.hpp"
+#include "model/quantize.hpp"
+#include "tests/support/test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <string>
+
+using namespace ember::model;
+using ember::ErrorCode;
+
+namespace {
+
+template <class F> std::string error_of(F&& f, ErrorCode expected) {
+  try {
+    f();
+  } catch (const ember::Error& e) {
+    CHECK(e.code() == expected);
+    return e.what();
+  }
+  FAIL("no ember::Error thrown");
+  return {};
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("writer and reader round-trip metadata of every setter and tensors") {
+  GgufWriter w;
+  w.set_u32("a.u32", 4000000000u);
+  w.set_i32("a.i32", -7);
+  w.set_u64("a.u64", 1ull << 40);
+  w.set_f32("a.f32", 0.125f);
+  w.set_bool("a.bool", true);
+  w.set_string("a.str", "h\xc3\xa9llo");
+  w.set_string_array("a.strs", {"x", "", "yz"});
+  w.set_f32_array("a.f32s", {1.5f, -2.0f});
+  w.set_i32_array("a.i32s", {3, -4, 5});
+  w.set_u32("a.u32", 17u);  // replaces, keeps its place
+  std::vector<float> v(64);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.25f - 8.0f;
+  w.add_tensor("t.f32", GgmlType::F32, {16, 4}, v);
+  w.add_tensor("t.q8", GgmlType::Q8_0, {32, 2}, v);
+  w.add_tensor("t.q41", GgmlType::Q4_1, {64}, v);
+  const auto image = w.bytes();
+  const auto f = GgufFile::parse(image.data(), image.size(), "roundtrip");
+
+  CHECK(f->version() == 3);
+  CHECK(f->alignment() == 32);
+  CHECK(f->data_offset() % 32 == 0);
+  CHECK(f->file_size() == image.size());
+  REQUIRE(f->metadata().size() == 10);  // general.alignment + 9 keys
+  CHECK(f->metadata()[0].first == "general.alignment");
+  CHECK(f->metadata()[1].first == "a.u32");
+  CHECK(f->get_u32("a.u32") == 17u);
+  CHECK(f->find("a.i32")->scalar.i == -7);
+  CHECK(f->find("a.u64")->scalar.u == (1ull << 40));
+  CHECK(f->get_f32("a.f32") == 0.125f);
+  CHECK(f->get_bool("a.bool"));
+  CHECK(f->get_string("a.str") == "h\xc3\xa9llo");
+  CHECK(f->get_string_array("a.strs") == std::vector<std::string_view>{"x", "", "yz"});
+  CHECK(f->get_f32_array("a.f32s") == std::vector<float>{1.5f, -2.0f});
+  CHECK(f->get_i32_array("a.i32s") == std::vector<std::int32_t>{3, -4, 5});
+  CHECK_FALSE(f->find_u32("missing").has_value());
+  CHECK(contains(error_of([&] { f->get_u32("missing"); }, ErrorCode::invalid_model), "'missing'"));
+  CHECK(contains(error_of([&] { f->get_u32("a.str"); }, ErrorCode::invalid_model), "type string"));
+  CHECK(contains(error_of([&] { f->get_u32("a.i32"); }, ErrorCode::invalid_model), "u32 range"));
+  CHECK(contains(error_of([&] { f->get_u32("a.u64"); }, ErrorCode::invalid_model), "u32 range"));
+  CHECK(contains(error_of([&] { f->get_string_array("a.i32s"); }, ErrorCode::invalid_model), "array of string"));
+
+  REQUIRE(f->tensors().size() == 3);
+  const GgufTensor& t = f->tensor("t.f32");
+  CHECK(t.shape == std::vector<std::int64_t>{16, 4});
+  CHECK(t.rows() == 4);
+  CHECK(t.nbytes == 256);
+  CHECK(reinterpret_cast<std::uintptr_t>(t.data) % 32 == 0);
+  CHECK(dequantize_tensor(t) == v);
+  const GgufTensor& q8 = f->tensor("t.q8");
+  CHECK(q8.type == GgmlType::Q8_0);
+  CHECK(q8.nbytes == 68);
+  CHECK(q8.offset % 32 == 0);
+  const auto expected_q8 = quantize(GgmlType::Q8_0, v.data(), 64);
+  CHECK(std::equal(expected_q8.begin(), expected_q8.end(), q8.data));
+  std::vector<float> row(32);
+  dequantize_row(q8, 1, row.data());
+  for (std::size_t i = 0; i < 32; ++i) CHECK(std::fabs(row[i] - v[32 + i]) <= 8.0f / 127 * 0.51f);
+  CHECK_THROWS_AS(dequantize_row(q8, 2, row.data()), ember::Error);
+  const auto q41 = dequantize_to_tensor(f->tensor("t.q41"));
+  CHECK(q41.ndim() == 1);
+  CHECK(q41.dim(0) == 64);
+  CHECK(f->find_tensor("nope") == nullptr);
+  CHECK(contains(error_of([&] { f->tensor("nope"); }, ErrorCode::invalid_model), "'nope'"));
+  CHECK_THROWS_AS(w.add_tensor("t.f32", GgmlType::F32, {4}, {1, 2, 3, 4}), ember::Error);
+  CHECK_THROWS_AS(w.add_tensor("odd", GgmlType::Q8_0, {16}, std::vector<float>(16)), ember::Error);
+}
+
+TEST_CASE("synthetic llama model: file round trip, config, tokenizer metadata, weights") {
+  SyntheticModelSpec spec;
+  spec.config.tied_embeddings = false;
+  const auto dir = ember::test::temp_dir("ember-model");
+  const std::string path = (dir / "tiny.gguf").string();
+  write_synthetic_model(spec, path);
+  const auto f = GgufFile::open(path);
+  const auto image = make_synthetic_model(spec);
+  CHECK(f->file_size() == image.size());  // same spec, same bytes
+
+  const ModelConfig c = read_model_config(*f);
+  CHECK(c.architecture == "llama");
+  CHECK(c.layers == 2);
+  CHECK(c.embedding == 64);
+  CHECK(c.ffn == 128);
+  CHECK(c.heads == 4);
+  CHECK(c.kv_heads == 2);
+  CHECK(c.head_dim == 16);
+  CHECK(c.rope_dims == 16);
+  CHECK(c.vocab == 512);
+  CHECK(c.context_length == 256);
+  CHECK(c.rope_layout == RopeLayout::interleaved);
+  CHECK_FALSE(c.tied_embeddings);
+  CHECK_FALSE(c.attention_bias);
+
+  const auto tokens = f->get_string_array("tokenizer.ggml.tokens");
+  const auto types = f->get_i32_array("tokenizer.ggml.token_type");
+  const auto merges = f->get_string_array("tokenizer.ggml.merges");
+  REQUIRE(tokens.size() == 512);
+  REQUIRE(types.size() == 512);
+  CHECK(tokens[0] == "<|endoftext|>");
+  CHECK(tokens[1] == "<|im_start|>");
+  CHECK(tokens[2] == "<|im_end|>");
+  CHECK(types[1] == 3);
+  CHECK(tokens[kSyntheticFirstByteToken + 'a'] == "a");
+  CHECK(tokens[kSyntheticFirstByteToken + ' '] == "\xc4\xa0");  // GPT-2 maps space to U+0120
+  CHECK(tokens[kSyntheticFirstByteToken + '\n'] == "\xc4\x8a");
+  CHECK(merges.size() >= 200);
+  const std::set<std::string_view> vocab(tokens.begin(), tokens.end());
+  CHECK(vocab.size() == tokens.size());  // no duplicates
+  for (std::string_view m : merges) {
+    const auto space = m.find(' ');
+    REQUIRE(space != std::string_view::npos);
+    std::string joined(m.substr(0, space));
+    joined += m.substr(space + 1);
+    CHECK_MESSAGE(vocab.count(joined) == 1, "merge '" << m << "' makes no token");
+  }
+  CHECK(f->get_string("tokenizer.ggml.model") == "gpt2");
+  CHECK(f->get_string("tokenizer.ggml.pre") == "smollm");
+  CHECK(f->get_u32("tokenizer.ggml.bos_token_id") == 1);
+  CHECK(f->get_u32("tokenizer.ggml.eos_token_id") == 2);
+  CHECK(f->get_string("tokenizer.chat_template") == kSmolLmChatTemplate);
+
+  const LlamaWeights w = map_llama_weights(*f, c);
+  REQUIRE(w.layers.size() == 2);
+  CHECK(w.output != w.token_embd);
+  CHECK(w.layers[1].w_down->shape == std::vector<std::int64_t>{128, 64});
+  CHECK(w.layers[0].wk->shape == std::vector<std::int64_t>{64, 32});
+  CHECK(w.layers[0].bq == nullptr);
+  const auto norm = dequantize_tensor(*w.layers[0].attn_norm);
+  for (float x : norm) CHECK((x >= 0.9f && x <= 1.1f));
+  const auto embd = dequantize_to_tensor(*w.token_embd);
+  CHECK(embd.dim(0) == 512);
+  CHECK(embd.dim(1) == 64);
+  std::vector<float> row(64);
+  dequantize_row(*w.token_embd, 300, row.data());
+  for (int i = 0; i < 64; ++i) CHECK(row[static_cast<std::size_t>(i)] == embd.row<float>(300)[i]);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("synthetic qwen2 model has biases and the half RoPE layout; seeds matter") {
+  SyntheticModelSpec spec;
+  spec.config.architecture = "qwen2";
+  spec.weight_type = GgmlType::Q4_1;
+  const auto image = make_synthetic_model(spec);
+  const auto f = GgufFile::parse(image.data(), image.size());
+  const ModelConfig c = read_model_config(*f);
+  CHECK(c.rope_layout == RopeLayout::half);
+  CHECK(c.attention_bias);
+  CHECK(c.tied_embeddings);
+  const LlamaWeights w = map_llama_weights(*f, c);
+  CHECK(w.output == w.token_embd);
+  REQUIRE(w.layers[1].bk != nullptr);
+  CHECK(w.layers[1].bk->shape == std::vector<std::int64_t>{32});
+  CHECK(w.layers[0].wq->type == GgmlType::Q4_1);
+
+  CHECK(make_synthetic_model(spec) == image);
+  spec.seed = 2;
+  CHECK(make_synthetic_model(spec) != image);
+}
+
+TEST_CASE("model config rejects unsupported architectures and inconsistent shapes") {
+  auto config_error = [](auto edit, ErrorCode code) {
+    GgufWriter g;  // a valid tiny llama config, then one edit
+    g.set_string("general.architecture", "llama");
+    g.set_u32("llama.block_count", 2);
+    g.set_u32("llama.context_length", 256);
+    g.set_u32("llama.embedding_length", 64);
+    g.set_u32("llama.feed_forward_length", 128);
+    g.set_u32("llama.attention.head_count", 4);
+    g.set_u32("llama.attention.head_count_kv", 2);
+    g.set_u32("llama.vocab_size", 512);
+    edit(g);
+    const auto bytes = g.bytes();
+    const auto h = GgufFile::parse(bytes.data(), bytes.size());
+    return error_of([&] { read_model_config(*h); }, code);
+  };
+  const auto arch = config_error([](GgufWriter& g) { g.set_string("general.architecture", "gpt2"); },
+                                 ErrorCode::unsupported);
+  CHECK(contains(arch, "'gpt2'"));
+  CHECK(contains(arch, "llama, qwen2"));
+  CHECK(contains(config_error([](GgufWriter& g) { g.set_u32("llama.attention.head_count", 5); },
+                              ErrorCode::invalid_model), "not divisible by 5 heads"));
+  CHECK(contains(config_error([](GgufWriter& g) { g.set_u32("llama.attention.head_count_kv", 3); },
+                              ErrorCode::invalid_model), "3 KV heads"));
+  CHECK(contains(config_error([](GgufWriter& g) { g.set_u32("llama.block_count", 0); },
+                              ErrorCode::invalid_model), "llama.block_count = 0"));
+  CHECK(contains(config_error([](GgufWriter& g) { g.set_u32("llama.embedding_length", 1u << 20); },
+                              ErrorCode::invalid_model), "llama.embedding_length"));
+  CHECK(contains(config_error([](GgufWriter& g) { g.set_f32("llama.rope.freq_base", -1.0f); },
+                              ErrorCode::invalid_model), "freq_base"));
+  CHECK(contains(config_error([](GgufWriter& g) { g.set_string("llama.context_length", "big"); },
+                              ErrorCode::invalid_model), "llama.context_length"));
+}
+
+TEST_CASE("weights map names missing and misshapen tensors") {
+  SyntheticModelSpec spec;
+  const auto image = make_synthetic_model(spec);
+  const auto f = GgufFile::parse(image.data(), image.size());
+  ModelConfig c = read_model_config(*f);
+  c.layers = 3;  // the file has 2
+  CHECK(contains(error_of([&] { map_llama_weights(*f, c); }, ErrorCode::invalid_model),
+                 "'blk.2.attn_norm.weight' is missing"));
+  c = read_model_config(*f);
+  c.ffn = 96;
+  CHECK(contains(error_of([&] { map_llama_weights(*f, c); }, ErrorCode::invalid_model),
+                 "'blk.0.ffn_gate.weight' has shape [64, 128], expected [64, 96]"));
+}
+
+TEST_CASE("synthetic model spec errors") {
+  SyntheticModelSpec spec;
+  spec.config.vocab = 100;
+  CHECK(contains(error_of([&] { make_synthetic_model(spec); }, ErrorCode::invalid_argument), "vocab 100"));
+  spec = {};
+  spec.config.embedding = 48;  // 48 = 4 x 12, but not a whole number of Q8_0 blocks
+  spec.config.head_dim = 12;
+  spec.config.rope_dims = 12;
+  CHECK(contains(error_of([&] { make_synthetic_model(spec); }, ErrorCode::invalid_argument), "blocks"));
+  spec.weight_type = GgmlType::F16;
+  CHECK_NOTHROW(make_synthetic_model(spec));
+}
