@@ -1,0 +1,402 @@
+/* ember: embeddable LLM inference. The C ABI (C11; also compiles as C++).
+ *
+ * A thin shell over the C++ API in ember.hpp, for C programs and for other languages' foreign
+ * function interfaces. Everything declared here is the stable C surface: within a 0.x minor
+ * version existing names, values and struct layouts only ever grow at their ends.
+ *
+ * Conventions
+ *   * Every fallible function returns an ember_status; EMBER_OK (0) is success. Outputs are
+ *     written through pointer parameters and only on success.
+ *   * The message of a failure: ember_engine_last_error(engine) for calls made with an engine,
+ *     and ember_last_error() (per thread) for every failing call, including those made before
+ *     an engine exists (ember_engine_open) and those on requests and completions.
+ *   * No exception or C++ type ever crosses this boundary; ember never prints, aborts or exits.
+ *   * Strings are UTF-8 and NUL-terminated unless a length is passed with them.
+ *
+ * Growable structs: struct_size
+ *   Structs the caller allocates and ember reads or fills (ember_engine_options, ember_sampling,
+ *   ember_request_params, ember_stats, ember_step_result, ember_model_info) begin with
+ *   `size_t struct_size`, set by the caller to sizeof the struct as its ember.h declares it.
+ *   We chose a size rather than a version number because it needs no table of versions: new
+ *   fields are only ever appended, so ember reads (or writes) exactly the first struct_size
+ *   bytes, and gives fields the caller does not know their defaults. A program built against
+ *   an older ember.h keeps working with a newer library; a struct_size larger than the library
+ *   knows (a program built against a newer ember.h) is rejected with
+ *   EMBER_ERROR_INVALID_ARGUMENT rather than silently ignoring settings. Initialise input structs
+ *   with ember_engine_options_default() / ember_sampling_default() /
+ *   ember_request_params_default(): they are inline, so struct_size is the caller's sizeof, and
+ *   the default values come from the library. Structs that ember allocates (ember_completion,
+ *   ember_chunk, ember_timings) grow at their ends too; never copy them by value into storage
+ *   of your own that outlives the call, read them through the pointer.
+ *
+ * Handles and misuse
+ *   ember_engine, ember_request and ember_completion are owned by the caller until
+ *   ember_engine_close / ember_request_free / ember_completion_free, which take the address of
+ *   the caller's pointer and set it to NULL, so calling them twice on the same variable is a
+ *   harmless no-op. NULL handles and NULL required pointers give EMBER_ERROR_INVALID_ARGUMENT.
+ *   Each handle carries a magic number that is cleared when it is freed: a freed handle whose
+ *   memory has not been reused yet, or a pointer of the wrong kind, is reported as
+ *   EMBER_ERROR_INVALID_ARGUMENT. That is a best-effort check only: once the allocator reuses
+ *   the memory a stale pointer cannot be detected, so never use a handle after freeing it.
+ *
+ * Threads
+ *   Every function may be called from any thread; calls on one engine from several threads are
+ *   batched together (see ember.hpp). Closing an engine must not race with other calls on it.
+ *   Callbacks run on the thread that runs the engine step with the engine's lock held: a
+ *   callback must not call back into the same engine.
+ */
+#ifndef EMBER_EMBER_H
+#define EMBER_EMBER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The same definition, token for token, as in ember.hpp, so either header may come first. */
+#ifndef EMBER_API
+#if defined(_WIN32) && defined(EMBER_BUILDING_SHARED)
+#define EMBER_API __declspec(dllexport)
+#elif defined(_WIN32) && defined(EMBER_SHARED)
+#define EMBER_API __declspec(dllimport)
+#elif defined(__GNUC__)
+#define EMBER_API __attribute__((visibility("default")))
+#else
+#define EMBER_API
+#endif
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- version -------------------------------------------------------------------------------- */
+
+#define EMBER_VERSION_MAJOR 0
+#define EMBER_VERSION_MINOR 1
+#define EMBER_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH, comparable with ember_version_number(). */
+#define EMBER_VERSION_NUMBER (EMBER_VERSION_MAJOR * 10000 + EMBER_VERSION_MINOR * 100 + EMBER_VERSION_PATCH)
+
+/* The library's version, "MAJOR.MINOR.PATCH", and as EMBER_VERSION_NUMBER would spell it: a
+ * program can check that the library it runs with matches the header it was built with. */
+EMBER_API const char* ember_version(void);
+EMBER_API int ember_version_number(void);
+
+/* ---- status and errors ---------------------------------------------------------------------- */
+
+/* The values are fixed: new codes are only ever added. EMBER_ERROR_INVALID_ARGUMENT through
+ * EMBER_ERROR_INTERNAL are ember::ErrorCode one to one. */
+typedef enum ember_status {
+  EMBER_OK = 0,
+  EMBER_ERROR_INVALID_ARGUMENT = 1, /* a parameter out of range, a NULL or bad handle */
+  EMBER_ERROR_IO = 2,               /* a file could not be opened, mapped or read */
+  EMBER_ERROR_INVALID_MODEL = 3,    /* the model file is malformed or inconsistent */
+  EMBER_ERROR_UNSUPPORTED = 4,      /* valid, but not supported (architecture, tensor type, ...) */
+  EMBER_ERROR_OUT_OF_MEMORY = 5,    /* an allocation failed or a configured limit was reached */
+  EMBER_ERROR_CONTEXT_OVERFLOW = 6, /* the prompt does not fit the context window */
+  EMBER_ERROR_CANCELLED = 7,        /* the operation was cancelled */
+  EMBER_ERROR_INTERNAL = 8,         /* a bug in ember: please report it */
+  EMBER_ERROR_BUFFER_TOO_SMALL = 9  /* C only: an output buffer is too small; the size needed
+                                       was written to the count/length output */
+} ember_status;
+
+/* A short name of a status ("ok", "invalid_argument", ...); never NULL. */
+EMBER_API const char* ember_status_string(ember_status status);
+
+/* The message of the last failing ember call on the calling thread ("" if none). Valid until
+ * the next ember call on this thread. */
+EMBER_API const char* ember_last_error(void);
+
+typedef struct ember_engine ember_engine;
+typedef struct ember_request ember_request;
+
+/* The message of the last failing call made with `engine`, from any thread ("" if none); a
+ * fixed message for a NULL or invalid engine. Valid until the next ember call on this thread. */
+EMBER_API const char* ember_engine_last_error(const ember_engine* engine);
+
+/* ---- engine options ------------------------------------------------------------------------- */
+
+typedef enum ember_precision {
+  EMBER_PRECISION_INT8 = 0, /* INT8 weights and activations (the fast default) */
+  EMBER_PRECISION_FP32 = 1  /* FP32 weights: the reference path */
+} ember_precision;
+
+typedef enum ember_kv_cache_type {
+  EMBER_KV_CACHE_F16 = 0, /* half-precision K/V (default) */
+  EMBER_KV_CACHE_F32 = 1
+} ember_kv_cache_type;
+
+typedef enum ember_log_level {
+  EMBER_LOG_DEBUG = 0,
+  EMBER_LOG_INFO = 1,
+  EMBER_LOG_WARNING = 2,
+  EMBER_LOG_ERROR = 3
+} ember_log_level;
+
+/* Receives ember's log lines (from any thread that runs ember code); `message` is valid during
+ * the call only. Nothing is logged, or printed, without it. */
+typedef void (*ember_log_fn)(ember_log_level level, const char* message, void* user_data);
+
+/* The fields mirror ember::EngineOptions; see ember.hpp for each one's meaning. */
+typedef struct ember_engine_options {
+  size_t struct_size;                /* sizeof(ember_engine_options) */
+  ember_precision precision;
+  int32_t threads;                   /* 0 = all hardware threads */
+  int32_t context_length;            /* 0 = the model's, capped at 8192 */
+  ember_kv_cache_type kv_cache_type;
+  uint64_t kv_cache_bytes;           /* memory for the KV block pool */
+  int32_t kv_block_size;             /* tokens per KV block */
+  int32_t max_batch_tokens;          /* token budget of one engine step */
+  int32_t max_sequences;             /* sequences decoded together in one step */
+  int32_t prefix_cache;              /* nonzero: reuse the KV of prompt prefixes */
+  uint64_t response_cache_bytes;     /* exact cache of whole completions; 0 = off */
+  int32_t background_thread;         /* nonzero: the engine steps itself on its own thread */
+  ember_log_fn log;                  /* NULL = no logging */
+  void* log_user_data;
+} ember_engine_options;
+
+/* Fills the first `struct_size` bytes of `options` with the library's defaults and sets
+ * options->struct_size. Prefer ember_engine_options_default(). */
+EMBER_API ember_status ember_engine_options_init(ember_engine_options* options, size_t struct_size);
+
+static inline ember_engine_options ember_engine_options_default(void) {
+  ember_engine_options options;
+  ember_engine_options_init(&options, sizeof options);
+  return options;
+}
+
+/* ---- sampling and requests ------------------------------------------------------------------ */
+
+/* The fields mirror ember::SamplingParams; see ember.hpp for each one's meaning. Values are
+ * checked when a request is made (EMBER_ERROR_INVALID_ARGUMENT, e.g. a NaN temperature). */
+typedef struct ember_sampling {
+  size_t struct_size;                /* sizeof(ember_sampling) */
+  int32_t max_tokens;                /* generated tokens at most */
+  float temperature;                 /* 0 = greedy */
+  int32_t top_k;                     /* 0 = off */
+  float top_p;                       /* 1 = off */
+  float min_p;                       /* 0 = off */
+  float repetition_penalty;          /* 1 = off */
+  float presence_penalty;
+  float frequency_penalty;
+  int32_t penalty_last_n;            /* -1 = all */
+  uint64_t seed;
+  const char* const* stop;           /* stop strings (NUL-terminated), read during the call */
+  size_t stop_count;
+  int32_t ignore_eos;                /* nonzero: keep generating past end-of-sequence */
+  int32_t logprobs;                  /* nonzero: report each chosen token's log-probability */
+} ember_sampling;
+
+EMBER_API ember_status ember_sampling_init(ember_sampling* sampling, size_t struct_size);
+
+static inline ember_sampling ember_sampling_default(void) {
+  ember_sampling sampling;
+  ember_sampling_init(&sampling, sizeof sampling);
+  return sampling;
+}
+
+typedef struct ember_message {
+  const char* role;    /* "system", "user" or "assistant" */
+  const char* content;
+} ember_message;
+
+/* One request, as ember::Request. Pointed-to data is copied during the call. */
+typedef struct ember_request_params {
+  size_t struct_size;                /* sizeof(ember_request_params) */
+  const char* prompt;                /* raw text; used when there are no messages and tokens */
+  const ember_message* messages;     /* a conversation rendered with the chat template */
+  size_t message_count;
+  const int32_t* prompt_tokens;      /* a pre-tokenized prompt; takes precedence when given */
+  size_t prompt_token_count;
+  const ember_sampling* sampling;    /* NULL = the defaults */
+  int32_t parse_special_tokens;      /* nonzero: recognise special-token text in `prompt` */
+  int32_t priority;                  /* higher runs first when requests wait for room */
+} ember_request_params;
+
+EMBER_API ember_status ember_request_params_init(ember_request_params* params, size_t struct_size);
+
+static inline ember_request_params ember_request_params_default(void) {
+  ember_request_params params;
+  ember_request_params_init(&params, sizeof params);
+  return params;
+}
+
+/* ---- completions and streaming -------------------------------------------------------------- */
+
+typedef enum ember_finish_reason {
+  EMBER_FINISH_STOP = 0,      /* end-of-sequence token or a stop string */
+  EMBER_FINISH_LENGTH = 1,    /* max_tokens reached */
+  EMBER_FINISH_CONTEXT = 2,   /* the context window is full */
+  EMBER_FINISH_CANCELLED = 3, /* the stream callback returned 0 or the request was cancelled */
+  EMBER_FINISH_ERROR = 4      /* the request failed; ember_completion.error says why */
+} ember_finish_reason;
+
+/* Where a request's time went, in milliseconds (as ember::Timings). */
+typedef struct ember_timings {
+  double load_ms;
+  double queue_ms;
+  double prefill_ms;
+  double time_to_first_token_ms;
+  double decode_ms;
+  double time_per_output_token_ms;
+  double response_ms;
+  double total_ms;
+} ember_timings;
+
+/* A finished request, owned by ember until ember_completion_free(). Read-only. */
+typedef struct ember_completion {
+  const char* text;                  /* generated text, NUL-terminated */
+  size_t text_length;                /* bytes, without the NUL */
+  const int32_t* tokens;             /* generated token ids */
+  size_t token_count;
+  const float* logprobs;             /* per token when sampling.logprobs, else NULL */
+  size_t logprob_count;
+  ember_finish_reason finish_reason;
+  int32_t prompt_tokens;
+  int32_t cached_prompt_tokens;      /* prompt tokens reused from the prefix cache */
+  int32_t generated_tokens;
+  int32_t from_response_cache;       /* nonzero: served by the exact response cache */
+  const ember_timings* timings;      /* never NULL */
+  const char* error;                 /* "" unless finish_reason == EMBER_FINISH_ERROR */
+} ember_completion;
+
+/* Frees *completion and sets it to NULL; NULL or *completion == NULL does nothing. */
+EMBER_API void ember_completion_free(ember_completion** completion);
+
+/* One streamed piece of a completion; valid during the callback only. */
+typedef struct ember_chunk {
+  const char* text;                  /* complete UTF-8 characters only, NUL-terminated */
+  size_t text_length;
+  const int32_t* tokens;             /* the token ids that produced this piece */
+  size_t token_count;
+  const ember_completion* completion; /* on the last chunk only; do not free it */
+} ember_chunk;
+
+/* Returns nonzero to go on, 0 to stop the request (finish reason EMBER_FINISH_CANCELLED). */
+typedef int (*ember_stream_fn)(const ember_chunk* chunk, void* user_data);
+
+/* ---- engine --------------------------------------------------------------------------------- */
+
+/* Loads a GGUF model. `options` may be NULL (defaults). On failure *engine is set to NULL and
+ * ember_last_error() says why (EMBER_ERROR_IO, _INVALID_MODEL, _UNSUPPORTED, ...). */
+EMBER_API ember_status ember_engine_open(const char* path, const ember_engine_options* options,
+                                         ember_engine** engine);
+
+/* Releases the engine and sets *engine to NULL; NULL or *engine == NULL does nothing.
+ * Unfinished requests end as EMBER_FINISH_CANCELLED; their handles stay valid. */
+EMBER_API void ember_engine_close(ember_engine** engine);
+
+/* Runs one raw-text prompt to completion on the calling thread, streaming to `on_chunk` if it
+ * is not NULL. `sampling` may be NULL (defaults). */
+EMBER_API ember_status ember_generate(ember_engine* engine, const char* prompt,
+                                      const ember_sampling* sampling, ember_stream_fn on_chunk,
+                                      void* user_data, ember_completion** completion);
+
+/* generate() over a conversation rendered with the model's chat template.
+ * EMBER_ERROR_UNSUPPORTED when the model has no chat template ember can render. */
+EMBER_API ember_status ember_chat(ember_engine* engine, const ember_message* messages,
+                                  size_t message_count, const ember_sampling* sampling,
+                                  ember_stream_fn on_chunk, void* user_data,
+                                  ember_completion** completion);
+
+/* Queues a request and returns at once. `on_chunk` (may be NULL) runs on the thread that runs
+ * the step, so `user_data` must stay valid until the request has finished. */
+EMBER_API ember_status ember_submit(ember_engine* engine, const ember_request_params* params,
+                                    ember_stream_fn on_chunk, void* user_data,
+                                    ember_request** request);
+
+typedef struct ember_step_result {
+  size_t struct_size;                /* sizeof(ember_step_result), set by the caller */
+  int32_t steps;                     /* engine steps run */
+  int32_t tokens;                    /* rows computed (prompt and generated tokens) */
+  int32_t idle;                      /* nonzero: nothing left to do */
+} ember_step_result;
+
+/* Runs engine steps on the calling thread until `budget_us` microseconds are spent or nothing
+ * is left (a game calls it once per frame); may overrun by one step. `result` may be NULL. */
+EMBER_API ember_status ember_engine_step(ember_engine* engine, int64_t budget_us,
+                                         ember_step_result* result);
+
+/* Running totals since the engine opened (as ember::EngineStats). */
+typedef struct ember_stats {
+  size_t struct_size;                /* sizeof(ember_stats), set by the caller */
+  uint64_t requests_submitted;
+  uint64_t requests_finished;
+  uint64_t steps;
+  uint64_t prompt_tokens;
+  uint64_t prompt_tokens_reused;
+  uint64_t generated_tokens;
+  uint64_t preemptions;
+  uint64_t prefix_lookups;
+  uint64_t prefix_hit_blocks;
+  uint64_t prefix_evictions;
+  uint64_t response_cache_hits;
+  int32_t running;
+  int32_t queued;
+  int32_t kv_blocks_total;
+  int32_t kv_blocks_free;
+} ember_stats;
+
+EMBER_API ember_status ember_engine_stats(const ember_engine* engine, ember_stats* stats);
+
+/* The loaded model (as ember::ModelInfo); the strings live as long as the engine. */
+typedef struct ember_model_info {
+  size_t struct_size;                /* sizeof(ember_model_info), set by the caller */
+  const char* name;
+  const char* architecture;
+  int32_t layers;
+  int32_t embedding;
+  int32_t heads;
+  int32_t kv_heads;
+  int32_t vocab;
+  int32_t context_length;            /* the context the engine was opened with */
+  uint64_t parameters;
+  int32_t has_chat_template;
+  double load_ms;
+} ember_model_info;
+
+EMBER_API ember_status ember_engine_info(const ember_engine* engine, ember_model_info* info);
+
+/* Text to token ids (`text_length` bytes of `text`). *token_count receives the number of ids;
+ * when `tokens` is NULL or `capacity` is smaller, nothing is written to `tokens` and the
+ * result is EMBER_ERROR_BUFFER_TOO_SMALL, so a caller can ask for the size first. */
+EMBER_API ember_status ember_tokenize(const ember_engine* engine, const char* text,
+                                      size_t text_length, int parse_special, int32_t* tokens,
+                                      size_t capacity, size_t* token_count);
+
+/* Token ids to text. *text_length receives the length in bytes without the NUL; `text` gets
+ * the text and a NUL when `capacity` > *text_length, else EMBER_ERROR_BUFFER_TOO_SMALL. */
+EMBER_API ember_status ember_detokenize(const ember_engine* engine, const int32_t* tokens,
+                                        size_t token_count, char* text, size_t capacity,
+                                        size_t* text_length);
+
+/* ---- requests ------------------------------------------------------------------------------- */
+
+typedef enum ember_request_state {
+  EMBER_REQUEST_QUEUED = 0,
+  EMBER_REQUEST_RUNNING = 1,
+  EMBER_REQUEST_FINISHED = 2
+} ember_request_state;
+
+/* Blocks until the request finishes and gives its completion (a new one per call). A request
+ * that was cancelled still succeeds: its completion has EMBER_FINISH_CANCELLED and the text
+ * generated until then. Without a background thread the caller runs engine steps itself. */
+EMBER_API ember_status ember_request_wait(ember_request* request, ember_completion** completion);
+
+/* Asks the request to stop (finish reason EMBER_FINISH_CANCELLED); no-op once finished. */
+EMBER_API ember_status ember_request_cancel(ember_request* request);
+
+EMBER_API ember_status ember_request_status(const ember_request* request,
+                                            ember_request_state* state);
+
+/* The request's id, unique within its engine. */
+EMBER_API ember_status ember_request_id(const ember_request* request, uint64_t* id);
+
+/* Frees the handle (the request itself goes on unless cancelled) and sets *request to NULL;
+ * NULL or *request == NULL does nothing. A handle may outlive its engine. */
+EMBER_API void ember_request_free(ember_request** request);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* EMBER_EMBER_H */
