@@ -1,34 +1,56 @@
 // Chat templates: the Jinja template in `tokenizer.chat_template` is recognised as one of the
-// formats in use (ChatML for SmolLM2/Qwen2, Llama 3, Gemma, Llama 2/Mistral [INST]) and
-// rendered natively, producing exactly what a Jinja2 rendering of that template produces.
+// formats in use (ChatML for SmolLM2/Qwen2, Llama 3, Gemma, Llama 2 and Mistral [INST]) and
+// rendered natively, producing exactly what a Jinja2 rendering of that template produces
+// (tests/tokenizer/chat_template_test.cpp compares against Jinja2 output byte for byte).
+//
+// Thread-safety: immutable after detect(); render() may run on any number of threads.
 #pragma once
 
 #include <ember/ember.hpp>
 
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace ember::tokenizer {
 
-enum class ChatFormat { chatml, llama3, gemma, llama2 };
+enum class ChatFormat {
+  chatml,   // <|im_start|>role\ncontent<|im_end|>\n (SmolLM2, Qwen2: with a default system prompt)
+  llama3,   // <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>
+  gemma,    // <start_of_turn>user|model\ncontent<end_of_turn>\n, system folded into the first turn
+  llama2,   // <s>[INST] <<SYS>>\nsystem\n<</SYS>>\n\nuser [/INST] answer </s>
+  mistral,  // <s>[INST] user [/INST]answer</s> (no system role)
+};
+
+const char* to_string(ChatFormat format);
 
 class ChatTemplate {
  public:
-  // Recognises `jinja_source`. Throws Error(unsupported) naming the formats ember renders when
-  // the template is none of them.
+  // Recognises `jinja_source`. `bos_text`/`eos_text` are the texts of the model's BOS/EOS tokens
+  // (the templates' bos_token/eos_token). Throws Error(unsupported) naming the formats ember
+  // renders when the template is none of them.
   static ChatTemplate detect(std::string_view jinja_source, std::string bos_text = {},
                              std::string eos_text = {});
 
   ChatFormat format() const { return format_; }
-  // Renders the conversation; `add_generation_prompt` appends the assistant turn opener.
-  // Throws Error(invalid_argument) for a role the format cannot express.
+  // The system prompt a ChatML template injects when the conversation has none (may be empty).
+  const std::string& default_system() const { return default_system_; }
+
+  // Renders the conversation; `add_generation_prompt` appends the assistant turn opener (the
+  // [INST] formats have none: their prompt already ends where the answer starts). Throws
+  // Error(invalid_argument) for a conversation the template rejects (roles that do not
+  // alternate, a system message where the format has none).
   std::string render(const std::vector<Message>& messages, bool add_generation_prompt) const;
 
  private:
+  std::string render_chatml(const std::vector<Message>& messages, bool add_generation_prompt) const;
+  std::string render_llama3(const std::vector<Message>& messages, bool add_generation_prompt) const;
+  std::string render_gemma(const std::vector<Message>& messages, bool add_generation_prompt) const;
+  std::string render_inst(const std::vector<Message>& messages) const;
+
   ChatFormat format_ = ChatFormat::chatml;
-  std::string default_system_;  // ChatML templates that inject a system prompt (SmolLM2)
+  std::string default_system_;  // ChatML templates that inject a system prompt (SmolLM2, Qwen2)
+  bool system_allowed_ = true;  // Gemma 1/2 templates reject a system message
   std::string bos_text_, eos_text_;
 };
 

@@ -1,17 +1,25 @@
 // Tokenizers read from GGUF metadata: byte-level BPE (`tokenizer.ggml.model = gpt2`, with the
 // pre-tokenizer `tokenizer.ggml.pre` names) and SentencePiece BPE with byte fallback (`llama`).
+// Both reproduce llama.cpp's token ids (tests/tokenizer/golden_test.cpp checks it).
+//
+// The algorithms see only a Vocab (plain vectors); from_gguf() merely fills one from the file.
 //
 // Thread-safety: a Tokenizer is immutable after construction; encode/decode may run on any
 // number of threads at once. An IncrementalDecoder belongs to one sequence (one thread at a time).
 #pragma once
 
-#include "model/gguf.hpp"
-
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
+
+namespace ember::model {
+class GgufFile;
+}
 
 namespace ember::tokenizer {
 
@@ -21,53 +29,92 @@ enum class TokenType : std::int32_t {  // as stored in tokenizer.ggml.token_type
   undefined = 0, normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6,
 };
 
+// The tokenizer.* metadata of a model, as plain values.
+struct Vocab {
+  std::string model = "gpt2";           // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama"
+  std::string pre;                      // tokenizer.ggml.pre (gpt2 only); empty = "default"
+  std::vector<std::string> tokens;      // tokenizer.ggml.tokens
+  std::vector<float> scores;            // tokenizer.ggml.scores (llama: merge priority)
+  std::vector<TokenType> types;         // tokenizer.ggml.token_type; empty = all normal
+  std::vector<std::string> merges;      // tokenizer.ggml.merges "left right", rank = index (gpt2)
+  TokenId bos = -1, eos = -1, eot = -1, unknown = -1;  // -1 = none
+  std::optional<bool> add_bos;          // tokenizer.ggml.add_bos_token; default by model
+  std::optional<bool> add_space_prefix; // tokenizer.ggml.add_space_prefix (llama; default true)
+};
+
+// Reads a Vocab from a GGUF file. Throws Error(invalid_model) for missing or inconsistent
+// tokenizer metadata.
+Vocab read_vocab(const model::GgufFile& file);
+
 class Tokenizer {
  public:
   // Builds the tokenizer from the file's tokenizer.* metadata. Throws Error(unsupported) for an
   // unknown tokenizer model or pre-tokenizer, Error(invalid_model) for inconsistent metadata.
   static std::shared_ptr<const Tokenizer> from_gguf(const model::GgufFile& file);
+  // The same from plain values (tests, tools, models from elsewhere).
+  static std::shared_ptr<const Tokenizer> from_vocab(const Vocab& vocab);
 
   virtual ~Tokenizer() = default;
 
-  // Text to ids. With `parse_special`, the text of special/control tokens (e.g. "<|im_end|>")
-  // becomes those tokens; without it, that text is tokenized like any other. `add_bos` prepends
-  // BOS when the model asks for it (tokenizer.ggml.add_bos_token). Never throws on any bytes:
-  // invalid UTF-8 is handled as llama.cpp handles it.
-  virtual std::vector<TokenId> encode(std::string_view text, bool parse_special,
-                                      bool add_bos = false) const = 0;
+  // Text to ids. With `parse_special`, the text of control tokens (e.g. "<|im_end|>") becomes
+  // those tokens; user-defined tokens are always recognised (as llama.cpp does); the text between
+  // them is tokenized normally. `add_bos` prepends BOS when the model asks for it
+  // (tokenizer.ggml.add_bos_token). Never throws on any bytes: invalid UTF-8 is handled as
+  // llama.cpp handles it (each undecodable byte is tokenized as U+FFFD).
+  std::vector<TokenId> encode(std::string_view text, bool parse_special,
+                              bool add_bos = false) const;
 
   // The bytes of one token as it appears in text (control tokens give their text only when
   // `render_special`). Throws Error(invalid_argument) for an id outside the vocabulary.
   virtual std::string token_to_piece(TokenId id, bool render_special = false) const = 0;
+  // The concatenated pieces (SentencePiece: without the space prefix added by encode).
   std::string decode(const std::vector<TokenId>& ids, bool render_special = false) const;
 
   int vocab_size() const { return static_cast<int>(tokens_.size()); }
   const std::string& token_text(TokenId id) const;  // raw vocabulary entry
   TokenType token_type(TokenId id) const;
+  std::optional<TokenId> find_token(std::string_view text) const;  // exact vocabulary entry
   TokenId bos() const { return bos_; }
   TokenId eos() const { return eos_; }
   // End-of-generation tokens: eos plus e.g. <|im_end|>, <|eot_id|>, <end_of_turn>.
   bool is_end_of_generation(TokenId id) const;
+  const std::vector<TokenId>& end_of_generation_tokens() const { return end_of_generation_; }
   bool add_bos() const { return add_bos_; }
 
  protected:
+  explicit Tokenizer(const Vocab& vocab);
+  void check_id(TokenId id) const;
+  // Tokenizes one run of plain text (no special tokens in it), appending to `out`.
+  virtual void encode_text(std::string_view text, std::vector<TokenId>& out) const = 0;
+
   std::vector<std::string> tokens_;
   std::vector<TokenType> types_;
+  struct TextHash {  // lets token_to_id_ be searched with a string_view, without a copy
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  // Later duplicates win, as in llama.cpp.
+  std::unordered_map<std::string, TokenId, TextHash, std::equal_to<>> token_to_id_;
   std::vector<TokenId> end_of_generation_;
+  std::vector<TokenId> special_tokens_;  // control/user-defined/unknown, longest text first
   TokenId bos_ = -1, eos_ = -1;
   bool add_bos_ = false;
+  bool strip_space_prefix_ = false;  // decode() drops the space encode() put in front
 };
 
 // Turns a stream of token ids into text pieces that are always complete UTF-8: bytes of a
-// character split across tokens are held back until the character is complete.
+// character split across tokens are held back until the character is complete; ill-formed bytes
+// become U+FFFD.
 class IncrementalDecoder {
  public:
-  explicit IncrementalDecoder(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}
+  explicit IncrementalDecoder(const Tokenizer& tokenizer, bool render_special = false)
+      : tokenizer_(&tokenizer), render_special_(render_special) {}
   std::string push(TokenId id);  // the newly completed text (may be empty)
-  std::string flush();           // what is held back (invalid UTF-8 becomes U+FFFD)
+  std::string flush();           // what is held back (an incomplete character becomes U+FFFD)
 
  private:
   const Tokenizer* tokenizer_;
+  bool render_special_;
   std::string pending_;
 };
 

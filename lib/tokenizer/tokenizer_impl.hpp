@@ -1,0 +1,13 @@
+// Internal: the concrete tokenizers behind Tokenizer::from_vocab.
+#pragma once
+
+#include "tokenizer/tokenizer.hpp"
+
+#include <memory>
+
+namespace ember::tokenizer::detail {
+
+std::shared_ptr<const Tokenizer> make_bpe_tokenizer(const Vocab& vocab);  // model "gpt2"
+std::shared_ptr<const Tokenizer> make_spm_tokenizer(const Vocab& vocab);  // model "llama"
+
+}  // namespace ember::tokenizer::detail

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Renders chat-template goldens with Jinja2 for tests/tokenizer/chat_template_test.cpp.
+
+Templates: SmolLM2's, read from the default model file (and stored as templates/smollm2.jinja),
+and the published templates of Qwen2, Llama 3, Gemma 2, Gemma 3, Llama 2 and Mistral stored in
+tests/data/tokenizer/templates/. They are rendered the way Hugging Face transformers renders
+them (sandboxed Jinja2 with trim_blocks and lstrip_blocks, raise_exception available).
+Run with the reference venv:
+    /root/.cache/ember/venv-ref/bin/python tests/reference/make_chat_template_goldens.py [model.gguf]
+"""
+import json
+import os
+import sys
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "data", "tokenizer")
+DEFAULT_MODEL = os.path.expanduser("~/.cache/ember/SmolLM2-135M-Instruct.Q4_1.gguf")
+
+# name, file, bos_token, eos_token, format ember must detect
+TEMPLATES = [
+    ("smollm2", "smollm2.jinja", "<|im_start|>", "<|im_end|>", "chatml"),
+    ("qwen2", "qwen2.jinja", "", "<|im_end|>", "chatml"),
+    ("llama3", "llama3.jinja", "<|begin_of_text|>", "<|eot_id|>", "llama3"),
+    ("gemma2", "gemma2.jinja", "<bos>", "<eos>", "gemma"),
+    ("gemma3", "gemma3.jinja", "<bos>", "<eos>", "gemma"),
+    ("llama2", "llama2.jinja", "<s>", "</s>", "llama2"),
+    ("mistral", "mistral.jinja", "<s>", "</s>", "mistral"),
+]
+
+
+def m(role, content):
+    return {"role": role, "content": content}
+
+
+CONVERSATIONS = [
+    [m("user", "Hello!")],
+    [m("system", "You are terse."), m("user", "What is 2+2?")],
+    [m("user", "Hi"), m("assistant", "Hello! How can I help?"), m("user", "Tell me a joke.")],
+    [m("system", "Be kind.\n"), m("user", "  Spaces around  \n"), m("assistant", "\nSure. "),
+     m("user", "Ünïcödé 日本語 🙂\ttab")],
+    [m("user", "first"), m("user", "second")],  # roles that do not alternate
+    [m("system", "Only a system prompt.")],
+]
+
+
+class TemplateError(Exception):
+    pass
+
+
+def raise_exception(message):
+    raise TemplateError(message)
+
+
+def smollm2_template(model_path):
+    from gguf import GGUFReader
+    reader = GGUFReader(model_path)
+    return reader.fields["tokenizer.chat_template"].contents()
+
+
+def main():
+    model_path = sys.argv[1] if len(sys.argv) > 1 else DEFAULT_MODEL
+    with open(os.path.join(DATA, "templates", "smollm2.jinja"), "w", encoding="utf-8") as f:
+        f.write(smollm2_template(model_path))
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = raise_exception
+    out = []
+    for name, filename, bos, eos, fmt in TEMPLATES:
+        with open(os.path.join(DATA, "templates", filename), encoding="utf-8") as f:
+            template = env.from_string(f.read())
+        cases = []
+        for messages in CONVERSATIONS:
+            for gen in (False, True):
+                case = {"messages": messages, "add_generation_prompt": gen}
+                try:
+                    case["output"] = template.render(messages=messages, add_generation_prompt=gen,
+                                                     bos_token=bos, eos_token=eos)
+                except TemplateError as e:
+                    case["error"] = str(e)
+                cases.append(case)
+        out.append({"name": name, "file": filename, "bos_token": bos, "eos_token": eos,
+                    "format": fmt, "cases": cases})
+    path = os.path.join(DATA, "chat_template_goldens.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"generator": "jinja2 " + jinja2.__version__, "templates": out}, f,
+                  ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"wrote {path}: {sum(len(t['cases']) for t in out)} cases")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+// Chat templates rendered natively must equal Jinja2's rendering byte for byte
+// (tests/reference/make_chat_template_goldens.py writes the goldens).
+#include "test_support.hpp"
+#include "tokenizer/chat_template.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+using namespace ember;
+using tokenizer::ChatTemplate;
+
+namespace {
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in.good());
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<Message> messages_of(const nlohmann::json& j) {
+  std::vector<Message> out;
+  for (const auto& m : j) out.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every template and conversation renders exactly as Jinja2 does") {
+  const auto goldens =
+      nlohmann::json::parse(read_file(test::data_path("tokenizer/chat_template_goldens.json")));
+  int matched = 0, total = 0;
+  for (const auto& t : goldens.at("templates")) {
+    const std::string name = t.at("name");
+    const std::string source = read_file(test::data_path("tokenizer/templates/" + t.at("file").get<std::string>()));
+    const ChatTemplate tmpl = ChatTemplate::detect(source, t.at("bos_token"), t.at("eos_token"));
+    CHECK_MESSAGE(std::string(to_string(tmpl.format())) == t.at("format").get<std::string>(), name);
+    for (const auto& c : t.at("cases")) {
+      ++total;
+      const auto messages = messages_of(c.at("messages"));
+      const bool gen = c.at("add_generation_prompt");
+      if (c.contains("error")) {
+        bool threw = false;
+        try {
+          tmpl.render(messages, gen);
+        } catch (const Error& e) {
+          threw = e.code() == ErrorCode::invalid_argument;
+        }
+        CHECK_MESSAGE(threw, name << " should reject case " << total);
+        matched += threw;
+      } else {
+        const std::string expected = c.at("output");
+        const std::string got = tmpl.render(messages, gen);
+        CHECK_MESSAGE(got == expected, name << " case " << total);
+        matched += got == expected;
+      }
+    }
+  }
+  CHECK(total >= 80);
+  std::printf("chat template goldens: %d/%d matched\n", matched, total);
+}
+
+TEST_CASE("SmolLM2's template injects its default system prompt") {
+  const std::string source = read_file(test::data_path("tokenizer/templates/smollm2.jinja"));
+  const ChatTemplate t = ChatTemplate::detect(source);
+  CHECK(t.format() == tokenizer::ChatFormat::chatml);
+  CHECK(t.default_system() == "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+  CHECK(t.render({{"user", "Hi"}}, true) ==
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+        "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST_CASE("an unknown template is Error(unsupported) naming the supported formats") {
+  try {
+    ChatTemplate::detect("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}");
+    FAIL("detect accepted an unknown template");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::unsupported);
+    const std::string what = e.what();
+    CHECK(what.find("ChatML") != std::string::npos);
+    CHECK(what.find("Llama 3") != std::string::npos);
+    CHECK(what.find("Gemma") != std::string::npos);
+    CHECK(what.find("Mistral") != std::string::npos);
+  }
+}
