@@ -230,6 +230,9 @@ typedef enum ember_finish_reason {
   EMBER_FINISH_ERROR = 4      /* the request failed; ember_completion.error says why */
 } ember_finish_reason;
 
+/* A short name of a finish reason ("stop", "length", ...); never NULL. */
+EMBER_API const char* ember_finish_reason_string(ember_finish_reason reason);
+
 /* Where a request's time went, in milliseconds (as ember::Timings). */
 typedef struct ember_timings {
   double load_ms;
@@ -286,7 +289,10 @@ EMBER_API ember_status ember_engine_open(const char* path, const ember_engine_op
 EMBER_API void ember_engine_close(ember_engine** engine);
 
 /* Runs one raw-text prompt to completion on the calling thread, streaming to `on_chunk` if it
- * is not NULL. `sampling` may be NULL (defaults). */
+ * is not NULL. `sampling` may be NULL (defaults); `completion` may be NULL when the caller only
+ * streams. A cancelled or failed request still returns EMBER_OK: its completion's finish
+ * reason says so. Bad parameters give EMBER_ERROR_INVALID_ARGUMENT, a prompt that cannot fit
+ * the context EMBER_ERROR_CONTEXT_OVERFLOW. */
 EMBER_API ember_status ember_generate(ember_engine* engine, const char* prompt,
                                       const ember_sampling* sampling, ember_stream_fn on_chunk,
                                       void* user_data, ember_completion** completion);

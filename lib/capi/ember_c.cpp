@@ -107,6 +107,17 @@ EMBER_API const char* ember_status_string(ember_status status) {
   return "unknown";
 }
 
+EMBER_API const char* ember_finish_reason_string(ember_finish_reason reason) {
+  switch (reason) {
+    case EMBER_FINISH_STOP:
+    case EMBER_FINISH_LENGTH:
+    case EMBER_FINISH_CONTEXT:
+    case EMBER_FINISH_CANCELLED:
+    case EMBER_FINISH_ERROR: return ember::to_string(static_cast<ember::FinishReason>(reason));
+  }
+  return "unknown";
+}
+
 EMBER_API const char* ember_last_error(void) { return thread_error().c_str(); }
 
 EMBER_API const char* ember_engine_last_error(const ember_engine* engine) {
