@@ -121,12 +121,17 @@ EngineOptions to_cpp(const ember_engine_options& in) {
   switch (o.precision) {
     case EMBER_PRECISION_INT8: out.precision = Precision::int8; break;
     case EMBER_PRECISION_FP32: out.precision = Precision::fp32; break;
-    default: fail(ErrorCode::invalid_argument, "ember_engine_options.precision = {} is not an ember_precision", static_cast<int>(o.precision));
+    default:
+      fail(ErrorCode::invalid_argument, "ember_engine_options.precision = {} is not an ember_precision",
+           static_cast<int>(o.precision));
   }
   switch (o.kv_cache_type) {
     case EMBER_KV_CACHE_F16: out.kv_cache_type = KvCacheType::f16; break;
     case EMBER_KV_CACHE_F32: out.kv_cache_type = KvCacheType::f32; break;
-    default: fail(ErrorCode::invalid_argument, "ember_engine_options.kv_cache_type = {} is not an ember_kv_cache_type", static_cast<int>(o.kv_cache_type));
+    default:
+      fail(ErrorCode::invalid_argument,
+           "ember_engine_options.kv_cache_type = {} is not an ember_kv_cache_type",
+           static_cast<int>(o.kv_cache_type));
   }
   out.threads = o.threads;
   out.context_length = o.context_length;
@@ -190,8 +195,8 @@ Request to_cpp(const ember_request_params& in) {
   if (p.prompt != nullptr) out.prompt = p.prompt;
   out.messages = to_cpp(p.messages, p.message_count);
   if (p.prompt_token_count > 0 && p.prompt_tokens == nullptr) {
-    fail(ErrorCode::invalid_argument, "ember_request_params.prompt_tokens is NULL but prompt_token_count is {}",
-         p.prompt_token_count);
+    fail(ErrorCode::invalid_argument,
+         "ember_request_params.prompt_tokens is NULL but prompt_token_count is {}", p.prompt_token_count);
   }
   out.prompt_tokens.assign(p.prompt_tokens, p.prompt_tokens + p.prompt_token_count);
   if (p.prompt == nullptr && out.messages.empty() && out.prompt_tokens.empty()) {
@@ -301,7 +306,9 @@ using namespace ember::capi;
 extern "C" {
 
 EMBER_API ember_status ember_engine_options_init(ember_engine_options* options, size_t struct_size) {
-  return guarded(nullptr, [&] { init_sized(options, struct_size, default_options(), "ember_engine_options"); });
+  return guarded(nullptr, [&] {
+    init_sized(options, struct_size, default_options(), "ember_engine_options");
+  });
 }
 
 EMBER_API ember_status ember_sampling_init(ember_sampling* sampling, size_t struct_size) {

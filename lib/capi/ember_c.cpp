@@ -8,8 +8,8 @@
 
 #define EMBER_CAPI_STR2(x) #x
 #define EMBER_CAPI_STR(x) EMBER_CAPI_STR2(x)
-static_assert(std::string_view(EMBER_VERSION_STRING) ==
-                  EMBER_CAPI_STR(EMBER_VERSION_MAJOR) "." EMBER_CAPI_STR(EMBER_VERSION_MINOR) "." EMBER_CAPI_STR(EMBER_VERSION_PATCH),
+static_assert(std::string_view(EMBER_VERSION_STRING) == EMBER_CAPI_STR(EMBER_VERSION_MAJOR) "."
+                  EMBER_CAPI_STR(EMBER_VERSION_MINOR) "." EMBER_CAPI_STR(EMBER_VERSION_PATCH),
               "ember.h's EMBER_VERSION_* must match the project version in CMakeLists.txt");
 
 namespace ember::capi {
@@ -49,7 +49,8 @@ ember_status record(const ember_engine* engine, ember_status status, const char*
 ember_engine& live(ember_engine* engine) {
   if (engine == nullptr) fail(ErrorCode::invalid_argument, "the engine is NULL");
   if (engine->magic != kEngineMagic) {
-    fail(ErrorCode::invalid_argument, "the engine handle is not a live engine (closed, or not an ember_engine)");
+    fail(ErrorCode::invalid_argument,
+         "the engine handle is not a live engine (closed, or not an ember_engine)");
   }
   return *engine;
 }
@@ -59,7 +60,8 @@ const ember_engine& live(const ember_engine* engine) { return live(const_cast<em
 ember_request& live(ember_request* request) {
   if (request == nullptr) fail(ErrorCode::invalid_argument, "the request is NULL");
   if (request->magic != kRequestMagic) {
-    fail(ErrorCode::invalid_argument, "the request handle is not a live request (freed, or not an ember_request)");
+    fail(ErrorCode::invalid_argument,
+         "the request handle is not a live request (freed, or not an ember_request)");
   }
   return *request;
 }
@@ -73,7 +75,7 @@ void require(const T* out, const char* name) {
   if (out == nullptr) fail(ErrorCode::invalid_argument, "{} is NULL", name);
 }
 
-// Runs a blocking request and hands its completion to the caller (who may pass no output).
+// Hands a finished request's completion to the caller, who may not want one (NULL output).
 void finish(Completion&& result, ember_completion** completion) {
   if (completion != nullptr) *completion = new_completion(std::move(result));
 }
@@ -122,7 +124,9 @@ EMBER_API const char* ember_last_error(void) { return thread_error().c_str(); }
 
 EMBER_API const char* ember_engine_last_error(const ember_engine* engine) {
   const ember_engine* e = engine_for_errors(engine);
-  if (e == nullptr) return engine == nullptr ? "the engine is NULL" : "the engine handle is not a live engine";
+  if (e == nullptr) {
+    return engine == nullptr ? "the engine is NULL" : "the engine handle is not a live engine";
+  }
   // Copied to this thread's buffer under the lock: another thread may fail on the engine now.
   thread_local std::string copy;
   try {
@@ -239,12 +243,15 @@ EMBER_API ember_status ember_tokenize(const ember_engine* engine, const char* te
   const ember_status status = guarded(engine, [&] {
     const ember_engine& e = live(engine);
     require(token_count, "token_count");
-    if (text == nullptr && text_length > 0) fail(ErrorCode::invalid_argument, "text is NULL but text_length is {}", text_length);
+    if (text == nullptr && text_length > 0) {
+      fail(ErrorCode::invalid_argument, "text is NULL but text_length is {}", text_length);
+    }
     const std::string_view view(text == nullptr ? "" : text, text_length);
     const std::vector<std::int32_t> ids = e.engine.tokenize(view, parse_special != 0);
     *token_count = ids.size();
     if (tokens == nullptr || capacity < ids.size()) {
-      too_small = fmt::format("the token buffer holds {} ids, {} are needed", tokens == nullptr ? 0 : capacity, ids.size());
+      too_small = fmt::format("the token buffer holds {} ids, {} are needed",
+                              tokens == nullptr ? 0 : capacity, ids.size());
       return;
     }
     std::copy(ids.begin(), ids.end(), tokens);
@@ -260,7 +267,9 @@ EMBER_API ember_status ember_detokenize(const ember_engine* engine, const int32_
   const ember_status status = guarded(engine, [&] {
     const ember_engine& e = live(engine);
     require(text_length, "text_length");
-    if (tokens == nullptr && token_count > 0) fail(ErrorCode::invalid_argument, "tokens is NULL but token_count is {}", token_count);
+    if (tokens == nullptr && token_count > 0) {
+      fail(ErrorCode::invalid_argument, "tokens is NULL but token_count is {}", token_count);
+    }
     const std::string out = e.engine.detokenize(std::vector<std::int32_t>(tokens, tokens + token_count));
     *text_length = out.size();
     if (text == nullptr || capacity <= out.size()) {
@@ -320,8 +329,12 @@ EMBER_API void ember_completion_free(ember_completion** completion) {
   auto* box = reinterpret_cast<CompletionBox*>(*completion);
   *completion = nullptr;
   (void)guarded(nullptr, [&] {
-    if (box->magic == kBorrowedMagic) fail(ErrorCode::invalid_argument, "a chunk's completion belongs to ember; it cannot be freed");
-    if (box->magic != kCompletionMagic) fail(ErrorCode::invalid_argument, "the completion is not a live ember_completion (freed twice?)");
+    if (box->magic == kBorrowedMagic) {
+      fail(ErrorCode::invalid_argument, "a chunk's completion belongs to ember; it cannot be freed");
+    }
+    if (box->magic != kCompletionMagic) {
+      fail(ErrorCode::invalid_argument, "the completion is not a live ember_completion (freed twice?)");
+    }
     box->magic = kDeadMagic;
     delete box->owned;
     delete box;
