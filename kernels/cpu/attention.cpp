@@ -1,0 +1,148 @@
+#include "kernels/cpu/attention.hpp"
+
+#include "kernels/cpu/math.hpp"
+#include "kernels/cpu/simd.hpp"
+#include "util/check.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace ember::kernels::cpu {
+
+namespace {
+
+void check_layout(const KvLayout& l) {
+  if (l.block_size <= 0 || l.kv_heads <= 0 || l.head_dim <= 0)
+    fail(ErrorCode::invalid_argument, "kv layout: bad block_size={} kv_heads={} head_dim={}",
+         l.block_size, l.kv_heads, l.head_dim);
+}
+
+std::int64_t token_stride(const KvLayout& l) {
+  return static_cast<std::int64_t>(l.kv_heads) * l.head_dim;
+}
+
+EMBER_CLONES float softmax_in_place(float* s, std::int64_t n) {
+  float mx = s[0];
+#pragma omp simd reduction(max : mx)
+  for (std::int64_t i = 0; i < n; ++i) mx = std::fmax(mx, s[i]);
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (std::int64_t i = 0; i < n; ++i) {
+    s[i] = exp_approx(s[i] - mx);
+    sum += s[i];
+  }
+  return sum;
+}
+
+// The work of one (row, head): scores over positions 0..last, softmax, weighted sum of V.
+// scores has room for last+1 floats.
+template <class T>
+void attend_one(const float* qh, const T* k_cache, const T* v_cache, const std::int32_t* blocks,
+                std::int64_t last, int kv_head, const KvLayout& l, float scale, float* scores,
+                float* out, const VecOps& ops) {
+  const std::int64_t stride = token_stride(l);
+  const auto token = [&](const T* cache, std::int64_t t) {
+    const std::int64_t slot = static_cast<std::int64_t>(blocks[t / l.block_size]) * l.block_size +
+                              t % l.block_size;
+    return cache + slot * stride + static_cast<std::int64_t>(kv_head) * l.head_dim;
+  };
+  for (std::int64_t t = 0; t <= last; ++t) {
+    if constexpr (sizeof(T) == 2)
+      scores[t] = ops.dot_f16(qh, token(k_cache, t), l.head_dim) * scale;
+    else
+      scores[t] = ops.dot_f32(qh, token(k_cache, t), l.head_dim) * scale;
+  }
+  const float inv_sum = 1.0f / softmax_in_place(scores, last + 1);
+  std::memset(out, 0, sizeof(float) * static_cast<std::size_t>(l.head_dim));
+  for (std::int64_t t = 0; t <= last; ++t) {
+    if constexpr (sizeof(T) == 2)
+      ops.axpy_f16(scores[t] * inv_sum, token(v_cache, t), out, l.head_dim);
+    else
+      ops.axpy_f32(scores[t] * inv_sum, token(v_cache, t), out, l.head_dim);
+  }
+}
+
+struct Task {
+  std::int32_t row;
+  std::int32_t seq;
+};
+
+}  // namespace
+
+void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t rows,
+              const std::int32_t* slots, const KvLayout& layout, void* k_cache, void* v_cache) {
+  check_layout(layout);
+  const std::int64_t n = token_stride(layout);
+  if (ldkv < n) fail(ErrorCode::invalid_argument, "store_kv: ldkv={} < kv width {}", ldkv, n);
+  const VecOps& ops = vec_ops();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (slots[r] < 0) continue;
+    const std::int64_t at = static_cast<std::int64_t>(slots[r]) * n;
+    if (layout.dtype == KvDType::f16) {
+      ops.to_f16(k + r * ldkv, static_cast<std::uint16_t*>(k_cache) + at, static_cast<int>(n));
+      ops.to_f16(v + r * ldkv, static_cast<std::uint16_t*>(v_cache) + at, static_cast<int>(n));
+    } else {
+      std::memcpy(static_cast<float*>(k_cache) + at, k + r * ldkv, sizeof(float) * static_cast<std::size_t>(n));
+      std::memcpy(static_cast<float*>(v_cache) + at, v + r * ldkv, sizeof(float) * static_cast<std::size_t>(n));
+    }
+  }
+}
+
+void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* positions,
+                     const AttentionSeq* seqs, int seq_count, int heads, const KvLayout& layout,
+                     const void* k_cache, const void* v_cache, float* out, std::int64_t ldo,
+                     CpuContext& ctx) {
+  check_layout(layout);
+  if (heads <= 0 || heads % layout.kv_heads != 0)
+    fail(ErrorCode::invalid_argument, "attention: heads={} is not a multiple of kv_heads={}",
+         heads, layout.kv_heads);
+  const std::int64_t width = static_cast<std::int64_t>(heads) * layout.head_dim;
+  if (ldq < width || ldo < width)
+    fail(ErrorCode::invalid_argument, "attention: ldq={} / ldo={} below heads*head_dim={}", ldq,
+         ldo, width);
+
+  std::vector<Task> tasks;
+  std::int64_t longest = 0;
+  for (int s = 0; s < seq_count; ++s) {
+    const AttentionSeq& seq = seqs[s];
+    const std::int64_t capacity = static_cast<std::int64_t>(seq.block_count) * layout.block_size;
+    for (std::int32_t r = seq.row_begin; r < seq.row_begin + seq.row_count; ++r) {
+      if (positions[r] < 0 || positions[r] >= capacity)
+        fail(ErrorCode::invalid_argument,
+             "attention: row {} position {} outside its sequence's {} blocks of {}", r,
+             positions[r], seq.block_count, layout.block_size);
+      longest = std::max<std::int64_t>(longest, positions[r] + 1);
+      tasks.push_back({r, s});
+    }
+  }
+
+  const int group = heads / layout.kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(layout.head_dim));
+  const VecOps& ops = vec_ops();
+  const auto n_tasks = static_cast<std::int64_t>(tasks.size()) * heads;
+#pragma omp parallel num_threads(ctx.threads) if (ctx.threads > 1 && n_tasks > 1)
+  {
+    std::vector<float> scores(static_cast<std::size_t>(longest));
+    // Dynamic: rows of one prefill attend to 1..n positions, so equal chunks would be unequal.
+#pragma omp for schedule(dynamic, 4)
+    for (std::int64_t i = 0; i < n_tasks; ++i) {
+      const Task& task = tasks[static_cast<std::size_t>(i / heads)];
+      const int h = static_cast<int>(i % heads);
+      const float* qh = q + task.row * ldq + static_cast<std::int64_t>(h) * layout.head_dim;
+      float* oh = out + task.row * ldo + static_cast<std::int64_t>(h) * layout.head_dim;
+      const std::int32_t* blocks = seqs[task.seq].block_table;
+      const std::int64_t last = positions[task.row];
+      if (layout.dtype == KvDType::f16)
+        attend_one(qh, static_cast<const std::uint16_t*>(k_cache),
+                   static_cast<const std::uint16_t*>(v_cache), blocks, last, h / group, layout,
+                   scale, scores.data(), oh, ops);
+      else
+        attend_one(qh, static_cast<const float*>(k_cache), static_cast<const float*>(v_cache),
+                   blocks, last, h / group, layout, scale, scores.data(), oh, ops);
+    }
+  }
+}
+
+}  // namespace ember::kernels::cpu

@@ -1,0 +1,47 @@
+// Paged attention over a block-structured KV cache. Per layer, K and V are each an array of
+// [num_blocks, block_size, kv_heads, head_dim] values in IEEE half (uint16 bits) or float; a
+// sequence's token t lives in block block_table[t / block_size] at offset t % block_size.
+#pragma once
+
+#include "kernels/cpu/context.hpp"
+
+#include <cstdint>
+
+namespace ember::kernels::cpu {
+
+enum class KvDType { f16, f32 };
+
+struct KvLayout {
+  int block_size;
+  int kv_heads;
+  int head_dim;
+  KvDType dtype;
+};
+
+// Writes K and V of `rows` new tokens: k and v rows of kv_heads*head_dim floats at k + r*ldkv
+// and v + r*ldkv (the k and v parts of fused qkv rows); slots[r] = block * block_size + offset.
+// A negative slot skips its row.
+void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t rows,
+              const std::int32_t* slots, const KvLayout& layout, void* k_cache, void* v_cache);
+
+// One sequence of the batch: its query rows [row_begin, row_begin + row_count) and the blocks
+// holding its KV (block_count of them, covering every position its rows attend to).
+struct AttentionSeq {
+  std::int32_t row_begin;
+  std::int32_t row_count;
+  const std::int32_t* block_table;
+  std::int32_t block_count;
+};
+
+// For every row r of every sequence, q[r] (heads*head_dim at q + r*ldq) attends causally to KV
+// positions 0..positions[r] of its sequence; head h reads kv head h / (heads / kv_heads)
+// (grouped-query). Softmax in FP32 with scale 1/sqrt(head_dim). out[r] (heads*head_dim at
+// out + r*ldo) = sum_t p_t * V[t]. Rows not covered by any sequence are left untouched.
+// Parallel over (row, head) with ctx.threads. Throws ErrorCode::invalid_argument when a
+// position is outside the sequence's blocks or the head counts do not divide.
+void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* positions,
+                     const AttentionSeq* seqs, int seq_count, int heads, const KvLayout& layout,
+                     const void* k_cache, const void* v_cache, float* out, std::int64_t ldo,
+                     CpuContext& ctx);
+
+}  // namespace ember::kernels::cpu

@@ -1,0 +1,30 @@
+#include "kernels/cpu/context.hpp"
+
+#include "util/check.hpp"
+
+#include <omp.h>
+
+namespace ember::kernels::cpu {
+
+namespace {
+
+int resolve_threads(int threads) { return threads > 0 ? threads : omp_get_num_procs(); }
+
+dnnl::engine make_engine() {
+  try {
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  } catch (const dnnl::error& e) {
+    fail(ErrorCode::internal, "cannot create the oneDNN CPU engine: {}", e.what());
+  }
+}
+
+}  // namespace
+
+CpuContext::CpuContext(int threads_in)
+    : threads(resolve_threads(threads_in)), engine(make_engine()), stream(engine) {}
+
+void bind_threads(const CpuContext& ctx) {
+  if (omp_get_max_threads() != ctx.threads) omp_set_num_threads(ctx.threads);
+}
+
+}  // namespace ember::kernels::cpu

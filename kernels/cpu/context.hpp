@@ -1,0 +1,26 @@
+// The CPU compute context: the thread count every kernel uses and the one oneDNN engine and
+// stream. One per backend, created once; kernels never create threads of their own beyond
+// OpenMP's pool (oneDNN here is built with the OpenMP runtime, DNNL_RUNTIME_OMP).
+//
+// Thread-safety: a CpuContext is used by one thread at a time (the thread that runs the engine
+// step). Its members are not mutated by kernels.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace ember::kernels::cpu {
+
+struct CpuContext {
+  // threads <= 0: all hardware threads (omp_get_num_procs()).
+  explicit CpuContext(int threads);
+
+  int threads;  // OpenMP threads of every kernel: num_threads clauses and oneDNN calls
+  dnnl::engine engine;
+  dnnl::stream stream;
+};
+
+// Makes oneDNN (which reads the calling thread's OpenMP ICV) use ctx.threads. Called by every
+// kernel that enters oneDNN; cheap (one store).
+void bind_threads(const CpuContext& ctx);
+
+}  // namespace ember::kernels::cpu

@@ -1,0 +1,227 @@
+// oneDNN-backed Linear layers. Choices measured on the dev box (AMD EPYC, AVX-512 VNNI, oneDNN
+// 2.6.3, M=512 576->1536):
+//  * Per-row activation scales. oneDNN 2.6 output scales are per-N only. A binary-mul post-op
+//    with a 2-D [m,1] tensor falls back to ref_int8 (0.1 GOPS). Declaring the problem 3-D,
+//    src {1,m,k}, dst {1,m,n}, makes the [1,m,1] tensor a per-"oc" (dim 1) broadcast that the
+//    brgemm kernel fuses ("brg:avx512_core_vnni"), so the whole epilogue acc * w_scale[n] *
+//    x_scale[m] (+ y) runs inside the GEMM: no INT32 scratch and no second pass over y. The
+//    s32-output-plus-own-scale-pass alternative measured about the same GEMM time plus the
+//    pass, and needs an m*n*4-byte scratch (100 MB for lm_head at m=512).
+//  * CPUs without VNNI: oneDNN's int8 kernels there multiply u8 (the s8 activations shifted by
+//    128) by s8 weights with vpmaddubsw, whose 16-bit pair sums saturate: oneDNN 2.6 under
+//    ONEDNN_MAX_CPU_ISA=AVX2 gave 17-20 % relative error. Weights are then quantized to 7 bits
+//    (|q| <= 63, 2*255*63 < 32767), which keeps results exact at about twice the weight
+//    rounding error. With VNNI (or AMX) the full [-127, 127] range is used.
+//  * s8 activations vs u8 with zero point 128: the zero-point variant falls back to ref_int8;
+//    u8 without zero point (compensating ourselves) measured within noise of s8, so s8 stays.
+#include "kernels/cpu/linear.hpp"
+
+#include "kernels/cpu/quantize.hpp"
+#include "util/check.hpp"
+
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace ember::kernels::cpu {
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+using Md = dnnl::memory::desc;
+
+// The weights layout is chosen for this many rows; other m reuse it (brgemm accepts the same
+// blocked layout for every m, checked by kernels_test through implementation()).
+constexpr std::int64_t kPackRows = 64;
+// Distinct m values kept; continuous batching sees at most the token budget, this only bounds
+// memory if a caller sweeps m.
+constexpr std::size_t kMaxCachedShapes = 512;
+
+// Matrices are described as {1, rows, cols} so that a [1, m, 1] per-row tensor is a dim-1
+// ("per output channel") broadcast, which brgemm fuses (see the file comment).
+Md md3(std::int64_t rows, std::int64_t cols, dt type, tag layout = tag::abc) {
+  return Md({1, rows, cols}, type, layout);
+}
+
+class OnednnLinear : public Linear {
+ public:
+  void forward(CpuContext& ctx, const float* x, std::int64_t m, float* y,
+               bool accumulate) override {
+    if (m < 0) fail(ErrorCode::invalid_argument, "linear: m = {} rows is negative", m);
+    if (m == 0) return;
+    std::lock_guard lock(mutex_);
+    try {
+      run(ctx, x, m, y, accumulate);
+    } catch (const dnnl::error& e) {
+      fail(ErrorCode::internal, "linear {}x{} at m={}: oneDNN: {}", out_features(), in_features(),
+           m, e.what());
+    }
+  }
+
+  std::string implementation(CpuContext& ctx, std::int64_t m, bool accumulate) override {
+    std::lock_guard lock(mutex_);
+    return primitive(ctx, m, accumulate).impl;
+  }
+
+ protected:
+  OnednnLinear(CpuContext& ctx, std::int64_t out, std::int64_t in, dt type)
+      : Linear(out, in), type_(type) {
+    if (out <= 0 || in <= 0)
+      fail(ErrorCode::invalid_argument, "linear: bad weight shape out={} in={}", out, in);
+  }
+
+  // Packs w_user ([out, in] of type_, i.e. the {k, n} matrix in "acb" order) once.
+  void pack(CpuContext& ctx, const void* w_user) {
+    const auto pd = make_pd(ctx, kPackRows, false, Md({1, in_features(), out_features()}, type_, tag::any));
+    dnnl::memory user(md3(in_features(), out_features(), type_, tag::acb), ctx.engine,
+                      const_cast<void*>(w_user));
+    packed_ = dnnl::memory(pd.weights_desc(), ctx.engine);
+    dnnl::reorder(user, packed_).execute(ctx.stream, user, packed_);
+    ctx.stream.wait();
+  }
+
+  virtual dnnl::primitive_attr make_attr(std::int64_t m, bool accumulate) const = 0;
+  virtual void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate) = 0;
+
+  struct Cached {
+    dnnl::matmul matmul;
+    std::string impl;
+  };
+
+  // Caller holds mutex_.
+  const Cached& primitive(CpuContext& ctx, std::int64_t m, bool accumulate) {
+    const auto key = std::make_pair(m, accumulate);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    if (cache_.size() >= kMaxCachedShapes) cache_.clear();
+    const auto pd = make_pd(ctx, m, accumulate, packed_.get_desc());
+    return cache_.emplace(key, Cached{dnnl::matmul(pd), pd.impl_info_str()}).first->second;
+  }
+
+  void execute(CpuContext& ctx, std::int64_t m, bool accumulate, void* src, float* y,
+               float* row_scales) {
+    const Cached& c = primitive(ctx, m, accumulate);
+    dnnl::memory src_mem(md3(m, in_features(), type_), ctx.engine, src);
+    dnnl::memory dst_mem(md3(m, out_features(), dt::f32), ctx.engine, y);
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, packed_}, {DNNL_ARG_DST, dst_mem}};
+    if (row_scales != nullptr)
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                   dnnl::memory(md3(m, 1, dt::f32), ctx.engine, row_scales));
+    bind_threads(ctx);
+    c.matmul.execute(ctx.stream, args);
+    ctx.stream.wait();
+  }
+
+  std::mutex mutex_;
+
+ private:
+  dnnl::matmul::primitive_desc make_pd(CpuContext& ctx, std::int64_t m, bool accumulate,
+                                       const Md& weights) const {
+    const dnnl::matmul::desc desc(md3(m, in_features(), type_), weights,
+                                  md3(m, out_features(), dt::f32));
+    return dnnl::matmul::primitive_desc(desc, make_attr(m, accumulate), ctx.engine);
+  }
+
+  dt type_;
+  dnnl::memory packed_;
+  std::map<std::pair<std::int64_t, bool>, Cached> cache_;
+};
+
+// The effective ISA honours ONEDNN_MAX_CPU_ISA; bit 0x40 is avx512_core_vnni (and the ISAs
+// above it), 0x400 avx2_vnni.
+int weight_qmax_for_isa() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  return (isa & 0x40u) != 0 || (isa & 0x400u) != 0 ? 127 : 63;
+}
+
+class Int8Linear final : public OnednnLinear {
+ public:
+  Int8Linear(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in)
+      : OnednnLinear(ctx, out, in, dt::s8), weight_scales_(static_cast<std::size_t>(out)) {
+    std::vector<std::int8_t> q(static_cast<std::size_t>(out * in));
+    quantize_weights_s8(w, out, in, q.data(), weight_scales_.data(), ctx.threads,
+                        int8_weight_range());
+    pack(ctx, q.data());
+  }
+
+ private:
+  // y = (acc * w_scale[n]) * x_scale[m] (+ y): output scales, then a per-row binary mul, then
+  // sum; oneDNN applies post-ops in order, so the residual is added after both scales.
+  dnnl::primitive_attr make_attr(std::int64_t m, bool accumulate) const override {
+    dnnl::primitive_attr attr;
+    attr.set_output_scales(1 << 2, weight_scales_);
+    dnnl::post_ops ops;
+    ops.append_binary(dnnl::algorithm::binary_mul, md3(m, 1, dt::f32));
+    if (accumulate) ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+    return attr;
+  }
+
+  void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate) override {
+    const auto n = static_cast<std::size_t>(m);
+    if (q_.size() < n * static_cast<std::size_t>(in_features())) {
+      q_.resize(n * static_cast<std::size_t>(in_features()));
+    }
+    if (row_scales_.size() < n) row_scales_.resize(n);
+    quantize_rows_s8(x, m, in_features(), in_features(), q_.data(), row_scales_.data(),
+                     ctx.threads);
+    execute(ctx, m, accumulate, q_.data(), y, row_scales_.data());
+  }
+
+  std::vector<float> weight_scales_;
+  std::vector<std::int8_t> q_;       // activation scratch, guarded by mutex_
+  std::vector<float> row_scales_;    // activation scales, guarded by mutex_
+};
+
+class Fp32Linear final : public OnednnLinear {
+ public:
+  Fp32Linear(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in)
+      : OnednnLinear(ctx, out, in, dt::f32) {
+    pack(ctx, w);
+  }
+
+ private:
+  dnnl::primitive_attr make_attr(std::int64_t, bool accumulate) const override {
+    dnnl::primitive_attr attr;
+    if (accumulate) {
+      dnnl::post_ops ops;
+      ops.append_sum(1.0f);
+      attr.set_post_ops(ops);
+    }
+    return attr;
+  }
+
+  void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate) override {
+    execute(ctx, m, accumulate, const_cast<float*>(x), y, nullptr);
+  }
+};
+
+template <class T>
+std::unique_ptr<Linear> make_linear(CpuContext& ctx, const float* w, std::int64_t out,
+                                    std::int64_t in) {
+  if (w == nullptr) fail(ErrorCode::invalid_argument, "linear: null weights");
+  try {
+    return std::make_unique<T>(ctx, w, out, in);
+  } catch (const dnnl::error& e) {
+    fail(ErrorCode::internal, "linear {}x{}: oneDNN: {}", out, in, e.what());
+  }
+}
+
+}  // namespace
+
+int int8_weight_range() { return weight_qmax_for_isa(); }
+
+std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const float* w, std::int64_t out,
+                                         std::int64_t in) {
+  return make_linear<Int8Linear>(ctx, w, out, in);
+}
+
+std::unique_ptr<Linear> make_fp32_linear(CpuContext& ctx, const float* w, std::int64_t out,
+                                         std::int64_t in) {
+  return make_linear<Fp32Linear>(ctx, w, out, in);
+}
+
+}  // namespace ember::kernels::cpu

@@ -1,0 +1,53 @@
+// Linear layers y[m, out] = x[m, in] · Wᵀ (+ y when accumulating, used for residual adds), in
+// INT8 (the fast path) or FP32 (the reference and the speed baseline), both through oneDNN
+// matmul primitives with the weights packed once in the layout oneDNN prefers.
+//
+// Thread-safety: a Linear's weights are immutable after construction. forward() may be called
+// from several threads; calls on one Linear are serialised by an internal mutex (it guards the
+// per-shape primitive cache and the activation scratch).
+#pragma once
+
+#include "kernels/cpu/context.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ember::kernels::cpu {
+
+class Linear {
+ public:
+  virtual ~Linear() = default;
+  Linear(const Linear&) = delete;
+  Linear& operator=(const Linear&) = delete;
+
+  // x: dense [m, in]; y: dense [m, out]. accumulate: y += x·Wᵀ instead of y = x·Wᵀ.
+  virtual void forward(CpuContext& ctx, const float* x, std::int64_t m, float* y,
+                       bool accumulate = false) = 0;
+
+  std::int64_t in_features() const { return in_; }
+  std::int64_t out_features() const { return out_; }
+
+  // The oneDNN implementation that runs for m rows (e.g. "brg:avx512_core_vnni"): lets tests
+  // and benchmarks catch a silent fall-back to a reference kernel.
+  virtual std::string implementation(CpuContext& ctx, std::int64_t m, bool accumulate = false) = 0;
+
+ protected:
+  Linear(std::int64_t out, std::int64_t in) : in_(in), out_(out) {}
+
+ private:
+  std::int64_t in_;
+  std::int64_t out_;
+};
+
+// w: FP32 [out, in] (row = output channel), copied/packed, not kept. Throws
+// ErrorCode::invalid_argument on a non-positive shape.
+std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const float* w, std::int64_t out,
+                                         std::int64_t in);
+// The largest |q| of INT8 weights on this CPU: 127 with VNNI, 63 without (see linear.cpp).
+int int8_weight_range();
+
+std::unique_ptr<Linear> make_fp32_linear(CpuContext& ctx, const float* w, std::int64_t out,
+                                         std::int64_t in);
+
+}  // namespace ember::kernels::cpu

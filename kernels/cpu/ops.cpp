@@ -1,0 +1,100 @@
+#include "kernels/cpu/ops.hpp"
+
+#include "kernels/cpu/math.hpp"
+#include "kernels/cpu/simd.hpp"
+#include "util/check.hpp"
+
+#include <cmath>
+#include <vector>
+
+namespace ember::kernels::cpu {
+
+namespace {
+
+// Below this many elements a parallel region costs more than it saves.
+constexpr std::int64_t kParallelElements = 32768;
+
+EMBER_CLONES float sum_squares(const float* x, std::int64_t n) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (std::int64_t i = 0; i < n; ++i) s += x[i] * x[i];
+  return s;
+}
+
+EMBER_CLONES void scale_by(const float* x, const float* w, float k, std::int64_t n, float* out) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) out[i] = x[i] * k * w[i];
+}
+
+EMBER_CLONES void silu_mul_row(const float* g, const float* u, std::int64_t n, float* out) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + exp_approx(-g[i])) * u[i];
+}
+
+// Rotates one row (all heads) with precomputed cos/sin of its position.
+void rope_row(float* x, int heads, int head_dim, int half_dims, const float* cs, const float* sn,
+              RopeLayout layout) {
+  for (int h = 0; h < heads; ++h) {
+    float* v = x + static_cast<std::int64_t>(h) * head_dim;
+    for (int i = 0; i < half_dims; ++i) {
+      const int a = layout == RopeLayout::interleaved ? 2 * i : i;
+      const int b = layout == RopeLayout::interleaved ? 2 * i + 1 : i + half_dims;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * cs[i] - x1 * sn[i];
+      v[b] = x0 * sn[i] + x1 * cs[i];
+    }
+  }
+}
+
+}  // namespace
+
+void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_t cols, float eps,
+             float* out, int threads) {
+  if (rows < 0 || cols <= 0)
+    fail(ErrorCode::invalid_argument, "rmsnorm: bad shape rows={} cols={}", rows, cols);
+#pragma omp parallel for num_threads(threads) if (threads > 1 && rows * cols >= kParallelElements)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    const float mean = sum_squares(xr, cols) / static_cast<float>(cols);
+    scale_by(xr, weight, 1.0f / std::sqrt(mean + eps), cols, out + r * cols);
+  }
+}
+
+void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, int rope_dims,
+          const std::int32_t* positions, float base, RopeLayout layout, int threads) {
+  if (rows < 0 || heads <= 0 || head_dim <= 0 || rope_dims <= 0 || rope_dims > head_dim ||
+      rope_dims % 2 != 0 || ld < static_cast<std::int64_t>(heads) * head_dim || !(base > 0.0f))
+    fail(ErrorCode::invalid_argument,
+         "rope: bad arguments rows={} ld={} heads={} head_dim={} rope_dims={} base={}", rows, ld,
+         heads, head_dim, rope_dims, base);
+  const int half_dims = rope_dims / 2;
+  // Inverse frequencies in double: base^(-2i/d) is shared by every row and head.
+  std::vector<double> inv_freq(static_cast<std::size_t>(half_dims));
+  for (int i = 0; i < half_dims; ++i)
+    inv_freq[static_cast<std::size_t>(i)] = std::pow(static_cast<double>(base), -2.0 * i / rope_dims);
+#pragma omp parallel num_threads(threads) if (threads > 1 && rows * ld >= kParallelElements)
+  {
+    std::vector<float> cs(static_cast<std::size_t>(half_dims)), sn(cs.size());
+#pragma omp for
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (int i = 0; i < half_dims; ++i) {
+        const double theta = positions[r] * inv_freq[static_cast<std::size_t>(i)];
+        cs[static_cast<std::size_t>(i)] = static_cast<float>(std::cos(theta));
+        sn[static_cast<std::size_t>(i)] = static_cast<float>(std::sin(theta));
+      }
+      rope_row(x + r * ld, heads, head_dim, half_dims, cs.data(), sn.data(), layout);
+    }
+  }
+}
+
+void silu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out, int threads) {
+  if (rows < 0 || ffn <= 0)
+    fail(ErrorCode::invalid_argument, "silu_mul: bad shape rows={} ffn={}", rows, ffn);
+#pragma omp parallel for num_threads(threads) if (threads > 1 && rows * ffn >= kParallelElements)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* g = gate_up + r * 2 * ffn;
+    silu_mul_row(g, g + ffn, ffn, out + r * ffn);
+  }
+}
+
+}  // namespace ember::kernels::cpu

@@ -1,0 +1,30 @@
+// Element-wise and row-wise transformer ops in FP32: RMSNorm, rotary position embedding and
+// SiLU(gate)*up. Row-major; `threads` is the OpenMP thread count (CpuContext::threads), rows are
+// split between threads only when the work is large enough to pay for the fork.
+#pragma once
+
+#include <cstdint>
+
+namespace ember::kernels::cpu {
+
+// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, x and out dense [rows, cols]. out may
+// alias x.
+void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_t cols, float eps,
+             float* out, int threads = 1);
+
+// Which elements of a head form a rotated pair: (2i, 2i+1) — GGUF llama, whose Q/K rows the
+// converter permuted — or (i, i + rope_dims/2) — the NeoX/HF layout.
+enum class RopeLayout { interleaved, half };
+
+// In place on rows of heads*head_dim values at x + r*ld (the q or k part of a fused qkv row).
+// Pair i of the first rope_dims dims of each head turns by positions[r] * base^(-2i/rope_dims);
+// the remaining head_dim - rope_dims dims are left alone.
+void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, int rope_dims,
+          const std::int32_t* positions, float base, RopeLayout layout, int threads = 1);
+
+// gate_up rows are [gate(ffn) | up(ffn)] (dense, row stride 2*ffn); out[r, i] =
+// silu(gate[i]) * up[i] with silu(g) = g / (1 + e^-g), out dense [rows, ffn].
+void silu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out,
+              int threads = 1);
+
+}  // namespace ember::kernels::cpu

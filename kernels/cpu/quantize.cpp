@@ -1,0 +1,69 @@
+#include "kernels/cpu/quantize.hpp"
+
+#include "kernels/cpu/simd.hpp"
+#include "util/check.hpp"
+
+#include <cmath>
+
+namespace ember::kernels::cpu {
+
+namespace {
+
+EMBER_CLONES float max_abs(const float* x, std::int64_t n) {
+  float m = 0.0f;
+#pragma omp simd reduction(max : m)
+  for (std::int64_t i = 0; i < n; ++i) m = std::fmax(m, std::fabs(x[i]));
+  return m;
+}
+
+// Rounds with the 1.5*2^23 trick (ties to even, like nearbyint) so the loop vectorises; valid
+// because |x * inv| <= 127 after the scale.
+EMBER_CLONES void quantize_row(const float* x, std::int64_t n, float inv, float qmax,
+                               std::int8_t* q) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    float v = (x[i] * inv + 12582912.0f) - 12582912.0f;
+    v = v > qmax ? qmax : (v < -qmax ? -qmax : v);
+    q[i] = static_cast<std::int8_t>(v);
+  }
+}
+
+void quantize_one(const float* x, std::int64_t n, float qmax, std::int8_t* q, float* scale) {
+  const float m = max_abs(x, n);
+  if (!(m > 0.0f) || !std::isfinite(m)) {
+    // All zero (or non-finite garbage, which would poison every output anyway): scale 0.
+    for (std::int64_t i = 0; i < n; ++i) q[i] = 0;
+    *scale = 0.0f;
+    return;
+  }
+  *scale = m / qmax;
+  quantize_row(x, n, qmax / m, qmax, q);
+}
+
+void check_shape(std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  if (rows < 0 || cols < 0 || ld < cols)
+    fail(ErrorCode::invalid_argument, "quantize: bad shape rows={} cols={} ld={}", rows, cols, ld);
+}
+
+void quantize_rows(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx,
+                   float qmax, std::int8_t* q, float* scales, int threads) {
+  check_shape(rows, cols, ldx);
+#pragma omp parallel for num_threads(threads) if (threads > 1 && rows * cols >= 65536)
+  for (std::int64_t r = 0; r < rows; ++r)
+    quantize_one(x + r * ldx, cols, qmax, q + r * cols, scales + r);
+}
+
+}  // namespace
+
+void quantize_rows_s8(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx,
+                      std::int8_t* q, float* scales, int threads) {
+  quantize_rows(x, rows, cols, ldx, 127.0f, q, scales, threads);
+}
+
+void quantize_weights_s8(const float* w, std::int64_t out, std::int64_t in, std::int8_t* q,
+                         float* scales, int threads, int qmax) {
+  if (qmax < 1 || qmax > 127) fail(ErrorCode::invalid_argument, "quantize: qmax={} not in [1, 127]", qmax);
+  quantize_rows(w, out, in, in, static_cast<float>(qmax), q, scales, threads);
+}
+
+}  // namespace ember::kernels::cpu

@@ -1,0 +1,21 @@
+// Symmetric INT8 quantization: scale = max|x| / 127, q = round(x / scale) (nearest, ties to
+// even) clamped to [-127, 127], so x ~= q * scale. An all-zero row gets scale 0 and q = 0.
+// -128 is never produced: the range stays symmetric and q * q' never overflows VNNI pairs.
+#pragma once
+
+#include <cstdint>
+
+namespace ember::kernels::cpu {
+
+// Per-row activations: x is [rows, cols] with row stride ldx; q is dense [rows, cols];
+// scales[rows]. threads: OpenMP threads (rows are split between them).
+void quantize_rows_s8(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx,
+                      std::int8_t* q, float* scales, int threads = 1);
+
+// Per-output-channel weights: w is [out, in] (row = output channel), q dense [out, in],
+// scales[out]. qmax < 127 narrows the range (scale = max|w| / qmax, q in [-qmax, qmax]): the
+// INT8 linear uses 63 on CPUs without VNNI, see linear.cpp.
+void quantize_weights_s8(const float* w, std::int64_t out, std::int64_t in, std::int8_t* q,
+                         float* scales, int threads = 1, int qmax = 127);
+
+}  // namespace ember::kernels::cpu

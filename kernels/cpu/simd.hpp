@@ -1,0 +1,45 @@
+// Run-time instruction-set dispatch for ember's own CPU loops (oneDNN does its own).
+//
+// Two mechanisms, both chosen when the program runs, never at configure time only:
+//  * EMBER_CLONES on a plain loop: GCC/Clang compile AVX-512, AVX2 and baseline copies and the
+//    loader picks one (ifunc). Used for loops the compiler vectorises well on its own.
+//  * VecOps: explicit AVX-512 / AVX2+F16C / scalar implementations of the attention inner
+//    loops, because f16 K/V conversion needs the F16C/AVX-512 conversion instructions.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__) && !defined(EMBER_NO_CLONES)
+#define EMBER_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define EMBER_X86_DISPATCH 1
+#else
+#define EMBER_CLONES
+#define EMBER_X86_DISPATCH 0
+#endif
+
+namespace ember::kernels::cpu {
+
+enum class Isa { scalar, avx2, avx512 };
+
+const char* to_string(Isa isa);
+
+// The best instruction set of this CPU that VecOps implements (checked once with cpuid).
+Isa best_isa();
+bool isa_supported(Isa isa);
+
+// Inner loops of attention. n is any length >= 0 (tails handled).
+struct VecOps {
+  Isa isa;
+  float (*dot_f32)(const float* a, const float* b, int n);
+  float (*dot_f16)(const float* a, const std::uint16_t* b, int n);  // b: IEEE half bits
+  void (*axpy_f32)(float alpha, const float* x, float* y, int n);   // y += alpha * x
+  void (*axpy_f16)(float alpha, const std::uint16_t* x, float* y, int n);
+  void (*to_f16)(const float* x, std::uint16_t* y, int n);          // round to nearest even
+};
+
+// The implementation for `isa`; the caller checks isa_supported(isa) (tests run every one).
+const VecOps& vec_ops(Isa isa);
+// The fastest implementation of this CPU.
+const VecOps& vec_ops();
+
+}  // namespace ember::kernels::cpu

@@ -1,0 +1,116 @@
+#include "kernel_test_util.hpp"
+#include <ember/ember.hpp>
+#include "kernels/cpu/ops.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+using namespace ember::kernels::cpu;
+using ember::test::random_floats;
+using ember::test::relative_error;
+
+TEST_CASE("rmsnorm matches the double reference, in place too") {
+  for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{1, 576}, {3, 17}, {200, 576}}) {
+    const auto x = random_floats(static_cast<std::size_t>(rows * cols), 31, -4.0f, 4.0f);
+    const auto w = random_floats(static_cast<std::size_t>(cols), 32, 0.5f, 1.5f);
+    std::vector<double> ref(x.size());
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double ss = 0.0;
+      for (std::int64_t c = 0; c < cols; ++c) ss += std::pow(x[static_cast<std::size_t>(r * cols + c)], 2);
+      const double k = 1.0 / std::sqrt(ss / static_cast<double>(cols) + 1e-5);
+      for (std::int64_t c = 0; c < cols; ++c)
+        ref[static_cast<std::size_t>(r * cols + c)] = x[static_cast<std::size_t>(r * cols + c)] * k * w[static_cast<std::size_t>(c)];
+    }
+    std::vector<float> out(x.size());
+    rmsnorm(x.data(), w.data(), rows, cols, 1e-5f, out.data(), 2);
+    CHECK(relative_error(out, ref) < 1e-6);
+    auto inplace = x;
+    rmsnorm(inplace.data(), w.data(), rows, cols, 1e-5f, inplace.data(), 2);
+    CHECK(inplace == out);
+  }
+}
+
+namespace {
+
+void rope_reference(std::vector<double>& x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
+                    int rope_dims, const std::vector<std::int32_t>& pos, double base, RopeLayout layout) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < rope_dims / 2; ++i) {
+        const double theta = pos[static_cast<std::size_t>(r)] * std::pow(base, -2.0 * i / rope_dims);
+        const std::int64_t o = r * ld + h * head_dim;
+        const std::int64_t a = o + (layout == RopeLayout::interleaved ? 2 * i : i);
+        const std::int64_t b = o + (layout == RopeLayout::interleaved ? 2 * i + 1 : i + rope_dims / 2);
+        const double x0 = x[static_cast<std::size_t>(a)], x1 = x[static_cast<std::size_t>(b)];
+        x[static_cast<std::size_t>(a)] = x0 * std::cos(theta) - x1 * std::sin(theta);
+        x[static_cast<std::size_t>(b)] = x0 * std::sin(theta) + x1 * std::cos(theta);
+      }
+}
+
+}  // namespace
+
+TEST_CASE("rope: both layouts match the reference, position 0 is identity, norms kept") {
+  const int heads = 3, head_dim = 64;
+  const std::int64_t rows = 5, ld = 4 * head_dim + 7;  // q part of a wider fused row
+  const std::vector<std::int32_t> pos = {0, 1, 17, 511, 8191};
+  for (RopeLayout layout : {RopeLayout::interleaved, RopeLayout::half}) {
+    for (int rope_dims : {64, 32}) {
+      CAPTURE(static_cast<int>(layout)); CAPTURE(rope_dims);
+      auto x = random_floats(static_cast<std::size_t>(rows * ld), 41);
+      const auto before = x;
+      std::vector<double> ref(x.begin(), x.end());
+      rope_reference(ref, rows, ld, heads, head_dim, rope_dims, pos, 10000.0, layout);
+      rope(x.data(), rows, ld, heads, head_dim, rope_dims, pos.data(), 10000.0f, layout, 2);
+      double worst = 0.0;
+      for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - ref[i]));
+      CHECK(worst < 1e-5);
+      for (std::int64_t c = 0; c < ld; ++c) CHECK(x[static_cast<std::size_t>(c)] == before[static_cast<std::size_t>(c)]);  // pos 0
+      for (std::int64_t r = 1; r < rows; ++r) {
+        for (std::int64_t c = heads * head_dim; c < ld; ++c)  // past the heads: untouched
+          REQUIRE(x[static_cast<std::size_t>(r * ld + c)] == before[static_cast<std::size_t>(r * ld + c)]);
+        for (int h = 0; h < heads; ++h) {
+          double n0 = 0.0, n1 = 0.0;
+          for (int d = 0; d < head_dim; ++d) {
+            n0 += std::pow(before[static_cast<std::size_t>(r * ld + h * head_dim + d)], 2);
+            n1 += std::pow(x[static_cast<std::size_t>(r * ld + h * head_dim + d)], 2);
+          }
+          CHECK(n1 == doctest::Approx(n0).epsilon(1e-5));
+        }
+      }
+      if (rope_dims < head_dim)  // dims past rope_dims of a rotated row are untouched
+        CHECK(x[static_cast<std::size_t>(2 * ld + 63)] == before[static_cast<std::size_t>(2 * ld + 63)]);
+    }
+  }
+}
+
+TEST_CASE("rope layouts differ on the same input") {
+  auto a = random_floats(8, 42), b = a;
+  const std::int32_t p = 3;
+  rope(a.data(), 1, 8, 1, 8, 8, &p, 10000.0f, RopeLayout::interleaved);
+  rope(b.data(), 1, 8, 1, 8, 8, &p, 10000.0f, RopeLayout::half);
+  CHECK(a != b);
+}
+
+TEST_CASE("silu_mul matches silu(gate) * up") {
+  const std::int64_t rows = 37, ffn = 1536;
+  const auto gu = random_floats(static_cast<std::size_t>(rows * 2 * ffn), 51, -20.0f, 20.0f);
+  std::vector<float> out(static_cast<std::size_t>(rows * ffn));
+  silu_mul(gu.data(), rows, ffn, out.data(), 2);
+  double worst = 0.0;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < ffn; ++i) {
+      const double g = gu[static_cast<std::size_t>(r * 2 * ffn + i)], u = gu[static_cast<std::size_t>(r * 2 * ffn + ffn + i)];
+      const double want = g / (1.0 + std::exp(-g)) * u;
+      worst = std::max(worst, std::abs(out[static_cast<std::size_t>(r * ffn + i)] - want) / (std::abs(want) + 1e-6));
+    }
+  CHECK(worst < 1e-5);
+}
+
+TEST_CASE("ops reject bad shapes") {
+  float x[4] = {};
+  const std::int32_t p = 0;
+  CHECK_THROWS_AS(rope(x, 1, 4, 1, 4, 3, &p, 10000.0f, RopeLayout::half), ember::Error);
+  CHECK_THROWS_AS(rope(x, 1, 2, 1, 4, 4, &p, 10000.0f, RopeLayout::half), ember::Error);
+  CHECK_THROWS_AS(rmsnorm(x, x, 1, 0, 1e-5f, x), ember::Error);
+}

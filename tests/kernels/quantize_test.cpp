@@ -1,0 +1,96 @@
+#include "kernel_test_util.hpp"
+#include "kernels/cpu/math.hpp"
+#include "kernels/cpu/quantize.hpp"
+#include "kernels/cpu/simd.hpp"
+#include "util/fp16.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+using namespace ember::kernels::cpu;
+using ember::test::random_floats;
+
+TEST_CASE("quantize_rows_s8 round-trips within half a step and honours the row stride") {
+  const std::int64_t rows = 4, cols = 100, ld = 130;
+  auto x = random_floats(static_cast<std::size_t>(rows * ld), 11, -5.0f, 5.0f);
+  for (std::int64_t c = 0; c < cols; ++c) x[static_cast<std::size_t>(2 * ld + c)] = 0.0f;  // zero row
+  x[static_cast<std::size_t>(1 * ld + 17)] = -9.0f;                                          // row max
+  std::vector<std::int8_t> q(static_cast<std::size_t>(rows * cols), 99);
+  std::vector<float> s(rows, -1.0f);
+  quantize_rows_s8(x.data(), rows, cols, ld, q.data(), s.data(), 2);
+  CHECK(s[2] == 0.0f);
+  CHECK(s[1] == doctest::Approx(9.0f / 127.0f));
+  CHECK(q[static_cast<std::size_t>(1 * cols + 17)] == -127);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const float v = x[static_cast<std::size_t>(r * ld + c)];
+      const int qi = q[static_cast<std::size_t>(r * cols + c)];
+      REQUIRE(qi >= -127);
+      REQUIRE(qi <= 127);
+      REQUIRE(std::abs(qi * s[static_cast<std::size_t>(r)] - v) <= s[static_cast<std::size_t>(r)] * 0.5f + 1e-6f);
+    }
+  for (std::int64_t c = 0; c < cols; ++c) CHECK(q[static_cast<std::size_t>(2 * cols + c)] == 0);
+}
+
+TEST_CASE("quantize rounds half to even and maps integers exactly") {
+  // max 127 -> scale 1: integers map to themselves, x.5 goes to the even neighbour.
+  const float x[6] = {127.0f, -127.0f, 2.5f, 3.5f, -2.5f, 0.0f};
+  std::int8_t q[6];
+  float s;
+  quantize_weights_s8(x, 1, 6, q, &s);
+  CHECK(s == 1.0f);
+  CHECK(q[0] == 127);
+  CHECK(q[1] == -127);
+  CHECK(q[2] == 2);
+  CHECK(q[3] == 4);
+  CHECK(q[4] == -2);
+  CHECK(q[5] == 0);
+}
+
+TEST_CASE("exp_approx is accurate over the range softmax and SiLU use") {
+  double worst = 0.0;
+  for (float x = -80.0f; x <= 80.0f; x += 0.01337f)
+    worst = std::max(worst, std::abs(exp_approx(x) / std::exp(static_cast<double>(x)) - 1.0));
+  CHECK(worst < 5e-7);
+  CHECK(exp_approx(-1000.0f) < 1e-37f);
+  CHECK(exp_approx(-1000.0f) >= 0.0f);
+  CHECK(std::isfinite(exp_approx(1000.0f)));
+}
+
+TEST_CASE("every vector ISA path equals the scalar path") {
+  const VecOps& ref = vec_ops(Isa::scalar);
+  MESSAGE("best ISA: ", std::string(to_string(best_isa())));
+  for (Isa isa : {Isa::avx2, Isa::avx512}) {
+    if (!isa_supported(isa)) continue;
+    const VecOps& ops = vec_ops(isa);
+    CHECK(ops.isa == isa);
+    for (int n : {0, 1, 7, 16, 31, 33, 40, 64, 80, 128, 131}) {
+      CAPTURE(to_string(isa)); CAPTURE(n);
+      const auto a = random_floats(static_cast<std::size_t>(n) + 1, 21);
+      const auto b = random_floats(static_cast<std::size_t>(n) + 1, 22);
+      std::vector<std::uint16_t> h(static_cast<std::size_t>(n) + 1), h_ref(h.size());
+      ops.to_f16(b.data(), h.data(), n);
+      ref.to_f16(b.data(), h_ref.data(), n);
+      for (int i = 0; i < n; ++i) REQUIRE(h[static_cast<std::size_t>(i)] == h_ref[static_cast<std::size_t>(i)]);
+      CHECK(ops.dot_f32(a.data(), b.data(), n) == doctest::Approx(ref.dot_f32(a.data(), b.data(), n)).epsilon(1e-5));
+      CHECK(ops.dot_f16(a.data(), h.data(), n) == doctest::Approx(ref.dot_f16(a.data(), h.data(), n)).epsilon(1e-5));
+      auto y1 = random_floats(static_cast<std::size_t>(n), 23), y2 = y1;
+      ops.axpy_f32(0.7f, a.data(), y1.data(), n);
+      ref.axpy_f32(0.7f, a.data(), y2.data(), n);
+      for (int i = 0; i < n; ++i) REQUIRE(y1[static_cast<std::size_t>(i)] == doctest::Approx(y2[static_cast<std::size_t>(i)]).epsilon(1e-6));
+      ops.axpy_f16(-1.3f, h.data(), y1.data(), n);
+      ref.axpy_f16(-1.3f, h.data(), y2.data(), n);
+      for (int i = 0; i < n; ++i) REQUIRE(y1[static_cast<std::size_t>(i)] == doctest::Approx(y2[static_cast<std::size_t>(i)]).epsilon(1e-6));
+    }
+  }
+  // The scalar half conversion itself: exact for representable values, ties to even.
+  const float vals[4] = {1.0f, -2.5f, 65504.0f, 1.0f + 1.0f / 2048.0f};
+  std::uint16_t h[4];
+  ref.to_f16(vals, h, 4);
+  CHECK(ember::fp16_to_float(h[0]) == 1.0f);
+  CHECK(ember::fp16_to_float(h[1]) == -2.5f);
+  CHECK(ember::fp16_to_float(h[2]) == 65504.0f);
+  CHECK(ember::fp16_to_float(h[3]) == 1.0f);  // halfway between 1 and 1+2^-10: even wins
+}
