@@ -6,14 +6,25 @@ namespace ember::test {
 namespace {
 
 template <class T> void put(std::vector<std::uint8_t>& out, T v) {
-  std::uint8_t b[sizeof v];
-  std::memcpy(b, &v, sizeof v);
-  out.insert(out.end(), b, b + sizeof v);
+  const std::size_t at = out.size();  // resize + memcpy: GCC 12 misreports insert() here
+  out.resize(at + sizeof v);
+  std::memcpy(out.data() + at, &v, sizeof v);
+}
+
+void append(std::vector<std::uint8_t>& out, const std::uint8_t* p, std::size_t n) {
+  if (n == 0) return;
+  const std::size_t at = out.size();
+  out.resize(at + n);
+  std::memcpy(out.data() + at, p, n);
+}
+
+void append(std::vector<std::uint8_t>& out, const std::vector<std::uint8_t>& bytes) {
+  append(out, bytes.data(), bytes.size());
 }
 
 void put_str(std::vector<std::uint8_t>& out, std::uint64_t declared, const std::string& s) {
   put(out, declared);
-  out.insert(out.end(), s.begin(), s.end());
+  append(out, reinterpret_cast<const std::uint8_t*>(s.data()), s.size());
 }
 
 }  // namespace
@@ -47,7 +58,7 @@ std::vector<std::uint8_t> gguf_array(std::uint32_t element_type, std::uint64_t c
   put(out, std::uint32_t{9});
   put(out, element_type);
   put(out, count);
-  out.insert(out.end(), elements.begin(), elements.end());
+  append(out, elements);
   return out;
 }
 
@@ -60,12 +71,12 @@ std::vector<std::uint8_t> gguf_nested_arrays(int depth) {
     std::vector<std::uint8_t> outer;
     put(outer, std::uint32_t{9});
     put(outer, std::uint64_t{1});
-    outer.insert(outer.end(), inner.begin(), inner.end());
+    append(outer, inner);
     inner = std::move(outer);
   }
   std::vector<std::uint8_t> out;
   put(out, std::uint32_t{9});
-  out.insert(out.end(), inner.begin(), inner.end());
+  append(out, inner);
   return out;
 }
 
@@ -76,7 +87,7 @@ std::vector<std::uint8_t> RawGguf::build() const {
   put(out, metadata_count.value_or(kvs.size()));
   for (const RawKv& kv : kvs) {
     put_str(out, kv.key_length.value_or(kv.key.size()), kv.key);
-    out.insert(out.end(), kv.value.begin(), kv.value.end());
+    append(out, kv.value);
   }
   for (const RawTensor& t : tensors) {
     put_str(out, t.name.size(), t.name);
