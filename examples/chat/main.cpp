@@ -1,0 +1,144 @@
+// ember-chat: a terminal chat that keeps the conversation, streams each answer and shows where
+// its time went.
+//
+//   ember-chat [--model PATH] [--system TEXT] [--max-tokens N] [--temperature T] [--threads N]
+//
+// Type a line and press enter; `/reset` forgets the conversation, `/quit` (or end of input)
+// leaves. Lines come from stdin, so a script can be piped in:
+//
+//   printf 'Hello!\nTell me more.\n/quit\n' | ember-chat
+//
+// Every turn sends the whole history through the model's chat template. The earlier turns are
+// the same tokens as last time, so the engine's prefix cache skips most of their prefill: the
+// "reused" figure after each answer shows how many prompt tokens came from the cache.
+#include <ember/ember.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::string default_model() {
+  if (const char* env = std::getenv("EMBER_MODEL")) return env;
+  std::string dir;
+  if (const char* d = std::getenv("EMBER_MODEL_DIR")) dir = d;
+  else if (const char* home = std::getenv("HOME")) dir = std::string(home) + "/.cache/ember";
+  return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "error: %s\nusage: ember-chat [--model PATH] [--system TEXT] [--max-tokens N] "
+               "[--temperature T] [--threads N]\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+struct Options {
+  std::string model = default_model();
+  std::string system;  // empty: the chat template's own default system prompt, if any
+  ember::EngineOptions engine;
+  ember::SamplingParams sampling;
+};
+
+Options parse_flags(int argc, char** argv) {
+  Options o;
+  o.sampling.max_tokens = 256;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string flag = argv[i];
+      auto value = [&]() -> std::string {
+        if (i + 1 >= argc) usage("missing value after " + flag);
+        return argv[++i];
+      };
+      if (flag == "--model") o.model = value();
+      else if (flag == "--system") o.system = value();
+      else if (flag == "--max-tokens") o.sampling.max_tokens = std::stoi(value());
+      else if (flag == "--temperature") o.sampling.temperature = std::stof(value());
+      else if (flag == "--threads") o.engine.threads = std::stoi(value());
+      else if (flag == "--help" || flag == "-h") usage("help requested");
+      else usage("unknown flag " + flag);
+    }
+  } catch (const std::logic_error&) {  // std::stoi and friends on a malformed number
+    usage("a numeric flag has a malformed value");
+  }
+  return o;
+}
+
+// Streams one answer to stdout and returns its completion.
+ember::Completion answer(ember::Engine& engine, const std::vector<ember::Message>& history,
+                         const ember::SamplingParams& sampling) {
+  std::fputs("assistant> ", stdout);
+  std::fflush(stdout);
+  ember::Completion c = engine.chat(history, sampling, [](const ember::Chunk& chunk) {
+    std::fwrite(chunk.text.data(), 1, chunk.text.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  std::fputc('\n', stdout);
+  return c;
+}
+
+void print_timing(const ember::Completion& c) {
+  const ember::Timings& t = c.timings;
+  // Tokens per second of the decode phase: the first token belongs to the prefill.
+  const double decode_tps =
+      t.time_per_output_token_ms > 0 ? 1000.0 / t.time_per_output_token_ms : 0.0;
+  std::printf("[%s] ttft %.1f ms | %.1f tok/s | %d generated | prompt %d tokens, %d reused "
+              "from the prefix cache | total %.1f ms\n",
+              ember::to_string(c.finish_reason), t.time_to_first_token_ms, decode_tps,
+              c.generated_tokens, c.prompt_tokens, c.cached_prompt_tokens, t.total_ms);
+  if (c.finish_reason == ember::FinishReason::error)
+    std::fprintf(stderr, "error: %s\n", c.error.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options options = parse_flags(argc, argv);
+  try {
+    ember::Engine engine = ember::Engine::open(options.model, options.engine);
+    const ember::ModelInfo info = engine.info();
+    std::printf("ember-chat: %s (%d layers, context %d), loaded in %.0f ms. "
+                "/reset clears the conversation, /quit leaves.\n",
+                info.name.c_str(), info.layers, info.context_length, engine.load_ms());
+
+    std::vector<ember::Message> history;
+    if (!options.system.empty()) history.push_back({"system", options.system});
+    const std::size_t kept_on_reset = history.size();
+
+    std::string line;
+    while (true) {
+      std::fputs("you> ", stdout);
+      std::fflush(stdout);
+      if (!std::getline(std::cin, line)) break;
+      if (!line.empty() && line.back() == '\r') line.pop_back();  // input typed on Windows
+      if (line.empty()) continue;
+      if (line == "/quit") break;
+      if (line == "/reset") {
+        history.resize(kept_on_reset);
+        std::puts("(conversation cleared)");
+        continue;
+      }
+      history.push_back({"user", line});
+      try {
+        const ember::Completion c = answer(engine, history, options.sampling);
+        print_timing(c);
+        history.push_back({"assistant", c.text});
+      } catch (const ember::Error& e) {
+        // The conversation no longer fits the context window (or a bad parameter): drop the
+        // question so the user can /reset or go on with a shorter one.
+        history.pop_back();
+        std::printf("\n(error %s: %s)\n", ember::to_string(e.code()), e.what());
+      }
+    }
+    std::puts("");
+    return 0;
+  } catch (const ember::Error& e) {
+    std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,216 @@
+// ember-npc: eight characters answer the player inside a game loop that never blocks.
+//
+//   ember-npc [--model PATH] [--player TEXT] [--frame-ms MS] [--frames-max N] [--max-tokens N]
+//             [--temperature T] [--step-tokens N] [--threads N] [--quiet-frames N]
+//
+// The game owns the thread: each frame it gives the engine a fixed time budget with
+// Engine::step(budget) and goes on rendering. The eight replies are submitted at once with
+// Engine::submit; their text arrives through streaming callbacks during those steps. All eight
+// prompts start with the same long world lore, so after the first character the prefix cache
+// serves the lore's KV and only each character's own lines are prefilled.
+//
+// --step-tokens bounds the rows of one engine step: step() finishes a step it has started, so
+// smaller steps keep frame times close to the budget at some cost in throughput.
+#include "lore.hpp"
+
+#include <ember/ember.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Character {
+  const char* name;
+  const char* persona;
+};
+
+const Character kCharacters[] = {
+    {"Mayor Oswin Tall", "the anxious, talkative mayor who counts every silver mark"},
+    {"Captain Brannoc", "the gruff captain of the night watch, suspicious of strangers"},
+    {"Mother Ilse", "the calm keeper of the chapel of the Quiet Flame, who guards the Heartcoal"},
+    {"Greta Hollis", "the cheerful owner of the Lantern Inn, who loves gossip and good ale"},
+    {"Tomas the smith", "the proud smith of the ember forge, a man of few words"},
+    {"Wren", "the quick twelve-year-old ferry girl who hears every rumour first"},
+    {"Old Fennick", "the old fisherman below the Falls who tells impossible stories"},
+    {"Sabine Dray", "the polite merchant from Calder who hides why she is really here"},
+};
+constexpr int kCharacterCount = static_cast<int>(sizeof(kCharacters) / sizeof(kCharacters[0]));
+
+std::string default_model() {
+  if (const char* env = std::getenv("EMBER_MODEL")) return env;
+  std::string dir;
+  if (const char* d = std::getenv("EMBER_MODEL_DIR")) dir = d;
+  else if (const char* home = std::getenv("HOME")) dir = std::string(home) + "/.cache/ember";
+  return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "error: %s\nusage: ember-npc [--model PATH] [--player TEXT] [--frame-ms MS] "
+               "[--frames-max N] [--max-tokens N] [--temperature T] [--step-tokens N] "
+               "[--threads N] [--quiet-frames N]\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+struct Options {
+  std::string model = default_model();
+  std::string player = "Strange lights burn on Hollow Crag again tonight. What should I do?";
+  double frame_ms = 16;
+  int frames_max = 100000;
+  int quiet_frames = 0;  // 0: a line every frame; N: a summary line every N frames
+  ember::EngineOptions engine;
+  ember::SamplingParams sampling;
+};
+
+Options parse_flags(int argc, char** argv) {
+  Options o;
+  o.engine.max_batch_tokens = 128;
+  o.sampling.max_tokens = 48;
+  o.sampling.temperature = 0.7f;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string flag = argv[i];
+      auto value = [&]() -> std::string {
+        if (i + 1 >= argc) usage("missing value after " + flag);
+        return argv[++i];
+      };
+      if (flag == "--model") o.model = value();
+      else if (flag == "--player") o.player = value();
+      else if (flag == "--frame-ms") o.frame_ms = std::stod(value());
+      else if (flag == "--frames-max") o.frames_max = std::stoi(value());
+      else if (flag == "--quiet-frames") o.quiet_frames = std::stoi(value());
+      else if (flag == "--max-tokens") o.sampling.max_tokens = std::stoi(value());
+      else if (flag == "--temperature") o.sampling.temperature = std::stof(value());
+      else if (flag == "--step-tokens") o.engine.max_batch_tokens = std::stoi(value());
+      else if (flag == "--threads") o.engine.threads = std::stoi(value());
+      else if (flag == "--help" || flag == "-h") usage("help requested");
+      else usage("unknown flag " + flag);
+    }
+  } catch (const std::logic_error&) {  // std::stoi and friends on a malformed number
+    usage("a numeric flag has a malformed value");
+  }
+  if (o.frame_ms <= 0 || o.frames_max <= 0 || o.quiet_frames < 0)
+    usage("--frame-ms and --frames-max must be positive, --quiet-frames not negative");
+  return o;
+}
+
+// One character's conversation: the shared lore first (identical bytes for everyone, so its
+// tokens are a common prefix), then who this character is, then the player's line.
+ember::Request character_request(const Character& who, const std::string& player_line,
+                                 const ember::SamplingParams& sampling, int index) {
+  ember::Request r;
+  r.messages = {
+      {"system", std::string(npc::kWorldLore) + "\n\nYou are " + who.name + ", " + who.persona +
+                     "."},
+      {"user", player_line},
+  };
+  r.sampling = sampling;
+  r.sampling.seed = 1000 + static_cast<std::uint64_t>(index);  // each voice its own draw
+  r.sampling.stop = {"\n\n"};
+  return r;
+}
+
+struct Npc {
+  std::string reply;  // filled by the stream callback during engine.step()
+  ember::RequestHandle handle;
+  ember::Completion completion;
+  bool done = false;
+};
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options options = parse_flags(argc, argv);
+  try {
+    ember::Engine engine = ember::Engine::open(options.model, options.engine);
+    std::printf("ember-npc: %s loaded in %.0f ms; world lore %zu tokens, shared by %d characters\n",
+                engine.info().name.c_str(), engine.load_ms(),
+                engine.tokenize(npc::kWorldLore).size(), kCharacterCount);
+    std::printf("player: %s\n\n", options.player.c_str());
+
+    // The player speaks: every character's reply is queued at once; nothing runs yet.
+    std::vector<Npc> npcs(kCharacterCount);
+    for (int i = 0; i < kCharacterCount; ++i) {
+      std::string* sink = &npcs[static_cast<std::size_t>(i)].reply;
+      npcs[static_cast<std::size_t>(i)].handle = engine.submit(
+          character_request(kCharacters[i], options.player, options.sampling, i),
+          [sink](const ember::Chunk& chunk) {
+            sink->append(chunk.text);  // runs on this thread, inside engine.step()
+            return true;
+          });
+    }
+
+    const auto budget = std::chrono::microseconds(static_cast<long long>(options.frame_ms * 1000));
+    const Clock::time_point start = Clock::now();
+    int frame = 0, finished = 0, window_tokens = 0;
+    double worst_frame_ms = 0, window_worst_ms = 0;
+    while (finished < kCharacterCount && frame < options.frames_max) {
+      const Clock::time_point frame_start = Clock::now();
+      const ember::StepResult step = engine.step(budget);  // the engine's share of this frame
+      const double step_ms = ms_since(frame_start);
+
+      for (Npc& npc : npcs) {
+        if (npc.done || npc.handle.status() != ember::RequestStatus::finished) continue;
+        npc.completion = npc.handle.wait();  // already finished: returns at once
+        npc.done = true;
+        ++finished;
+      }
+      ++frame;
+      worst_frame_ms = std::max(worst_frame_ms, step_ms);
+      window_worst_ms = std::max(window_worst_ms, step_ms);
+      window_tokens += step.tokens;
+      const ember::EngineStats s = engine.stats();
+      if (options.quiet_frames == 0) {
+        std::printf("frame %5d  engine %6.2f ms  tokens %4d  active %d  done %d/%d\n", frame,
+                    step_ms, step.tokens, s.running + s.queued, finished, kCharacterCount);
+      } else if (frame % options.quiet_frames == 0) {
+        std::printf("frames %5d-%-5d  worst engine %6.2f ms  tokens %5d  active %d  done %d/%d\n",
+                    frame - options.quiet_frames + 1, frame, window_worst_ms, window_tokens,
+                    s.running + s.queued, finished, kCharacterCount);
+        window_tokens = 0;
+        window_worst_ms = 0;
+      }
+      // The rest of the frame belongs to the game (here: waiting for the next vsync).
+      std::this_thread::sleep_until(frame_start + budget);
+    }
+    const double total_ms = ms_since(start);
+
+    std::printf("\n");
+    for (int i = 0; i < kCharacterCount; ++i) {
+      Npc& npc = npcs[static_cast<std::size_t>(i)];
+      if (!npc.done) npc.handle.cancel();  // out of frames: the game moves on without it
+      const ember::Completion& c = npc.completion;
+      std::printf("%s: %s\n", kCharacters[i].name, npc.reply.c_str());
+      std::printf("    [%s] ttft %.1f ms | %d tokens | prompt %d, %d from the prefix cache\n",
+                  npc.done ? ember::to_string(c.finish_reason) : "unfinished",
+                  c.timings.time_to_first_token_ms, c.generated_tokens, c.prompt_tokens,
+                  c.cached_prompt_tokens);
+    }
+    const ember::EngineStats s = engine.stats();
+    const double reuse = s.prompt_tokens > 0 ? double(s.prompt_tokens_reused) / s.prompt_tokens : 0;
+    std::printf("\n%d/%d replies in %.0f ms over %d frames (budget %.1f ms, worst engine step "
+                "%.2f ms)\n",
+                finished, kCharacterCount, total_ms, frame, options.frame_ms, worst_frame_ms);
+    std::printf("prefix cache: %llu of %llu prompt tokens reused (%.1f%%); %llu tokens generated\n",
+                static_cast<unsigned long long>(s.prompt_tokens_reused),
+                static_cast<unsigned long long>(s.prompt_tokens), 100.0 * reuse,
+                static_cast<unsigned long long>(s.generated_tokens));
+    return finished == kCharacterCount ? 0 : 3;
+  } catch (const ember::Error& e) {
+    std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());
+    return 1;
+  }
+}

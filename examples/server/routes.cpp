@@ -1,0 +1,207 @@
+#include "routes.hpp"
+
+#include "openai_api.hpp"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+namespace server {
+namespace {
+
+using nlohmann::json;
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump(body), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, error_body(e)); }
+
+// ember's typed errors to HTTP: the caller's mistakes are 400s, the rest 500s.
+ApiError from_ember_error(const ember::Error& e) {
+  ApiError api;
+  api.message = e.what();
+  switch (e.code()) {
+    case ember::ErrorCode::invalid_argument:
+    case ember::ErrorCode::unsupported: break;
+    case ember::ErrorCode::context_overflow: api.code = "context_length_exceeded"; break;
+    default:
+      api.status = 500;
+      api.type = "server_error";
+      api.code = ember::to_string(e.code());
+  }
+  return api;
+}
+
+// --max-prompt-tokens is a policy of this server, tighter than the context window.
+void check_prompt_length(const ServerState& state, const ember::Request& request) {
+  if (state.max_prompt_tokens <= 0) return;
+  const bool chat = !request.messages.empty();
+  const std::size_t tokens =
+      chat ? state.engine->tokenize(state.engine->apply_chat_template(request.messages), true).size()
+           : state.engine->tokenize(request.prompt).size();
+  if (tokens <= static_cast<std::size_t>(state.max_prompt_tokens)) return;
+  ApiError e;
+  e.message = "the prompt has " + std::to_string(tokens) + " tokens, more than this server's " +
+              "limit of " + std::to_string(state.max_prompt_tokens);
+  e.param = chat ? "messages" : "prompt";
+  e.code = "context_length_exceeded";
+  throw e;
+}
+
+// Hands streamed text from the engine thread to the HTTP thread that writes it.
+struct StreamState {
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::string pending;                   // server-sent events not yet written
+  std::optional<ember::Completion> last;  // set with the final chunk
+  std::atomic<bool> client_gone{false};
+  ember::RequestHandle handle;
+};
+
+void stream_response(ServerState& state, const ParsedRequest& parsed, const ResponseContext& ctx,
+                     httplib::Response& res) {
+  auto stream = std::make_shared<StreamState>();
+  // Runs on the engine's thread with its lock held: only queue the event, never block on I/O.
+  auto on_chunk = [stream, ctx](const ember::Chunk& chunk) {
+    if (stream->client_gone) return false;  // stops generation for a client that left
+    std::string event;
+    if (!chunk.text.empty()) event = sse_event(stream_chunk(ctx, std::string(chunk.text), nullptr));
+    std::lock_guard lock(stream->mutex);
+    stream->pending += event;
+    if (chunk.completion) stream->last = *chunk.completion;
+    stream->ready.notify_one();
+    return true;
+  };
+  stream->handle = state.engine->submit(parsed.request, on_chunk);  // throws on bad parameters
+  if (ctx.endpoint == Endpoint::chat_completions) stream->pending = sse_event(stream_role_chunk(ctx));
+
+  const bool include_usage = parsed.include_usage;
+  auto provider = [stream, ctx, include_usage](std::size_t, httplib::DataSink& sink) {
+    std::unique_lock lock(stream->mutex);
+    stream->ready.wait_for(lock, std::chrono::seconds(1),
+                           [&] { return !stream->pending.empty() || stream->last; });
+    std::string out = std::move(stream->pending);
+    stream->pending.clear();
+    const std::optional<ember::Completion> last = stream->last;
+    lock.unlock();
+
+    if (last) {
+      out += sse_event(stream_chunk(ctx, "", &*last));
+      if (include_usage) out += sse_event(stream_usage_chunk(ctx, *last));
+      out += "data: [DONE]\n\n";
+    }
+    if (!out.empty() && !sink.write(out.data(), out.size())) {
+      stream->client_gone = true;  // the releaser below cancels the request
+      return false;
+    }
+    if (last) sink.done();
+    return true;
+  };
+  // Runs when the response is destroyed, whether the stream completed or the client left.
+  auto releaser = [stream, &state](bool success) {
+    if (!success || stream->client_gone) stream->handle.cancel();
+    state.metrics.record_completion(stream->handle.wait());
+  };
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider("text/event-stream", provider, releaser);
+}
+
+void completion_route(ServerState& state, Endpoint endpoint, const httplib::Request& req,
+                      httplib::Response& res) {
+  try {
+    const ParsedRequest parsed = parse_request(endpoint, req.body, state.next_seed++);
+    check_prompt_length(state, parsed.request);
+    const ResponseContext ctx{
+        endpoint,
+        (endpoint == Endpoint::chat_completions ? "chatcmpl-" : "cmpl-") +
+            std::to_string(state.next_id++),
+        state.model_id, unix_now()};
+    if (parsed.stream) return stream_response(state, parsed, ctx, res);
+
+    ember::RequestHandle handle = state.engine->submit(parsed.request);
+    const ember::Completion c = handle.wait();
+    state.metrics.record_completion(c);
+    if (c.finish_reason == ember::FinishReason::error) {
+      ApiError e;
+      e.status = 500;
+      e.type = "server_error";
+      e.message = "generation failed: " + c.error;
+      return send_error(res, e);
+    }
+    send_json(res, 200, response_body(ctx, c));
+  } catch (const ApiError& e) {
+    send_error(res, e);
+  } catch (const ember::Error& e) {
+    send_error(res, from_ember_error(e));
+  }
+}
+
+// Gives every 4xx/5xx without a body (404, httplib's own 413 and 400) the OpenAI error shape.
+httplib::Server::HandlerResponse fill_error_body(const httplib::Request& req, httplib::Response& res) {
+  if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+  ApiError e;
+  e.status = res.status;
+  if (res.status == 404) {
+    e.message = "no route " + req.method + " " + req.path;
+    e.code = "not_found";
+  } else if (res.status == 413) {
+    e.message = "the request body is larger than this server accepts (--max-body-bytes)";
+    e.code = "request_too_large";
+  } else {
+    e.message = "the request could not be handled (HTTP " + std::to_string(res.status) + ")";
+    if (res.status >= 500) e.type = "server_error";
+  }
+  res.set_content(dump(error_body(e)), "application/json");
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+}  // namespace
+
+void install_routes(httplib::Server& http, ServerState& state) {
+  http.Post("/v1/completions", [&state](const httplib::Request& req, httplib::Response& res) {
+    completion_route(state, Endpoint::completions, req, res);
+  });
+  http.Post("/v1/chat/completions", [&state](const httplib::Request& req, httplib::Response& res) {
+    completion_route(state, Endpoint::chat_completions, req, res);
+  });
+  http.Get("/v1/models", [&state](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200,
+              {{"object", "list"},
+               {"data", json::array({{{"id", state.model_id},
+                                      {"object", "model"},
+                                      {"created", unix_now()},
+                                      {"owned_by", "ember"}}})}});
+  });
+  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"status", "ok"}});
+  });
+  http.Get("/metrics", [&state](const httplib::Request&, httplib::Response& res) {
+    res.set_content(state.metrics.render(state.engine->stats()), "text/plain; version=0.0.4");
+  });
+  http.set_error_handler(httplib::Server::HandlerWithResponse(fill_error_body));
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    ApiError e;
+    e.status = 500;
+    e.type = "server_error";
+    e.message = "internal error";
+    send_error(res, e);
+  });
+  // Counted after the response is written, so a stream counts once, when it ends.
+  http.set_logger([&state](const httplib::Request& req, const httplib::Response& res) {
+    state.metrics.record_http(req.path, res.status);
+  });
+}
+
+}  // namespace server

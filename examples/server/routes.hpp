@@ -1,0 +1,31 @@
+// The HTTP routes of ember-server. Each handler runs on one of httplib's worker threads: it
+// submits its request to the engine (whose background thread batches all clients together)
+// and waits for it, or streams its chunks as server-sent events.
+#pragma once
+
+#include "metrics.hpp"
+
+#include <ember/ember.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace httplib {
+class Server;
+}
+
+namespace server {
+
+struct ServerState {
+  ember::Engine* engine = nullptr;  // opened with background_thread = true
+  Metrics metrics;
+  std::string model_id;             // reported by /v1/models and in every response
+  int max_prompt_tokens = 0;        // 0: only the context window limits prompts
+  std::atomic<std::uint64_t> next_seed{0};  // seeds of requests that do not give one
+  std::atomic<std::uint64_t> next_id{1};    // response ids: "cmpl-1", "chatcmpl-2", ...
+};
+
+void install_routes(httplib::Server& http, ServerState& state);
+
+}  // namespace server
