@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(build-essential cmake ninja-build python3 python3-venv
           libdnnl-dev libeigen3-dev libfmt-dev doctest-dev libbenchmark-dev
-          nlohmann-json3-dev libcpp-httplib-dev)
+          nlohmann-json3-dev libcpp-httplib-dev curl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,102 @@
+"""ember-server through the official openai Python client: a plain completion, a streamed chat,
+16 concurrent streamed requests (each the same text as alone: batching changes nothing), a
+stream the client abandons, and the errors the client surfaces for bad input.
+
+    openai_client_check.py BASE_URL
+"""
+import concurrent.futures
+import sys
+import time
+import urllib.request
+
+import openai
+
+base = sys.argv[1]
+client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=120)
+failures = []
+
+
+def expect(condition, what):
+    print(("ok:   " if condition else "FAIL: ") + what, flush=True)
+    if not condition:
+        failures.append(what)
+
+
+def metric(name):
+    text = urllib.request.urlopen(base + "/metrics", timeout=30).read().decode()
+    values = [float(l.split()[1]) for l in text.splitlines() if l.split(" ")[0] == name]
+    return values[0] if values else 0.0
+
+
+model = client.models.list().data[0].id
+expect(model == "example-model", f"models.list() -> {model}")
+
+c = client.completions.create(model=model, prompt="The river town", max_tokens=6, temperature=0)
+expect(c.object == "text_completion" and c.choices[0].finish_reason in ("stop", "length")
+       and 0 < c.usage.completion_tokens <= 6, "completions.create")
+
+messages = [{"role": "user", "content": "Who guards the bridge?"}]
+plain = client.chat.completions.create(model=model, messages=messages, max_tokens=10,
+                                       temperature=0, extra_body={"ignore_eos": True})
+pieces, finish = [], None
+for chunk in client.chat.completions.create(model=model, messages=messages, max_tokens=10,
+                                            temperature=0, stream=True,
+                                            extra_body={"ignore_eos": True}):
+    for choice in chunk.choices:
+        pieces.append(choice.delta.content or "")
+        finish = choice.finish_reason or finish
+expect(finish == "length" and "".join(pieces) == plain.choices[0].message.content,
+       "streamed chat equals the plain answer")
+
+
+def streamed(i):
+    text = ""
+    for chunk in client.completions.create(model=model, prompt=f"Story {i}:", max_tokens=24,
+                                           temperature=0, stream=True,
+                                           extra_body={"ignore_eos": True}):
+        text += chunk.choices[0].text
+    return text
+
+
+alone = [client.completions.create(model=model, prompt=f"Story {i}:", max_tokens=24, temperature=0,
+                                   extra_body={"ignore_eos": True}).choices[0].text
+         for i in range(16)]
+steps0, tokens0 = metric("ember_engine_steps_total"), metric("ember_generated_tokens_total")
+with concurrent.futures.ThreadPoolExecutor(16) as pool:
+    together = list(pool.map(streamed, range(16)))
+steps = metric("ember_engine_steps_total") - steps0
+tokens = metric("ember_generated_tokens_total") - tokens0
+expect(together == alone, "16 concurrent streams: each text equals the request run alone")
+expect(tokens == 16 * 24 and steps < tokens / 2, f"batched: {tokens:.0f} tokens in {steps:.0f} steps")
+
+cancelled0 = metric('ember_completions_total{finish_reason="cancelled"}')
+stream = client.completions.create(model=model, prompt="Tell me everything.", max_tokens=4000,
+                                   stream=True, extra_body={"ignore_eos": True})
+for n, _ in enumerate(stream):
+    if n == 2:
+        break
+stream.close()  # the client goes away mid-stream
+deadline = time.time() + 20
+while time.time() < deadline and metric('ember_completions_total{finish_reason="cancelled"}') == cancelled0:
+    time.sleep(0.2)
+expect(metric('ember_completions_total{finish_reason="cancelled"}') == cancelled0 + 1,
+       "an abandoned stream is cancelled")
+
+try:
+    client.completions.create(model=model, prompt="hi", max_tokens="ten")
+    expect(False, "a bad max_tokens raises BadRequestError")
+except openai.BadRequestError as e:
+    expect(e.status_code == 400 and e.param == "max_tokens", "a bad max_tokens raises BadRequestError")
+try:
+    client.completions.create(model=model, prompt="hello " * 2000)
+    expect(False, "an oversize prompt raises BadRequestError")
+except openai.BadRequestError as e:
+    expect(e.code == "context_length_exceeded", "an oversize prompt raises BadRequestError")
+try:
+    client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x" * 70000}])
+    expect(False, "an oversize body raises APIStatusError 413")
+except openai.APIStatusError as e:
+    expect(e.status_code == 413 and e.code == "request_too_large", "an oversize body raises APIStatusError 413")
+
+print(f"{len(failures)} check(s) failed" if failures else "all checks passed")
+sys.exit(1 if failures else 0)

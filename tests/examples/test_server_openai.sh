@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# ember-server driven by the official openai Python client, installed into a venv under the
+# build folder on first use. Skips (77) when the package index cannot be reached.
+#   test_server_openai.sh SERVER_BINARY MODEL PYTHON VENV_DIR
+set -uo pipefail
+server=$1 model=$2 py=$3 venv=$4
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/server_harness.sh"
+command -v curl >/dev/null || { echo "SKIPPED: curl is not installed"; exit 77; }
+
+if ! "$venv/bin/python" -c "import openai" 2>/dev/null; then
+  "$py" -m venv "$venv" || { echo "SKIPPED: cannot create a venv (python3-venv missing?)"; exit 77; }
+  if ! "$venv/bin/pip" install -q --disable-pip-version-check openai; then
+    echo "SKIPPED: pip cannot install the openai package (no access to the package index?)"
+    exit 77
+  fi
+fi
+
+start_server "$server" --model "$model" --threads 2 --max-body-bytes 65536 --max-prompt-tokens 1500
+"$venv/bin/python" "$here/openai_client_check.py" "$BASE"
+result=$?
+stop_server || result=1
+trap - EXIT
+exit $result
