@@ -36,31 +36,48 @@ EMBER_CLONES float softmax_in_place(float* s, std::int64_t n) {
   return sum;
 }
 
-// The work of one (row, head): scores over positions 0..last, softmax, weighted sum of V.
-// scores has room for last+1 floats.
+// The work of one (row, kv head): the `group` query heads that share this KV head (grouped-
+// query attention) are processed together so each K and V row is read from memory once and
+// reused from L1, not once per query head (3x less KV traffic for the default model).
+// Scores over positions 0..last, softmax, weighted sum of V. scores has room for
+// group * (last + 1) floats.
 template <class T>
-void attend_one(const float* qh, const T* k_cache, const T* v_cache, const std::int32_t* blocks,
-                std::int64_t last, int kv_head, const KvLayout& l, float scale, float* scores,
-                float* out, const VecOps& ops) {
+void attend_group(const float* q, const T* k_cache, const T* v_cache, const std::int32_t* blocks,
+                  std::int64_t last, int kv_head, int group, const KvLayout& l, float scale,
+                  float* scores, float* out, const VecOps& ops) {
   const std::int64_t stride = token_stride(l);
+  const std::int64_t n = last + 1;
   const auto token = [&](const T* cache, std::int64_t t) {
     const std::int64_t slot = static_cast<std::int64_t>(blocks[t / l.block_size]) * l.block_size +
                               t % l.block_size;
     return cache + slot * stride + static_cast<std::int64_t>(kv_head) * l.head_dim;
   };
-  for (std::int64_t t = 0; t <= last; ++t) {
-    if constexpr (sizeof(T) == 2)
-      scores[t] = ops.dot_f16(qh, token(k_cache, t), l.head_dim) * scale;
-    else
-      scores[t] = ops.dot_f32(qh, token(k_cache, t), l.head_dim) * scale;
+  for (std::int64_t t = 0; t < n; ++t) {
+    const T* k = token(k_cache, t);
+    for (int g = 0; g < group; ++g) {
+      const float* qh = q + static_cast<std::int64_t>(g) * l.head_dim;
+      if constexpr (sizeof(T) == 2)
+        scores[g * n + t] = ops.dot_f16(qh, k, l.head_dim) * scale;
+      else
+        scores[g * n + t] = ops.dot_f32(qh, k, l.head_dim) * scale;
+    }
   }
-  const float inv_sum = 1.0f / softmax_in_place(scores, last + 1);
-  std::memset(out, 0, sizeof(float) * static_cast<std::size_t>(l.head_dim));
-  for (std::int64_t t = 0; t <= last; ++t) {
-    if constexpr (sizeof(T) == 2)
-      ops.axpy_f16(scores[t] * inv_sum, token(v_cache, t), out, l.head_dim);
-    else
-      ops.axpy_f32(scores[t] * inv_sum, token(v_cache, t), out, l.head_dim);
+  std::vector<float> inv_sum(static_cast<std::size_t>(group));
+  for (int g = 0; g < group; ++g) {
+    inv_sum[static_cast<std::size_t>(g)] = 1.0f / softmax_in_place(scores + g * n, n);
+    std::memset(out + static_cast<std::int64_t>(g) * l.head_dim, 0,
+                sizeof(float) * static_cast<std::size_t>(l.head_dim));
+  }
+  for (std::int64_t t = 0; t < n; ++t) {
+    const T* v = token(v_cache, t);
+    for (int g = 0; g < group; ++g) {
+      const float p = scores[g * n + t] * inv_sum[static_cast<std::size_t>(g)];
+      float* oh = out + static_cast<std::int64_t>(g) * l.head_dim;
+      if constexpr (sizeof(T) == 2)
+        ops.axpy_f16(p, v, oh, l.head_dim);
+      else
+        ops.axpy_f32(p, v, oh, l.head_dim);
+    }
   }
 }
 
@@ -121,26 +138,28 @@ void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* posit
   const int group = heads / layout.kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(layout.head_dim));
   const VecOps& ops = vec_ops();
-  const auto n_tasks = static_cast<std::int64_t>(tasks.size()) * heads;
+  // Query heads h = kv_head * group .. + group - 1 are contiguous in the q and out rows.
+  const std::int64_t n_tasks = static_cast<std::int64_t>(tasks.size()) * layout.kv_heads;
 #pragma omp parallel num_threads(ctx.threads) if (ctx.threads > 1 && n_tasks > 1)
   {
-    std::vector<float> scores(static_cast<std::size_t>(longest));
+    std::vector<float> scores(static_cast<std::size_t>(longest * group));
     // Dynamic: rows of one prefill attend to 1..n positions, so equal chunks would be unequal.
-#pragma omp for schedule(dynamic, 4)
+#pragma omp for schedule(dynamic, 2)
     for (std::int64_t i = 0; i < n_tasks; ++i) {
-      const Task& task = tasks[static_cast<std::size_t>(i / heads)];
-      const int h = static_cast<int>(i % heads);
-      const float* qh = q + task.row * ldq + static_cast<std::int64_t>(h) * layout.head_dim;
-      float* oh = out + task.row * ldo + static_cast<std::int64_t>(h) * layout.head_dim;
+      const Task& task = tasks[static_cast<std::size_t>(i / layout.kv_heads)];
+      const int kvh = static_cast<int>(i % layout.kv_heads);
+      const std::int64_t col = static_cast<std::int64_t>(kvh) * group * layout.head_dim;
+      const float* qg = q + task.row * ldq + col;
+      float* og = out + task.row * ldo + col;
       const std::int32_t* blocks = seqs[task.seq].block_table;
       const std::int64_t last = positions[task.row];
       if (layout.dtype == KvDType::f16)
-        attend_one(qh, static_cast<const std::uint16_t*>(k_cache),
-                   static_cast<const std::uint16_t*>(v_cache), blocks, last, h / group, layout,
-                   scale, scores.data(), oh, ops);
+        attend_group(qg, static_cast<const std::uint16_t*>(k_cache),
+                     static_cast<const std::uint16_t*>(v_cache), blocks, last, kvh, group, layout,
+                     scale, scores.data(), og, ops);
       else
-        attend_one(qh, static_cast<const float*>(k_cache), static_cast<const float*>(v_cache),
-                   blocks, last, h / group, layout, scale, scores.data(), oh, ops);
+        attend_group(qg, static_cast<const float*>(k_cache), static_cast<const float*>(v_cache),
+                     blocks, last, kvh, group, layout, scale, scores.data(), og, ops);
     }
   }
 }

@@ -37,7 +37,8 @@ struct AttentionSeq {
 // positions 0..positions[r] of its sequence; head h reads kv head h / (heads / kv_heads)
 // (grouped-query). Softmax in FP32 with scale 1/sqrt(head_dim). out[r] (heads*head_dim at
 // out + r*ldo) = sum_t p_t * V[t]. Rows not covered by any sequence are left untouched.
-// Parallel over (row, head) with ctx.threads. Throws ErrorCode::invalid_argument when a
+// Parallel over (row, kv head) with ctx.threads; the query heads sharing a KV head are done
+// together so K/V are read once per group. Throws ErrorCode::invalid_argument when a
 // position is outside the sequence's blocks or the head counts do not divide.
 void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* positions,
                      const AttentionSeq* seqs, int seq_count, int heads, const KvLayout& layout,

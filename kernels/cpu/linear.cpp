@@ -1,19 +1,21 @@
 // oneDNN-backed Linear layers. Choices measured on the dev box (AMD EPYC, AVX-512 VNNI, oneDNN
-// 2.6.3, M=512 576->1536):
+// 2.6.3; the box was shared and loaded, so figures are per core in CPU time):
 //  * Per-row activation scales. oneDNN 2.6 output scales are per-N only. A binary-mul post-op
 //    with a 2-D [m,1] tensor falls back to ref_int8 (0.1 GOPS). Declaring the problem 3-D,
 //    src {1,m,k}, dst {1,m,n}, makes the [1,m,1] tensor a per-"oc" (dim 1) broadcast that the
 //    brgemm kernel fuses ("brg:avx512_core_vnni"), so the whole epilogue acc * w_scale[n] *
-//    x_scale[m] (+ y) runs inside the GEMM: no INT32 scratch and no second pass over y. The
-//    s32-output-plus-own-scale-pass alternative measured about the same GEMM time plus the
-//    pass, and needs an m*n*4-byte scratch (100 MB for lm_head at m=512).
+//    x_scale[m] (+ y) runs inside the GEMM: no INT32 scratch, no second pass over y. It runs
+//    at ~300 GOPS per core at M=512 (576->3072), vs ~95 GFLOPS for the FP32 matmul. The
+//    alternative, s32 output plus our own scale pass, took the same GEMM time plus the pass and
+//    needs an m*n*4-byte scratch (100 MB for lm_head at m=512).
+//  * s8 activations vs u8: u8 with a zero point of 128 falls back to ref_int8; u8 without a
+//    zero point (compensating ourselves) was within the noise of s8, so s8 stays (no
+//    compensation code).
 //  * CPUs without VNNI: oneDNN's int8 kernels there multiply u8 (the s8 activations shifted by
 //    128) by s8 weights with vpmaddubsw, whose 16-bit pair sums saturate: oneDNN 2.6 under
 //    ONEDNN_MAX_CPU_ISA=AVX2 gave 17-20 % relative error. Weights are then quantized to 7 bits
 //    (|q| <= 63, 2*255*63 < 32767), which keeps results exact at about twice the weight
 //    rounding error. With VNNI (or AMX) the full [-127, 127] range is used.
-//  * s8 activations vs u8 with zero point 128: the zero-point variant falls back to ref_int8;
-//    u8 without zero point (compensating ourselves) measured within noise of s8, so s8 stays.
 #include "kernels/cpu/linear.hpp"
 
 #include "kernels/cpu/quantize.hpp"

@@ -1,0 +1,87 @@
+// Paged attention (kernels/cpu/attention.hpp) at the default model's shape: 9 query heads,
+// 3 KV heads, head_dim 64, 16-token blocks. Decode: B sequences, one row each over 512 cached
+// tokens. Prefill: one 512-row sequence attending causally (512x512). f16 and f32 KV.
+// Counter KvBytes: K and V bytes read per second. Threads: $EMBER_BENCH_THREADS, default 2.
+#include "kernels/cpu/attention.hpp"
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace {
+
+using namespace ember::kernels::cpu;
+
+constexpr int kHeads = 9, kKvHeads = 3, kHeadDim = 64, kBlock = 16, kContext = 512;
+
+int bench_threads() {
+  const char* env = std::getenv("EMBER_BENCH_THREADS");
+  return env != nullptr ? std::atoi(env) : 2;
+}
+
+// seqs sequences of kContext tokens each in a shuffled pool; rows_per_seq query rows at the
+// last positions of each.
+void bm_attention(benchmark::State& state, KvDType dtype, int seqs, int rows_per_seq) {
+  const KvLayout layout{kBlock, kKvHeads, kHeadDim, dtype};
+  const int blocks_per_seq = kContext / kBlock;
+  const int total_blocks = seqs * blocks_per_seq;
+  const std::size_t values = static_cast<std::size_t>(total_blocks) * kBlock * kKvHeads * kHeadDim;
+  const std::size_t elem = dtype == KvDType::f16 ? 2 : 4;
+  std::vector<unsigned char> k(values * elem), v(values * elem);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  {  // fill through store_kv so f16 holds real halves
+    std::vector<float> kv(static_cast<std::size_t>(kKvHeads * kHeadDim) * 2);
+    for (std::int32_t slot = 0; slot < total_blocks * kBlock; ++slot) {
+      for (auto& x : kv) x = dist(rng);
+      store_kv(kv.data(), kv.data() + kKvHeads * kHeadDim, kKvHeads * kHeadDim, 1, &slot, layout,
+               k.data(), v.data());
+    }
+  }
+  std::vector<std::int32_t> pool(static_cast<std::size_t>(total_blocks));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  std::vector<AttentionSeq> batch;
+  std::vector<std::int32_t> positions;
+  for (int s = 0; s < seqs; ++s) {
+    batch.push_back({s * rows_per_seq, rows_per_seq, pool.data() + s * blocks_per_seq, blocks_per_seq});
+    for (int r = 0; r < rows_per_seq; ++r) positions.push_back(kContext - rows_per_seq + r);
+  }
+  const std::int64_t width = kHeads * kHeadDim;
+  const auto rows = static_cast<std::size_t>(seqs * rows_per_seq);
+  std::vector<float> q(rows * static_cast<std::size_t>(width)), out(q.size());
+  for (auto& x : q) x = dist(rng);
+  CpuContext ctx(bench_threads());
+  for (auto _ : state) {
+    paged_attention(q.data(), width, positions.data(), batch.data(), seqs, kHeads, layout, k.data(),
+                    v.data(), out.data(), width, ctx);
+    benchmark::DoNotOptimize(out.data());
+  }
+  // Every row reads K and V of positions 0..pos once per KV head (query heads of a group share
+  // the read).
+  double kv_reads = 0.0;
+  for (std::int32_t p : positions) kv_reads += (p + 1.0) * kKvHeads * kHeadDim * 2.0 * static_cast<double>(elem);
+  state.counters["KvBytes"] = benchmark::Counter(kv_reads, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::OneK::kIs1024);
+  state.counters["Rows"] = benchmark::Counter(static_cast<double>(rows), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+const bool registered = [] {
+  for (KvDType dt : {KvDType::f16, KvDType::f32}) {
+    const std::string tag = dt == KvDType::f16 ? "f16" : "f32";
+    for (int seqs : {1, 8})
+      benchmark::RegisterBenchmark(("decode_ctx512_" + tag + "/seqs:" + std::to_string(seqs)).c_str(),
+                                   [dt, seqs](benchmark::State& st) { bm_attention(st, dt, seqs, 1); })
+          ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    benchmark::RegisterBenchmark(("prefill_512x512_" + tag).c_str(),
+                                 [dt](benchmark::State& st) { bm_attention(st, dt, 1, kContext); })
+        ->Unit(benchmark::kMillisecond)->UseRealTime();
+  }
+  return true;
+}();
+
+}  // namespace

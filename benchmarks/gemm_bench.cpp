@@ -1,0 +1,75 @@
+// INT8 vs FP32 Linear (oneDNN matmul through kernels/cpu/linear.hpp) on the default model's
+// shapes (SmolLM2-135M: width 576, ffn 1536, vocab 49152), decode M = 1..32 and prefill M = 512.
+// Counters: OPS (2*M*in*out per second, shown as G/s) and WeightBytes (weights read per second).
+// Threads: $EMBER_BENCH_THREADS, default 2.
+#include "kernels/cpu/linear.hpp"
+
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+namespace {
+
+using namespace ember::kernels::cpu;
+
+struct Shape {
+  const char* name;
+  std::int64_t in, out;
+};
+
+constexpr Shape kShapes[] = {
+    {"qkv_576x960", 576, 960},      {"o_576x576", 576, 576},
+    {"gate_up_576x3072", 576, 3072}, {"down_1536x576", 1536, 576},
+    {"lm_head_576x49152", 576, 49152},
+};
+
+int bench_threads() {
+  const char* env = std::getenv("EMBER_BENCH_THREADS");
+  return env != nullptr ? std::atoi(env) : 2;
+}
+
+std::vector<float> random_vector(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+void bm_linear(benchmark::State& state, Shape shape, bool int8) {
+  const std::int64_t m = state.range(0);
+  CpuContext ctx(bench_threads());
+  const auto w = random_vector(static_cast<std::size_t>(shape.in * shape.out), 1);
+  const auto x = random_vector(static_cast<std::size_t>(m * shape.in), 2);
+  std::vector<float> y(static_cast<std::size_t>(m * shape.out));
+  auto lin = int8 ? make_int8_linear(ctx, w.data(), shape.out, shape.in)
+                  : make_fp32_linear(ctx, w.data(), shape.out, shape.in);
+  lin->forward(ctx, x.data(), m, y.data());  // primitive creation outside the timing
+  for (auto _ : state) {
+    lin->forward(ctx, x.data(), m, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double ops = 2.0 * static_cast<double>(m * shape.in * shape.out);
+  const double weight_bytes = static_cast<double>(shape.in * shape.out) * (int8 ? 1.0 : 4.0);
+  state.counters["OPS"] = benchmark::Counter(ops, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["WeightBytes"] =
+      benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate,
+                         benchmark::Counter::OneK::kIs1024);
+  state.SetLabel(lin->implementation(ctx, m));
+}
+
+const bool registered = [] {
+  for (const Shape& s : kShapes)
+    for (bool int8 : {true, false}) {
+      auto* b = benchmark::RegisterBenchmark(
+          (std::string(int8 ? "int8/" : "fp32/") + s.name).c_str(),
+          [s, int8](benchmark::State& st) { bm_linear(st, s, int8); });
+      for (int m : {1, 2, 4, 8, 16, 32, 512}) b->Arg(m);
+      b->ArgName("M")->Unit(benchmark::kMicrosecond)->UseRealTime();
+    }
+  return true;
+}();
+
+}  // namespace
