@@ -60,31 +60,51 @@ void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_
   }
 }
 
-void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, int rope_dims,
-          const std::int32_t* positions, float base, RopeLayout layout, int threads) {
-  if (rows < 0 || heads <= 0 || head_dim <= 0 || rope_dims <= 0 || rope_dims > head_dim ||
-      rope_dims % 2 != 0 || ld < static_cast<std::int64_t>(heads) * head_dim || !(base > 0.0f))
-    fail(ErrorCode::invalid_argument,
-         "rope: bad arguments rows={} ld={} heads={} head_dim={} rope_dims={} base={}", rows, ld,
-         heads, head_dim, rope_dims, base);
+RopeAngles rope_angles(const std::int32_t* positions, std::int64_t rows, int rope_dims, float base) {
+  if (rows < 0 || rope_dims <= 0 || rope_dims % 2 != 0 || !(base > 0.0f))
+    fail(ErrorCode::invalid_argument, "rope: bad arguments rows={} rope_dims={} base={}", rows,
+         rope_dims, base);
   const int half_dims = rope_dims / 2;
-  // Inverse frequencies in double: base^(-2i/d) is shared by every row and head.
+  RopeAngles a;
+  a.rows = rows;
+  a.rope_dims = rope_dims;
+  a.cos.resize(static_cast<std::size_t>(rows * half_dims));
+  a.sin.resize(a.cos.size());
+  // In double: at position 8191 a float angle would already be off by ~5e-4 rad.
   std::vector<double> inv_freq(static_cast<std::size_t>(half_dims));
   for (int i = 0; i < half_dims; ++i)
     inv_freq[static_cast<std::size_t>(i)] = std::pow(static_cast<double>(base), -2.0 * i / rope_dims);
-#pragma omp parallel num_threads(threads) if (threads > 1 && rows * ld >= kParallelElements)
-  {
-    std::vector<float> cs(static_cast<std::size_t>(half_dims)), sn(cs.size());
-#pragma omp for
-    for (std::int64_t r = 0; r < rows; ++r) {
-      for (int i = 0; i < half_dims; ++i) {
-        const double theta = positions[r] * inv_freq[static_cast<std::size_t>(i)];
-        cs[static_cast<std::size_t>(i)] = static_cast<float>(std::cos(theta));
-        sn[static_cast<std::size_t>(i)] = static_cast<float>(std::sin(theta));
-      }
-      rope_row(x + r * ld, heads, head_dim, half_dims, cs.data(), sn.data(), layout);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (int i = 0; i < half_dims; ++i) {
+      const double theta = positions[r] * inv_freq[static_cast<std::size_t>(i)];
+      const auto at = static_cast<std::size_t>(r * half_dims + i);
+      a.cos[at] = static_cast<float>(std::cos(theta));
+      a.sin[at] = static_cast<float>(std::sin(theta));
     }
-  }
+  return a;
+}
+
+void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
+          const RopeAngles& angles, RopeLayout layout, int threads) {
+  const int rope_dims = angles.rope_dims;
+  if (rows < 0 || rows != angles.rows || heads <= 0 || head_dim <= 0 || rope_dims <= 0 ||
+      rope_dims > head_dim || ld < static_cast<std::int64_t>(heads) * head_dim)
+    fail(ErrorCode::invalid_argument,
+         "rope: bad arguments rows={} (angles for {}) ld={} heads={} head_dim={} rope_dims={}",
+         rows, angles.rows, ld, heads, head_dim, rope_dims);
+  const int half_dims = rope_dims / 2;
+#pragma omp parallel for num_threads(threads) if (threads > 1 && rows * ld >= kParallelElements)
+  for (std::int64_t r = 0; r < rows; ++r)
+    rope_row(x + r * ld, heads, head_dim, half_dims, angles.cos.data() + r * half_dims,
+             angles.sin.data() + r * half_dims, layout);
+}
+
+void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, int rope_dims,
+          const std::int32_t* positions, float base, RopeLayout layout, int threads) {
+  if (rope_dims > head_dim)
+    fail(ErrorCode::invalid_argument, "rope: rope_dims={} > head_dim={}", rope_dims, head_dim);
+  rope(x, rows, ld, heads, head_dim, rope_angles(positions, rows, rope_dims, base), layout,
+       threads);
 }
 
 void silu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out, int threads) {

@@ -84,6 +84,20 @@ TEST_CASE("rope: both layouts match the reference, position 0 is identity, norms
   }
 }
 
+TEST_CASE("rope with precomputed angles equals rope from positions") {
+  const std::vector<std::int32_t> pos = {5, 0, 300};
+  const RopeAngles angles = rope_angles(pos.data(), 3, 64, 10000.0f);
+  CHECK(angles.cos.size() == 3 * 32);
+  for (RopeLayout layout : {RopeLayout::interleaved, RopeLayout::half}) {
+    auto a = random_floats(3 * 9 * 64, 43), b = a;
+    rope(a.data(), 3, 9 * 64, 9, 64, 64, pos.data(), 10000.0f, layout);
+    rope(b.data(), 3, 9 * 64, 9, 64, angles, layout, 2);
+    CHECK(a == b);
+  }
+  auto c = random_floats(2 * 64, 44);
+  CHECK_THROWS_AS(rope(c.data(), 2, 64, 1, 64, angles, RopeLayout::half), ember::Error);  // rows mismatch
+}
+
 TEST_CASE("rope layouts differ on the same input") {
   auto a = random_floats(8, 42), b = a;
   const std::int32_t p = 3;
