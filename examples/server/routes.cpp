@@ -157,7 +157,9 @@ httplib::Server::HandlerResponse fill_error_body(const httplib::Request& req, ht
     e.message = "no route " + req.method + " " + req.path;
     e.code = "not_found";
   } else if (res.status == 413) {
-    e.message = "the request body is larger than this server accepts (--max-body-bytes)";
+    // httplib also caps form-encoded bodies (curl -d without a JSON content type) at 8 KiB.
+    e.message = "the request body is larger than this server accepts (--max-body-bytes; bodies "
+                "not sent as Content-Type: application/json are limited to 8 KiB)";
     e.code = "request_too_large";
   } else {
     e.message = "the request could not be handled (HTTP " + std::to_string(res.status) + ")";

@@ -7,7 +7,7 @@ from example_support import Checks, model_argument, run
 
 binary = sys.argv[1]
 model, real = model_argument(sys.argv[2])
-max_tokens = 16 if real else 8
+max_tokens = 8
 proc = run([binary, "--model", model, "--max-tokens", str(max_tokens), "--threads", "2",
             "--frame-ms", "16", "--quiet-frames", "10"], timeout=220)
 
