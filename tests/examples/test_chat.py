@@ -12,7 +12,7 @@ binary = sys.argv[1]
 model, real = model_argument(sys.argv[2])
 
 script = "Hello there, who are you?\nWhat did I just ask you?\n/reset\nHello there, who are you?\n/quit\n"
-max_tokens = "12" if real else "12"
+max_tokens = "12"
 proc = run([binary, "--model", model, "--max-tokens", max_tokens, "--temperature", "0",
             "--threads", "2", "--system", "You are a helpful assistant."], script)
 
