@@ -8,6 +8,7 @@
 #include <ember/ember.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <string>
@@ -52,6 +53,15 @@ static_assert(std::is_standard_layout_v<CompletionBox>);
 // Points `box` at `completion`, which must outlive the box's use.
 void point_at(CompletionBox& box, const ember::Completion& completion, std::uint32_t magic);
 ember_completion* new_completion(ember::Completion&& completion);
+
+// The integer in a C enum field or argument. A C caller may pass any int there, and loading
+// an out-of-range value as the enum type is undefined behaviour in C++, so read its bytes.
+template <class Enum>
+long long raw_enum(const Enum& value) noexcept {
+  std::underlying_type_t<Enum> raw;
+  std::memcpy(&raw, &value, sizeof raw);
+  return static_cast<long long>(raw);
+}
 
 // Validated handles: throw Error(invalid_argument) for NULL or a handle that is not live.
 ember_engine& live(ember_engine* engine);

@@ -118,20 +118,20 @@ LogCallback to_cpp(ember_log_fn log, void* user_data) {
 EngineOptions to_cpp(const ember_engine_options& in) {
   const ember_engine_options o = read_sized(in, default_options(), "ember_engine_options");
   EngineOptions out;
-  switch (o.precision) {
+  switch (raw_enum(o.precision)) {
     case EMBER_PRECISION_INT8: out.precision = Precision::int8; break;
     case EMBER_PRECISION_FP32: out.precision = Precision::fp32; break;
     default:
       fail(ErrorCode::invalid_argument, "ember_engine_options.precision = {} is not an ember_precision",
-           static_cast<int>(o.precision));
+           raw_enum(o.precision));
   }
-  switch (o.kv_cache_type) {
+  switch (raw_enum(o.kv_cache_type)) {
     case EMBER_KV_CACHE_F16: out.kv_cache_type = KvCacheType::f16; break;
     case EMBER_KV_CACHE_F32: out.kv_cache_type = KvCacheType::f32; break;
     default:
       fail(ErrorCode::invalid_argument,
            "ember_engine_options.kv_cache_type = {} is not an ember_kv_cache_type",
-           static_cast<int>(o.kv_cache_type));
+           raw_enum(o.kv_cache_type));
   }
   out.threads = o.threads;
   out.context_length = o.context_length;

@@ -94,7 +94,7 @@ EMBER_API const char* ember_version(void) { return ember::version(); }
 EMBER_API int ember_version_number(void) { return EMBER_VERSION_NUMBER; }
 
 EMBER_API const char* ember_status_string(ember_status status) {
-  switch (status) {
+  switch (raw_enum(status)) {
     case EMBER_OK: return "ok";
     case EMBER_ERROR_BUFFER_TOO_SMALL: return "buffer_too_small";
     case EMBER_ERROR_INVALID_ARGUMENT: return ember::to_string(ErrorCode::invalid_argument);
@@ -110,7 +110,7 @@ EMBER_API const char* ember_status_string(ember_status status) {
 }
 
 EMBER_API const char* ember_finish_reason_string(ember_finish_reason reason) {
-  switch (reason) {
+  switch (raw_enum(reason)) {
     case EMBER_FINISH_STOP:
     case EMBER_FINISH_LENGTH:
     case EMBER_FINISH_CONTEXT:
