@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace ember::backend {
 
@@ -34,6 +35,9 @@ class Backend {
 struct BackendOptions {
   Precision precision = Precision::int8;
   int threads = 0;
+  // A short text (token ids) on which the INT8 path observes activation ranges at load to
+  // smooth them (backend/cpu/smoothing.hpp); empty: no smoothing.
+  std::vector<std::int32_t> calibration_tokens;
   // Called with the fraction of weights prepared, for load progress; may be empty.
   std::function<void(float)> on_progress;
 };

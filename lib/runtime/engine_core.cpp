@@ -1,5 +1,7 @@
 #include "runtime/engine_core.hpp"
 
+#include "backend/calibration_text.hpp"
+
 #include "util/check.hpp"
 
 #include <algorithm>
@@ -51,6 +53,8 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
 
   backend::BackendOptions backend_options;
   backend_options.precision = options.precision;
+  backend_options.calibration_tokens =
+      tokenizer_->encode(backend::kCalibrationText, /*parse_special=*/true, tokenizer_->add_bos());
   backend_options.threads = options.threads > 0 ? options.threads
                                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   backend_ = backend::make_cpu_backend(file_, config_, backend_options);

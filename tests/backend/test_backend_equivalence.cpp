@@ -70,6 +70,9 @@ void check_paths(const model::ModelConfig& config) {
   auto reference = backend::cpu::make_reference_backend(file, c, options);
   auto fp32 = backend::cpu::make_kernel_backend(file, c, options, GemmPrecision::fp32);
   auto int8 = backend::cpu::make_kernel_backend(file, c, options, GemmPrecision::int8);
+  backend::BackendOptions calibrated = options;
+  calibrated.calibration_tokens = random_tokens(40, c.vocab, 9);
+  auto smoothed = backend::cpu::make_kernel_backend(file, c, calibrated, GemmPrecision::int8);
   const auto tokens = random_tokens(45, c.vocab, 3);  // not a multiple of the block size
 
   const auto ref = run(*reference, tokens, KvCacheType::f32, 45);
@@ -90,6 +93,11 @@ void check_paths(const model::ModelConfig& config) {
   CHECK(int8_diff.rel < 0.05);
   CHECK(int8_diff.rel > 0.0);  // the int8 path really quantizes
   CHECK(int8_diff.top1 >= 0.85);
+  // Activation smoothing folds factors into norms, V and up: the function must not change.
+  const Diff smooth_diff = compare(run(*smoothed, tokens, KvCacheType::f16, 16), ref, c.vocab);
+  MESSAGE("kernel int8 with activation smoothing vs reference: rel ", smooth_diff.rel, ", top-1 ", smooth_diff.top1);
+  CHECK(smooth_diff.rel < 0.05);
+  CHECK(smooth_diff.top1 >= 0.85);
 }
 
 TEST_CASE("llama: every CPU path matches the reference") {

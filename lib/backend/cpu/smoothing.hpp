@@ -1,0 +1,40 @@
+// Activation smoothing for the INT8 path (the SmoothQuant idea): a few input channels of an LLM's
+// activations are far larger than the rest, and a per-row INT8 scale sized for them rounds every
+// other channel coarsely. Dividing channel j of the activations by s_j and multiplying column j
+// of the weights by s_j leaves X·Wᵀ unchanged but moves the range into the weights, which are
+// quantized per output channel and tolerate it. The 1/s_j is folded into the operation that
+// produces the activations (an RMSNorm weight, the V or up projection), so it costs nothing at
+// run time. s_j comes from activation ranges observed on a short calibration text at load:
+// s_j = max|X_j|^alpha / max_i|W_ij|^(1 - alpha).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ember::backend::cpu {
+
+// Running per-channel maximum of |x| over the rows seen.
+struct ChannelRange {
+  std::vector<float> max_abs;
+  void observe(const float* x, std::int64_t rows, std::int64_t cols);
+};
+
+// Observed ranges of every Linear input of one layer, and of the lm_head input.
+struct LayerRanges {
+  ChannelRange qkv_in, wo_in, gate_up_in, down_in;
+};
+struct CalibrationRanges {
+  std::vector<LayerRanges> layers;
+  ChannelRange lm_head_in;
+};
+
+// Per-input-channel factors for activations with ranges `act` and weights w ([out, in]).
+std::vector<float> smoothing_factors(const ChannelRange& act, const float* w, std::int64_t out,
+                                     std::int64_t in, float alpha);
+
+// w[:, j] *= s[j] for a row-major [out, in] matrix.
+void scale_columns(float* w, std::int64_t out, std::int64_t in, const std::vector<float>& s);
+// v[j] /= s[j].
+void divide(std::vector<float>& v, const std::vector<float>& s);
+
+}  // namespace ember::backend::cpu
