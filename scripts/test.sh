@@ -11,4 +11,7 @@ jobs=${EMBER_JOBS:-$(nproc)}
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_TESTS=ON -DEMBER_EXAMPLES=ON \
       -DEMBER_BENCHMARKS=ON ${EMBER_CMAKE_ARGS:-}
 cmake --build build -j "$jobs"
+# The tests share the cores with each other: OpenMP threads that spin at barriers while their
+# core is taken would make every step crawl, so idle threads sleep instead.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 ctest --test-dir build --output-on-failure -j "$jobs" "$@"
