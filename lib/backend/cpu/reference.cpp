@@ -171,40 +171,38 @@ class ReferenceBackend final : public Backend {
   }
 
  private:
-  // Causal attention of every row over its sequence's cached positions 0..position, one head at
-  // a time: scores = q·k / sqrt(hd), softmax, weighted sum of v. Grouped-query attention: query
-  // head h reads KV head h / (heads / kv_heads).
+  // Causal attention of every row over its sequence's cached positions 0..position: for each
+  // KV head, gather the sequence's keys and values from their blocks into dense matrices, then
+  // scores = K q / sqrt(hd), softmax, out = Vᵀ p. Grouped-query attention: query head h reads
+  // KV head h / (heads / kv_heads).
   void attention(const Batch& batch, const KvCache& kv, int layer, const Matrix& q, Matrix& out) const {
     const KvGeometry& g = kv.geometry();
     const int hd = config_.head_dim, group = config_.heads / config_.kv_heads;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    std::vector<float> scores;
+    Matrix keys, values;
     for (const SequenceSlice& seq : batch.sequences) {
-      for (int r = seq.row_begin; r < seq.row_begin + seq.row_count; ++r) {
-        const int pos = batch.positions[static_cast<std::size_t>(r)];
-        scores.resize(static_cast<std::size_t>(pos) + 1);
-        for (int head = 0; head < config_.heads; ++head) {
-          const float* qh = q.row(r).data() + head * hd;
-          const int kv_head = head / group;
-          auto element = [&](int t, int i) {  // index of (position t, kv_head, i) in the cache
-            const int block = seq.block_table[static_cast<std::size_t>(t / g.block_size)];
-            const std::size_t slot = static_cast<std::size_t>(block) * g.block_size + t % g.block_size;
-            return (slot * g.kv_heads + kv_head) * hd + i;
-          };
-          float max_score = -INFINITY;
-          for (int t = 0; t <= pos; ++t) {
-            float dot = 0;
-            for (int i = 0; i < hd; ++i) dot += qh[i] * load_kv(kv.keys(layer), g.type, element(t, i));
-            scores[static_cast<std::size_t>(t)] = dot * scale;
-            max_score = std::max(max_score, dot * scale);
+      const int last = seq.row_begin + seq.row_count - 1;
+      const int length = batch.positions[static_cast<std::size_t>(last)] + 1;
+      for (int kv_head = 0; kv_head < config_.kv_heads; ++kv_head) {
+        keys.resize(length, hd);
+        values.resize(length, hd);
+        for (int t = 0; t < length; ++t) {
+          const int block = seq.block_table[static_cast<std::size_t>(t / g.block_size)];
+          const std::size_t slot = static_cast<std::size_t>(block) * g.block_size + t % g.block_size;
+          const std::size_t base = (slot * g.kv_heads + kv_head) * hd;
+          for (int i = 0; i < hd; ++i) {
+            keys(t, i) = load_kv(kv.keys(layer), g.type, base + i);
+            values(t, i) = load_kv(kv.values(layer), g.type, base + i);
           }
-          float sum = 0;
-          for (float& s : scores) sum += (s = std::exp(s - max_score));
-          float* o = out.row(r).data() + head * hd;
-          for (int i = 0; i < hd; ++i) o[i] = 0;
-          for (int t = 0; t <= pos; ++t) {
-            const float p = scores[static_cast<std::size_t>(t)] / sum;
-            for (int i = 0; i < hd; ++i) o[i] += p * load_kv(kv.values(layer), g.type, element(t, i));
+        }
+        for (int r = seq.row_begin; r <= last; ++r) {
+          const int visible = batch.positions[static_cast<std::size_t>(r)] + 1;  // causal mask
+          for (int head = kv_head * group; head < (kv_head + 1) * group; ++head) {
+            const Eigen::Map<const Vector> qh(q.row(r).data() + head * hd, hd);
+            Vector p = keys.topRows(visible) * qh * scale;
+            p = (p.array() - p.maxCoeff()).exp();
+            p /= p.sum();
+            Eigen::Map<Vector>(out.row(r).data() + head * hd, hd) = values.topRows(visible).transpose() * p;
           }
         }
       }
