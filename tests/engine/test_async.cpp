@@ -1,6 +1,5 @@
 // The asynchronous API: submit from many threads, wait, cancel at any time, a host loop driving
 // step(budget), the background thread, priorities and the running statistics.
-#include "model/gguf_writer.hpp"
 #include "test_support.hpp"
 
 #include <ember/ember.hpp>
@@ -13,17 +12,7 @@
 namespace ember {
 namespace {
 
-const std::string& model_path() {
-  static const std::string path = [] {
-    model::SyntheticModelSpec spec;
-    spec.config = model::SyntheticModelSpec::tiny_config();
-    spec.seed = 43;
-    const std::string p = (test::temp_dir("ember-async-test") / "tiny.gguf").string();
-    model::write_synthetic_model(spec, p);
-    return p;
-  }();
-  return path;
-}
+std::string model_path() { return test::synthetic_model_file(43); }
 
 EngineOptions options(bool background = false) {
   EngineOptions o;

@@ -3,7 +3,6 @@
 // preemption forced by a tiny block pool, and with the prefix cache on or off. On the INT8 path
 // this must hold exactly: integer GEMM accumulation does not depend on the batch, and every other
 // per-row computation reads only its own row.
-#include "model/gguf_writer.hpp"
 #include "test_support.hpp"
 
 #include <ember/ember.hpp>
@@ -16,18 +15,7 @@
 namespace ember {
 namespace {
 
-const std::string& model_path() {
-  static const std::string path = [] {
-    model::SyntheticModelSpec spec;
-    spec.config = model::SyntheticModelSpec::tiny_config();
-    spec.config.context_length = 512;
-    spec.seed = 44;
-    const std::string p = (test::temp_dir("ember-batch-test") / "tiny.gguf").string();
-    model::write_synthetic_model(spec, p);
-    return p;
-  }();
-  return path;
-}
+std::string model_path() { return test::synthetic_model_file(44, 512); }
 
 std::vector<Request> sixteen_requests() {
   std::mt19937 rng(5);
@@ -119,7 +107,7 @@ TEST_CASE("fp32 reference: batch invariance measured and reported") {
     const auto together = run_together(Precision::fp32, c, preemptions);
     // Eigen's FP32 GEMM blocks the reduction differently for different batch sizes, so the
     // reference path is not bit-exact across batch shapes; greedy tokens still agree here.
-    MESSAGE("fp32 ", c.name, ": ", 16 - count_mismatches(together, alone), "/16 identical");
+    MESSAGE("fp32 ", std::string(c.name), ": ", 16 - count_mismatches(together, alone), "/16 identical");
     CHECK(count_mismatches(together, alone) <= 1);
   }
 }

@@ -1,6 +1,5 @@
 // The public Engine API on synthetic models: generation, streaming, stop strings, limits and
 // errors, and the invariances that batching and the prefix cache must keep.
-#include "model/gguf_writer.hpp"
 #include "test_support.hpp"
 
 #include <ember/ember.hpp>
@@ -13,20 +12,7 @@
 namespace ember {
 namespace {
 
-// A synthetic model file shared by the tests of this program.
-const std::string& model_path() {
-  static const std::string path = [] {
-    const auto dir = test::temp_dir("ember-engine-test");
-    model::SyntheticModelSpec spec;
-    spec.config = model::SyntheticModelSpec::tiny_config();
-    spec.config.context_length = 256;
-    spec.seed = 42;
-    const std::string p = (dir / "tiny.gguf").string();
-    model::write_synthetic_model(spec, p);
-    return p;
-  }();
-  return path;
-}
+std::string model_path() { return test::synthetic_model_file(42, 256); }
 
 EngineOptions small_options() {
   EngineOptions o;

@@ -1,7 +1,6 @@
 // Stress: thousands of requests with random prompts, lengths, priorities and cancellations from
 // four host threads against the background thread. Afterwards every handle has resolved and the
 // block pool is whole again. EMBER_STRESS_REQUESTS scales it (smaller under ThreadSanitizer).
-#include "model/gguf_writer.hpp"
 #include "test_support.hpp"
 
 #include <ember/ember.hpp>
@@ -17,11 +16,7 @@ namespace ember {
 namespace {
 
 TEST_CASE("stress: random requests and cancellations from four threads") {
-  model::SyntheticModelSpec spec;
-  spec.config = model::SyntheticModelSpec::tiny_config();
-  spec.seed = 45;
-  const std::string path = (test::temp_dir("ember-stress") / "tiny.gguf").string();
-  model::write_synthetic_model(spec, path);
+  const std::string path = test::synthetic_model_file(45);
 
   const char* env = std::getenv("EMBER_STRESS_REQUESTS");
   const int total = env != nullptr ? std::max(4, std::atoi(env)) : 2000;

@@ -1,6 +1,10 @@
 #include "test_support.hpp"
 
+#include "model/gguf_writer.hpp"
+
 #include <cstdio>
+#include <map>
+#include <mutex>
 #include <random>
 
 namespace ember::test {
@@ -39,6 +43,22 @@ std::filesystem::path temp_dir(const std::string& prefix) {
              (prefix + "-" + std::to_string(rd()) + std::to_string(rd()));
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+std::string synthetic_model_file(std::uint64_t seed, int context_length) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::uint64_t, int>, std::string> files;
+  std::lock_guard lock(mutex);
+  auto& path = files[{seed, context_length}];
+  if (path.empty()) {
+    model::SyntheticModelSpec spec;
+    spec.config = model::SyntheticModelSpec::tiny_config();
+    spec.config.context_length = context_length;
+    spec.seed = seed;
+    path = (temp_dir("ember-synthetic") / ("tiny-" + std::to_string(seed) + ".gguf")).string();
+    model::write_synthetic_model(spec, path);
+  }
+  return path;
 }
 
 }  // namespace ember::test

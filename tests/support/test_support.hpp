@@ -1,6 +1,7 @@
 // Shared helpers of ember's tests.
 #pragma once
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -16,6 +17,10 @@ std::string require_default_model();
 
 // A file under tests/data.
 std::filesystem::path data_path(const std::string& relative);
+
+// A synthetic model (model::SyntheticModelSpec::tiny_config(), random weights from `seed`) written
+// once per process and seed to a temporary file; returns its path.
+std::string synthetic_model_file(std::uint64_t seed, int context_length = 256);
 
 // A fresh temporary directory, removed by the caller (or left for inspection).
 std::filesystem::path temp_dir(const std::string& prefix);
