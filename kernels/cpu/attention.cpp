@@ -41,19 +41,17 @@ EMBER_CLONES float softmax_in_place(float* s, std::int64_t n) {
 // reused from L1, not once per query head (3x less KV traffic for the default model).
 // Scores over positions 0..last, softmax, weighted sum of V. scores has room for
 // group * (last + 1) floats.
-// Calls fn(t, pointer to token t's kv_head slice) for t = 0..n-1, walking the block table
-// block by block (no per-token division: a 64-bit divide per token cost more than the dot
-// product of a 64-wide head).
+// Calls fn(t0, pointer to token t0's kv_head slice, count) for each block holding tokens
+// t0..t0+count-1 of 0..n-1 (token t0 + j is at pointer + j * token_stride). Walking block by
+// block avoids a 64-bit division per token.
 template <class T, class Fn>
-void for_each_token(const T* cache, const std::int32_t* blocks, std::int64_t n, int kv_head,
+void for_each_block(const T* cache, const std::int32_t* blocks, std::int64_t n, int kv_head,
                     const KvLayout& l, Fn&& fn) {
   const std::int64_t stride = token_stride(l);
-  std::int64_t t = 0;
-  for (std::int64_t b = 0; t < n; ++b) {
+  for (std::int64_t b = 0, t0 = 0; t0 < n; ++b, t0 += l.block_size) {
     const T* p = cache + static_cast<std::int64_t>(blocks[b]) * l.block_size * stride +
                  static_cast<std::int64_t>(kv_head) * l.head_dim;
-    const std::int64_t end = std::min<std::int64_t>(n, t + l.block_size);
-    for (; t < end; ++t, p += stride) fn(t, p);
+    fn(t0, p, static_cast<int>(std::min<std::int64_t>(n - t0, l.block_size)));
   }
 }
 
@@ -61,35 +59,39 @@ void for_each_token(const T* cache, const std::int32_t* blocks, std::int64_t n, 
 // query attention) are processed together so each K and V row is read from memory once and
 // reused from L1, not once per query head (3x less KV traffic for the default model).
 // Scores over positions 0..last, softmax, weighted sum of V. scores has room for
-// group * (last + 2) floats (the last `group` are the softmax normalisers).
+// group * (last + 1) floats.
 template <class T>
 void attend_group(const float* q, const T* k_cache, const T* v_cache, const std::int32_t* blocks,
                   std::int64_t last, int kv_head, int group, const KvLayout& l, float scale,
                   float* scores, float* out, const VecOps& ops) {
   const std::int64_t n = last + 1;
+  const std::int64_t stride = token_stride(l);
   const int d = l.head_dim;
-  for_each_token(k_cache, blocks, n, kv_head, l, [&](std::int64_t t, const T* k) {
-    for (int g = 0; g < group; ++g) {
-      const float* qh = q + static_cast<std::int64_t>(g) * d;
-      if constexpr (sizeof(T) == 2)
-        scores[g * n + t] = ops.dot_f16(qh, k, d) * scale;
-      else
-        scores[g * n + t] = ops.dot_f32(qh, k, d) * scale;
-    }
+  for_each_block(k_cache, blocks, n, kv_head, l, [&](std::int64_t t0, const T* k, int count) {
+    for (int j = 0; j < count; ++j, k += stride)
+      for (int g = 0; g < group; ++g) {
+        const float* qh = q + static_cast<std::int64_t>(g) * d;
+        if constexpr (sizeof(T) == 2)
+          scores[g * n + t0 + j] = ops.dot_f16(qh, k, d) * scale;
+        else
+          scores[g * n + t0 + j] = ops.dot_f32(qh, k, d) * scale;
+      }
   });
-  float* inv_sum = scores + group * n;
   for (int g = 0; g < group; ++g) {
-    inv_sum[g] = 1.0f / softmax_in_place(scores + g * n, n);
+    float* p = scores + g * n;
+    const float inv_sum = 1.0f / softmax_in_place(p, n);
+    for (std::int64_t t = 0; t < n; ++t) p[t] *= inv_sum;
     std::memset(out + static_cast<std::int64_t>(g) * d, 0, sizeof(float) * static_cast<std::size_t>(d));
   }
-  for_each_token(v_cache, blocks, n, kv_head, l, [&](std::int64_t t, const T* v) {
+  // Per block, the output chunk stays in registers across the block's V rows.
+  for_each_block(v_cache, blocks, n, kv_head, l, [&](std::int64_t t0, const T* v, int count) {
     for (int g = 0; g < group; ++g) {
-      const float p = scores[g * n + t] * inv_sum[g];
+      const float* p = scores + g * n + t0;
       float* oh = out + static_cast<std::int64_t>(g) * d;
       if constexpr (sizeof(T) == 2)
-        ops.axpy_f16(p, v, oh, d);
+        ops.axpy_rows_f16(p, v, stride, count, oh, d);
       else
-        ops.axpy_f32(p, v, oh, d);
+        ops.axpy_rows_f32(p, v, stride, count, oh, d);
     }
   });
 }
@@ -155,7 +157,7 @@ void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* posit
   const std::int64_t n_tasks = static_cast<std::int64_t>(tasks.size()) * layout.kv_heads;
 #pragma omp parallel num_threads(ctx.threads) if (ctx.threads > 1 && n_tasks > 1)
   {
-    std::vector<float> scores(static_cast<std::size_t>((longest + 1) * group));
+    std::vector<float> scores(static_cast<std::size_t>(longest * group));
     // Dynamic: rows of one prefill attend to 1..n positions, so equal chunks would be unequal.
 #pragma omp for schedule(dynamic, 2)
     for (std::int64_t i = 0; i < n_tasks; ++i) {

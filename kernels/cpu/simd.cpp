@@ -49,6 +49,16 @@ void to_f16_scalar(const float* x, std::uint16_t* y, int n) {
   for (int i = 0; i < n; ++i) y[i] = float_to_fp16(x[i]);
 }
 
+void axpy_rows_f32_scalar(const float* p, const float* x, std::int64_t stride, int rows, float* y,
+                          int n) {
+  for (int r = 0; r < rows; ++r) axpy_f32_scalar(p[r], x + r * stride, y, n);
+}
+
+void axpy_rows_f16_scalar(const float* p, const std::uint16_t* x, std::int64_t stride, int rows,
+                          float* y, int n) {
+  for (int r = 0; r < rows; ++r) axpy_f16_scalar(p[r], x + r * stride, y, n);
+}
+
 #if EMBER_X86_DISPATCH
 
 // ---- AVX2 + F16C + FMA -----------------------------------------------------------------------
@@ -117,6 +127,52 @@ EMBER_AVX2 void to_f16_avx2(const float* x, std::uint16_t* y, int n) {
   for (; i < n; ++i) y[i] = float_to_fp16(x[i]);
 }
 
+// Four vectors (32 floats) of y stay in registers across the rows; then 8 at a time; the tail
+// column by column.
+template <class T, class Load>
+EMBER_AVX2 inline void axpy_rows_avx2(const float* p, const T* x, std::int64_t stride, int rows,
+                                      float* y, int n, Load load) {
+  int i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256 a0 = _mm256_loadu_ps(y + i), a1 = _mm256_loadu_ps(y + i + 8);
+    __m256 a2 = _mm256_loadu_ps(y + i + 16), a3 = _mm256_loadu_ps(y + i + 24);
+    for (int r = 0; r < rows; ++r) {
+      const __m256 pr = _mm256_set1_ps(p[r]);
+      const T* xr = x + r * stride + i;
+      a0 = _mm256_fmadd_ps(pr, load(xr), a0);
+      a1 = _mm256_fmadd_ps(pr, load(xr + 8), a1);
+      a2 = _mm256_fmadd_ps(pr, load(xr + 16), a2);
+      a3 = _mm256_fmadd_ps(pr, load(xr + 24), a3);
+    }
+    _mm256_storeu_ps(y + i, a0);
+    _mm256_storeu_ps(y + i + 8, a1);
+    _mm256_storeu_ps(y + i + 16, a2);
+    _mm256_storeu_ps(y + i + 24, a3);
+  }
+  for (; i + 8 <= n; i += 8) {
+    __m256 a = _mm256_loadu_ps(y + i);
+    for (int r = 0; r < rows; ++r) a = _mm256_fmadd_ps(_mm256_set1_ps(p[r]), load(x + r * stride + i), a);
+    _mm256_storeu_ps(y + i, a);
+  }
+  for (; i < n; ++i)
+    for (int r = 0; r < rows; ++r) {
+      if constexpr (sizeof(T) == 2)
+        y[i] += p[r] * fp16_to_float(x[r * stride + i]);
+      else
+        y[i] += p[r] * x[r * stride + i];
+    }
+}
+
+EMBER_AVX2 void axpy_rows_f32_avx2(const float* p, const float* x, std::int64_t stride, int rows,
+                                   float* y, int n) {
+  axpy_rows_avx2(p, x, stride, rows, y, n, [](const float* a) EMBER_AVX2 { return _mm256_loadu_ps(a); });
+}
+
+EMBER_AVX2 void axpy_rows_f16_avx2(const float* p, const std::uint16_t* x, std::int64_t stride,
+                                   int rows, float* y, int n) {
+  axpy_rows_avx2(p, x, stride, rows, y, n, [](const std::uint16_t* a) EMBER_AVX2 { return load_f16x8(a); });
+}
+
 // ---- AVX-512F --------------------------------------------------------------------------------
 
 #define EMBER_AVX512 __attribute__((target("avx512f,avx2,f16c,fma")))
@@ -183,15 +239,61 @@ EMBER_AVX512 void to_f16_avx512(const float* x, std::uint16_t* y, int n) {
   for (; i < n; ++i) y[i] = float_to_fp16(x[i]);
 }
 
+template <class T, class Load>
+EMBER_AVX512 inline void axpy_rows_avx512(const float* p, const T* x, std::int64_t stride, int rows,
+                                          float* y, int n, Load load) {
+  int i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m512 a0 = _mm512_loadu_ps(y + i), a1 = _mm512_loadu_ps(y + i + 16);
+    __m512 a2 = _mm512_loadu_ps(y + i + 32), a3 = _mm512_loadu_ps(y + i + 48);
+    for (int r = 0; r < rows; ++r) {
+      const __m512 pr = _mm512_set1_ps(p[r]);
+      const T* xr = x + r * stride + i;
+      a0 = _mm512_fmadd_ps(pr, load(xr), a0);
+      a1 = _mm512_fmadd_ps(pr, load(xr + 16), a1);
+      a2 = _mm512_fmadd_ps(pr, load(xr + 32), a2);
+      a3 = _mm512_fmadd_ps(pr, load(xr + 48), a3);
+    }
+    _mm512_storeu_ps(y + i, a0);
+    _mm512_storeu_ps(y + i + 16, a1);
+    _mm512_storeu_ps(y + i + 32, a2);
+    _mm512_storeu_ps(y + i + 48, a3);
+  }
+  for (; i + 16 <= n; i += 16) {
+    __m512 a = _mm512_loadu_ps(y + i);
+    for (int r = 0; r < rows; ++r) a = _mm512_fmadd_ps(_mm512_set1_ps(p[r]), load(x + r * stride + i), a);
+    _mm512_storeu_ps(y + i, a);
+  }
+  for (; i < n; ++i)
+    for (int r = 0; r < rows; ++r) {
+      if constexpr (sizeof(T) == 2)
+        y[i] += p[r] * fp16_to_float(x[r * stride + i]);
+      else
+        y[i] += p[r] * x[r * stride + i];
+    }
+}
+
+EMBER_AVX512 void axpy_rows_f32_avx512(const float* p, const float* x, std::int64_t stride,
+                                       int rows, float* y, int n) {
+  axpy_rows_avx512(p, x, stride, rows, y, n, [](const float* a) EMBER_AVX512 { return _mm512_loadu_ps(a); });
+}
+
+EMBER_AVX512 void axpy_rows_f16_avx512(const float* p, const std::uint16_t* x, std::int64_t stride,
+                                       int rows, float* y, int n) {
+  axpy_rows_avx512(p, x, stride, rows, y, n, [](const std::uint16_t* a) EMBER_AVX512 { return load_f16x16(a); });
+}
+
 #endif  // EMBER_X86_DISPATCH
 
-constexpr VecOps kScalar{Isa::scalar, dot_f32_scalar, dot_f16_scalar, axpy_f32_scalar,
-                         axpy_f16_scalar, to_f16_scalar};
+constexpr VecOps kScalar{Isa::scalar,         dot_f32_scalar,       dot_f16_scalar,
+                         axpy_f32_scalar,     axpy_f16_scalar,      to_f16_scalar,
+                         axpy_rows_f32_scalar, axpy_rows_f16_scalar};
 #if EMBER_X86_DISPATCH
-constexpr VecOps kAvx2{Isa::avx2, dot_f32_avx2, dot_f16_avx2, axpy_f32_avx2, axpy_f16_avx2,
-                       to_f16_avx2};
-constexpr VecOps kAvx512{Isa::avx512, dot_f32_avx512, dot_f16_avx512, axpy_f32_avx512,
-                         axpy_f16_avx512, to_f16_avx512};
+constexpr VecOps kAvx2{Isa::avx2,       dot_f32_avx2,       dot_f16_avx2,      axpy_f32_avx2,
+                       axpy_f16_avx2,    to_f16_avx2,        axpy_rows_f32_avx2, axpy_rows_f16_avx2};
+constexpr VecOps kAvx512{Isa::avx512,       dot_f32_avx512,       dot_f16_avx512,
+                         axpy_f32_avx512,   axpy_f16_avx512,      to_f16_avx512,
+                         axpy_rows_f32_avx512, axpy_rows_f16_avx512};
 #endif
 
 Isa detect_isa() {

@@ -35,6 +35,12 @@ struct VecOps {
   void (*axpy_f32)(float alpha, const float* x, float* y, int n);   // y += alpha * x
   void (*axpy_f16)(float alpha, const std::uint16_t* x, float* y, int n);
   void (*to_f16)(const float* x, std::uint16_t* y, int n);          // round to nearest even
+  // y[i] += sum_r p[r] * x[r * stride + i] for r < rows: one block of V rows, the y chunk kept
+  // in registers across the rows instead of a load/store per row.
+  void (*axpy_rows_f32)(const float* p, const float* x, std::int64_t stride, int rows, float* y,
+                        int n);
+  void (*axpy_rows_f16)(const float* p, const std::uint16_t* x, std::int64_t stride, int rows,
+                        float* y, int n);
 };
 
 // The implementation for `isa`; the caller checks isa_supported(isa) (tests run every one).

@@ -83,6 +83,18 @@ TEST_CASE("every vector ISA path equals the scalar path") {
       ops.axpy_f16(-1.3f, h.data(), y1.data(), n);
       ref.axpy_f16(-1.3f, h.data(), y2.data(), n);
       for (int i = 0; i < n; ++i) REQUIRE(y1[static_cast<std::size_t>(i)] == doctest::Approx(y2[static_cast<std::size_t>(i)]).epsilon(1e-6));
+      // Several rows at a stride (a block of V rows): 5 rows, stride n + 3.
+      const int rows = 5;
+      const std::int64_t stride = n + 3;
+      const auto p = random_floats(rows, 24, 0.0f, 1.0f);
+      const auto xs = random_floats(static_cast<std::size_t>(rows * stride), 25);
+      std::vector<std::uint16_t> hs(xs.size());
+      ref.to_f16(xs.data(), hs.data(), static_cast<int>(xs.size()));
+      ops.axpy_rows_f32(p.data(), xs.data(), stride, rows, y1.data(), n);
+      ref.axpy_rows_f32(p.data(), xs.data(), stride, rows, y2.data(), n);
+      ops.axpy_rows_f16(p.data(), hs.data(), stride, rows, y1.data(), n);
+      ref.axpy_rows_f16(p.data(), hs.data(), stride, rows, y2.data(), n);
+      for (int i = 0; i < n; ++i) REQUIRE(y1[static_cast<std::size_t>(i)] == doctest::Approx(y2[static_cast<std::size_t>(i)]).epsilon(1e-5));
     }
   }
   // The scalar half conversion itself: exact for representable values, ties to even.
