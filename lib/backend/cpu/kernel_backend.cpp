@@ -112,6 +112,8 @@ class KernelBackend final : public Backend {
     const auto rope_layout = config_.rope_layout == model::RopeLayout::interleaved
                                  ? k::RopeLayout::interleaved : k::RopeLayout::half;
     const std::int32_t* positions = batch.positions.data();
+    // The rotation angles depend only on the positions: once per step, not per layer.
+    const k::RopeAngles angles = k::rope_angles(positions, rows, config_.rope_dims, config_.rope_base);
 
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       Layer& layer = layers_[l];
@@ -122,10 +124,8 @@ class KernelBackend final : public Backend {
       float* q = qkv_.data();
       float* kk = q + q_dim_;
       float* v = kk + kv_dim_;
-      k::rope(q, rows, qkv_dim, config_.heads, config_.head_dim, config_.rope_dims, positions,
-              config_.rope_base, rope_layout, ctx_.threads);
-      k::rope(kk, rows, qkv_dim, config_.kv_heads, config_.head_dim, config_.rope_dims, positions,
-              config_.rope_base, rope_layout, ctx_.threads);
+      k::rope(q, rows, qkv_dim, config_.heads, config_.head_dim, angles, rope_layout, ctx_.threads);
+      k::rope(kk, rows, qkv_dim, config_.kv_heads, config_.head_dim, angles, rope_layout, ctx_.threads);
       void* k_cache = kv.keys(static_cast<int>(l));
       void* v_cache = kv.values(static_cast<int>(l));
       k::store_kv(kk, v, qkv_dim, rows, batch.slots.data(), layout, k_cache, v_cache);
