@@ -1,0 +1,178 @@
+// Writes the seed corpora of the fuzz targets into corpus/<target>/seed-*:
+//   gguf           small valid synthetic models of every type the writer makes (llama and
+//                  qwen2), a truncated one, and broken images from the bad-input generator
+//   tokenizer      the tokenizer golden corpus under varying flag bytes, plus id sequences
+//   chat_template  every template of tests/data/tokenizer/templates with a conversation
+//   capi           a slice of the tokenizer corpus, plus id sequences
+// Usage: fuzz_make_seeds CORPUS_DIR TEST_DATA_DIR. Regression inputs (crash-*) are not touched.
+#include "bad_gguf.hpp"
+#include "model/gguf_writer.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+using Bytes = std::vector<std::uint8_t>;
+
+namespace {
+
+void write_seed(const fs::path& dir, int index, const Bytes& bytes) {
+  char name[32];
+  std::snprintf(name, sizeof name, "seed-%03d", index);
+  std::ofstream(dir / name, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+Bytes text_bytes(std::uint8_t prefix_a, int prefix_b, const std::string& text) {
+  Bytes out{prefix_a};
+  if (prefix_b >= 0) out.push_back(static_cast<std::uint8_t>(prefix_b));
+  out.insert(out.end(), text.begin(), text.end());
+  return out;
+}
+
+Bytes id_bytes(std::uint8_t prefix_a, int prefix_b, const std::vector<std::int32_t>& ids) {
+  Bytes out{prefix_a};
+  if (prefix_b >= 0) out.push_back(static_cast<std::uint8_t>(prefix_b));
+  for (const std::int32_t id : ids) {
+    for (int k = 0; k < 4; ++k) out.push_back(static_cast<std::uint8_t>(static_cast<std::uint32_t>(id) >> (8 * k)));
+  }
+  return out;
+}
+
+std::vector<std::string> corpus_strings(const fs::path& data_dir) {
+  std::ifstream in(data_dir / "tokenizer" / "corpus.json");
+  const auto json = nlohmann::json::parse(in);
+  std::vector<std::string> out;
+  for (const auto& entry : json.at("strings")) {
+    if (entry.contains("text")) {
+      out.push_back(entry.at("text").get<std::string>());
+    } else {
+      const std::string hex = entry.at("hex").get<std::string>();
+      std::string bytes;
+      for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
+        bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+      }
+      out.push_back(bytes);
+    }
+  }
+  return out;
+}
+
+// Sequences of in-range ids (specials, byte tokens, merges) and a few out-of-range ones.
+std::vector<std::vector<std::int32_t>> id_sequences() {
+  return {{0, 1, 2, 3, 4, 5}, {1, 40, 41, 42, 2, 0}, {229, 131, 3}, {230, 260, 300, 511},
+          {511, 512}, {-1}, {7, 8, 9, 0x7fffffff}, {100, 101, 102, 103, 104, 105, 106, 107}};
+}
+
+void gguf_seeds(const fs::path& dir) {
+  using namespace ember::model;
+  int n = 0;
+  SyntheticModelSpec spec;
+  spec.config.layers = 1;
+  spec.config.embedding = 32;
+  spec.config.ffn = 32;
+  spec.config.heads = 2;
+  spec.config.kv_heads = 1;
+  spec.config.head_dim = spec.config.rope_dims = 16;
+  spec.config.vocab = 300;
+  spec.config.context_length = 64;
+  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::F16,
+                              GgmlType::BF16, GgmlType::F32}) {
+    spec.weight_type = type;
+    write_seed(dir, n++, make_synthetic_model(spec));
+  }
+  SyntheticModelSpec qwen = spec;
+  qwen.config.architecture = "qwen2";
+  qwen.config.tied_embeddings = false;
+  qwen.config.attention_bias = true;
+  qwen.weight_type = GgmlType::Q8_0;
+  write_seed(dir, n++, make_synthetic_model(qwen));
+  Bytes truncated = make_synthetic_model(spec);
+  truncated.resize(truncated.size() / 2);
+  write_seed(dir, n++, truncated);
+
+  using namespace ember::test;
+  write_seed(dir, n++, valid_raw_gguf().build());
+  std::vector<RawGguf> broken(6, valid_raw_gguf());
+  broken[0].magic = "GGUG";
+  broken[1].tensor_count = 1ull << 40;
+  broken[2].kvs[1].value = gguf_string_with_length(~0ull, "x");
+  broken[3].kvs.push_back({"deep", gguf_nested_arrays(4), {}});
+  broken[4].tensors[1].type = 99;
+  broken[5].tensors[1].offset = 36;
+  for (const RawGguf& g : broken) write_seed(dir, n++, g.build());
+}
+
+void tokenizer_seeds(const fs::path& dir, const std::vector<std::string>& corpus) {
+  int n = 0;
+  for (std::size_t i = 0; i < corpus.size(); ++i) {
+    // Cycle through the 5 tokenizers and the flag bits (0x08 parse_special, 0x10 add_bos, 0x20
+    // render_special).
+    const auto flags = static_cast<std::uint8_t>((i % 5) | ((i / 5) % 8) << 3);
+    write_seed(dir, n++, text_bytes(flags, -1, corpus[i]));
+  }
+  for (const auto& ids : id_sequences()) {
+    for (const std::uint8_t flags : {0x00, 0x20, 0x04}) write_seed(dir, n++, id_bytes(flags, -1, ids));
+  }
+}
+
+void chat_template_seeds(const fs::path& dir, const fs::path& data_dir) {
+  int n = 0;
+  const std::string conversation = std::string("system\0You are a cat.\0user\0Hello\0assistant\0", 43) +
+                                   std::string("Meow\0user\0  Again? \0", 20);
+  const std::string alternate = std::string("user\0Hi\0assistant\0Hello!\0user\0Bye", 33);
+  for (const auto& entry : fs::directory_iterator(data_dir / "tokenizer" / "templates")) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream source;
+    source << in.rdbuf();
+    for (const std::string* messages : {&conversation, &alternate}) {
+      const std::string seed = source.str() + std::string("\0<s>\0</s>\0", 10) + *messages;
+      write_seed(dir, n++, Bytes(seed.begin(), seed.end()));
+    }
+  }
+  const std::string unknown = std::string("{{ messages }}\0\0\0", 17) + conversation;
+  write_seed(dir, n++, Bytes(unknown.begin(), unknown.end()));
+}
+
+void capi_seeds(const fs::path& dir, const std::vector<std::string>& corpus) {
+  int n = 0;
+  for (std::size_t i = 0; i < corpus.size(); i += 6) {
+    write_seed(dir, n++, text_bytes(static_cast<std::uint8_t>(i % 4), static_cast<int>((i * 7) % 256), corpus[i]));
+  }
+  for (const auto& ids : id_sequences()) write_seed(dir, n++, id_bytes(0, 64, ids));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: fuzz_make_seeds CORPUS_DIR TEST_DATA_DIR\n");
+    return 2;
+  }
+  try {
+    const fs::path root = argv[1], data = argv[2];
+    for (const char* t : {"gguf", "tokenizer", "chat_template", "capi"}) {
+      fs::create_directories(root / t);
+      for (const auto& entry : fs::directory_iterator(root / t)) {
+        if (entry.path().filename().string().rfind("seed-", 0) == 0) fs::remove(entry.path());
+      }
+    }
+    const auto corpus = corpus_strings(data);
+    gguf_seeds(root / "gguf");
+    tokenizer_seeds(root / "tokenizer", corpus);
+    chat_template_seeds(root / "chat_template", data);
+    capi_seeds(root / "capi", corpus);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fuzz_make_seeds: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
