@@ -3,6 +3,7 @@
 #include "util/fp16.hpp"
 
 #if EMBER_X86_DISPATCH
+#include <cpuid.h>
 #include <immintrin.h>
 // GCC 12's AVX-512 conversion intrinsics start from _mm512_undefined_*() and trip these
 // warnings inside its own headers; nothing in this file reads an uninitialised value.
@@ -296,12 +297,19 @@ constexpr VecOps kAvx512{Isa::avx512,       dot_f32_avx512,       dot_f16_avx512
                          axpy_rows_f32_avx512, axpy_rows_f16_avx512};
 #endif
 
+#if EMBER_X86_DISPATCH
+// CPUID leaf 1, ECX bit 29: clang before 16 rejects "f16c" in __builtin_cpu_supports.
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
+
 Isa detect_isa() {
 #if EMBER_X86_DISPATCH
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) return Isa::avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c"))
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
     return Isa::avx2;
 #endif
   return Isa::scalar;
