@@ -16,8 +16,13 @@
 //    ONEDNN_MAX_CPU_ISA=AVX2 gave 17-20 % relative error. Weights are then quantized to 7 bits
 //    (|q| <= 63, 2*255*63 < 32767), which keeps results exact at about twice the weight
 //    rounding error. With VNNI (or AMX) the full [-127, 127] range is used.
+//  * Decode (m <= kGemvMaxRows) with AVX-512 VNNI runs ember's own GEMV (gemv_int8.hpp) on a
+//    second copy of the INT8 weights: brgemm streams only ~9 GB/s of weights per core at m = 1.
+//    The GEMV is bit-exact with this oneDNN path (kernels_test compares them bitwise), so a
+//    row's output does not depend on the batch it runs in.
 #include "kernels/cpu/linear.hpp"
 
+#include "kernels/cpu/gemv_int8.hpp"
 #include "kernels/cpu/quantize.hpp"
 #include "util/check.hpp"
 
@@ -139,17 +144,39 @@ int weight_qmax_for_isa() {
   return (isa & 0x40u) != 0 || (isa & 0x400u) != 0 ? 127 : 63;
 }
 
+// The GEMV runs where oneDNN itself would use VNNI: ONEDNN_MAX_CPU_ISA=AVX2 (kernels_test_avx2)
+// then turns both off, and the weights have the full range the GEMV's exactness test assumes.
+bool gemv_available() {
+  return gemv_int8_supported() &&
+         (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & 0x40u) != 0;
+}
+
 class Int8Linear final : public OnednnLinear {
  public:
-  Int8Linear(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in)
+  Int8Linear(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in,
+             bool allow_gemv = true)
       : OnednnLinear(ctx, out, in, dt::s8), weight_scales_(static_cast<std::size_t>(out)) {
     std::vector<std::int8_t> q(static_cast<std::size_t>(out * in));
     quantize_weights_s8(w, out, in, q.data(), weight_scales_.data(), ctx.threads,
                         int8_weight_range());
     pack(ctx, q.data());
+    if (allow_gemv && gemv_available()) {
+      gemv_ = std::make_unique<GemvWeightsS8>(q.data(), weight_scales_.data(), out, in);
+      // Decode scratch sized once: the GEMV path allocates nothing per call.
+      q_.resize(static_cast<std::size_t>(kGemvMaxRows * in));
+      row_scales_.resize(static_cast<std::size_t>(kGemvMaxRows));
+      xu_.resize(static_cast<std::size_t>(kGemvMaxRows * gemv_->padded_in()));
+    }
+  }
+
+  std::string implementation(CpuContext& ctx, std::int64_t m, bool accumulate) override {
+    if (uses_gemv(m)) return "gemv:avx512_vnni";
+    return OnednnLinear::implementation(ctx, m, accumulate);
   }
 
  private:
+  bool uses_gemv(std::int64_t m) const { return gemv_ != nullptr && m <= kGemvMaxRows; }
+
   // y = (acc * w_scale[n]) * x_scale[m] (+ y): output scales, then a per-row binary mul, then
   // sum; oneDNN applies post-ops in order, so the residual is added after both scales.
   dnnl::primitive_attr make_attr(std::int64_t m, bool accumulate) const override {
@@ -170,10 +197,17 @@ class Int8Linear final : public OnednnLinear {
     if (row_scales_.size() < n) row_scales_.resize(n);
     quantize_rows_s8(x, m, in_features(), in_features(), q_.data(), row_scales_.data(),
                      ctx.threads);
+    if (uses_gemv(m)) {
+      gemv_activations(q_.data(), m, in_features(), gemv_->padded_in(), xu_.data());
+      gemv_int8(*gemv_, xu_.data(), row_scales_.data(), m, y, accumulate, ctx.threads);
+      return;
+    }
     execute(ctx, m, accumulate, q_.data(), y, row_scales_.data());
   }
 
   std::vector<float> weight_scales_;
+  std::unique_ptr<const GemvWeightsS8> gemv_;  // null: oneDNN for every m
+  std::vector<std::uint8_t> xu_;     // GEMV activations (q + 128), guarded by mutex_
   std::vector<std::int8_t> q_;       // activation scratch, guarded by mutex_
   std::vector<float> row_scales_;    // activation scales, guarded by mutex_
 };
@@ -201,12 +235,12 @@ class Fp32Linear final : public OnednnLinear {
   }
 };
 
-template <class T>
+template <class T, class... Extra>
 std::unique_ptr<Linear> make_linear(CpuContext& ctx, const float* w, std::int64_t out,
-                                    std::int64_t in) {
+                                    std::int64_t in, Extra... extra) {
   if (w == nullptr) fail(ErrorCode::invalid_argument, "linear: null weights");
   try {
-    return std::make_unique<T>(ctx, w, out, in);
+    return std::make_unique<T>(ctx, w, out, in, extra...);
   } catch (const dnnl::error& e) {
     fail(ErrorCode::internal, "linear {}x{}: oneDNN: {}", out, in, e.what());
   }
@@ -219,6 +253,11 @@ int int8_weight_range() { return weight_qmax_for_isa(); }
 std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const float* w, std::int64_t out,
                                          std::int64_t in) {
   return make_linear<Int8Linear>(ctx, w, out, in);
+}
+
+std::unique_ptr<Linear> make_int8_linear_onednn_only(CpuContext& ctx, const float* w,
+                                                     std::int64_t out, std::int64_t in) {
+  return make_linear<Int8Linear>(ctx, w, out, in, /*allow_gemv=*/false);
 }
 
 std::unique_ptr<Linear> make_fp32_linear(CpuContext& ctx, const float* w, std::int64_t out,

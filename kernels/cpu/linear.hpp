@@ -44,6 +44,10 @@ class Linear {
 // ErrorCode::invalid_argument on a non-positive shape.
 std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const float* w, std::int64_t out,
                                          std::int64_t in);
+// Test-only: the same INT8 linear, but every m runs through oneDNN, also the decode rows that
+// the VNNI GEMV (gemv_int8.hpp) takes otherwise; the reference of its bit-exactness test.
+std::unique_ptr<Linear> make_int8_linear_onednn_only(CpuContext& ctx, const float* w,
+                                                     std::int64_t out, std::int64_t in);
 // The largest |q| of INT8 weights on this CPU: 127 with VNNI, 63 without (see linear.cpp).
 int int8_weight_range();
 

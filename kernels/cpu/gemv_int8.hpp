@@ -1,0 +1,69 @@
+// INT8 GEMV for decode: y[m, out] for m <= kGemvMaxRows activation rows, streaming the INT8
+// weights once with AVX-512 VNNI (vpdpbusd). oneDNN's brgemm reaches ~9 GB/s of weights per
+// core at m = 1; generation is bound by that stream, so this path runs at memory bandwidth
+// instead (figures in gemv_int8.cpp).
+//
+// It is bit-exact with the oneDNN path of Int8Linear (linear.cpp), which ember's batch
+// invariance needs: a row's output must not depend on the batch it was computed in. The INT32
+// dot products are exact in both, and the epilogue repeats oneDNN's float operations in its
+// order, y = (float(acc) * w_scale[n]) * x_scale[i] (+ y_old), with no fused multiply-add.
+//
+// Thread-safety: GemvWeightsS8 is immutable after construction; gemv_int8 only reads it.
+#pragma once
+
+#include "util/tensor.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace ember::kernels::cpu {
+
+// The most activation rows one GEMV call takes (the kernel keeps rows x 64 outputs of
+// accumulators in registers).
+constexpr std::int64_t kGemvMaxRows = 4;
+
+// Whether this CPU has AVX-512 VNNI (cpuid, checked when the program runs).
+bool gemv_int8_supported();
+
+// The weights in the GEMV's layout. Output rows are grouped in blocks of 16; a block stores,
+// for each group of 4 inputs, 64 bytes: row r's 4 weights at bytes 4r..4r+3. That is the
+// operand vpdpbusd multiplies against 4 broadcast activation bytes, so one instruction adds 4
+// products to each of 16 outputs and no horizontal sum is needed. Rows are padded to a multiple
+// of 16 and inputs to a multiple of 4 with zero weights.
+class GemvWeightsS8 {
+ public:
+  // q: dense [out, in] INT8 weights (row = output channel); scales[out]: their scales.
+  GemvWeightsS8(const std::int8_t* q, const float* scales, std::int64_t out, std::int64_t in);
+
+  std::int64_t out() const { return out_; }
+  std::int64_t in() const { return in_; }
+  // Row length of the activations gemv_int8 takes (in rounded up to a multiple of 4).
+  std::int64_t padded_in() const { return padded_in_; }
+  std::int64_t blocks() const { return (out_ + 15) / 16; }
+
+  const std::int8_t* block(std::int64_t b) const { return packed_.data<std::int8_t>() + b * block_bytes(); }
+  std::int64_t block_bytes() const { return padded_in_ * 16; }
+  const std::int32_t* compensation() const { return compensation_.data(); }
+  const float* scales() const { return scales_.data(); }
+
+ private:
+  std::int64_t out_;
+  std::int64_t in_;
+  std::int64_t padded_in_;
+  Tensor packed_;                          // i8 [blocks, padded_in / 4, 16, 4], 64-byte aligned
+  std::vector<std::int32_t> compensation_; // 128 * sum_k q[n][k], padded to blocks * 16
+  std::vector<float> scales_;              // weight scales, padded to blocks * 16 with zeros
+};
+
+// vpdpbusd multiplies unsigned by signed bytes: activations go in as u8 = q + 128 and the
+// kernel subtracts 128 * sum(w_row). q: dense [m, in] from quantize_rows_s8; xu: [m, padded_in].
+void gemv_activations(const std::int8_t* q, std::int64_t m, std::int64_t in,
+                      std::int64_t padded_in, std::uint8_t* xu);
+
+// y[m, out] (dense) = (float(xu·Wᵀ - compensation) * w_scale[n]) * x_scales[i], or += when
+// accumulating. 1 <= m <= kGemvMaxRows; requires gemv_int8_supported(). threads: OpenMP
+// threads, output blocks are split between them.
+void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_scales,
+               std::int64_t m, float* y, bool accumulate, int threads);
+
+}  // namespace ember::kernels::cpu

@@ -1,0 +1,137 @@
+// The VNNI GEMV that Int8Linear runs for decode rows (kernels/cpu/gemv_int8.hpp) against the
+// oneDNN path it replaces: outputs must be bitwise equal, which is what ember's batch
+// invariance rests on (a row computed alone, by the GEMV, equals the same row in a batch).
+#include "kernel_test_util.hpp"
+#include "kernels/cpu/gemv_int8.hpp"
+#include "kernels/cpu/linear.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+using namespace ember::kernels::cpu;
+using ember::test::random_floats;
+
+namespace {
+
+bool gemv_expected() {
+  return gemv_int8_supported() && std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr;
+}
+
+// Number of elements whose bits differ; reports the first one.
+std::size_t bit_mismatches(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) == 0) continue;
+    if (bad++ == 0) MESSAGE("first mismatch at ", i, ": ", a[i], " vs ", b[i]);
+  }
+  return bad;
+}
+
+enum class Pattern { random, max_weights_min_acts, min_weights_max_acts, random_signs_at_max };
+
+// w [out, in] and x [4, in] for one pattern. The extremes make every quantized value +-127
+// (-128 inputs quantize to -127), so the INT32 sums reach 127 * 127 * in.
+void make_inputs(Pattern p, std::int64_t out, std::int64_t in, std::vector<float>& w,
+                 std::vector<float>& x) {
+  const auto nw = static_cast<std::size_t>(out * in);
+  const auto nx = static_cast<std::size_t>(kGemvMaxRows * in);
+  switch (p) {
+    case Pattern::random:
+      w = random_floats(nw, 11, -0.1f, 0.1f);
+      x = random_floats(nx, 12, -3.0f, 3.0f);
+      break;
+    case Pattern::max_weights_min_acts:
+      w.assign(nw, 127.0f);
+      x.assign(nx, -128.0f);
+      break;
+    case Pattern::min_weights_max_acts:
+      w.assign(nw, -128.0f);
+      x.assign(nx, 127.0f);
+      break;
+    case Pattern::random_signs_at_max:
+      w = random_floats(nw, 13);
+      x = random_floats(nx, 14);
+      for (auto& v : w) v = v < 0.0f ? -0.5f : 0.5f;
+      for (auto& v : x) v = v < 0.0f ? -2.0f : 2.0f;
+      break;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("int8 linear: the decode GEMV is bitwise equal to oneDNN (model and odd shapes)") {
+  CpuContext ctx(2);
+  MESSAGE("AVX-512 VNNI GEMV ", gemv_expected() ? "on" : "off (oneDNN for every m)");
+  struct Shape { std::int64_t in, out; };
+  for (const Shape s : {Shape{576, 960}, Shape{576, 576}, Shape{576, 3072}, Shape{1536, 576},
+                        Shape{576, 49152}, Shape{65, 17}, Shape{3, 33}}) {
+    for (Pattern p : {Pattern::random, Pattern::max_weights_min_acts,
+                      Pattern::min_weights_max_acts, Pattern::random_signs_at_max}) {
+      CAPTURE(s.in); CAPTURE(s.out); CAPTURE(static_cast<int>(p));
+      std::vector<float> w, x;
+      make_inputs(p, s.out, s.in, w, x);
+      auto fast = make_int8_linear(ctx, w.data(), s.out, s.in);
+      auto onednn = make_int8_linear_onednn_only(ctx, w.data(), s.out, s.in);
+      const auto base = random_floats(static_cast<std::size_t>(kGemvMaxRows * s.out), 15, -5.0f, 5.0f);
+      for (std::int64_t m = 1; m <= kGemvMaxRows; ++m) {
+        for (bool accumulate : {false, true}) {
+          CAPTURE(m); CAPTURE(accumulate);
+          const std::string impl = fast->implementation(ctx, m, accumulate);
+          CHECK(onednn->implementation(ctx, m, accumulate).rfind("gemv", 0) != 0);
+          CHECK((impl == "gemv:avx512_vnni") == gemv_expected());
+          std::vector<float> y_fast(base.begin(), base.begin() + m * s.out), y_onednn = y_fast;
+          fast->forward(ctx, x.data(), m, y_fast.data(), accumulate);
+          onednn->forward(ctx, x.data(), m, y_onednn.data(), accumulate);
+          CHECK(bit_mismatches(y_fast, y_onednn) == 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("int8 linear: a row alone (GEMV) equals the same row in a batch of 16 (oneDNN)") {
+  const std::int64_t in = 1536, out = 576, batch = 16;
+  const auto w = random_floats(static_cast<std::size_t>(out * in), 21, -0.05f, 0.05f);
+  auto x = random_floats(static_cast<std::size_t>(batch * in), 22, -4.0f, 4.0f);
+  for (std::int64_t k = 0; k < in; ++k) x[static_cast<std::size_t>(5 * in + k)] = 0.0f;  // scale 0
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    CpuContext ctx(threads);
+    auto lin = make_int8_linear(ctx, w.data(), out, in);
+    std::vector<float> y_batch(static_cast<std::size_t>(batch * out));
+    lin->forward(ctx, x.data(), batch, y_batch.data());
+    for (std::int64_t i = 0; i < batch; ++i) {
+      CAPTURE(i);
+      std::vector<float> y_row(static_cast<std::size_t>(out));
+      lin->forward(ctx, x.data() + i * in, 1, y_row.data());
+      const std::vector<float> expected(y_batch.begin() + i * out, y_batch.begin() + (i + 1) * out);
+      CHECK(bit_mismatches(y_row, expected) == 0);
+    }
+  }
+}
+
+TEST_CASE("gemv activations are q + 128 with the padding at 128") {
+  const std::int8_t q[6] = {-127, -1, 0, 1, 127, 5};
+  std::uint8_t xu[8] = {};
+  gemv_activations(q, 1, 5, 8, xu);
+  const std::uint8_t expected[8] = {1, 127, 128, 129, 255, 128, 128, 128};
+  for (int k = 0; k < 8; ++k) CHECK(int{xu[k]} == int{expected[k]});
+}
+
+TEST_CASE("gemv rejects a row count outside 1..kGemvMaxRows") {
+  const std::int8_t q[4] = {1, 2, 3, 4};
+  const float scale = 1.0f;
+  GemvWeightsS8 w(q, &scale, 1, 4);
+  CHECK(w.padded_in() == 4);
+  CHECK(w.blocks() == 1);
+  CHECK(w.compensation()[0] == 128 * 10);
+  std::uint8_t xu[4 * (kGemvMaxRows + 1)] = {};
+  float xs[kGemvMaxRows + 1] = {}, y[kGemvMaxRows + 1] = {};
+  CHECK_THROWS_AS(gemv_int8(w, xu, xs, kGemvMaxRows + 1, y, false, 1), ember::Error);
+  CHECK_THROWS_AS(gemv_int8(w, xu, xs, 0, y, false, 1), ember::Error);
+  CHECK_THROWS_AS(GemvWeightsS8(q, &scale, 0, 4), ember::Error);
+}
