@@ -60,7 +60,7 @@ for t in "${targets[@]}"; do
   log=$build/fuzz_$t.log
   echo "fuzz: $t for ${seconds}s" >&2
   rc=0
-  "$build/fuzz_$t" "$scratch" "$root/tests/fuzz/corpus/$t" \
+  "$build/tests/fuzz/fuzz_$t" "$scratch" "$root/tests/fuzz/corpus/$t" \
     -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="$findings/" >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)

@@ -39,9 +39,13 @@ void render_both_ways(const ChatTemplate& chat, const std::vector<ember::Message
       const std::string out = chat.render(messages, generation_prompt);
       for (const ember::Message& m : messages) {
         // ChatML copies each content as it is; the other formats trim it.
+        // `trim` works on code points, so ill-formed bytes of a trimmed content come out as
+        // U+FFFD (Jinja never sees such text: Python strings are code points).
         if (chat.format() == ChatFormat::chatml) {
           FUZZ_CHECK(out.find(m.content) != std::string::npos);
-        } else {
+        } else if ((m.role == "user" || m.role == "assistant") && ember::fuzz::is_valid_utf8(m.content)) {
+          // (As the Jinja templates do, the other formats fold a system message into the first
+          // user turn, so without one it is not written, and skip roles they do not know.)
           FUZZ_CHECK(out.find(core_of(m.content)) != std::string::npos);
         }
       }
