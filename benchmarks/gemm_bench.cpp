@@ -1,5 +1,7 @@
 // INT8 vs FP32 Linear (oneDNN matmul through kernels/cpu/linear.hpp) on the default model's
 // shapes (SmolLM2-135M: width 576, ffn 1536, vocab 49152), decode M = 1..32 and prefill M = 512.
+// "int8/" is what the engine runs (the VNNI GEMV for M <= 4 where the CPU has it, see
+// kernels/cpu/gemv_int8.hpp); "int8_onednn/" forces oneDNN for every M, the GEMV's baseline.
 // Counters: OPS (2*M*in*out per second, shown as G/s) and WeightBytes (weights read per second).
 // Threads: $EMBER_BENCH_THREADS, default 2.
 #include "kernels/cpu/linear.hpp"
@@ -7,7 +9,9 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -38,21 +42,32 @@ std::vector<float> random_vector(std::size_t n, unsigned seed) {
   return v;
 }
 
-void bm_linear(benchmark::State& state, Shape shape, bool int8) {
+enum class Kind { int8, int8_onednn, fp32 };
+
+std::unique_ptr<Linear> make(Kind kind, CpuContext& ctx, const std::vector<float>& w, Shape s) {
+  switch (kind) {
+    case Kind::int8: return make_int8_linear(ctx, w.data(), s.out, s.in);
+    case Kind::int8_onednn: return make_int8_linear_onednn_only(ctx, w.data(), s.out, s.in);
+    case Kind::fp32: break;
+  }
+  return make_fp32_linear(ctx, w.data(), s.out, s.in);
+}
+
+void bm_linear(benchmark::State& state, Shape shape, Kind kind) {
   const std::int64_t m = state.range(0);
   CpuContext ctx(bench_threads());
   const auto w = random_vector(static_cast<std::size_t>(shape.in * shape.out), 1);
   const auto x = random_vector(static_cast<std::size_t>(m * shape.in), 2);
   std::vector<float> y(static_cast<std::size_t>(m * shape.out));
-  auto lin = int8 ? make_int8_linear(ctx, w.data(), shape.out, shape.in)
-                  : make_fp32_linear(ctx, w.data(), shape.out, shape.in);
+  auto lin = make(kind, ctx, w, shape);
   lin->forward(ctx, x.data(), m, y.data());  // primitive creation outside the timing
   for (auto _ : state) {
     lin->forward(ctx, x.data(), m, y.data());
     benchmark::DoNotOptimize(y.data());
   }
   const double ops = 2.0 * static_cast<double>(m * shape.in * shape.out);
-  const double weight_bytes = static_cast<double>(shape.in * shape.out) * (int8 ? 1.0 : 4.0);
+  const double weight_bytes =
+      static_cast<double>(shape.in * shape.out) * (kind == Kind::fp32 ? 4.0 : 1.0);
   state.counters["OPS"] = benchmark::Counter(ops, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["WeightBytes"] =
       benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate,
@@ -61,12 +76,18 @@ void bm_linear(benchmark::State& state, Shape shape, bool int8) {
 }
 
 const bool registered = [] {
+  constexpr std::pair<Kind, const char*> kKinds[] = {
+      {Kind::int8, "int8/"}, {Kind::int8_onednn, "int8_onednn/"}, {Kind::fp32, "fp32/"}};
   for (const Shape& s : kShapes)
-    for (bool int8 : {true, false}) {
+    for (const auto& [kind, prefix] : kKinds) {
       auto* b = benchmark::RegisterBenchmark(
-          (std::string(int8 ? "int8/" : "fp32/") + s.name).c_str(),
-          [s, int8](benchmark::State& st) { bm_linear(st, s, int8); });
-      for (int m : {1, 2, 4, 8, 16, 32, 512}) b->Arg(m);
+          (std::string(prefix) + s.name).c_str(),
+          [s, kind = kind](benchmark::State& st) { bm_linear(st, s, kind); });
+      if (kind == Kind::int8_onednn) {
+        for (int m : {1, 2, 4, 8}) b->Arg(m);  // the GEMV's range and just above it
+      } else {
+        for (int m : {1, 2, 4, 8, 16, 32, 512}) b->Arg(m);
+      }
       b->ArgName("M")->Unit(benchmark::kMicrosecond)->UseRealTime();
     }
   return true;

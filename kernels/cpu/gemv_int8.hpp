@@ -41,7 +41,9 @@ class GemvWeightsS8 {
   std::int64_t padded_in() const { return padded_in_; }
   std::int64_t blocks() const { return (out_ + 15) / 16; }
 
-  const std::int8_t* block(std::int64_t b) const { return packed_.data<std::int8_t>() + b * block_bytes(); }
+  const std::int8_t* block(std::int64_t b) const {
+    return packed_.data<std::int8_t>() + b * block_bytes();
+  }
   std::int64_t block_bytes() const { return padded_in_ * 16; }
   const std::int32_t* compensation() const { return compensation_.data(); }
   const float* scales() const { return scales_.data(); }

@@ -76,7 +76,8 @@ TEST_CASE("int8 linear: the decode GEMV is bitwise equal to oneDNN (model and od
       make_inputs(p, s.out, s.in, w, x);
       auto fast = make_int8_linear(ctx, w.data(), s.out, s.in);
       auto onednn = make_int8_linear_onednn_only(ctx, w.data(), s.out, s.in);
-      const auto base = random_floats(static_cast<std::size_t>(kGemvMaxRows * s.out), 15, -5.0f, 5.0f);
+      const auto base =
+          random_floats(static_cast<std::size_t>(kGemvMaxRows * s.out), 15, -5.0f, 5.0f);
       for (std::int64_t m = 1; m <= kGemvMaxRows; ++m) {
         for (bool accumulate : {false, true}) {
           CAPTURE(m); CAPTURE(accumulate);
