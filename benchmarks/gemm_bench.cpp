@@ -1,6 +1,6 @@
 // INT8 vs FP32 Linear (oneDNN matmul through kernels/cpu/linear.hpp) on the default model's
 // shapes (SmolLM2-135M: width 576, ffn 1536, vocab 49152), decode M = 1..32 and prefill M = 512.
-// "int8/" is what the engine runs (the VNNI GEMV for M <= 4 where the CPU has it, see
+// "int8/" is what the engine runs (the VNNI GEMV for M <= 8 where the CPU has it, see
 // kernels/cpu/gemv_int8.hpp); "int8_onednn/" forces oneDNN for every M, the GEMV's baseline.
 // Counters: OPS (2*M*in*out per second, shown as G/s) and WeightBytes (weights read per second).
 // Threads: $EMBER_BENCH_THREADS, default 2.
@@ -84,7 +84,7 @@ const bool registered = [] {
           (std::string(prefix) + s.name).c_str(),
           [s, kind = kind](benchmark::State& st) { bm_linear(st, s, kind); });
       if (kind == Kind::int8_onednn) {
-        for (int m : {1, 2, 4, 8}) b->Arg(m);  // the GEMV's range and just above it
+        for (int m : {1, 2, 4, 8, 16}) b->Arg(m);  // the GEMV's range and just above it
       } else {
         for (int m : {1, 2, 4, 8, 16, 32, 512}) b->Arg(m);
       }

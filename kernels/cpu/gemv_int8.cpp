@@ -28,6 +28,7 @@ namespace {
 // Output blocks of 16 rows taken together by one kernel call: 4 weight streams, and with 4
 // activation rows 16 accumulators, which still leaves registers for the weights.
 constexpr int kTileBlocks = 4;
+constexpr std::int64_t kTileRows = 4;
 // Below this many weight bytes per thread, forking the OpenMP team costs more than it saves.
 constexpr std::int64_t kMinBytesPerThread = 64 * 1024;
 
@@ -89,16 +90,20 @@ using TileFn = void (*)(const GemvWeightsS8&, std::int64_t, const std::uint8_t*,
 template <int M>
 constexpr std::array<TileFn, kTileBlocks> kTilesFor = {&gemv_tile<M, 1>, &gemv_tile<M, 2>,
                                                        &gemv_tile<M, 3>, &gemv_tile<M, 4>};
-constexpr std::array<std::array<TileFn, kTileBlocks>, kGemvMaxRows> kTiles = {
+constexpr std::array<std::array<TileFn, kTileBlocks>, kTileRows> kTiles = {
     kTilesFor<1>, kTilesFor<2>, kTilesFor<3>, kTilesFor<4>};
 
 void run_blocks(const GemvWeightsS8& w, std::int64_t begin, std::int64_t end,
                 const std::uint8_t* xu, const float* x_scales, std::int64_t m, float* y,
                 bool accumulate) {
-  const auto& tiles = kTiles[static_cast<std::size_t>(m - 1)];
   for (std::int64_t b = begin; b < end; b += kTileBlocks) {
-    const auto nb = std::min<std::int64_t>(kTileBlocks, end - b);
-    tiles[static_cast<std::size_t>(nb - 1)](w, b, xu, x_scales, y, accumulate);
+    const auto nb = static_cast<std::size_t>(std::min<std::int64_t>(kTileBlocks, end - b));
+    // Row groups innermost: the second group reads this tile's weights from cache, not memory.
+    for (std::int64_t i = 0; i < m; i += kTileRows) {
+      const auto rows = static_cast<std::size_t>(std::min(kTileRows, m - i));
+      kTiles[rows - 1][nb - 1](w, b, xu + i * w.padded_in(), x_scales + i, y + i * w.out(),
+                               accumulate);
+    }
   }
 }
 
