@@ -373,6 +373,9 @@ void EngineCore::finalize(const std::shared_ptr<Sequence>& seq) {
   t.response_ms = seq->response_seconds * 1000.0;
   const auto t0 = Clock::now();
   emit(*seq, seq->pending_tail, nullptr, 0, /*last=*/true);
+  // The callback is done: dropping it now breaks the cycle a host creates when the callback
+  // captures the request's own handle (handle -> sequence -> callback -> handle).
+  seq->on_chunk = nullptr;
   t.response_ms += ms_between(t0, Clock::now());
   t.total_ms = std::max(ms_between(seq->submitted, Clock::now()), 1e-6);
   finished_cv_.notify_all();

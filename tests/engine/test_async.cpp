@@ -147,3 +147,24 @@ TEST_CASE("a throwing callback stops its own request only") {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+TEST_CASE("a callback that captures its own request's handle does not keep it alive") {
+  Engine engine = Engine::open(model_path(), options());
+  struct State {
+    RequestHandle handle;
+  };
+  auto state = std::make_shared<State>();
+  std::weak_ptr<State> watch = state;
+  state->handle = engine.submit(greedy("cycle", 4), [state](const Chunk&) { return true; });
+  RequestHandle h = state->handle;
+  state.reset();  // the callback and the handle now hold the only references
+  CHECK(h.wait().generated_tokens == 4);
+  h = RequestHandle();
+  CHECK(watch.expired());  // ember dropped the callback when the request finished
+}
+
+}  // namespace
+}  // namespace ember
