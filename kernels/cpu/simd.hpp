@@ -9,6 +9,16 @@
 
 #include <cstdint>
 
+// ThreadSanitizer instruments the ifunc resolvers of target_clones, which the loader runs before
+// the TSan runtime exists (a crash at start-up): TSan builds use the baseline loops.
+#if defined(__SANITIZE_THREAD__)
+#define EMBER_NO_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define EMBER_NO_CLONES 1
+#endif
+#endif
+
 #if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__) && !defined(EMBER_NO_CLONES)
 #define EMBER_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #define EMBER_X86_DISPATCH 1
