@@ -69,6 +69,8 @@ TEST_CASE("int8 linear: the decode GEMV is bitwise equal to oneDNN (model and od
   struct Shape { std::int64_t in, out; };
   for (const Shape s : {Shape{576, 960}, Shape{576, 576}, Shape{576, 3072}, Shape{1536, 576},
                         Shape{576, 49152}, Shape{65, 17}, Shape{3, 33}}) {
+    // Without the GEMV both sides are oneDNN: the large shape adds only minutes there.
+    if (!gemv_expected() && s.out > 4096) continue;
     for (Pattern p : {Pattern::random, Pattern::max_weights_min_acts,
                       Pattern::min_weights_max_acts, Pattern::random_signs_at_max}) {
       CAPTURE(s.in); CAPTURE(s.out); CAPTURE(static_cast<int>(p));
