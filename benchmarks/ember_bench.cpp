@@ -14,6 +14,7 @@
 // without prefix cache (the plain-engine baseline), (b) int8 one at a time, (c) int8 with
 // continuous batching, (d) int8 with batching and the prefix cache; then the time to first token
 // of a 1,024-token prompt on a prefix-cache miss and on a hit.
+#include "../examples/common/default_model.hpp"
 #include "serving_workload.hpp"
 
 #include <ember/ember.hpp>
@@ -44,12 +45,6 @@ struct Args {
   std::string json_path;
 };
 
-std::string default_model() {
-  if (const char* env = std::getenv("EMBER_MODEL")) return env;
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : ".") + "/.cache/ember/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "error: %s\nusage: ember-bench [--model PATH] [--threads N] "
@@ -61,7 +56,7 @@ std::string default_model() {
 
 Args parse(int argc, char** argv) {
   Args a;
-  a.model = default_model();
+  a.model = ember_examples::default_model_path();
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     auto value = [&]() -> std::string {

@@ -13,6 +13,8 @@
 // "reused" figure after each answer shows how many prompt tokens came from the cache.
 #include <ember/ember.hpp>
 
+#include "../common/default_model.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -20,14 +22,6 @@
 #include <vector>
 
 namespace {
-
-std::string default_model() {
-  if (const char* env = std::getenv("EMBER_MODEL")) return env;
-  std::string dir;
-  if (const char* d = std::getenv("EMBER_MODEL_DIR")) dir = d;
-  else if (const char* home = std::getenv("HOME")) dir = std::string(home) + "/.cache/ember";
-  return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
@@ -38,7 +32,7 @@ std::string default_model() {
 }
 
 struct Options {
-  std::string model = default_model();
+  std::string model = ember_examples::default_model_path();
   std::string system;  // empty: the chat template's own default system prompt, if any
   ember::EngineOptions engine;
   ember::SamplingParams sampling;

@@ -8,20 +8,14 @@
 // by scripts/fetch-model.sh.
 #include <ember/ember.hpp>
 
+#include "../common/default_model.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 
 namespace {
-
-std::string default_model() {
-  if (const char* env = std::getenv("EMBER_MODEL")) return env;
-  std::string dir;
-  if (const char* d = std::getenv("EMBER_MODEL_DIR")) dir = d;
-  else if (const char* home = std::getenv("HOME")) dir = std::string(home) + "/.cache/ember";
-  return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
 
 [[noreturn]] void usage(const char* problem) {
   std::fprintf(stderr,
@@ -35,7 +29,7 @@ std::string default_model() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model = default_model();
+  std::string model = ember_examples::default_model_path();
   std::string prompt = "Write a short poem about the sea.";
   bool raw = false;
   ember::EngineOptions options;

@@ -15,6 +15,8 @@
 
 #include <ember/ember.hpp>
 
+#include "../common/default_model.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -44,14 +46,6 @@ const Character kCharacters[] = {
 };
 constexpr int kCharacterCount = static_cast<int>(sizeof(kCharacters) / sizeof(kCharacters[0]));
 
-std::string default_model() {
-  if (const char* env = std::getenv("EMBER_MODEL")) return env;
-  std::string dir;
-  if (const char* d = std::getenv("EMBER_MODEL_DIR")) dir = d;
-  else if (const char* home = std::getenv("HOME")) dir = std::string(home) + "/.cache/ember";
-  return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "error: %s\nusage: ember-npc [--model PATH] [--player TEXT] [--frame-ms MS] "
@@ -62,7 +56,7 @@ std::string default_model() {
 }
 
 struct Options {
-  std::string model = default_model();
+  std::string model = ember_examples::default_model_path();
   std::string player = "Strange lights burn on Hollow Crag again tonight. What should I do?";
   double frame_ms = 16;
   int frames_max = 100000;

@@ -12,6 +12,7 @@
 //
 //   curl -s localhost:8080/v1/chat/completions -H 'Content-Type: application/json'
 //        -d '{"messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32}'
+#include "../common/default_model.hpp"
 #include "routes.hpp"
 
 #include <httplib.h>
@@ -27,14 +28,6 @@
 
 namespace {
 
-std::string default_model() {
-  if (const char* env = std::getenv("EMBER_MODEL")) return env;
-  std::string dir;
-  if (const char* d = std::getenv("EMBER_MODEL_DIR")) dir = d;
-  else if (const char* home = std::getenv("HOME")) dir = std::string(home) + "/.cache/ember";
-  return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "error: %s\nusage: ember-server [--model PATH] [--host ADDR] [--port N] "
@@ -44,7 +37,7 @@ std::string default_model() {
 }
 
 struct Options {
-  std::string model = default_model();
+  std::string model = ember_examples::default_model_path();
   std::string host = "127.0.0.1";
   int port = 8080;
   int http_threads = 32;  // one per connected client: streaming holds a thread for its length
