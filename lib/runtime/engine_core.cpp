@@ -74,7 +74,6 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
   SchedulerLimits limits;
   limits.max_batch_tokens = options.max_batch_tokens;
   limits.max_sequences = options.max_sequences;
-  limits.context_length = context_length_;
   scheduler_ = std::make_unique<Scheduler>(*pool_, limits);
   response_cache_ = std::make_unique<ResponseCache>(options.response_cache_bytes);
 
@@ -169,11 +168,6 @@ void EngineCore::submit(const std::shared_ptr<Sequence>& seq) {
   work_cv_.notify_one();
 }
 
-bool EngineCore::step() {
-  std::lock_guard lock(mutex_);
-  return step_locked() >= 0;
-}
-
 StepResult EngineCore::run_for(std::chrono::microseconds budget) {
   StepResult result;
   if (background_.joinable()) {
@@ -213,7 +207,9 @@ void EngineCore::cancel(const std::shared_ptr<Sequence>& seq) {
   if (seq->state == SequenceState::waiting) {  // never started: end it now
     finish(*seq, FinishReason::cancelled);
     finalize(seq);
-  }  // a running one ends at the start of the next step
+  } else {
+    cancel_pending_ = true;  // a running one ends at the start of the next step
+  }
 }
 
 RequestStatus EngineCore::status(const Sequence& seq) const {
@@ -242,12 +238,16 @@ EngineStats EngineCore::stats() const {
 }
 
 int EngineCore::step_locked() {
-  // Requests cancelled while running end before the step, freeing their blocks for it.
-  for (const auto& seq : scheduler_->sequences())
-    if (seq->cancel_requested) {
-      finish(*seq, FinishReason::cancelled);
-      finalize(seq);
-    }
+  // Requests cancelled while running end before the step, freeing their blocks for it. The
+  // sweep runs only when cancel() flagged one, not on every step.
+  if (cancel_pending_) {
+    cancel_pending_ = false;
+    for (const auto& seq : scheduler_->sequences())
+      if (seq->cancel_requested) {
+        finish(*seq, FinishReason::cancelled);
+        finalize(seq);
+      }
+  }
   std::vector<std::shared_ptr<Sequence>> finished;
   const std::vector<ScheduledSequence> step = scheduler_->schedule(batch_, finished);
   for (const auto& seq : finished) finalize(seq);

@@ -41,8 +41,6 @@ class EngineCore {
   std::shared_ptr<Sequence> make_sequence(const Request& request, StreamCallback on_chunk) const;
   // Queues a sequence; a request with max_tokens == 0 completes at once.
   void submit(const std::shared_ptr<Sequence>& seq);
-  // Runs one step of the engine; returns false when there was nothing to do.
-  bool step();
   // Blocks until `seq` is finished: waits for the background thread, or runs steps itself.
   void wait(const std::shared_ptr<Sequence>& seq);
   void cancel(const std::shared_ptr<Sequence>& seq);
@@ -90,6 +88,7 @@ class EngineCore {
   std::condition_variable finished_cv_;  // a sequence finished
   std::condition_variable work_cv_;      // a request arrived, or the engine is stopping
   bool stopping_ = false;
+  bool cancel_pending_ = false;  // a running request was cancelled since the last step
   std::thread background_;
   std::uint64_t next_id_ = 1;
   EngineStats stats_;

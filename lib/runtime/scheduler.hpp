@@ -19,7 +19,6 @@ namespace ember::runtime {
 struct SchedulerLimits {
   int max_batch_tokens = 512;  // rows per step
   int max_sequences = 16;      // sequences in one step
-  int context_length = 2048;   // tokens per sequence
 };
 
 // One sequence's share of a step: rows [row_begin, row_begin + rows) of the batch.

@@ -20,11 +20,10 @@ namespace k = ember::kernels::cpu;
 // Dequantizes one or more GGUF matrices with the same input width and stacks their rows: the
 // fused Q|K|V and gate|up projections are a single GEMM each (one activation quantization, one
 // pass over the input instead of three or two).
-std::vector<float> stacked_rows(std::initializer_list<const model::GgufTensor*> tensors,
-                                std::int64_t& out_rows) {
-  out_rows = 0;
-  for (const auto* t : tensors) out_rows += t->rows();
-  std::vector<float> w(static_cast<std::size_t>(out_rows * (*tensors.begin())->shape[0]));
+std::vector<float> stacked_rows(std::initializer_list<const model::GgufTensor*> tensors) {
+  std::int64_t elements = 0;
+  for (const auto* t : tensors) elements += t->numel();
+  std::vector<float> w(static_cast<std::size_t>(elements));
   float* dst = w.data();
   for (const auto* t : tensors) {
     model::dequantize(t->type, t->data, dst, t->numel());
@@ -68,14 +67,12 @@ class KernelBackend final : public Backend {
         layer.qkv_bias.insert(layer.qkv_bias.end(), bv.begin(), bv.end());
       }
       layers_.push_back(std::move(layer));
-      std::int64_t rows = 0;
-      matrices[l].qkv = stacked_rows({lw.wq, lw.wk, lw.wv}, rows);
-      matrices[l].wo = stacked_rows({lw.wo}, rows);
-      matrices[l].gate_up = stacked_rows({lw.w_gate, lw.w_up}, rows);
-      matrices[l].down = stacked_rows({lw.w_down}, rows);
+      matrices[l].qkv = stacked_rows({lw.wq, lw.wk, lw.wv});
+      matrices[l].wo = model::dequantize_tensor(*lw.wo);
+      matrices[l].gate_up = stacked_rows({lw.w_gate, lw.w_up});
+      matrices[l].down = model::dequantize_tensor(*lw.w_down);
     }
-    std::int64_t rows = 0;
-    std::vector<float> lm_head = stacked_rows({w.output}, rows);
+    std::vector<float> lm_head = model::dequantize_tensor(*w.output);
 
     if (gemm_ == GemmPrecision::int8 && !options.calibration_tokens.empty()) {
       // Observe the FP32 activations on the calibration text, then fold the smoothing factors
