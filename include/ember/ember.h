@@ -51,18 +51,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The same definition, token for token, as in ember.hpp, so either header may come first. */
-#ifndef EMBER_API
-#if defined(_WIN32) && defined(EMBER_BUILDING_SHARED)
-#define EMBER_API __declspec(dllexport)
-#elif defined(_WIN32) && defined(EMBER_SHARED)
-#define EMBER_API __declspec(dllimport)
-#elif defined(__GNUC__)
-#define EMBER_API __attribute__((visibility("default")))
-#else
-#define EMBER_API
-#endif
-#endif
+#include "export.h"
 
 #ifdef __cplusplus
 extern "C" {

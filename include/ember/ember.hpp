@@ -27,15 +27,7 @@
 #include <string_view>
 #include <vector>
 
-#if defined(_WIN32) && defined(EMBER_BUILDING_SHARED)
-#define EMBER_API __declspec(dllexport)
-#elif defined(_WIN32) && defined(EMBER_SHARED)
-#define EMBER_API __declspec(dllimport)
-#elif defined(__GNUC__)
-#define EMBER_API __attribute__((visibility("default")))
-#else
-#define EMBER_API
-#endif
+#include "export.h"
 
 namespace ember {
 
