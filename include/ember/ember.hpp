@@ -86,6 +86,9 @@ struct EngineOptions {
   bool background_thread = false;  // the engine steps itself on a thread it owns; otherwise
                                    // the host drives it (step(), wait(), generate())
   LogCallback log;             // receives log lines; nothing is printed without it
+  std::string prefix_store_path;  // a prefix store (Engine::save_prefix_store) loaded into the
+                                  // prefix cache at open; "" = none. A corrupt, truncated or
+                                  // foreign store makes open() throw, naming the problem
 };
 
 // ---- requests ------------------------------------------------------------------------------
@@ -276,6 +279,35 @@ class EMBER_API Engine {
 
   ModelInfo info() const;
   double load_ms() const;
+
+  // ---- KV state that outlives a request (a save game, a chat resumed tomorrow) --------------
+  // A snapshot holds the prefix cache's full KV blocks of some token sequences. It is tied to
+  // the model file, the ember version, the precision, the KV cache type and the block size of
+  // the engine that wrote it; any other engine refuses it. Loading validates everything first
+  // (a truncated, corrupt or foreign snapshot throws Error and changes nothing), then adds the
+  // blocks to the prefix cache, so a later request whose prompt starts with those tokens skips
+  // their prefill (Completion::cached_prompt_tokens). Restoring and continuing with greedy or
+  // seeded sampling gives the tokens an uninterrupted run would have. Each call is thread-safe
+  // and may run while other requests are served; a save runs a prefill request (counted in
+  // stats()) for the tokens not cached yet. Saving or loading needs EngineOptions::prefix_cache.
+
+  // The KV state of `tokens` (the prompt ids, as in Request::prompt_tokens, then the generated
+  // Completion::tokens). Only whole blocks are saved; the last partial block is recomputed on
+  // restore. Throws Error(invalid_argument) for bad ids, (context_overflow) when `tokens`
+  // does not fit the context, (out_of_memory) when the KV cache cannot hold them.
+  std::vector<std::uint8_t> save_state(const std::vector<std::int32_t>& tokens);
+  // Adds a snapshot's blocks to the prefix cache; returns how many blocks it now holds from it
+  // (fewer than saved when the cache is full of running requests' blocks). Throws
+  // Error(invalid_argument | unsupported | out_of_memory) naming what is wrong with it.
+  std::size_t load_state(const std::vector<std::uint8_t>& snapshot);
+  // The same through a file (written to a temporary and renamed, so never half-written);
+  // Error(io) when it cannot be written or read.
+  void save_state_file(const std::string& path, const std::vector<std::int32_t>& tokens);
+  std::size_t load_state_file(const std::string& path);
+  // Writes a prefix store: the full blocks of every prompt (tokenized as generate() would, chat
+  // template included; blocks shared by several prompts stored once), for
+  // EngineOptions::prefix_store_path. Only the prompts are used, not their sampling.
+  void save_prefix_store(const std::string& path, const std::vector<Request>& prompts);
 
  private:
   struct Impl;

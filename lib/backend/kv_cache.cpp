@@ -2,6 +2,7 @@
 
 #include "util/check.hpp"
 
+#include <cstring>
 #include <limits>
 
 namespace ember::backend {
@@ -40,6 +41,39 @@ KvCache::KvCache(const KvGeometry& geometry) : geometry_(geometry) {
     values_.push_back(Tensor::empty(type, {geometry.block_count, geometry.block_size,
                                            geometry.kv_heads, geometry.head_dim}));
   }
+}
+
+namespace {
+
+// Calls f(layer array, byte offset of `block`, bytes of one block in one array) for K then V of
+// each layer, in the packed order of read_block/write_block.
+template <class F>
+void for_each_block_array(const KvGeometry& g, const std::vector<Tensor>& keys,
+                          const std::vector<Tensor>& values, int block, F&& f) {
+  if (block < 0 || block >= g.block_count)
+    fail(ErrorCode::internal, "KV block {} outside [0, {})", block, g.block_count);
+  const std::size_t array_bytes = g.bytes_per_block() / (2 * static_cast<std::size_t>(g.layers));
+  const std::size_t at = static_cast<std::size_t>(block) * array_bytes;
+  for (std::size_t l = 0; l < keys.size(); ++l) {
+    f(static_cast<std::uint8_t*>(keys[l].raw()) + at, array_bytes);
+    f(static_cast<std::uint8_t*>(values[l].raw()) + at, array_bytes);
+  }
+}
+
+}  // namespace
+
+void KvCache::read_block(int block, std::uint8_t* out) const {
+  for_each_block_array(geometry_, keys_, values_, block, [&](const std::uint8_t* array, std::size_t n) {
+    std::memcpy(out, array, n);
+    out += n;
+  });
+}
+
+void KvCache::write_block(int block, const std::uint8_t* in) {
+  for_each_block_array(geometry_, keys_, values_, block, [&](std::uint8_t* array, std::size_t n) {
+    std::memcpy(array, in, n);
+    in += n;
+  });
 }
 
 }  // namespace ember::backend

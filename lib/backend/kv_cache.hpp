@@ -34,6 +34,11 @@ class KvCache {
   void* keys(int layer) const { return keys_[static_cast<std::size_t>(layer)].raw(); }
   void* values(int layer) const { return values_[static_cast<std::size_t>(layer)].raw(); }
 
+  // One block's K and V of every layer, packed as [layer][K, V][block_size, kv_heads, head_dim]
+  // in bytes_per_block() bytes: how saved KV state (runtime/kv_snapshot) stores a block.
+  void read_block(int block, std::uint8_t* out) const;
+  void write_block(int block, const std::uint8_t* in);
+
  private:
   KvGeometry geometry_;
   std::vector<Tensor> keys_, values_;

@@ -78,6 +78,10 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
   response_cache_ = std::make_unique<ResponseCache>(options.response_cache_bytes);
 
   stats_.kv_blocks_total = geometry.block_count;
+  if (!options.prefix_store_path.empty()) {
+    const std::size_t blocks = load_state_file(options.prefix_store_path);
+    log(LogLevel::info, "prefix store {}: {} blocks cached", options.prefix_store_path, blocks);
+  }
   load_ms_ = ms_between(start, Clock::now());
   log(LogLevel::info, "loaded {} ({} layers, width {}) on {} in {:.0f} ms; KV cache {} blocks of {} tokens",
       config_.name, config_.layers, config_.embedding, backend_->name(), load_ms_,
@@ -144,7 +148,7 @@ std::shared_ptr<Sequence> EngineCore::make_sequence(const Request& request, Stre
   return seq;
 }
 
-void EngineCore::submit(const std::shared_ptr<Sequence>& seq) {
+void EngineCore::submit(const std::shared_ptr<Sequence>& seq, bool allow_response_cache) {
   {
     std::lock_guard lock(mutex_);
     if (stopping_) fail(ErrorCode::invalid_argument, "submit() on an engine that is shutting down");
@@ -156,7 +160,7 @@ void EngineCore::submit(const std::shared_ptr<Sequence>& seq) {
       finalize(seq);
       return;
     }
-    if (response_cache_->enabled()) {
+    if (allow_response_cache && response_cache_->enabled()) {
       seq->response_key = ResponseCache::key(seq->tokens, seq->sampling);
       if (auto hit = response_cache_->find(seq->response_key)) {
         serve_from_response_cache(seq, std::move(*hit));
