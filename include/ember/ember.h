@@ -141,6 +141,7 @@ typedef struct ember_engine_options {
   int32_t background_thread;         /* nonzero: the engine steps itself on its own thread */
   ember_log_fn log;                  /* NULL = no logging */
   void* log_user_data;
+  const char* prefix_store_path;     /* prefix store loaded at open (see below); NULL = none */
 } ember_engine_options;
 
 /* Fills the first `struct_size` bytes of `options` with the library's defaults and sets
@@ -363,6 +364,36 @@ EMBER_API ember_status ember_tokenize(const ember_engine* engine, const char* te
 EMBER_API ember_status ember_detokenize(const ember_engine* engine, const int32_t* tokens,
                                         size_t token_count, char* text, size_t capacity,
                                         size_t* text_length);
+
+/* ---- KV state that outlives a request -------------------------------------------------------- */
+
+/* As Engine::save_state / load_state in ember.hpp: a snapshot of the prefix cache's full KV
+ * blocks of `tokens` (prompt ids, then generated ids), tied to this model file, ember version,
+ * precision, KV cache type and block size. Loading validates everything first (a truncated,
+ * corrupt or foreign snapshot is EMBER_ERROR_INVALID_ARGUMENT, or _UNSUPPORTED for another
+ * ember version, and changes nothing), then adds the blocks to the prefix cache, so a later
+ * request whose prompt starts with those tokens skips their prefill. */
+
+/* *data receives a buffer that ember allocated (free it with ember_state_free), *size its
+ * length in bytes. */
+EMBER_API ember_status ember_engine_save_state(ember_engine* engine, const int32_t* tokens,
+                                               size_t token_count, uint8_t** data, size_t* size);
+/* Frees a buffer from ember_engine_save_state and sets *data to NULL; NULL does nothing. */
+EMBER_API void ember_state_free(uint8_t** data);
+/* `blocks_loaded` (may be NULL) receives the number of blocks now cached from the snapshot. */
+EMBER_API ember_status ember_engine_load_state(ember_engine* engine, const uint8_t* data,
+                                               size_t size, size_t* blocks_loaded);
+/* The same through a file (written to a temporary, then renamed); EMBER_ERROR_IO when it cannot
+ * be written or read. */
+EMBER_API ember_status ember_engine_save_state_file(ember_engine* engine, const char* path,
+                                                    const int32_t* tokens, size_t token_count);
+EMBER_API ember_status ember_engine_load_state_file(ember_engine* engine, const char* path,
+                                                    size_t* blocks_loaded);
+/* A prefix store for ember_engine_options.prefix_store_path: the full blocks of each raw-text
+ * prompt (tokenized as ember_generate would). */
+EMBER_API ember_status ember_engine_save_prefix_store(ember_engine* engine, const char* path,
+                                                      const char* const* prompts,
+                                                      size_t prompt_count);
 
 /* ---- requests ------------------------------------------------------------------------------- */
 

@@ -69,6 +69,12 @@ const ember_engine& live(const ember_engine* engine);
 ember_request& live(ember_request* request);
 const ember_request& live(const ember_request* request);
 
+// A required pointer argument: Error(invalid_argument) naming it when NULL.
+template <class T>
+void require(const T* pointer, const char* name) {
+  if (pointer == nullptr) fail(ErrorCode::invalid_argument, "{} is NULL", name);
+}
+
 // Conversions of the growable C structs (struct_size checked) into the C++ ones.
 EngineOptions to_cpp(const ember_engine_options& options);
 SamplingParams to_cpp(const ember_sampling* sampling);  // NULL = the defaults

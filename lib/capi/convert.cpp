@@ -143,6 +143,7 @@ EngineOptions to_cpp(const ember_engine_options& in) {
   out.response_cache_bytes = to_size(o.response_cache_bytes, "response_cache_bytes");
   out.background_thread = o.background_thread != 0;
   out.log = to_cpp(o.log, o.log_user_data);
+  if (o.prefix_store_path != nullptr) out.prefix_store_path = o.prefix_store_path;
   return out;
 }
 

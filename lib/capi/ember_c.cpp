@@ -70,11 +70,6 @@ const ember_request& live(const ember_request* request) { return live(const_cast
 
 namespace {
 
-template <class T>
-void require(const T* out, const char* name) {
-  if (out == nullptr) fail(ErrorCode::invalid_argument, "{} is NULL", name);
-}
-
 // Hands a finished request's completion to the caller, who may not want one (NULL output).
 void finish(Completion&& result, ember_completion** completion) {
   if (completion != nullptr) *completion = new_completion(std::move(result));
