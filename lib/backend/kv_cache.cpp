@@ -23,7 +23,7 @@ int kv_blocks_for_bytes(const KvGeometry& geometry, std::size_t bytes) {
   return static_cast<int>(std::min<std::size_t>(blocks, std::numeric_limits<int>::max() / 2));
 }
 
-KvCache::KvCache(const KvGeometry& geometry) : geometry_(geometry) {
+void check_kv_geometry(const KvGeometry& geometry) {
   if (geometry.layers <= 0 || geometry.kv_heads <= 0 || geometry.head_dim <= 0 ||
       geometry.block_size <= 0 || geometry.block_count <= 0) {
     fail(ErrorCode::invalid_argument,
@@ -31,15 +31,27 @@ KvCache::KvCache(const KvGeometry& geometry) : geometry_(geometry) {
          geometry.layers, geometry.kv_heads, geometry.head_dim, geometry.block_size,
          geometry.block_count);
   }
+}
+
+KvCache::KvCache(const KvGeometry& geometry) : geometry_(geometry) {
+  check_kv_geometry(geometry);
   const DType type = element_type(geometry.type);
-  keys_.reserve(static_cast<std::size_t>(geometry.layers));
-  values_.reserve(static_cast<std::size_t>(geometry.layers));
-  for (int l = 0; l < geometry.layers; ++l) {
-    keys_.push_back(Tensor::empty(type, {geometry.block_count, geometry.block_size,
-                                         geometry.kv_heads, geometry.head_dim}));
-    values_.push_back(Tensor::empty(type, {geometry.block_count, geometry.block_size,
-                                           geometry.kv_heads, geometry.head_dim}));
+  auto tensors = std::make_shared<std::vector<Tensor>>();
+  for (int l = 0; l < 2 * geometry.layers; ++l) {
+    tensors->push_back(Tensor::empty(type, {geometry.block_count, geometry.block_size,
+                                            geometry.kv_heads, geometry.head_dim}));
+    (l % 2 == 0 ? keys_ : values_).push_back(tensors->back().raw());
   }
+  owner_ = std::move(tensors);
+}
+
+KvCache::KvCache(const KvGeometry& geometry, MemorySpace memory, std::vector<void*> keys,
+                 std::vector<void*> values, std::shared_ptr<void> owner)
+    : geometry_(geometry), memory_(memory), keys_(std::move(keys)), values_(std::move(values)),
+      owner_(std::move(owner)) {
+  check_kv_geometry(geometry);
+  EMBER_ASSERT(keys_.size() == static_cast<std::size_t>(geometry.layers) &&
+               values_.size() == keys_.size());
 }
 
 }  // namespace ember::backend
