@@ -11,10 +11,15 @@ GraphCache::~GraphCache() { clear(); }
 void GraphCache::clear() noexcept {
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
   graphs_.clear();
+  seen_.clear();
 }
 
 void GraphCache::run(std::uint64_t key, cudaStream_t stream, const std::function<void()>& record) {
   auto it = graphs_.find(key);
+  if (it == graphs_.end() && seen_.insert(key).second) {
+    record();
+    return;
+  }
   if (it == graphs_.end()) {
     // Thread-local mode: other threads of the host program may use CUDA meanwhile.
     check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin graph capture");

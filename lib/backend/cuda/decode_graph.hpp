@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 
 namespace ember::backend::cuda {
 
@@ -20,14 +21,17 @@ class GraphCache {
   GraphCache(const GraphCache&) = delete;
   GraphCache& operator=(const GraphCache&) = delete;
 
-  // Replays the graph of `key` on `stream`, first capturing `record` (which enqueues the work
-  // on `stream` and must not synchronise or allocate) when there is none.
+  // Runs the work of `key` on `stream`: eagerly the first time (which also lets cuBLAS and the
+  // lazily loaded kernels initialise outside a capture), captured from `record` the second
+  // time, replayed from then on. `record` enqueues the work on `stream` and must not
+  // synchronise or allocate.
   void run(std::uint64_t key, cudaStream_t stream, const std::function<void()>& record);
   // Drops every graph: the buffers they captured moved.
   void clear() noexcept;
 
  private:
   std::map<std::uint64_t, cudaGraphExec_t> graphs_;
+  std::set<std::uint64_t> seen_;  // keys run eagerly once, captured at their next use
 };
 
 }  // namespace ember::backend::cuda
