@@ -2,11 +2,15 @@
 // every configuration runs in the same process, interleaved, repeated, and reported as median,
 // min and max.
 //
-//   ember-bench [--model PATH] [--threads N] [--precision int8|fp32|both]
-//               [--workload pp512|tg128|all|shared] [--repeats R] [--requests N] [--json FILE]
+//   ember-bench [--model PATH] [--device cpu|cuda] [--threads N] [--precision int8|fp32|fp16|both]
+//               [--workload pp512|tg128|tg128x32[,...]|all|shared] [--repeats R] [--requests N]
+//               [--json FILE]
 //
 // pp512: prompt processing of 512 tokens (tokens/s of the prefill step).
 // tg128: generation of 128 tokens after a 16-token prompt (tokens/s of the decode steps).
+// tg128x32: 32 such requests at once; aggregate generated tokens/s over the wall time.
+// --device cuda runs on the first GPU; "both" precisions are int8 and the device's baseline
+// (fp32 on the CPU, fp16 on CUDA).
 // It also measures this machine's memory read bandwidth and reports the generation ceiling it
 // implies: bandwidth / weight bytes read per generated token.
 // shared: N requests (default 32) arriving together, each a 512-token common system prompt plus
@@ -37,9 +41,11 @@ using Clock = std::chrono::steady_clock;
 
 struct Args {
   std::string model;
+  ember::Device device = ember::Device::cpu();
   int threads = 2;
   std::vector<ember::Precision> precisions{ember::Precision::int8, ember::Precision::fp32};
   std::vector<std::string> workloads{"pp512", "tg128"};
+  bool both_precisions = true;
   int repeats = 5;
   int requests = 32;
   std::string json_path;
@@ -47,9 +53,9 @@ struct Args {
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
-               "error: %s\nusage: ember-bench [--model PATH] [--threads N] "
-               "[--precision int8|fp32|both] [--workload pp512|tg128|all|shared] [--repeats R] "
-               "[--requests N] [--json FILE]\n",
+               "error: %s\nusage: ember-bench [--model PATH] [--device cpu|cuda] [--threads N] "
+               "[--precision int8|fp32|fp16|both] [--workload pp512|tg128|tg128x32|all|shared] "
+               "[--repeats R] [--requests N] [--json FILE]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -68,17 +74,33 @@ Args parse(int argc, char** argv) {
     else if (flag == "--repeats") a.repeats = std::max(1, std::atoi(value().c_str()));
     else if (flag == "--json") a.json_path = value();
     else if (flag == "--requests") a.requests = std::max(1, std::atoi(value().c_str()));
-    else if (flag == "--precision") {
+    else if (flag == "--device") {
+      const std::string d = value();
+      if (d == "cuda") a.device = ember::Device::cuda(0);
+      else if (d != "cpu") usage("--device must be cpu or cuda");
+    } else if (flag == "--precision") {
       const std::string p = value();
+      a.both_precisions = p == "both";
       if (p == "int8") a.precisions = {ember::Precision::int8};
       else if (p == "fp32") a.precisions = {ember::Precision::fp32};
-      else if (p != "both") usage("--precision must be int8, fp32 or both");
+      else if (p == "fp16") a.precisions = {ember::Precision::fp16};
+      else if (p != "both") usage("--precision must be int8, fp32, fp16 or both");
     } else if (flag == "--workload") {
-      const std::string w = value();
-      if (w == "pp512" || w == "tg128" || w == "shared") a.workloads = {w};
-      else if (w != "all") usage("--workload must be pp512, tg128, all or shared");
+      // One name or a comma-separated list (e.g. pp512,tg128,tg128x32); all = pp512,tg128.
+      const std::string list = value();
+      a.workloads.clear();
+      for (std::size_t at = 0; at <= list.size();) {
+        const std::size_t end = std::min(list.find(',', at), list.size());
+        const std::string w = list.substr(at, end - at);
+        if (w == "pp512" || w == "tg128" || w == "tg128x32" || (w == "shared" && list == w)) a.workloads.push_back(w);
+        else if (w == "all") a.workloads.insert(a.workloads.end(), {"pp512", "tg128"});
+        else usage("--workload must be pp512, tg128, tg128x32 (or a list of them), all or shared");
+        at = end + 1;
+      }
     } else usage("unknown flag " + flag);
   }
+  if (a.both_precisions && a.device.type == ember::DeviceType::cuda)
+    a.precisions = {ember::Precision::int8, ember::Precision::fp16};
   return a;
 }
 
@@ -95,7 +117,25 @@ std::vector<std::int32_t> synthetic_prompt(const ember::Engine& engine, int n, i
   return tokens;
 }
 
+// tg128x32: `streams` requests decoded together; aggregate generated tokens per second.
+double run_streams(ember::Engine& engine, int streams, int salt) {
+  std::vector<ember::RequestHandle> handles;
+  const auto start = Clock::now();
+  for (int i = 0; i < streams; ++i) {
+    ember::Request request;
+    request.sampling.temperature = 0;
+    request.sampling.ignore_eos = true;
+    request.sampling.max_tokens = 128;
+    request.prompt_tokens = synthetic_prompt(engine, 16, salt * 100 + i);
+    handles.push_back(engine.submit(request));
+  }
+  int generated = 0;
+  for (auto& h : handles) generated += h.wait().generated_tokens;
+  return generated / std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 double run_once(ember::Engine& engine, const std::string& workload, int salt) {
+  if (workload == "tg128x32") return run_streams(engine, 32, salt);
   ember::Request request;
   request.sampling.temperature = 0;
   request.sampling.ignore_eos = true;
@@ -145,7 +185,8 @@ double weight_bytes_per_token(const ember::ModelInfo& info, ember::Precision pre
   const double d = info.embedding;
   const double matrices = static_cast<double>(info.parameters) - d * info.vocab;  // not the embedding table
   const double lm_head = d * info.vocab;
-  const double bytes_per_weight = precision == ember::Precision::int8 ? 1.0 : 4.0;
+  const double bytes_per_weight =
+      precision == ember::Precision::int8 ? 1.0 : (precision == ember::Precision::fp16 ? 2.0 : 4.0);
   return (matrices + lm_head) * bytes_per_weight;
 }
 
@@ -158,7 +199,9 @@ Stats stats_of(std::vector<double> v) {
   return {v[v.size() / 2], v.front(), v.back()};
 }
 
-const char* name(ember::Precision p) { return p == ember::Precision::int8 ? "int8" : "fp32"; }
+const char* name(ember::Precision p) {
+  return p == ember::Precision::int8 ? "int8" : (p == ember::Precision::fp16 ? "fp16" : "fp32");
+}
 
 }  // namespace
 
@@ -229,8 +272,10 @@ int main(int argc, char** argv) {
     std::map<ember::Precision, ember::Engine> engines;
     for (auto p : args.precisions) {
       ember::EngineOptions options;
+      options.device = args.device;
       options.precision = p;
       options.threads = args.threads;
+      options.max_sequences = 32;    // tg128x32 decodes its 32 streams in one batch
       options.prefix_cache = false;  // measure compute, not reuse
       engines.emplace(p, ember::Engine::open(args.model, options));
     }
@@ -244,7 +289,9 @@ int main(int argc, char** argv) {
           if (r >= 0) runs[{w, p}].push_back(tps);
         }
 
-    const double bandwidth = measure_bandwidth(args.threads);
+    const bool on_cpu = args.device.type == ember::DeviceType::cpu;
+    const double bandwidth = on_cpu ? measure_bandwidth(args.threads) : 0.0;  // host memory only
+    const char* device = on_cpu ? "cpu" : "cuda";
     nlohmann::json out = nlohmann::json::array();
     std::printf("%-8s %-6s %-7s %10s %10s %10s\n", "engine", "prec", "work", "median", "min", "max");
     for (const auto& [key, values] : runs) {
@@ -252,10 +299,10 @@ int main(int argc, char** argv) {
       std::printf("%-8s %-6s %-7s %10.1f %10.1f %10.1f tokens/s\n", "ember", name(key.second),
                   key.first.c_str(), s.median, s.min, s.max);
       nlohmann::json j = {{"engine", "ember"}, {"workload", key.first}, {"precision", name(key.second)},
-                          {"threads", args.threads},
+                          {"device", device}, {"threads", args.threads},
                           {"tokens_per_s", {{"median", s.median}, {"min", s.min}, {"max", s.max}}},
                           {"runs", values}};
-      if (key.first == "tg128") {
+      if (key.first == "tg128" && on_cpu) {
         const double bytes = weight_bytes_per_token(engines.at(key.second).info(), key.second);
         j["weight_bytes_per_token"] = bytes;
         j["bandwidth_bytes_per_s"] = bandwidth;
@@ -267,12 +314,11 @@ int main(int argc, char** argv) {
       }
       out.push_back(j);
     }
-    for (const auto& w : args.workloads) {
-      if (runs.count({w, ember::Precision::int8}) && runs.count({w, ember::Precision::fp32}))
-        std::printf("%s: int8 / fp32 = %.2fx\n", w.c_str(),
-                    stats_of(runs[{w, ember::Precision::int8}]).median /
-                        stats_of(runs[{w, ember::Precision::fp32}]).median);
-    }
+    for (const auto& w : args.workloads)
+      for (auto baseline : {ember::Precision::fp32, ember::Precision::fp16})
+        if (runs.count({w, ember::Precision::int8}) && runs.count({w, baseline}))
+          std::printf("%s: int8 / %s = %.2fx\n", w.c_str(), name(baseline),
+                      stats_of(runs[{w, ember::Precision::int8}]).median / stats_of(runs[{w, baseline}]).median);
     if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
   } catch (const ember::Error& e) {
     std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());

@@ -106,8 +106,14 @@ EMBER_API const char* ember_engine_last_error(const ember_engine* engine);
 
 typedef enum ember_precision {
   EMBER_PRECISION_INT8 = 0, /* INT8 weights and activations (the fast default) */
-  EMBER_PRECISION_FP32 = 1  /* FP32 weights: the reference path */
+  EMBER_PRECISION_FP32 = 1, /* FP32 weights: the reference path (CPU only) */
+  EMBER_PRECISION_FP16 = 2  /* FP16 weights: the GPU baseline (CUDA only) */
 } ember_precision;
+
+typedef enum ember_device_type {
+  EMBER_DEVICE_CPU = 0,
+  EMBER_DEVICE_CUDA = 1 /* needs a library built with CUDA and an NVIDIA GPU */
+} ember_device_type;
 
 typedef enum ember_kv_cache_type {
   EMBER_KV_CACHE_F16 = 0, /* half-precision K/V (default) */
@@ -142,6 +148,8 @@ typedef struct ember_engine_options {
   ember_log_fn log;                  /* NULL = no logging */
   void* log_user_data;
   const char* prefix_store_path;     /* prefix store loaded at open (see below); NULL = none */
+  ember_device_type device_type;     /* where the model runs (default CPU) */
+  int32_t device_index;              /* CUDA device ordinal; 0 for the CPU */
 } ember_engine_options;
 
 /* Fills the first `struct_size` bytes of `options` with the library's defaults and sets

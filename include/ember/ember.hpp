@@ -59,8 +59,21 @@ class EMBER_API Error : public std::runtime_error {
 // ---- options -----------------------------------------------------------------------------------
 
 enum class Precision {
-  int8,  // INT8 weights and activations, INT32 accumulation (the fast default)
-  fp32,  // FP32 weights: the readable reference path and the speed baseline
+  int8,  // INT8 weights and activations, INT32 accumulation (the fast default, CPU and CUDA)
+  fp32,  // FP32 weights: the readable reference path and the CPU speed baseline (CPU only)
+  fp16,  // FP16 weights and activations, FP32 accumulation: the CUDA baseline (CUDA only)
+};
+
+enum class DeviceType { cpu, cuda };
+
+// Where the engine computes. Device::cuda() needs a library built with CUDA (EMBER_CUDA) and an
+// NVIDIA GPU; otherwise Engine::open throws Error(unsupported).
+struct Device {
+  DeviceType type = DeviceType::cpu;
+  int index = 0;  // the CUDA device ordinal (cudaSetDevice numbering); 0 for the CPU
+
+  static Device cpu() { return {}; }
+  static Device cuda(int index = 0) { return {DeviceType::cuda, index}; }
 };
 
 enum class KvCacheType {
@@ -72,11 +85,13 @@ enum class LogLevel { debug, info, warning, error };
 using LogCallback = std::function<void(LogLevel level, std::string_view message)>;
 
 struct EngineOptions {
+  Device device = Device::cpu();          // where the model runs (weights and KV cache live)
   Precision precision = Precision::int8;  // numeric path of the matrix products
   int threads = 0;                        // compute threads; 0 = all hardware threads
   int context_length = 0;                 // tokens per sequence; 0 = the model's, capped at 8192
   KvCacheType kv_cache_type = KvCacheType::f16;  // storage type of the paged KV cache
-  std::size_t kv_cache_bytes = 256u << 20;       // memory for the KV block pool
+  std::size_t kv_cache_bytes = 256u << 20;       // memory for the KV block pool (device
+                                                 // memory on a GPU)
   int kv_block_size = 16;                        // tokens per KV block
   int max_batch_tokens = 512;  // token budget of one engine step (prefill chunks + decodes)
   int max_sequences = 16;      // sequences decoded together in one step

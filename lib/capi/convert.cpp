@@ -3,6 +3,7 @@
 #include "capi/capi.hpp"
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -15,6 +16,9 @@ namespace {
 // When fields are appended, these stay as they are and sizeof grows.
 template <class T>
 constexpr std::size_t kFirstSize = sizeof(T);
+// ember 0.1's options ended at log_user_data; the fields after it were appended since.
+template <>
+constexpr std::size_t kFirstSize<ember_engine_options> = offsetof(ember_engine_options, prefix_store_path);
 
 template <class T>
 void check_struct_size(std::size_t size, const char* type) {
@@ -57,6 +61,8 @@ ember_engine_options default_options() {
   ember_engine_options o{};
   o.struct_size = sizeof o;
   o.precision = d.precision == Precision::fp32 ? EMBER_PRECISION_FP32 : EMBER_PRECISION_INT8;
+  o.device_type = d.device.type == DeviceType::cuda ? EMBER_DEVICE_CUDA : EMBER_DEVICE_CPU;
+  o.device_index = d.device.index;
   o.threads = d.threads;
   o.context_length = d.context_length;
   o.kv_cache_type = d.kv_cache_type == KvCacheType::f32 ? EMBER_KV_CACHE_F32 : EMBER_KV_CACHE_F16;
@@ -121,6 +127,7 @@ EngineOptions to_cpp(const ember_engine_options& in) {
   switch (raw_enum(o.precision)) {
     case EMBER_PRECISION_INT8: out.precision = Precision::int8; break;
     case EMBER_PRECISION_FP32: out.precision = Precision::fp32; break;
+    case EMBER_PRECISION_FP16: out.precision = Precision::fp16; break;
     default:
       fail(ErrorCode::invalid_argument, "ember_engine_options.precision = {} is not an ember_precision",
            raw_enum(o.precision));
@@ -132,6 +139,13 @@ EngineOptions to_cpp(const ember_engine_options& in) {
       fail(ErrorCode::invalid_argument,
            "ember_engine_options.kv_cache_type = {} is not an ember_kv_cache_type",
            raw_enum(o.kv_cache_type));
+  }
+  switch (raw_enum(o.device_type)) {
+    case EMBER_DEVICE_CPU: out.device = Device::cpu(); break;
+    case EMBER_DEVICE_CUDA: out.device = Device::cuda(o.device_index); break;
+    default:
+      fail(ErrorCode::invalid_argument, "ember_engine_options.device_type = {} is not an ember_device_type",
+           raw_enum(o.device_type));
   }
   out.threads = o.threads;
   out.context_length = o.context_length;

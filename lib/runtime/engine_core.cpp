@@ -52,12 +52,14 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
                                    kDefaultMaxContext);
 
   backend::BackendOptions backend_options;
+  backend_options.device = options.device;
   backend_options.precision = options.precision;
+  backend_options.max_batch_rows = options.max_batch_tokens;
   backend_options.calibration_tokens =
       tokenizer_->encode(backend::kCalibrationText, /*parse_special=*/true, tokenizer_->add_bos());
   backend_options.threads = options.threads > 0 ? options.threads
                                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  backend_ = backend::make_cpu_backend(file_, config_, backend_options);
+  backend_ = backend::make_backend(file_, config_, backend_options);
 
   backend::KvGeometry geometry;
   geometry.layers = config_.layers;
@@ -69,7 +71,7 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
   if (geometry.block_count < 1)
     fail(ErrorCode::invalid_argument, "kv_cache_bytes = {} holds no KV block ({} bytes each)",
          options.kv_cache_bytes, geometry.bytes_per_block());
-  kv_ = std::make_unique<backend::KvCache>(geometry);
+  kv_ = backend_->make_kv_cache(geometry);
   pool_ = std::make_unique<BlockPool>(geometry.block_count, geometry.block_size, options.prefix_cache);
   SchedulerLimits limits;
   limits.max_batch_tokens = options.max_batch_tokens;

@@ -32,7 +32,8 @@ template <> constexpr DType dtype_of<std::int8_t>() { return DType::i8; }
 template <> constexpr DType dtype_of<std::uint8_t>() { return DType::u8; }
 template <> constexpr DType dtype_of<std::int32_t>() { return DType::i32; }
 
-enum class Device : std::uint8_t { cpu, cuda };
+// Where a tensor's memory lives (ember::Device, in the public API, names a compute device).
+enum class MemorySpace : std::uint8_t { host, cuda };
 
 class Tensor {
  public:
@@ -42,11 +43,11 @@ class Tensor {
 
   // A borrowed view; the caller keeps `data` alive for the view's lifetime.
   static Tensor view(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
-                     Device device = Device::cpu) {
+                     MemorySpace memory = MemorySpace::host) {
     Tensor t;
     t.init_shape(dtype, shape);
     t.data_ = data;
-    t.device_ = device;
+    t.memory_ = memory;
     return t;
   }
 
@@ -64,7 +65,7 @@ class Tensor {
   }
 
   DType dtype() const { return dtype_; }
-  Device device() const { return device_; }
+  MemorySpace memory() const { return memory_; }
   int ndim() const { return ndim_; }
   std::int64_t dim(int i) const { return shape_[static_cast<std::size_t>(i)]; }
   std::int64_t stride(int i) const { return strides_[static_cast<std::size_t>(i)]; }
@@ -104,7 +105,7 @@ class Tensor {
   std::shared_ptr<void> owner_;
   void* data_ = nullptr;
   DType dtype_ = DType::f32;
-  Device device_ = Device::cpu;
+  MemorySpace memory_ = MemorySpace::host;
   int ndim_ = 0;
   std::array<std::int64_t, kMaxDims> shape_{};
   std::array<std::int64_t, kMaxDims> strides_{};

@@ -17,27 +17,6 @@ namespace {
 
 namespace k = ember::kernels::cpu;
 
-// Dequantizes one or more GGUF matrices with the same input width and stacks their rows: the
-// fused Q|K|V and gate|up projections are a single GEMM each (one activation quantization, one
-// pass over the input instead of three or two).
-std::vector<float> stacked_rows(std::initializer_list<const model::GgufTensor*> tensors) {
-  std::int64_t elements = 0;
-  for (const auto* t : tensors) elements += t->numel();
-  std::vector<float> w(static_cast<std::size_t>(elements));
-  float* dst = w.data();
-  for (const auto* t : tensors) {
-    model::dequantize(t->type, t->data, dst, t->numel());
-    dst += t->numel();
-  }
-  return w;
-}
-
-std::vector<float> load_vector(const model::GgufTensor* t, std::int64_t size) {
-  std::vector<float> v(static_cast<std::size_t>(size), 0.0f);
-  if (t != nullptr) model::dequantize(t->type, t->data, v.data(), t->numel());
-  return v;
-}
-
 struct Layer {
   std::vector<float> attn_norm, ffn_norm, qkv_bias;  // qkv_bias empty unless the model has one
   std::unique_ptr<k::Linear> qkv, wo, gate_up, down;
@@ -53,23 +32,23 @@ class KernelBackend final : public Backend {
     q_dim_ = config_.heads * config_.head_dim;
     kv_dim_ = config_.kv_heads * config_.head_dim;
     token_embd_ = w.token_embd;
-    output_norm_ = load_vector(w.output_norm, d);
+    output_norm_ = model::dequantize_vector(w.output_norm, d);
     std::vector<Matrices> matrices(w.layers.size());
     for (std::size_t l = 0; l < w.layers.size(); ++l) {
       const model::LayerWeights& lw = w.layers[l];
       Layer layer;
-      layer.attn_norm = load_vector(lw.attn_norm, d);
-      layer.ffn_norm = load_vector(lw.ffn_norm, d);
+      layer.attn_norm = model::dequantize_vector(lw.attn_norm, d);
+      layer.ffn_norm = model::dequantize_vector(lw.ffn_norm, d);
       if (lw.bq != nullptr) {
-        layer.qkv_bias = load_vector(lw.bq, q_dim_);
-        const auto bk = load_vector(lw.bk, kv_dim_), bv = load_vector(lw.bv, kv_dim_);
+        layer.qkv_bias = model::dequantize_vector(lw.bq, q_dim_);
+        const auto bk = model::dequantize_vector(lw.bk, kv_dim_), bv = model::dequantize_vector(lw.bv, kv_dim_);
         layer.qkv_bias.insert(layer.qkv_bias.end(), bk.begin(), bk.end());
         layer.qkv_bias.insert(layer.qkv_bias.end(), bv.begin(), bv.end());
       }
       layers_.push_back(std::move(layer));
-      matrices[l].qkv = stacked_rows({lw.wq, lw.wk, lw.wv});
+      matrices[l].qkv = model::dequantize_stacked({lw.wq, lw.wk, lw.wv});
       matrices[l].wo = model::dequantize_tensor(*lw.wo);
-      matrices[l].gate_up = stacked_rows({lw.w_gate, lw.w_up});
+      matrices[l].gate_up = model::dequantize_stacked({lw.w_gate, lw.w_up});
       matrices[l].down = model::dequantize_tensor(*lw.w_down);
     }
     std::vector<float> lm_head = model::dequantize_tensor(*w.output);
