@@ -77,6 +77,7 @@ class GgufFile {
   std::uint64_t alignment() const { return alignment_; }
   std::uint64_t data_offset() const { return data_offset_; }
   std::uint64_t file_size() const { return size_; }
+  const std::uint8_t* bytes() const { return base_; }  // the whole image, file_size() bytes
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
