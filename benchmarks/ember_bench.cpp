@@ -3,7 +3,7 @@
 // min and max.
 //
 //   ember-bench [--model PATH] [--threads N] [--precision int8|fp32|both]
-//               [--workload pp512|tg128|all|shared] [--repeats R] [--requests N] [--json FILE]
+//               [--workload pp512|tg128|all|shared|load] [--repeats R] [--requests N] [--json FILE]
 //
 // pp512: prompt processing of 512 tokens (tokens/s of the prefill step).
 // tg128: generation of 128 tokens after a 16-token prompt (tokens/s of the decode steps).
@@ -14,7 +14,12 @@
 // without prefix cache (the plain-engine baseline), (b) int8 one at a time, (c) int8 with
 // continuous batching, (d) int8 with batching and the prefix cache; then the time to first token
 // of a 1,024-token prompt on a prefix-cache miss and on a hit.
+// load: cold start. Engine::open() (int8) with an empty packed-weight cache (the weights are
+// prepared and the cache written) and again with that cache, interleaved, with the time of each
+// load phase and from open() to the first token of a short prompt. Process start-up (dynamic
+// linking) is not included: time `ember-generate --weight-cache DIR --max-tokens 1` for that.
 #include "../examples/common/default_model.hpp"
+#include "load_workload.hpp"
 #include "serving_workload.hpp"
 
 #include <ember/ember.hpp>
@@ -48,7 +53,7 @@ struct Args {
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "error: %s\nusage: ember-bench [--model PATH] [--threads N] "
-               "[--precision int8|fp32|both] [--workload pp512|tg128|all|shared] [--repeats R] "
+               "[--precision int8|fp32|both] [--workload pp512|tg128|all|shared|load] [--repeats R] "
                "[--requests N] [--json FILE]\n",
                problem.c_str());
   std::exit(2);
@@ -75,8 +80,8 @@ Args parse(int argc, char** argv) {
       else if (p != "both") usage("--precision must be int8, fp32 or both");
     } else if (flag == "--workload") {
       const std::string w = value();
-      if (w == "pp512" || w == "tg128" || w == "shared") a.workloads = {w};
-      else if (w != "all") usage("--workload must be pp512, tg128, all or shared");
+      if (w == "pp512" || w == "tg128" || w == "shared" || w == "load") a.workloads = {w};
+      else if (w != "all") usage("--workload must be pp512, tg128, all, shared or load");
     } else usage("unknown flag " + flag);
   }
   return a;
@@ -204,11 +209,43 @@ nlohmann::json run_shared(const Args& args) {
   return out;
 }
 
+nlohmann::json run_load(const Args& args) {
+  const auto result = ember::bench::run_load(args.model, args.threads, args.repeats);
+  nlohmann::json out = nlohmann::json::array();
+  std::printf("cold start (int8, %d threads, %d repeats; median [min, max] ms)\n", args.threads, args.repeats);
+  const std::pair<const char*, const std::vector<ember::bench::LoadRun>*> kinds[] = {
+      {"cold (no cache)", &result.cold}, {"warm (cache)", &result.warm}};
+  for (const auto& [kind, runs] : kinds) {
+    std::vector<double> open, first;
+    std::map<std::string, std::vector<double>> phases;
+    for (const auto& r : *runs) {
+      open.push_back(r.open_ms);
+      first.push_back(r.first_token_ms);
+      for (const auto& [phase, ms] : r.phase_ms) phases[phase].push_back(ms);
+    }
+    const Stats o = stats_of(open), f = stats_of(first);
+    std::printf("%-16s open %7.0f [%.0f, %.0f]  open to first token %7.0f [%.0f, %.0f]\n", kind, o.median,
+                o.min, o.max, f.median, f.min, f.max);
+    nlohmann::json phase_json;
+    std::printf("%16s", "");
+    for (const auto& [phase, values] : phases) {
+      phase_json[phase] = stats_of(values).median;
+      std::printf(" %s %.0f", phase.c_str(), stats_of(values).median);
+    }
+    std::printf("\n");
+    out.push_back({{"engine", "ember"}, {"workload", "load"}, {"cache", kind}, {"threads", args.threads},
+                   {"open_ms", {{"median", o.median}, {"min", o.min}, {"max", o.max}}},
+                   {"open_to_first_token_ms", {{"median", f.median}, {"min", f.min}, {"max", f.max}}},
+                   {"phase_ms_median", phase_json}, {"open_runs_ms", open}});
+  }
+  return out;
+}
+
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
-  if (args.workloads == std::vector<std::string>{"shared"}) {
+  if (args.workloads == std::vector<std::string>{"shared"} || args.workloads == std::vector<std::string>{"load"}) {
     try {
-      const nlohmann::json out = run_shared(args);
+      const nlohmann::json out = args.workloads[0] == "load" ? run_load(args) : run_shared(args);
       if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
       return 0;
     } catch (const ember::Error& e) {
