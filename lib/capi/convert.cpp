@@ -3,6 +3,7 @@
 #include "capi/capi.hpp"
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -15,6 +16,8 @@ namespace {
 // When fields are appended, these stay as they are and sizeof grows.
 template <class T>
 constexpr std::size_t kFirstSize = sizeof(T);
+template <>
+constexpr std::size_t kFirstSize<ember_engine_options> = offsetof(ember_engine_options, on_load_progress);
 
 template <class T>
 void check_struct_size(std::size_t size, const char* type) {
@@ -105,6 +108,13 @@ std::size_t to_size(std::uint64_t bytes, const char* field) {
   return static_cast<std::size_t>(bytes);
 }
 
+LoadProgressCallback to_cpp(ember_load_progress_fn progress, void* user_data) {
+  if (progress == nullptr) return {};
+  return [progress, user_data](LoadPhase phase, float fraction) {
+    return progress(static_cast<ember_load_phase>(phase), fraction, user_data) != 0;
+  };
+}
+
 LogCallback to_cpp(ember_log_fn log, void* user_data) {
   if (log == nullptr) return {};
   return [log, user_data](LogLevel level, std::string_view message) {
@@ -143,6 +153,8 @@ EngineOptions to_cpp(const ember_engine_options& in) {
   out.response_cache_bytes = to_size(o.response_cache_bytes, "response_cache_bytes");
   out.background_thread = o.background_thread != 0;
   out.log = to_cpp(o.log, o.log_user_data);
+  out.on_load_progress = to_cpp(o.on_load_progress, o.load_progress_user_data);
+  if (o.weight_cache_dir != nullptr) out.weight_cache_dir = o.weight_cache_dir;
   return out;
 }
 
