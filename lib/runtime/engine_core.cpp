@@ -34,7 +34,7 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
   progress.report(LoadPhase::reading, 0.0f);
   file_ = model::GgufFile::open(path);
   config_ = model::read_model_config(*file_);
-  progress.report(LoadPhase::reading, 1.0f);
+  progress.report(LoadPhase::tokenizer, 0.0f);
   tokenizer_ = tokenizer::Tokenizer::from_gguf(*file_);
   if (auto source = file_->find_string("tokenizer.chat_template")) {
     try {

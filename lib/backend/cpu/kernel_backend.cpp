@@ -65,6 +65,7 @@ class KernelBackend final : public Backend {
       }
       cache = std::make_unique<WeightCacheWriter>(file, options.log);
     }
+    report(LoadPhase::weights, 0.0f);
     output_norm_ = load_vector(w.output_norm, d);
     std::vector<Matrices> matrices(w.layers.size());
     for (std::size_t l = 0; l < w.layers.size(); ++l) {
@@ -182,6 +183,7 @@ class KernelBackend final : public Backend {
     const bool for_calibration = precision != gemm_;
     const LoadPhase phase = for_calibration ? LoadPhase::calibration : LoadPhase::quantization;
     const float share = for_calibration ? 0.5f : 1.0f;
+    report(phase, 0.0f);
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       layers_[l].qkv = make_linear(m[l].qkv, q_dim_ + 2 * kv_dim_, d, precision, layer_name(l, "qkv"));
       layers_[l].wo = make_linear(m[l].wo, d, q_dim_, precision, layer_name(l, "wo"));
@@ -298,8 +300,9 @@ class KernelBackend final : public Backend {
       return false;
     }
     try {
-      const WeightCacheReader cache(file);  // validated whole: a bad file changes nothing here
       if (progress_) progress_->plan({{LoadPhase::cache, 1}});
+      report(LoadPhase::cache, 0.0f);
+      const WeightCacheReader cache(file);  // validated whole before anything is built
       const std::int64_t d = config_.embedding, ffn = config_.ffn;
       const auto linear = [&](const std::string& name, std::int64_t out, std::int64_t in) {
         const CachedLinear c = cache.linear(name, out, in);
