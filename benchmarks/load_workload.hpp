@@ -12,7 +12,7 @@ namespace ember::bench {
 
 struct LoadRun {
   double open_ms = 0;                     // Engine::open()
-  double first_token_ms = 0;              // open() start to the first token of a short prompt
+  double first_token_ms = 0;              // open() start to the first token of a chat prompt
   std::map<std::string, double> phase_ms; // time in each LoadPhase, from the progress callback
 };
 
