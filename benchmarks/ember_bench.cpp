@@ -3,8 +3,8 @@
 // min and max.
 //
 //   ember-bench [--model PATH] [--device cpu|cuda] [--threads N] [--precision int8|fp32|fp16|both]
-//               [--workload pp512|tg128|tg128x32[,...]|all|shared] [--repeats R] [--requests N]
-//               [--json FILE]
+//               [--workload pp512|tg128|tg128x32[,...]|all|shared|load] [--repeats R]
+//               [--requests N] [--json FILE]
 //
 // pp512: prompt processing of 512 tokens (tokens/s of the prefill step).
 // tg128: generation of 128 tokens after a 16-token prompt (tokens/s of the decode steps).
@@ -18,7 +18,12 @@
 // without prefix cache (the plain-engine baseline), (b) int8 one at a time, (c) int8 with
 // continuous batching, (d) int8 with batching and the prefix cache; then the time to first token
 // of a 1,024-token prompt on a prefix-cache miss and on a hit.
+// load: cold start. Engine::open() (int8) with an empty packed-weight cache (the weights are
+// prepared and the cache written) and again with that cache, interleaved, with the time of each
+// load phase and from open() to the first token of a short prompt. Process start-up (dynamic
+// linking) is not included: time `ember-generate --weight-cache DIR --max-tokens 1` for that.
 #include "../examples/common/default_model.hpp"
+#include "load_workload.hpp"
 #include "serving_workload.hpp"
 
 #include <ember/ember.hpp>
@@ -54,7 +59,7 @@ struct Args {
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "error: %s\nusage: ember-bench [--model PATH] [--device cpu|cuda] [--threads N] "
-               "[--precision int8|fp32|fp16|both] [--workload pp512|tg128|tg128x32|all|shared] "
+               "[--precision int8|fp32|fp16|both] [--workload pp512|tg128|tg128x32|all|shared|load] "
                "[--repeats R] [--requests N] [--json FILE]\n",
                problem.c_str());
   std::exit(2);
@@ -92,9 +97,9 @@ Args parse(int argc, char** argv) {
       for (std::size_t at = 0; at <= list.size();) {
         const std::size_t end = std::min(list.find(',', at), list.size());
         const std::string w = list.substr(at, end - at);
-        if (w == "pp512" || w == "tg128" || w == "tg128x32" || (w == "shared" && list == w)) a.workloads.push_back(w);
+        if (w == "pp512" || w == "tg128" || w == "tg128x32" || ((w == "shared" || w == "load") && list == w)) a.workloads.push_back(w);
         else if (w == "all") a.workloads.insert(a.workloads.end(), {"pp512", "tg128"});
-        else usage("--workload must be pp512, tg128, tg128x32 (or a list of them), all or shared");
+        else usage("--workload must be pp512, tg128, tg128x32 (or a list of them), all, shared or load");
         at = end + 1;
       }
     } else usage("unknown flag " + flag);
@@ -256,11 +261,43 @@ nlohmann::json run_shared(const Args& args) {
   return out;
 }
 
+nlohmann::json run_load(const Args& args) {
+  const auto result = ember::bench::run_load(args.model, args.threads, args.repeats);
+  nlohmann::json out = nlohmann::json::array();
+  std::printf("cold start (int8, %d threads, %d repeats; median [min, max] ms)\n", args.threads, args.repeats);
+  const std::pair<const char*, const std::vector<ember::bench::LoadRun>*> kinds[] = {
+      {"cold (no cache)", &result.cold}, {"warm (cache)", &result.warm}};
+  for (const auto& [kind, runs] : kinds) {
+    std::vector<double> open, first;
+    std::map<std::string, std::vector<double>> phases;
+    for (const auto& r : *runs) {
+      open.push_back(r.open_ms);
+      first.push_back(r.first_token_ms);
+      for (const auto& [phase, ms] : r.phase_ms) phases[phase].push_back(ms);
+    }
+    const Stats o = stats_of(open), f = stats_of(first);
+    std::printf("%-16s open %7.0f [%.0f, %.0f]  open to first token %7.0f [%.0f, %.0f]\n", kind, o.median,
+                o.min, o.max, f.median, f.min, f.max);
+    nlohmann::json phase_json;
+    std::printf("%16s", "");
+    for (const auto& [phase, values] : phases) {
+      phase_json[phase] = stats_of(values).median;
+      std::printf(" %s %.0f", phase.c_str(), stats_of(values).median);
+    }
+    std::printf("\n");
+    out.push_back({{"engine", "ember"}, {"workload", "load"}, {"cache", kind}, {"threads", args.threads},
+                   {"open_ms", {{"median", o.median}, {"min", o.min}, {"max", o.max}}},
+                   {"open_to_first_token_ms", {{"median", f.median}, {"min", f.min}, {"max", f.max}}},
+                   {"phase_ms_median", phase_json}, {"open_runs_ms", open}});
+  }
+  return out;
+}
+
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
-  if (args.workloads == std::vector<std::string>{"shared"}) {
+  if (args.workloads == std::vector<std::string>{"shared"} || args.workloads == std::vector<std::string>{"load"}) {
     try {
-      const nlohmann::json out = run_shared(args);
+      const nlohmann::json out = args.workloads[0] == "load" ? run_load(args) : run_shared(args);
       if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
       return 0;
     } catch (const ember::Error& e) {

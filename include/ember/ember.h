@@ -131,6 +131,24 @@ typedef enum ember_log_level {
  * the call only. Nothing is logged, or printed, without it. */
 typedef void (*ember_log_fn)(ember_log_level level, const char* message, void* user_data);
 
+/* The stages of ember_engine_open(), as ember::LoadPhase. */
+typedef enum ember_load_phase {
+  EMBER_LOAD_READING = 0,      /* mapping and validating the model file */
+  EMBER_LOAD_TOKENIZER = 1,    /* vocabulary, merges, chat template */
+  EMBER_LOAD_WEIGHTS = 2,      /* dequantizing the matrices */
+  EMBER_LOAD_CALIBRATION = 3,  /* INT8: observing activation ranges for smoothing */
+  EMBER_LOAD_QUANTIZATION = 4, /* quantizing and packing the matrices */
+  EMBER_LOAD_CACHE = 5         /* reading (warm) or completing (cold) the weight cache */
+} ember_load_phase;
+
+/* A short name of a load phase ("reading", "weights", ...); never NULL. */
+EMBER_API const char* ember_load_phase_string(ember_load_phase phase);
+
+/* Load progress: `fraction` of the whole load is done, in [0, 1], non-decreasing, 1 on the last
+ * call. Runs on the thread inside ember_engine_open(), a few times per layer. Return nonzero to
+ * go on, 0 to cancel: the open then frees everything and fails with EMBER_ERROR_CANCELLED. */
+typedef int (*ember_load_progress_fn)(ember_load_phase phase, float fraction, void* user_data);
+
 /* The fields mirror ember::EngineOptions; see ember.hpp for each one's meaning. */
 typedef struct ember_engine_options {
   size_t struct_size;                /* sizeof(ember_engine_options) */
@@ -150,6 +168,10 @@ typedef struct ember_engine_options {
   const char* prefix_store_path;     /* prefix store loaded at open (see below); NULL = none */
   ember_device_type device_type;     /* where the model runs (default CPU) */
   int32_t device_index;              /* CUDA device ordinal; 0 for the CPU */
+  ember_load_progress_fn on_load_progress; /* NULL = none */
+  void* load_progress_user_data;
+  const char* weight_cache_dir;      /* INT8: directory of the packed-weight cache; NULL or "" =
+                                        off. Read during ember_engine_open() only. */
 } ember_engine_options;
 
 /* Fills the first `struct_size` bytes of `options` with the library's defaults and sets

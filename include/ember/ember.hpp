@@ -84,6 +84,24 @@ enum class KvCacheType {
 enum class LogLevel { debug, info, warning, error };
 using LogCallback = std::function<void(LogLevel level, std::string_view message)>;
 
+// The stages of Engine::open(), in the order they run. A warm weight cache replaces `weights`,
+// `calibration` and `quantization` by `cache` (reading the prepared weights back).
+enum class LoadPhase {
+  reading,       // mapping and validating the model file
+  tokenizer,     // the vocabulary, merges and chat template
+  weights,       // dequantizing the model's matrices to FP32
+  calibration,   // INT8 only: observing activation ranges on a short text, smoothing
+  quantization,  // quantizing (INT8) and packing the matrices for the GEMM library
+  cache,         // reading the weight cache (warm) or completing its file (cold)
+};
+
+EMBER_API const char* to_string(LoadPhase phase) noexcept;
+
+// Load progress: `fraction` is the whole load's share done, in [0, 1], non-decreasing, and 1
+// on the last call (the engine is then ready). Called on the thread inside open(), a few times
+// per layer. Return false to cancel: open() releases everything and throws Error(cancelled).
+using LoadProgressCallback = std::function<bool(LoadPhase phase, float fraction)>;
+
 struct EngineOptions {
   Device device = Device::cpu();          // where the model runs (weights and KV cache live)
   Precision precision = Precision::int8;  // numeric path of the matrix products
@@ -104,6 +122,12 @@ struct EngineOptions {
   std::string prefix_store_path;  // a prefix store (Engine::save_prefix_store) loaded into the
                                   // prefix cache at open; "" = none. A corrupt, truncated or
                                   // foreign store makes open() throw, naming the problem
+  LoadProgressCallback on_load_progress;  // loading bar and cancellation of open(); may be empty
+  std::string weight_cache_dir;  // INT8 only: a directory where open() keeps the prepared INT8
+                                 // weights (one file per model, ember version and CPU weight
+                                 // range), so the next open of the same model skips dequantize,
+                                 // calibration and quantization; created if missing. A damaged
+                                 // or foreign file is logged, ignored and rewritten. "" = off
 };
 
 // ---- requests ------------------------------------------------------------------------------

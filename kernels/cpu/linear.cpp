@@ -155,15 +155,20 @@ class Int8Linear final : public OnednnLinear {
  public:
   Int8Linear(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in,
              ActivationQuant activations, bool allow_gemv = true)
+      : Int8Linear(ctx, quantize_int8_weights(ctx, w, out, in), activations, allow_gemv) {}
+
+  Int8Linear(CpuContext& ctx, const QuantizedWeights& w, ActivationQuant activations,
+             bool allow_gemv = true)
+      : Int8Linear(ctx, w.q.data(), w.out, w.in, w.scales.data(), activations, allow_gemv) {}
+
+  Int8Linear(CpuContext& ctx, const std::int8_t* q, std::int64_t out, std::int64_t in,
+             const float* scales, ActivationQuant activations, bool allow_gemv = true)
       : OnednnLinear(ctx, out, in, dt::s8),
         terms_(activations == ActivationQuant::residual ? 2 : 1),
-        weight_scales_(static_cast<std::size_t>(out)) {
-    std::vector<std::int8_t> q(static_cast<std::size_t>(out * in));
-    quantize_weights_s8(w, out, in, q.data(), weight_scales_.data(), ctx.threads,
-                        int8_weight_range());
-    pack(ctx, q.data());
+        weight_scales_(scales, scales + out) {
+    pack(ctx, q);
     if (allow_gemv && gemv_available()) {
-      gemv_ = std::make_unique<GemvWeightsS8>(q.data(), weight_scales_.data(), out, in);
+      gemv_ = std::make_unique<GemvWeightsS8>(q, weight_scales_.data(), out, in);
       // Decode scratch sized once: the GEMV path allocates nothing per call.
       q_.resize(static_cast<std::size_t>(kGemvMaxRows * in));
       row_scales_.resize(static_cast<std::size_t>(kGemvMaxRows));
@@ -264,8 +269,8 @@ class Fp32Linear final : public OnednnLinear {
   }
 };
 
-template <class T, class... Extra>
-std::unique_ptr<Linear> make_linear(CpuContext& ctx, const float* w, std::int64_t out,
+template <class T, class W, class... Extra>
+std::unique_ptr<Linear> make_linear(CpuContext& ctx, const W* w, std::int64_t out,
                                     std::int64_t in, Extra... extra) {
   if (w == nullptr) fail(ErrorCode::invalid_argument, "linear: null weights");
   try {
@@ -278,6 +283,24 @@ std::unique_ptr<Linear> make_linear(CpuContext& ctx, const float* w, std::int64_
 }  // namespace
 
 int int8_weight_range() { return weight_qmax_for_isa(); }
+
+QuantizedWeights quantize_int8_weights(CpuContext& ctx, const float* w, std::int64_t out,
+                                       std::int64_t in) {
+  if (w == nullptr) fail(ErrorCode::invalid_argument, "linear: null weights");
+  if (out <= 0 || in <= 0)
+    fail(ErrorCode::invalid_argument, "linear: bad weight shape out={} in={}", out, in);
+  QuantizedWeights q{out, in, std::vector<std::int8_t>(static_cast<std::size_t>(out * in)),
+                     std::vector<float>(static_cast<std::size_t>(out))};
+  quantize_weights_s8(w, out, in, q.q.data(), q.scales.data(), ctx.threads, int8_weight_range());
+  return q;
+}
+
+std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const std::int8_t* q, const float* scales,
+                                         std::int64_t out, std::int64_t in,
+                                         ActivationQuant activations) {
+  if (scales == nullptr) fail(ErrorCode::invalid_argument, "linear: null weight scales");
+  return make_linear<Int8Linear>(ctx, q, out, in, scales, activations);
+}
 
 std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const float* w, std::int64_t out,
                                          std::int64_t in, ActivationQuant activations) {

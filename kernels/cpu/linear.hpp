@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace ember::kernels::cpu {
 
@@ -60,6 +61,21 @@ std::unique_ptr<Linear> make_int8_linear_onednn_only(
     ActivationQuant activations = ActivationQuant::per_row);
 // The largest |q| of INT8 weights on this CPU: 127 with VNNI, 63 without (see linear.cpp).
 int int8_weight_range();
+
+// Weights quantized per output channel, as the INT8 linear uses them: q [out, in] with
+// |q| <= int8_weight_range(), w ~= q * scales[row]. The form the weight cache stores.
+struct QuantizedWeights {
+  std::int64_t out = 0, in = 0;
+  std::vector<std::int8_t> q;
+  std::vector<float> scales;
+};
+QuantizedWeights quantize_int8_weights(CpuContext& ctx, const float* w, std::int64_t out,
+                                       std::int64_t in);
+// The INT8 linear of weights already quantized (quantize_int8_weights, or read back from a
+// cache): make_int8_linear(w) is this of quantize_int8_weights(w). q and scales are not kept.
+std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const std::int8_t* q, const float* scales,
+                                         std::int64_t out, std::int64_t in,
+                                         ActivationQuant activations = ActivationQuant::per_row);
 
 std::unique_ptr<Linear> make_fp32_linear(CpuContext& ctx, const float* w, std::int64_t out,
                                          std::int64_t in);

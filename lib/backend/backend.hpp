@@ -7,12 +7,12 @@
 
 #include "backend/batch.hpp"
 #include "backend/kv_cache.hpp"
+#include "backend/load_progress.hpp"
 #include "model/gguf.hpp"
 #include "model/model_config.hpp"
 
 #include <ember/ember.hpp>
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,8 +48,11 @@ struct BackendOptions {
   // A short text (token ids) on which the INT8 path observes activation ranges at load to
   // smooth them (backend/cpu/smoothing.hpp); empty: no smoothing.
   std::vector<std::int32_t> calibration_tokens;
-  // Called with the fraction of weights prepared, for load progress; may be empty.
-  std::function<void(float)> on_progress;
+  // Load progress (phases and cancellation); null = not reported.
+  LoadProgress* progress = nullptr;
+  // INT8 only: the directory of the packed-weight cache (backend/cpu/weight_cache.hpp); "" = off.
+  std::string weight_cache_dir;
+  LogCallback log;  // where the cache reports a file it could not use or write
 };
 
 // The CPU backends: Precision::fp32 gives the readable reference (backend/cpu/reference.cpp),

@@ -111,6 +111,13 @@ std::size_t to_size(std::uint64_t bytes, const char* field) {
   return static_cast<std::size_t>(bytes);
 }
 
+LoadProgressCallback to_cpp(ember_load_progress_fn progress, void* user_data) {
+  if (progress == nullptr) return {};
+  return [progress, user_data](LoadPhase phase, float fraction) {
+    return progress(static_cast<ember_load_phase>(phase), fraction, user_data) != 0;
+  };
+}
+
 LogCallback to_cpp(ember_log_fn log, void* user_data) {
   if (log == nullptr) return {};
   return [log, user_data](LogLevel level, std::string_view message) {
@@ -158,6 +165,8 @@ EngineOptions to_cpp(const ember_engine_options& in) {
   out.background_thread = o.background_thread != 0;
   out.log = to_cpp(o.log, o.log_user_data);
   if (o.prefix_store_path != nullptr) out.prefix_store_path = o.prefix_store_path;
+  out.on_load_progress = to_cpp(o.on_load_progress, o.load_progress_user_data);
+  if (o.weight_cache_dir != nullptr) out.weight_cache_dir = o.weight_cache_dir;
   return out;
 }
 

@@ -115,6 +115,12 @@ EMBER_API const char* ember_finish_reason_string(ember_finish_reason reason) {
   return "unknown";
 }
 
+EMBER_API const char* ember_load_phase_string(ember_load_phase phase) {
+  const long long raw = raw_enum(phase);
+  if (raw < EMBER_LOAD_READING || raw > EMBER_LOAD_CACHE) return "unknown";
+  return ember::to_string(static_cast<ember::LoadPhase>(raw));
+}
+
 EMBER_API const char* ember_last_error(void) { return thread_error().c_str(); }
 
 EMBER_API const char* ember_engine_last_error(const ember_engine* engine) {

@@ -81,6 +81,7 @@ class GgufFile {
   // header (metadata and tensor table), the file size and evenly spaced samples of the tensor
   // data. Files that ember writes beside or for a model (KV snapshots) carry it.
   std::uint64_t identity() const { return identity_; }
+  const std::uint8_t* bytes() const { return base_; }  // the whole image, file_size() bytes
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }

@@ -30,8 +30,11 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
   if (options.max_sequences <= 0)
     fail(ErrorCode::invalid_argument, "max_sequences must be > 0, got {}", options.max_sequences);
 
+  backend::LoadProgress progress(options.on_load_progress);
+  progress.report(LoadPhase::reading, 0.0f);
   file_ = model::GgufFile::open(path);
   config_ = model::read_model_config(*file_);
+  progress.report(LoadPhase::tokenizer, 0.0f);
   tokenizer_ = tokenizer::Tokenizer::from_gguf(*file_);
   if (auto source = file_->find_string("tokenizer.chat_template")) {
     try {
@@ -46,6 +49,8 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
     chat_template_error_ = "the model file has no chat template (tokenizer.chat_template)";
   }
 
+  progress.report(LoadPhase::tokenizer, 1.0f);
+
   context_length_ = options.context_length > 0
                         ? options.context_length
                         : std::min(config_.context_length > 0 ? config_.context_length : kDefaultMaxContext,
@@ -59,6 +64,9 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
       tokenizer_->encode(backend::kCalibrationText, /*parse_special=*/true, tokenizer_->add_bos());
   backend_options.threads = options.threads > 0 ? options.threads
                                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  backend_options.progress = &progress;
+  backend_options.weight_cache_dir = options.weight_cache_dir;
+  backend_options.log = options.log;
   backend_ = backend::make_backend(file_, config_, backend_options);
 
   backend::KvGeometry geometry;
@@ -84,6 +92,7 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
     const std::size_t blocks = load_state_file(options.prefix_store_path);
     log(LogLevel::info, "prefix store {}: {} blocks cached", options.prefix_store_path, blocks);
   }
+  progress.finish();
   load_ms_ = ms_between(start, Clock::now());
   log(LogLevel::info, "loaded {} ({} layers, width {}) on {} in {:.0f} ms; KV cache {} blocks of {} tokens",
       config_.name, config_.layers, config_.embedding, backend_->name(), load_ms_,
