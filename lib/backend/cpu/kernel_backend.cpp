@@ -266,10 +266,10 @@ class KernelBackend final : public Backend {
   static constexpr int kPreparationRevision = 1;
 
   std::string recipe(const BackendOptions& options) const {
-    Hash64 calibration;
+    Hasher calibration;
     calibration.update(options.calibration_tokens.data(), options.calibration_tokens.size() * sizeof(std::int32_t));
     return fmt::format("cpu-int8 preparation {}, calibration {} tokens {:016x}", kPreparationRevision,
-                       options.calibration_tokens.size(), calibration.digest());
+                       options.calibration_tokens.size(), calibration.value());
   }
 
   static std::string layer_name(std::size_t l, const char* what) { return fmt::format("blk.{}.{}", l, what); }

@@ -64,26 +64,10 @@ std::pair<std::uint64_t, std::uint64_t> section_bytes(std::uint32_t kind, std::i
 }
 
 std::uint64_t header_checksum(const FileHeader& h, std::string_view key) {
-  Hash64 hash;
+  Hasher hash;
   hash.update(&h, offsetof(FileHeader, header_checksum));
   hash.update(key.data(), key.size());
-  return hash.digest();
-}
-
-// The model file's identity: its size, every byte before the tensor data (header, metadata,
-// tensor table) and the first and last 4 KiB of every tensor. Hashing all the tensor data would
-// read the whole model at every start, which the warm path otherwise never does.
-std::uint64_t model_identity(const model::GgufFile& file) {
-  Hash64 hash;
-  hash.update_value(file.file_size());
-  hash.update(file.bytes(), static_cast<std::size_t>(std::min(file.data_offset(), file.file_size())));
-  constexpr std::uint64_t kSample = 4096;
-  for (const model::GgufTensor& t : file.tensors()) {
-    const std::uint64_t n = std::min(t.nbytes, kSample);
-    hash.update(t.data, static_cast<std::size_t>(n));
-    hash.update(t.data + (t.nbytes - n), static_cast<std::size_t>(n));
-  }
-  return hash.digest();
+  return hash.value();
 }
 
 // A file-name-safe form of the model's file name.
@@ -101,10 +85,10 @@ WeightCacheFile weight_cache_file(const std::string& dir, const model::GgufFile&
   WeightCacheFile f;
   f.key = fmt::format("ember {}; weight cache format {}; model {} bytes, identity {:016x}; {}; "
                       "INT8 weight range {}", version(), kFormat, file.file_size(),
-                      model_identity(file), recipe, kernels::cpu::int8_weight_range());
-  Hash64 name;
+                      file.identity(), recipe, kernels::cpu::int8_weight_range());
+  Hasher name;
   name.update(f.key.data(), f.key.size());
-  f.path = (fs::path(dir) / fmt::format("{}.{:016x}.ember-weights", safe_stem(file.path()), name.digest())).string();
+  f.path = (fs::path(dir) / fmt::format("{}.{:016x}.ember-weights", safe_stem(file.path()), name.value())).string();
   return f;
 }
 
@@ -130,9 +114,9 @@ WeightCacheReader::WeightCacheReader(const WeightCacheFile& file) : path_(file.p
       h.payload_bytes != size - h.payload_offset)
     bad(fmt::format("payload of {} bytes at {} does not match the file size {} (truncated?)",
                     h.payload_bytes, h.payload_offset, size));
-  Hash64 checksum;
+  Hasher checksum;
   checksum.update(base + h.payload_offset, static_cast<std::size_t>(h.payload_bytes));
-  if (checksum.digest() != h.payload_checksum) bad("payload checksum mismatch (damaged file)");
+  if (checksum.value() != h.payload_checksum) bad("payload checksum mismatch (damaged file)");
 
   std::uint64_t pos = h.payload_offset;
   for (std::uint64_t r = 0; r < h.records; ++r) {
@@ -265,7 +249,7 @@ bool WeightCacheWriter::commit() noexcept {
     h.records = records_;
     h.payload_offset = padded(sizeof h + file_.key.size());
     h.payload_bytes = payload_bytes_;
-    h.payload_checksum = checksum_.digest();
+    h.payload_checksum = checksum_.value();
     h.header_checksum = header_checksum(h, file_.key);
     if (std::fseek(out_, 0, SEEK_SET) != 0 || std::fwrite(&h, sizeof h, 1, out_) != 1 || std::fflush(out_) != 0)
       fail(ErrorCode::io, "writing the header of '{}' failed", temp_path_);

@@ -15,7 +15,7 @@
 
 #include "model/gguf.hpp"
 #include "model/mapped_file.hpp"
-#include "util/hash64.hpp"
+#include "util/hash.hpp"
 
 #include <ember/ember.hpp>
 
@@ -96,7 +96,7 @@ class WeightCacheWriter {
   std::string temp_path_;
   std::FILE* out_ = nullptr;
   std::uint64_t payload_bytes_ = 0, records_ = 0;
-  Hash64 checksum_;
+  Hasher checksum_;
   bool committed_ = false;
 };
 
