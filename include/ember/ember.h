@@ -84,8 +84,9 @@ typedef enum ember_status {
   EMBER_ERROR_CONTEXT_OVERFLOW = 6, /* the prompt does not fit the context window */
   EMBER_ERROR_CANCELLED = 7,        /* the operation was cancelled */
   EMBER_ERROR_INTERNAL = 8,         /* a bug in ember: please report it */
-  EMBER_ERROR_BUFFER_TOO_SMALL = 9  /* C only: an output buffer is too small; the size needed
+  EMBER_ERROR_BUFFER_TOO_SMALL = 9, /* C only: an output buffer is too small; the size needed
                                        was written to the count/length output */
+  EMBER_ERROR_BUSY = 10             /* max_requests are in flight: retry later (ErrorCode::busy) */
 } ember_status;
 
 /* A short name of a status ("ok", "invalid_argument", ...); never NULL. */
@@ -141,6 +142,9 @@ typedef struct ember_engine_options {
   int32_t background_thread;         /* nonzero: the engine steps itself on its own thread */
   ember_log_fn log;                  /* NULL = no logging */
   void* log_user_data;
+  int32_t max_prompt_tokens;         /* limits; 0 = none of its own (see ember.hpp) */
+  int32_t max_generated_tokens;
+  int32_t max_requests;              /* in flight at most; beyond: EMBER_ERROR_BUSY */
 } ember_engine_options;
 
 /* Fills the first `struct_size` bytes of `options` with the library's defaults and sets

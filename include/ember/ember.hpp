@@ -42,6 +42,7 @@ enum class ErrorCode {
   context_overflow,  // the prompt does not fit the context window
   cancelled,         // the caller cancelled the operation
   internal,          // a bug in ember: please report it
+  busy,              // EngineOptions::max_requests are in flight: retry later (HTTP 429)
 };
 
 EMBER_API const char* to_string(ErrorCode code) noexcept;
@@ -85,6 +86,15 @@ struct EngineOptions {
                                          // requests (same prompt and parameters); 0 = off
   bool background_thread = false;  // the engine steps itself on a thread it owns; otherwise
                                    // the host drives it (step(), wait(), generate())
+  // Limits, checked by submit()/generate() before a request is queued; 0 = no limit of its own.
+  int max_prompt_tokens = 0;     // prompt tokens at most; over it: Error(context_overflow).
+                                 // The context window always applies (prompt < context_length)
+  int max_generated_tokens = 0;  // SamplingParams::max_tokens at most; over it:
+                                 // Error(invalid_argument). 0: the context window ends generation
+  int max_requests = 0;          // requests in flight (queued + running) at most; beyond it
+                                 // submit() throws Error(busy) at once, never blocks. Requests
+                                 // past max_sequences wait in the queue; max_requests =
+                                 // max_sequences refuses instead of queueing
   LogCallback log;             // receives log lines; nothing is printed without it
 };
 

@@ -3,6 +3,7 @@
 #include "capi/capi.hpp"
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -15,6 +16,8 @@ namespace {
 // When fields are appended, these stay as they are and sizeof grows.
 template <class T>
 constexpr std::size_t kFirstSize = sizeof(T);
+template <>
+constexpr std::size_t kFirstSize<ember_engine_options> = offsetof(ember_engine_options, max_prompt_tokens);
 
 template <class T>
 void check_struct_size(std::size_t size, const char* type) {
@@ -67,6 +70,9 @@ ember_engine_options default_options() {
   o.prefix_cache = d.prefix_cache ? 1 : 0;
   o.response_cache_bytes = d.response_cache_bytes;
   o.background_thread = d.background_thread ? 1 : 0;
+  o.max_prompt_tokens = d.max_prompt_tokens;
+  o.max_generated_tokens = d.max_generated_tokens;
+  o.max_requests = d.max_requests;
   return o;
 }
 
@@ -143,6 +149,9 @@ EngineOptions to_cpp(const ember_engine_options& in) {
   out.response_cache_bytes = to_size(o.response_cache_bytes, "response_cache_bytes");
   out.background_thread = o.background_thread != 0;
   out.log = to_cpp(o.log, o.log_user_data);
+  out.max_prompt_tokens = o.max_prompt_tokens;
+  out.max_generated_tokens = o.max_generated_tokens;
+  out.max_requests = o.max_requests;
   return out;
 }
 
