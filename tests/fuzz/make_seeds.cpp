@@ -4,6 +4,7 @@
 //   tokenizer      the tokenizer golden corpus under varying flag bytes, plus id sequences
 //   chat_template  every template of tests/data/tokenizer/templates with a conversation
 //   capi           a slice of the tokenizer corpus, plus id sequences
+//   server         request bodies, good and bad (those of tests/examples/test_server.sh)
 // Usage: fuzz_make_seeds CORPUS_DIR TEST_DATA_DIR. Regression inputs (crash-*) are not touched.
 #include "bad_gguf.hpp"
 #include "model/gguf_writer.hpp"
@@ -17,6 +18,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -150,6 +152,35 @@ void capi_seeds(const fs::path& dir, const std::vector<std::string>& corpus) {
   for (const auto& ids : id_sequences()) write_seed(dir, n++, id_bytes(0, 64, ids));
 }
 
+// First byte: the endpoint (0 completions, 1 chat); the rest: the body.
+void server_seeds(const fs::path& dir) {
+  const std::vector<std::pair<int, std::string>> bodies = {
+      {0, R"({"prompt": "Once upon a time", "max_tokens": 6, "temperature": 0})"},
+      {0, R"({"prompt": "hi", "max_tokens": 2, "stream": true, "stream_options": {"include_usage": true},
+             "stop": ["a", "b"], "seed": 18446744073709551615, "top_p": 0.5, "top_k": 4, "min_p": 0.1,
+             "presence_penalty": -2, "frequency_penalty": 2, "ignore_eos": true, "n": 1})"},
+      {1, R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi!"}],
+             "max_tokens": 8, "temperature": 0, "ignore_eos": true})"},
+      {1, R"({"messages": [{"role": "developer", "content": [{"type": "text", "text": "a"}]},
+             {"role": "assistant", "content": null}], "max_completion_tokens": 3})"},
+      {0, R"({"prompt": "hi",)"},
+      {0, "[1, 2]"},
+      {0, R"({"prompt": "hi", "max_tokens": "ten"})"},
+      {0, R"({"prompt": "hi", "temperature": -1})"},
+      {0, R"({"prompt": "hi", "stream": "yes"})"},
+      {0, R"({"prompt": "hi", "stop": ["a", 3]})"},
+      {0, R"({"prompt": ["a", "b"]})"},
+      {0, R"({"max_tokens": 3})"},
+      {1, R"({"messages": "hello"})"},
+      {1, R"({"messages": [{"role": "wizard", "content": "x"}]})"},
+      {1, R"({"messages": [{"role": "user", "content": "x"}], "n": 2})"},
+      {0, R"({"prompt": "hi", "max_tokens": 2, "logit_bias": {}, "user": "x", "foo": [1]})"},
+      {0, "{\"prompt\": \"\xff\xfe \\ud800 \xc0\x80\"}"},
+  };
+  int n = 0;
+  for (const auto& [endpoint, body] : bodies) write_seed(dir, n++, text_bytes(static_cast<std::uint8_t>(endpoint), -1, body));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -159,7 +190,7 @@ int main(int argc, char** argv) {
   }
   try {
     const fs::path root = argv[1], data = argv[2];
-    for (const char* t : {"gguf", "tokenizer", "chat_template", "capi"}) {
+    for (const char* t : {"gguf", "tokenizer", "chat_template", "capi", "server"}) {
       fs::create_directories(root / t);
       for (const auto& entry : fs::directory_iterator(root / t)) {
         if (entry.path().filename().string().rfind("seed-", 0) == 0) fs::remove(entry.path());
@@ -170,6 +201,7 @@ int main(int argc, char** argv) {
     tokenizer_seeds(root / "tokenizer", corpus);
     chat_template_seeds(root / "chat_template", data);
     capi_seeds(root / "capi", corpus);
+    server_seeds(root / "server");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz_make_seeds: %s\n", e.what());
     return 1;
