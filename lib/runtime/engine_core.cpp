@@ -160,8 +160,8 @@ void EngineCore::submit(const std::shared_ptr<Sequence>& seq) {
     if (stopping_) fail(ErrorCode::invalid_argument, "submit() on an engine that is shutting down");
     const int in_flight = scheduler_->running() + scheduler_->waiting();
     if (options_.max_requests > 0 && in_flight >= options_.max_requests)
-      fail(ErrorCode::busy, "{} requests are in flight, the limit EngineOptions::max_requests: retry later",
-           in_flight);
+      fail(ErrorCode::busy, "{} requests are in flight, EngineOptions::max_requests = {}: retry later",
+           in_flight, options_.max_requests);
     seq->id = next_id_++;
     seq->submitted = Clock::now();
     ++stats_.requests_submitted;

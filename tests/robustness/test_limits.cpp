@@ -164,15 +164,19 @@ std::vector<Request> four_requests() {
   return out;
 }
 
-// Each request's tokens when it runs alone on a fresh engine, with no faults.
-std::vector<std::vector<std::int32_t>> reference_tokens() {
-  std::vector<std::vector<std::int32_t>> out;
-  for (const Request& r : four_requests()) {
-    Run run(small_options());
-    run.submit(r);
-    out.push_back(run.wait(0).tokens);
-  }
-  return out;
+// Each request's tokens when it runs alone on a fresh engine, with no faults (computed once:
+// opening engines is most of this test's time under ThreadSanitizer).
+const std::vector<std::vector<std::int32_t>>& reference_tokens() {
+  static const auto tokens = [] {
+    std::vector<std::vector<std::int32_t>> out;
+    for (const Request& r : four_requests()) {
+      Run run(small_options());
+      run.submit(r);
+      out.push_back(run.wait(0).tokens);
+    }
+    return out;
+  }();
+  return tokens;
 }
 
 // Options where requests 0 and 1 run together and 2 and 3 wait for them.
@@ -184,7 +188,7 @@ EngineOptions two_at_a_time() {
 }
 
 TEST_CASE("a step that fails ends its own requests with `error`; the others finish; pool whole") {
-  const auto reference = reference_tokens();
+  const auto& reference = reference_tokens();
   for (const FaultPoint point : {FaultPoint::forward, FaultPoint::sample}) {
     CAPTURE(static_cast<int>(point));
     Run run(two_at_a_time());
@@ -221,7 +225,7 @@ TEST_CASE("a step that fails ends its own requests with `error`; the others fini
 }
 
 TEST_CASE("a failure outside the computation ends every unfinished request; the engine recovers") {
-  const auto reference = reference_tokens();
+  const auto& reference = reference_tokens();
   Run run(two_at_a_time());
   int calls = 0;
   run.core->set_fault_hook([&](FaultPoint p) {
@@ -240,7 +244,7 @@ TEST_CASE("a failure outside the computation ends every unfinished request; the 
 }
 
 TEST_CASE("background thread: failing steps and throwing callbacks never escape ember's thread") {
-  const auto reference = reference_tokens();
+  const auto& reference = reference_tokens();
   const auto requests = four_requests();
   EngineOptions o = two_at_a_time();
   o.background_thread = true;
