@@ -12,7 +12,8 @@
 //     background thread; concurrent requests are batched together whichever thread steps.
 //   * Callbacks run on the thread that runs the engine step, with the engine's lock held: a
 //     callback must not call back into the same Engine. An exception thrown by a callback stops
-//     its request (finish reason `cancelled`, Completion::error says why) and goes no further.
+//     its request (finish reason `cancelled`, Completion::error says why) and goes no further;
+//     one thrown by the log callback loses its line. Nothing escapes into ember's own thread.
 //   * Moving or destroying an Engine must not race with calls on it.
 //   * ember never prints to stdout/stderr; install EngineOptions::log to see its log lines.
 #pragma once
@@ -258,8 +259,9 @@ class EMBER_API Engine {
 
   // Runs one request to completion, streaming to `on_chunk` if given. Concurrent calls from
   // several threads are batched together.
-  // Bad parameters throw Error(invalid_argument); a prompt that cannot fit the context throws
-  // Error(context_overflow). Everything else ends in a Completion with its finish reason.
+  // Bad parameters throw Error(invalid_argument); a prompt that cannot fit the context or
+  // max_prompt_tokens throws Error(context_overflow); with max_requests in flight, Error(busy).
+  // Everything else ends in a Completion with its finish reason (`error` if the engine failed).
   Completion generate(const Request& request, const StreamCallback& on_chunk = {});
 
   // generate() over a conversation rendered with the model's chat template, generation prompt
