@@ -58,9 +58,19 @@ void test_open_errors(void) {
   CHECK_FAILS(ember_engine_open(NULL, NULL, &engine), EMBER_ERROR_INVALID_ARGUMENT, "path");
   CHECK_FAILS(ember_engine_open(capi_model_path, NULL, NULL), EMBER_ERROR_INVALID_ARGUMENT, "NULL");
 
-  /* Not a GGUF file: this source file. */
-  CHECK(ember_engine_open(__FILE__, NULL, &engine) == EMBER_ERROR_INVALID_MODEL);
+  /* Not a GGUF file: a text file beside the model (not __FILE__, which Ninja makes relative to
+   * the build directory, where ctest does not run the test). */
+  char not_gguf[4096];
+  snprintf(not_gguf, sizeof not_gguf, "%s.not-gguf", capi_model_path);
+  FILE* f = fopen(not_gguf, "wb");
+  CHECK(f != NULL);
+  if (f != NULL) {
+    fputs("this text is not a GGUF model, only long enough to be read as one", f);
+    fclose(f);
+  }
+  CHECK(ember_engine_open(not_gguf, NULL, &engine) == EMBER_ERROR_INVALID_MODEL);
   CHECK(engine == NULL && strlen(ember_last_error()) > 0);
+  remove(not_gguf);
 
   ember_engine_options options = ember_engine_options_default();
   options.struct_size = 0;
