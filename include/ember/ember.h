@@ -73,7 +73,7 @@ EMBER_API int ember_version_number(void);
 /* ---- status and errors ---------------------------------------------------------------------- */
 
 /* The values are fixed: new codes are only ever added. EMBER_ERROR_INVALID_ARGUMENT through
- * EMBER_ERROR_INTERNAL are ember::ErrorCode one to one. */
+ * EMBER_ERROR_INTERNAL, and EMBER_ERROR_BUSY, are ember::ErrorCode one to one. */
 typedef enum ember_status {
   EMBER_OK = 0,
   EMBER_ERROR_INVALID_ARGUMENT = 1, /* a parameter out of range, a NULL or bad handle */
