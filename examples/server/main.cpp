@@ -1,7 +1,11 @@
 // ember-server: an OpenAI-compatible HTTP server over one ember Engine.
 //
 //   ember-server [--model PATH] [--host ADDR] [--port N] [--threads N] [--http-threads N]
-//                [--max-body-bytes N] [--max-prompt-tokens N]
+//                [--max-body-bytes N] [--max-prompt-tokens N] [--max-requests N]
+//
+// Limits: --max-prompt-tokens (longer prompts: 400 context_length_exceeded) and --max-requests
+// (requests in flight, queued + running; beyond it: 429 rate_limit_exceeded, retry later) are
+// ember::EngineOptions::max_prompt_tokens and max_requests; --max-body-bytes is httplib's (413).
 //
 // Endpoints: POST /v1/completions, POST /v1/chat/completions (both with "stream": true as
 // server-sent events), GET /v1/models, GET /health, GET /metrics (Prometheus text).
@@ -31,7 +35,8 @@ namespace {
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "error: %s\nusage: ember-server [--model PATH] [--host ADDR] [--port N] "
-               "[--threads N] [--http-threads N] [--max-body-bytes N] [--max-prompt-tokens N]\n",
+               "[--threads N] [--http-threads N] [--max-body-bytes N] [--max-prompt-tokens N]\n"
+               "       [--max-requests N]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -42,7 +47,6 @@ struct Options {
   int port = 8080;
   int http_threads = 32;  // one per connected client: streaming holds a thread for its length
   std::size_t max_body_bytes = 1u << 20;
-  int max_prompt_tokens = 0;
   ember::EngineOptions engine;
 };
 
@@ -61,7 +65,8 @@ Options parse_flags(int argc, char** argv) {
       else if (flag == "--threads") o.engine.threads = std::stoi(value());
       else if (flag == "--http-threads") o.http_threads = std::stoi(value());
       else if (flag == "--max-body-bytes") o.max_body_bytes = std::stoull(value());
-      else if (flag == "--max-prompt-tokens") o.max_prompt_tokens = std::stoi(value());
+      else if (flag == "--max-prompt-tokens") o.engine.max_prompt_tokens = std::stoi(value());
+      else if (flag == "--max-requests") o.engine.max_requests = std::stoi(value());
       else if (flag == "--help" || flag == "-h") usage("help requested");
       else usage("unknown flag " + flag);
     }
@@ -99,7 +104,6 @@ int main(int argc, char** argv) {
   }
   state.engine = &*engine;
   state.model_id = std::filesystem::path(options.model).stem().string();
-  state.max_prompt_tokens = options.max_prompt_tokens;
   state.next_seed = std::random_device{}();
 
   httplib::Server http;

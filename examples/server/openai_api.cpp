@@ -146,6 +146,29 @@ json error_body(const ApiError& e) {
             {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
 }
 
+ApiError api_error(const ember::Error& e, Endpoint endpoint) {
+  ApiError api;
+  api.message = e.what();
+  switch (e.code()) {
+    case ember::ErrorCode::invalid_argument:
+    case ember::ErrorCode::unsupported: break;
+    case ember::ErrorCode::context_overflow:
+      api.code = "context_length_exceeded";
+      api.param = endpoint == Endpoint::chat_completions ? "messages" : "prompt";
+      break;
+    case ember::ErrorCode::busy:  // OpenAI's answer to too many requests: retry later
+      api.status = 429;
+      api.type = "rate_limit_error";
+      api.code = "rate_limit_exceeded";
+      break;
+    default:
+      api.status = 500;
+      api.type = "server_error";
+      api.code = ember::to_string(e.code());
+  }
+  return api;
+}
+
 ParsedRequest parse_request(Endpoint endpoint, const std::string& body_text,
                             std::uint64_t default_seed) {
   json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);

@@ -23,6 +23,11 @@ struct ApiError {
 
 nlohmann::json error_body(const ApiError& e);
 
+// ember's typed errors as HTTP answers: the caller's mistakes are 400s (a prompt over the
+// context or --max-prompt-tokens: code context_length_exceeded, param the prompt's field),
+// ErrorCode::busy (--max-requests in flight) is 429, the rest 500s.
+ApiError api_error(const ember::Error& e, Endpoint endpoint);
+
 struct ParsedRequest {
   ember::Request request;
   bool stream = false;

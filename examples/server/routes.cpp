@@ -28,38 +28,6 @@ void send_json(httplib::Response& res, int status, const json& body) {
 
 void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, error_body(e)); }
 
-// ember's typed errors to HTTP: the caller's mistakes are 400s, the rest 500s.
-ApiError from_ember_error(const ember::Error& e) {
-  ApiError api;
-  api.message = e.what();
-  switch (e.code()) {
-    case ember::ErrorCode::invalid_argument:
-    case ember::ErrorCode::unsupported: break;
-    case ember::ErrorCode::context_overflow: api.code = "context_length_exceeded"; break;
-    default:
-      api.status = 500;
-      api.type = "server_error";
-      api.code = ember::to_string(e.code());
-  }
-  return api;
-}
-
-// --max-prompt-tokens is a policy of this server, tighter than the context window.
-void check_prompt_length(const ServerState& state, const ember::Request& request) {
-  if (state.max_prompt_tokens <= 0) return;
-  const bool chat = !request.messages.empty();
-  const std::size_t tokens =
-      chat ? state.engine->tokenize(state.engine->apply_chat_template(request.messages), true).size()
-           : state.engine->tokenize(request.prompt).size();
-  if (tokens <= static_cast<std::size_t>(state.max_prompt_tokens)) return;
-  ApiError e;
-  e.message = "the prompt has " + std::to_string(tokens) + " tokens, more than this server's " +
-              "limit of " + std::to_string(state.max_prompt_tokens);
-  e.param = chat ? "messages" : "prompt";
-  e.code = "context_length_exceeded";
-  throw e;
-}
-
 // Hands streamed text from the engine thread to the HTTP thread that writes it.
 struct StreamState {
   std::mutex mutex;
@@ -122,7 +90,6 @@ void completion_route(ServerState& state, Endpoint endpoint, const httplib::Requ
                       httplib::Response& res) {
   try {
     const ParsedRequest parsed = parse_request(endpoint, req.body, state.next_seed++);
-    check_prompt_length(state, parsed.request);
     const ResponseContext ctx{
         endpoint,
         (endpoint == Endpoint::chat_completions ? "chatcmpl-" : "cmpl-") +
@@ -144,7 +111,7 @@ void completion_route(ServerState& state, Endpoint endpoint, const httplib::Requ
   } catch (const ApiError& e) {
     send_error(res, e);
   } catch (const ember::Error& e) {
-    send_error(res, from_ember_error(e));
+    send_error(res, api_error(e, endpoint));
   }
 }
 

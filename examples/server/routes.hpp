@@ -21,7 +21,6 @@ struct ServerState {
   ember::Engine* engine = nullptr;  // opened with background_thread = true
   Metrics metrics;
   std::string model_id;             // reported by /v1/models and in every response
-  int max_prompt_tokens = 0;        // 0: only the context window limits prompts
   std::atomic<std::uint64_t> next_seed{0};  // seeds of requests that do not give one
   std::atomic<std::uint64_t> next_id{1};    // response ids: "cmpl-1", "chatcmpl-2", ...
 };

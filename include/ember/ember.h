@@ -73,7 +73,7 @@ EMBER_API int ember_version_number(void);
 /* ---- status and errors ---------------------------------------------------------------------- */
 
 /* The values are fixed: new codes are only ever added. EMBER_ERROR_INVALID_ARGUMENT through
- * EMBER_ERROR_INTERNAL are ember::ErrorCode one to one. */
+ * EMBER_ERROR_INTERNAL, and EMBER_ERROR_BUSY, are ember::ErrorCode one to one. */
 typedef enum ember_status {
   EMBER_OK = 0,
   EMBER_ERROR_INVALID_ARGUMENT = 1, /* a parameter out of range, a NULL or bad handle */
@@ -84,8 +84,9 @@ typedef enum ember_status {
   EMBER_ERROR_CONTEXT_OVERFLOW = 6, /* the prompt does not fit the context window */
   EMBER_ERROR_CANCELLED = 7,        /* the operation was cancelled */
   EMBER_ERROR_INTERNAL = 8,         /* a bug in ember: please report it */
-  EMBER_ERROR_BUFFER_TOO_SMALL = 9  /* C only: an output buffer is too small; the size needed
+  EMBER_ERROR_BUFFER_TOO_SMALL = 9, /* C only: an output buffer is too small; the size needed
                                        was written to the count/length output */
+  EMBER_ERROR_BUSY = 10             /* max_requests are in flight: retry later (ErrorCode::busy) */
 } ember_status;
 
 /* A short name of a status ("ok", "invalid_argument", ...); never NULL. */
@@ -172,6 +173,9 @@ typedef struct ember_engine_options {
   void* load_progress_user_data;
   const char* weight_cache_dir;      /* INT8: directory of the packed-weight cache; NULL or "" =
                                         off. Read during ember_engine_open() only. */
+  int32_t max_prompt_tokens;         /* limits; 0 = none of its own (see ember.hpp) */
+  int32_t max_generated_tokens;
+  int32_t max_requests;              /* in flight at most; beyond: EMBER_ERROR_BUSY */
 } ember_engine_options;
 
 /* Fills the first `struct_size` bytes of `options` with the library's defaults and sets

@@ -12,7 +12,8 @@
 //     background thread; concurrent requests are batched together whichever thread steps.
 //   * Callbacks run on the thread that runs the engine step, with the engine's lock held: a
 //     callback must not call back into the same Engine. An exception thrown by a callback stops
-//     its request (finish reason `cancelled`, Completion::error says why) and goes no further.
+//     its request (finish reason `cancelled`, Completion::error says why) and goes no further;
+//     one thrown by the log callback loses its line. Nothing escapes into ember's own thread.
 //   * Moving or destroying an Engine must not race with calls on it.
 //   * ember never prints to stdout/stderr; install EngineOptions::log to see its log lines.
 #pragma once
@@ -42,6 +43,7 @@ enum class ErrorCode {
   context_overflow,  // the prompt does not fit the context window
   cancelled,         // the caller cancelled the operation
   internal,          // a bug in ember: please report it
+  busy,              // EngineOptions::max_requests are in flight: retry later (HTTP 429)
 };
 
 EMBER_API const char* to_string(ErrorCode code) noexcept;
@@ -118,6 +120,15 @@ struct EngineOptions {
                                          // requests (same prompt and parameters); 0 = off
   bool background_thread = false;  // the engine steps itself on a thread it owns; otherwise
                                    // the host drives it (step(), wait(), generate())
+  // Limits, checked by submit()/generate() before a request is queued; 0 = no limit of its own.
+  int max_prompt_tokens = 0;     // prompt tokens at most; over it: Error(context_overflow).
+                                 // The context window always applies (prompt < context_length)
+  int max_generated_tokens = 0;  // SamplingParams::max_tokens at most; over it:
+                                 // Error(invalid_argument). 0: the context window ends generation
+  int max_requests = 0;          // requests in flight (queued + running) at most; beyond it
+                                 // submit() throws Error(busy) at once, never blocks. Requests
+                                 // past max_sequences wait in the queue; max_requests =
+                                 // max_sequences refuses instead of queueing
   LogCallback log;             // receives log lines; nothing is printed without it
   std::string prefix_store_path;  // a prefix store (Engine::save_prefix_store) loaded into the
                                   // prefix cache at open; "" = none. A corrupt, truncated or
@@ -290,8 +301,9 @@ class EMBER_API Engine {
 
   // Runs one request to completion, streaming to `on_chunk` if given. Concurrent calls from
   // several threads are batched together.
-  // Bad parameters throw Error(invalid_argument); a prompt that cannot fit the context throws
-  // Error(context_overflow). Everything else ends in a Completion with its finish reason.
+  // Bad parameters throw Error(invalid_argument); a prompt that cannot fit the context or
+  // max_prompt_tokens throws Error(context_overflow); with max_requests in flight, Error(busy).
+  // Everything else ends in a Completion with its finish reason (`error` if the engine failed).
   Completion generate(const Request& request, const StreamCallback& on_chunk = {});
 
   // generate() over a conversation rendered with the model's chat template, generation prompt

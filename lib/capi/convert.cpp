@@ -73,6 +73,9 @@ ember_engine_options default_options() {
   o.prefix_cache = d.prefix_cache ? 1 : 0;
   o.response_cache_bytes = d.response_cache_bytes;
   o.background_thread = d.background_thread ? 1 : 0;
+  o.max_prompt_tokens = d.max_prompt_tokens;
+  o.max_generated_tokens = d.max_generated_tokens;
+  o.max_requests = d.max_requests;
   return o;
 }
 
@@ -167,6 +170,9 @@ EngineOptions to_cpp(const ember_engine_options& in) {
   if (o.prefix_store_path != nullptr) out.prefix_store_path = o.prefix_store_path;
   out.on_load_progress = to_cpp(o.on_load_progress, o.load_progress_user_data);
   if (o.weight_cache_dir != nullptr) out.weight_cache_dir = o.weight_cache_dir;
+  out.max_prompt_tokens = o.max_prompt_tokens;
+  out.max_generated_tokens = o.max_generated_tokens;
+  out.max_requests = o.max_requests;
   return out;
 }
 

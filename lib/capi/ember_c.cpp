@@ -24,6 +24,7 @@ ember_status to_status(ErrorCode code) noexcept {
     case ErrorCode::context_overflow: return EMBER_ERROR_CONTEXT_OVERFLOW;
     case ErrorCode::cancelled: return EMBER_ERROR_CANCELLED;
     case ErrorCode::internal: return EMBER_ERROR_INTERNAL;
+    case ErrorCode::busy: return EMBER_ERROR_BUSY;
   }
   return EMBER_ERROR_INTERNAL;
 }
@@ -100,6 +101,7 @@ EMBER_API const char* ember_status_string(ember_status status) {
     case EMBER_ERROR_CONTEXT_OVERFLOW: return ember::to_string(ErrorCode::context_overflow);
     case EMBER_ERROR_CANCELLED: return ember::to_string(ErrorCode::cancelled);
     case EMBER_ERROR_INTERNAL: return ember::to_string(ErrorCode::internal);
+    case EMBER_ERROR_BUSY: return ember::to_string(ErrorCode::busy);
   }
   return "unknown";
 }

@@ -29,6 +29,10 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
     fail(ErrorCode::invalid_argument, "max_batch_tokens must be > 0, got {}", options.max_batch_tokens);
   if (options.max_sequences <= 0)
     fail(ErrorCode::invalid_argument, "max_sequences must be > 0, got {}", options.max_sequences);
+  if (options.max_prompt_tokens < 0 || options.max_generated_tokens < 0 || options.max_requests < 0)
+    fail(ErrorCode::invalid_argument,
+         "max_prompt_tokens, max_generated_tokens and max_requests must be >= 0 (0 = no limit), got {}, {}, {}",
+         options.max_prompt_tokens, options.max_generated_tokens, options.max_requests);
 
   backend::LoadProgress progress(options.on_load_progress);
   progress.report(LoadPhase::reading, 0.0f);
@@ -131,6 +135,9 @@ std::string EngineCore::render_chat(const std::vector<Message>& messages) const 
 
 std::shared_ptr<Sequence> EngineCore::make_sequence(const Request& request, StreamCallback on_chunk) const {
   validate(request.sampling);
+  if (options_.max_generated_tokens > 0 && request.sampling.max_tokens > options_.max_generated_tokens)
+    fail(ErrorCode::invalid_argument, "max_tokens = {} is over this engine's limit, EngineOptions::max_generated_tokens = {}",
+         request.sampling.max_tokens, options_.max_generated_tokens);
   std::vector<std::int32_t> prompt;
   if (!request.prompt_tokens.empty()) {
     prompt = request.prompt_tokens;
@@ -147,6 +154,9 @@ std::shared_ptr<Sequence> EngineCore::make_sequence(const Request& request, Stre
     prompt = tokenizer_->encode(request.prompt, request.parse_special_tokens, tokenizer_->add_bos());
   }
   if (prompt.empty()) fail(ErrorCode::invalid_argument, "the prompt is empty (0 tokens)");
+  if (options_.max_prompt_tokens > 0 && static_cast<int>(prompt.size()) > options_.max_prompt_tokens)
+    fail(ErrorCode::context_overflow, "the prompt has {} tokens, over this engine's limit, EngineOptions::max_prompt_tokens = {}",
+         prompt.size(), options_.max_prompt_tokens);
   if (static_cast<int>(prompt.size()) >= context_length_)
     fail(ErrorCode::context_overflow, "the prompt has {} tokens but the context holds {} (one more is needed to generate)",
          prompt.size(), context_length_);
@@ -163,6 +173,10 @@ void EngineCore::submit(const std::shared_ptr<Sequence>& seq, bool allow_respons
   {
     std::lock_guard lock(mutex_);
     if (stopping_) fail(ErrorCode::invalid_argument, "submit() on an engine that is shutting down");
+    const int in_flight = scheduler_->running() + scheduler_->waiting();
+    if (options_.max_requests > 0 && in_flight >= options_.max_requests)
+      fail(ErrorCode::busy, "{} requests are in flight, EngineOptions::max_requests = {}: retry later",
+           in_flight, options_.max_requests);
     seq->id = next_id_++;
     seq->submitted = Clock::now();
     ++stats_.requests_submitted;
@@ -252,44 +266,91 @@ EngineStats EngineCore::stats() const {
   return s;
 }
 
+void EngineCore::set_fault_hook(std::function<void(FaultPoint)> hook) {
+  std::lock_guard lock(mutex_);
+  fault_hook_ = std::move(hook);
+}
+
+void EngineCore::check_block_pool() const {
+  std::lock_guard lock(mutex_);
+  pool_->check_invariants();
+}
+
 int EngineCore::step_locked() {
+  // Nothing may escape a step: on the background thread it would end the host's process.
+  // Failures of the forward pass or of sampling end the step's requests (run_step); anything
+  // else ends every unfinished request, so no waiter hangs and the blocks all come back.
+  try {
+    return run_step();
+  } catch (const std::exception& e) {
+    abort_all(e.what());
+  } catch (...) {
+    abort_all("an unknown exception");
+  }
+  return 0;
+}
+
+void EngineCore::sweep_cancelled() {
   // Requests cancelled while running end before the step, freeing their blocks for it. The
   // sweep runs only when cancel() flagged one, not on every step.
-  if (cancel_pending_) {
-    cancel_pending_ = false;
-    for (const auto& seq : scheduler_->sequences())
-      if (seq->cancel_requested) {
-        finish(*seq, FinishReason::cancelled);
-        finalize(seq);
-      }
-  }
+  if (!cancel_pending_) return;
+  cancel_pending_ = false;
+  for (const auto& seq : scheduler_->sequences())
+    if (seq->cancel_requested) {
+      finish(*seq, FinishReason::cancelled);
+      finalize(seq);
+    }
+}
+
+int EngineCore::run_step() {
+  sweep_cancelled();
+  inject(FaultPoint::schedule);
   std::vector<std::shared_ptr<Sequence>> finished;
   const std::vector<ScheduledSequence> step = scheduler_->schedule(batch_, finished);
   for (const auto& seq : finished) finalize(seq);
   if (step.empty()) return finished.empty() ? -1 : 0;
   ++stats_.steps;
 
+  // Two failure points, one rollback: until commit() nothing of the step is published, and
+  // finalize() returns every block the step's sequences hold, so the pool stays whole.
   try {
+    inject(FaultPoint::forward);
     backend_->forward(batch_, *kv_, logits_);
-  } catch (const std::exception& e) {
-    // The step's sequences end with an error; the others and the block pool are untouched.
-    log(LogLevel::error, "engine step failed: {}", e.what());
+    inject(FaultPoint::sample);
+    scheduler_->commit(step);
     for (const ScheduledSequence& s : step) {
-      s.sequence->completion.error = e.what();
-      s.sequence->completion.finish_reason = FinishReason::error;
-      finalize(s.sequence);
+      if (s.logit_index < 0) continue;
+      on_token(*s.sequence, logits_.data() + static_cast<std::size_t>(s.logit_index) * config_.vocab);
     }
+  } catch (const std::exception& e) {
+    fail_step(step, e.what());
     return 0;
-  }
-  scheduler_->commit(step);
-  for (const ScheduledSequence& s : step) {
-    if (s.logit_index < 0) continue;
-    Sequence& seq = *s.sequence;
-    on_token(seq, logits_.data() + static_cast<std::size_t>(s.logit_index) * config_.vocab);
   }
   for (const ScheduledSequence& s : step)
     if (s.sequence->state == SequenceState::finished) finalize(s.sequence);
   return batch_.rows();
+}
+
+void EngineCore::fail_step(const std::vector<ScheduledSequence>& step, const std::string& why) {
+  log(LogLevel::error, "engine step failed: {}", why);
+  // Sequences that finished in this step before the failure keep their finish reason.
+  for (const ScheduledSequence& s : step) {
+    Sequence& seq = *s.sequence;
+    if (seq.state != SequenceState::finished) {
+      seq.completion.error = "the engine step failed: " + why;
+      seq.completion.finish_reason = FinishReason::error;
+    }
+    finalize(s.sequence);
+  }
+}
+
+void EngineCore::abort_all(const std::string& why) {
+  log(LogLevel::error, "engine failed outside a step's computation: {}; ending every request", why);
+  for (const auto& seq : scheduler_->sequences()) {
+    seq->completion.error = "the engine failed: " + why;
+    seq->completion.finish_reason = FinishReason::error;
+    finalize(seq);
+  }
 }
 
 void EngineCore::on_token(Sequence& seq, float* logits) {

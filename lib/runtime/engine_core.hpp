@@ -21,6 +21,7 @@
 #include <ember/ember.hpp>
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -30,6 +31,13 @@
 #include <vector>
 
 namespace ember::runtime {
+
+// Where in a step a test's fault hook runs (see set_fault_hook).
+enum class FaultPoint {
+  schedule,  // before the scheduler picks the step's work
+  forward,   // just before the backend's forward pass
+  sample,    // after the forward pass, before the step is committed and sampled
+};
 
 class EngineCore {
  public:
@@ -68,6 +76,14 @@ class EngineCore {
   int context_length() const { return context_length_; }
   double load_ms() const { return load_ms_; }
 
+  // For tests: fault injection without global state. `hook` runs at every FaultPoint of every
+  // step (under the engine's lock); what it throws is handled as a real failure there would be:
+  // at `forward` and `sample` the step's requests end with FinishReason::error, at `schedule`
+  // every unfinished request does. An empty hook removes it.
+  void set_fault_hook(std::function<void(FaultPoint)> hook);
+  // For tests: the block pool's bookkeeping is consistent (throws Error(internal) otherwise).
+  void check_block_pool() const;
+
  private:
   KvSnapshotIdentity snapshot_identity() const;
   KvSnapshotLimits snapshot_limits() const;
@@ -75,7 +91,16 @@ class EngineCore {
   // Exports the cached full blocks of `tokens` into `out`; false when some are not cached.
   bool export_chain(const std::vector<std::int32_t>& tokens, KvSnapshotWriter& out);
 
-  int step_locked();  // rows computed, or -1 when there was nothing to do
+  // Runs one step; nothing it throws escapes (see abort_all). Rows computed, or -1 when there
+  // was nothing to do.
+  int step_locked();
+  int run_step();  // step_locked's body; may throw
+  void fail_step(const std::vector<ScheduledSequence>& step, const std::string& why);
+  void abort_all(const std::string& why);
+  void sweep_cancelled();
+  void inject(FaultPoint point) {
+    if (fault_hook_) fault_hook_(point);
+  }
   void background_loop();
   void on_token(Sequence& seq, float* logits);
   void finish(Sequence& seq, FinishReason reason, bool discard_held_text = false);
@@ -83,8 +108,13 @@ class EngineCore {
   void serve_from_response_cache(const std::shared_ptr<Sequence>& seq, Completion hit);
   void emit(Sequence& seq, const std::string& text, const std::int32_t* tokens,
             std::size_t token_count, bool last);
-  template <class... Args> void log(LogLevel level, fmt::format_string<Args...> f, Args&&... args) const {
-    if (options_.log) options_.log(level, fmt::format(f, std::forward<Args>(args)...));
+  // A log callback that throws loses its line; the exception never reaches ember's threads.
+  template <class... Args> void log(LogLevel level, fmt::format_string<Args...> f, Args&&... args) const noexcept {
+    if (!options_.log) return;
+    try {
+      options_.log(level, fmt::format(f, std::forward<Args>(args)...));
+    } catch (...) {
+    }
   }
 
   EngineOptions options_;
@@ -111,6 +141,7 @@ class EngineCore {
   EngineStats stats_;
   backend::Batch batch_;
   std::vector<float> logits_;
+  std::function<void(FaultPoint)> fault_hook_;
 };
 
 }  // namespace ember::runtime

@@ -14,6 +14,7 @@ const char* to_string(ErrorCode code) noexcept {
     case ErrorCode::context_overflow: return "context_overflow";
     case ErrorCode::cancelled: return "cancelled";
     case ErrorCode::internal: return "internal";
+    case ErrorCode::busy: return "busy";
   }
   return "unknown";
 }

@@ -56,13 +56,17 @@ struct TeacherForced {
   int positions = 0;
 };
 
-TeacherForced teacher_forced(backend::Backend& b, const json& golden) {
+// The logits of every position of the golden text (teacher forcing), one row per position.
+std::vector<float> teacher_forced_logits(backend::Backend& b, const json& golden) {
+  const auto tokens = golden["tokens"].get<std::vector<std::int32_t>>();
+  test::SequenceRunner runner(b, static_cast<int>(tokens.size()) + 16, KvCacheType::f16);
+  return runner.append(std::vector<std::int32_t>(tokens.begin(), tokens.end() - 1),
+                       /*all_rows=*/true, 256);
+}
+
+TeacherForced score(const std::vector<float>& logits, int vocab, const json& golden) {
   const auto tokens = golden["tokens"].get<std::vector<std::int32_t>>();
   const auto& positions = golden["positions"];
-  const int vocab = b.config().vocab;
-  test::SequenceRunner runner(b, static_cast<int>(tokens.size()) + 16, KvCacheType::f16);
-  const auto logits = runner.append(std::vector<std::int32_t>(tokens.begin(), tokens.end() - 1),
-                                    /*all_rows=*/true, 256);
   TeacherForced r;
   r.positions = static_cast<int>(positions.size());
   double nll = 0;
@@ -93,32 +97,45 @@ TeacherForced teacher_forced(backend::Backend& b, const json& golden) {
   return r;
 }
 
+void report(const char* path, const char* reference, const TeacherForced& t) {
+  MESSAGE(path, " vs ", reference, ": top-1 agreement ", t.top1 * 100, " % over ", t.positions,
+          " positions (", t.clear_misses, " misses where llama.cpp is not near a tie), mean KL ",
+          t.kl, ", perplexity ", t.perplexity);
+}
+
+// Two references (tests/reference/make_model_goldens.py): llama.cpp on an F32 copy of the
+// model's weights computes the same function as ember's fp32 path, so it is the one the targets
+// of the CPU-inference issue are checked against (97 % fp32, 94 % int8). llama.cpp on the Q4_1
+// file itself quantizes every activation to 8 bits (Q8_1) for its dot products, an approximation
+// of its own: agreement with it is reported and guarded, and its misses sit at its near-ties.
 TEST_CASE("teacher-forced agreement with llama.cpp, KL divergence and perplexity") {
   Model& m = default_model();
-  const json golden = load_golden("smollm2_teacher_forced.json");
-  REQUIRE(golden["positions"].size() >= 1000);
-  const TeacherForced fp32 = teacher_forced(*m.fp32, golden);
-  const TeacherForced int8 = teacher_forced(*m.int8, golden);
-  MESSAGE("fp32: top-1 agreement ", fp32.top1 * 100, " % over ", fp32.positions,
-          " positions (", fp32.clear_misses, " misses where llama.cpp is not near a tie), mean KL ",
-          fp32.kl, ", perplexity ", fp32.perplexity);
-  MESSAGE("int8: top-1 agreement ", int8.top1 * 100, " % over ", int8.positions,
-          " positions (", int8.clear_misses, " misses where llama.cpp is not near a tie), mean KL ",
-          int8.kl, ", perplexity ", int8.perplexity);
-  // llama.cpp itself quantizes activations to 8 bits (Q8_1) against the Q4_1 weights, so it is a
-  // noisy reference: the targets of the CPU-inference issue are 97 % (fp32) and 94 % (int8);
-  // measured 96.8 % and 92.4 %. These bounds guard what is reached, and the near-tie count shows
-  // where the disagreements are.
-  CHECK(fp32.top1 >= 0.965);
-  CHECK(int8.top1 >= 0.92);
-  CHECK(fp32.kl < 0.003);
-  CHECK(int8.kl < 0.015);
+  const json exact = load_golden("smollm2_f32_teacher_forced.json");
+  const json q4_1 = load_golden("smollm2_teacher_forced.json");
+  REQUIRE(exact["positions"].size() >= 1000);
+  REQUIRE(exact["tokens"] == q4_1["tokens"]);
+  const int vocab = m.config.vocab;
+  const auto fp32_logits = teacher_forced_logits(*m.fp32, exact);
+  const auto int8_logits = teacher_forced_logits(*m.int8, exact);
+  const TeacherForced fp32 = score(fp32_logits, vocab, exact), int8 = score(int8_logits, vocab, exact);
+  const TeacherForced fp32_q = score(fp32_logits, vocab, q4_1), int8_q = score(int8_logits, vocab, q4_1);
+  report("fp32", "llama.cpp on F32 weights", fp32);
+  report("int8", "llama.cpp on F32 weights", int8);
+  report("fp32", "llama.cpp on the Q4_1 file", fp32_q);
+  report("int8", "llama.cpp on the Q4_1 file", int8_q);
+  CHECK(fp32.top1 >= 0.97);
+  CHECK(int8.top1 >= 0.94);
+  CHECK(fp32.kl < 0.001);
+  CHECK(int8.kl < 0.01);
+  CHECK(fp32_q.top1 >= 0.965);  // measured 96.8 %
+  CHECK(int8_q.top1 >= 0.935);  // measured 94.1 %
+  CHECK(int8_q.kl < 0.01);
   CHECK(std::fabs(int8.perplexity / fp32.perplexity - 1.0) <= 0.03);
 }
 
-TEST_CASE("greedy continuations equal llama.cpp's up to near-ties") {
+TEST_CASE("greedy continuations equal llama.cpp's (F32 weights) up to near-ties") {
   Model& m = default_model();
-  const json golden = load_golden("smollm2_greedy.json");
+  const json golden = load_golden("smollm2_f32_greedy.json");
   const auto& cases = golden["cases"];
   REQUIRE(cases.size() >= 20);
   const int vocab = m.config.vocab;

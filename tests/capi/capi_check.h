@@ -59,5 +59,6 @@ void test_argument_errors(ember_engine* engine);
 void test_handle_misuse(void);
 void test_state(void);
 void test_load(void);
+void test_limits(void);
 
 #endif

@@ -287,6 +287,7 @@ int main(int argc, char** argv) {
   test_version_and_defaults();
   test_open_errors();
   test_handle_misuse();
+  test_limits();
   ember_engine* engine = capi_open();
   if (engine != NULL) {
     test_generate_and_stream(engine);

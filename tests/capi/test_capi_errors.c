@@ -3,6 +3,7 @@
 #include "capi_check.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 
 static int log_lines = 0;
@@ -23,6 +24,7 @@ void test_version_and_defaults(void) {
   CHECK(strcmp(ember_status_string(EMBER_OK), "ok") == 0);
   CHECK(strcmp(ember_status_string(EMBER_ERROR_IO), "io") == 0);
   CHECK(strcmp(ember_status_string(EMBER_ERROR_CONTEXT_OVERFLOW), "context_overflow") == 0);
+  CHECK(strcmp(ember_status_string(EMBER_ERROR_BUSY), "busy") == 0);
   CHECK(strcmp(ember_status_string((ember_status)1234), "unknown") == 0);
 
   /* The defaults are the C++ API's (ember.hpp). */
@@ -32,6 +34,7 @@ void test_version_and_defaults(void) {
   CHECK(o.kv_cache_bytes == (256u << 20) && o.kv_block_size == 16);
   CHECK(o.max_batch_tokens == 512 && o.max_sequences == 16 && o.prefix_cache == 1);
   CHECK(o.background_thread == 0 && o.log == NULL && o.threads == 0);
+  CHECK(o.max_prompt_tokens == 0 && o.max_generated_tokens == 0 && o.max_requests == 0);
   const ember_sampling s = ember_sampling_default();
   CHECK(s.struct_size == sizeof(ember_sampling));
   CHECK(s.max_tokens == 256 && s.temperature == 0.8f && s.top_k == 40 && s.top_p == 0.95f);
@@ -55,9 +58,19 @@ void test_open_errors(void) {
   CHECK_FAILS(ember_engine_open(NULL, NULL, &engine), EMBER_ERROR_INVALID_ARGUMENT, "path");
   CHECK_FAILS(ember_engine_open(capi_model_path, NULL, NULL), EMBER_ERROR_INVALID_ARGUMENT, "NULL");
 
-  /* Not a GGUF file: this source file. */
-  CHECK(ember_engine_open(__FILE__, NULL, &engine) == EMBER_ERROR_INVALID_MODEL);
+  /* Not a GGUF file: a text file beside the model (not __FILE__, which Ninja makes relative to
+   * the build directory, where ctest does not run the test). */
+  char not_gguf[4096];
+  snprintf(not_gguf, sizeof not_gguf, "%s.not-gguf", capi_model_path);
+  FILE* f = fopen(not_gguf, "wb");
+  CHECK(f != NULL);
+  if (f != NULL) {
+    fputs("this text is not a GGUF model, only long enough to be read as one", f);
+    fclose(f);
+  }
+  CHECK(ember_engine_open(not_gguf, NULL, &engine) == EMBER_ERROR_INVALID_MODEL);
   CHECK(engine == NULL && strlen(ember_last_error()) > 0);
+  remove(not_gguf);
 
   ember_engine_options options = ember_engine_options_default();
   options.struct_size = 0;
@@ -182,5 +195,51 @@ void test_handle_misuse(void) {
               "not a live request");
   ember_completion_free((ember_completion**)&zeros[0]);  /* *ptr is NULL: nothing happens */
   ember_request_free(&r);
+  ember_engine_close(&engine);
+}
+
+/* The limits of ember_engine_options: a request past max_requests is EMBER_ERROR_BUSY, one past
+ * max_generated_tokens EMBER_ERROR_INVALID_ARGUMENT; options from before the limits existed
+ * (a struct_size without them) keep the defaults, no limits. */
+void test_limits(void) {
+  ember_engine_options options = ember_engine_options_default();
+  options.threads = 1;
+  options.kv_cache_bytes = 4u << 20;
+  options.max_requests = 1;
+  options.max_generated_tokens = 4;
+  ember_engine* engine = NULL;
+  CHECK_OK(ember_engine_open(capi_model_path, &options, &engine));
+  if (engine == NULL) return;
+  const ember_sampling s = capi_greedy(4);
+  ember_request_params params = ember_request_params_default();
+  params.prompt = "hi";
+  params.sampling = &s;
+  ember_request* first = NULL;
+  ember_request* second = NULL;
+  CHECK_OK(ember_submit(engine, &params, NULL, NULL, &first));  /* queued: no background thread */
+  CHECK_FAILS(ember_submit(engine, &params, NULL, NULL, &second), EMBER_ERROR_BUSY, "max_requests");
+  CHECK(second == NULL);
+  ember_completion* c = NULL;
+  CHECK_OK(ember_request_wait(first, &c));
+  ember_completion_free(&c);
+  ember_request_free(&first);
+  const ember_sampling too_long = capi_greedy(5);
+  params.sampling = &too_long;
+  CHECK_FAILS(ember_submit(engine, &params, NULL, NULL, &second), EMBER_ERROR_INVALID_ARGUMENT,
+              "max_generated_tokens");
+  ember_engine_close(&engine);
+
+  options = ember_engine_options_default();
+  options.struct_size = offsetof(ember_engine_options, max_prompt_tokens);
+  options.threads = 1;
+  options.kv_cache_bytes = 4u << 20;
+  options.max_requests = 1;  /* beyond struct_size: not read */
+  CHECK_OK(ember_engine_open(capi_model_path, &options, &engine));
+  if (engine == NULL) return;
+  params.sampling = &s;
+  CHECK_OK(ember_submit(engine, &params, NULL, NULL, &first));
+  CHECK_OK(ember_submit(engine, &params, NULL, NULL, &second));
+  ember_request_free(&first);
+  ember_request_free(&second);
   ember_engine_close(&engine);
 }

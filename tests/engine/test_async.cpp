@@ -16,7 +16,7 @@ std::string model_path() { return test::synthetic_model_file(43); }
 
 EngineOptions options(bool background = false) {
   EngineOptions o;
-  o.threads = 2;
+  o.threads = test::compute_threads(2);
   o.kv_cache_bytes = 4u << 20;
   o.background_thread = background;
   return o;

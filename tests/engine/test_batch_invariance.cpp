@@ -39,7 +39,7 @@ std::vector<std::vector<std::int32_t>> run_alone(Precision precision) {
   EngineOptions o;
   o.device = test::test_device();
   o.precision = precision;
-  o.threads = 2;
+  o.threads = test::compute_threads(2);
   o.prefix_cache = false;
   Engine engine = Engine::open(model_path(), o);
   std::vector<std::vector<std::int32_t>> out;
@@ -60,7 +60,7 @@ std::vector<std::vector<std::int32_t>> run_together(Precision precision, const C
   EngineOptions o;
   o.device = test::test_device();
   o.precision = precision;
-  o.threads = 2;
+  o.threads = test::compute_threads(2);
   o.max_batch_tokens = c.max_batch_tokens;
   o.max_sequences = 16;
   o.kv_cache_bytes = c.kv_bytes;

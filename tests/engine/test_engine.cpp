@@ -16,7 +16,7 @@ std::string model_path() { return test::synthetic_model_file(42, 256); }
 
 EngineOptions small_options() {
   EngineOptions o;
-  o.threads = 2;
+  o.threads = test::compute_threads(2);
   o.kv_cache_bytes = 4u << 20;
   return o;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ember-server exercised with curl: every endpoint, streaming, 16 concurrent streams batched by
-# the engine, a client that disconnects mid-stream, and each kind of bad input.
+# the engine, a client that disconnects mid-stream, each kind of bad input, and --max-requests.
 #   test_server.sh SERVER_BINARY MODEL PYTHON
 set -uo pipefail
 server=$1 model=$2 py=$3
@@ -154,6 +154,25 @@ all(s in t for s in ['# TYPE ember_http_requests_total counter',
 check "the prefix cache served the repeated prompts" py_true "
 [float(l.split()[1]) for l in t.splitlines() if l.startswith('ember_prefix_cache_hit_ratio ')][0] > 0"
 
+stop_server || failures=$((failures + 1))
+
+# ---- --max-requests: one request in flight; eight at once get 200 or 429 ---------------------
+start_server "$server" --model "$model" --threads 1 --max-requests 1
+pids=()
+for i in $(seq 1 8); do
+  curl -s --max-time 120 -o "$tmp/busy$i" -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data-binary '{"prompt": "Once upon a time", "max_tokens": 64, "ignore_eos": true}' \
+    "$BASE/v1/completions" >"$tmp/busy$i.status" &
+  pids+=($!)
+done
+wait "${pids[@]}"
+check "past --max-requests -> 429 rate_limit_exceeded; the request in flight completes" "$py" -c '
+import json, sys
+tmp = sys.argv[1]
+got = [(open(f"{tmp}/busy{i}.status").read(), json.load(open(f"{tmp}/busy{i}"))) for i in range(1, 9)]
+ok = [d for s, d in got if s == "200" and d["usage"]["completion_tokens"] == 64]
+busy = [d for s, d in got if s == "429" and d["error"]["code"] == "rate_limit_exceeded"]
+sys.exit(0 if ok and busy and len(ok) + len(busy) == 8 else 1)' "$tmp"
 stop_server || failures=$((failures + 1))
 trap - EXIT
 rm -rf "$tmp"

@@ -7,6 +7,7 @@
 //   kv_snapshot    a valid small KV snapshot and corrupted variants of it (truncated, bad magic,
 //                  other version, other model, wrong KV type, huge count, bad checksum, bad id);
 //                  rerun when ember's version changes (snapshots are tied to it)
+//   server         request bodies, good and bad (those of tests/examples/test_server.sh)
 // Usage: fuzz_make_seeds CORPUS_DIR TEST_DATA_DIR. Regression inputs (crash-*) are not touched.
 #include "bad_gguf.hpp"
 #include "kv_snapshot_seed.hpp"
@@ -21,6 +22,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -187,6 +189,35 @@ void kv_snapshot_seeds(const fs::path& dir) {
   write_seed(dir, n++, flipped);
 }
 
+// First byte: the endpoint (0 completions, 1 chat); the rest: the body.
+void server_seeds(const fs::path& dir) {
+  const std::vector<std::pair<int, std::string>> bodies = {
+      {0, R"({"prompt": "Once upon a time", "max_tokens": 6, "temperature": 0})"},
+      {0, R"({"prompt": "hi", "max_tokens": 2, "stream": true, "stream_options": {"include_usage": true},
+             "stop": ["a", "b"], "seed": 18446744073709551615, "top_p": 0.5, "top_k": 4, "min_p": 0.1,
+             "presence_penalty": -2, "frequency_penalty": 2, "ignore_eos": true, "n": 1})"},
+      {1, R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi!"}],
+             "max_tokens": 8, "temperature": 0, "ignore_eos": true})"},
+      {1, R"({"messages": [{"role": "developer", "content": [{"type": "text", "text": "a"}]},
+             {"role": "assistant", "content": null}], "max_completion_tokens": 3})"},
+      {0, R"({"prompt": "hi",)"},
+      {0, "[1, 2]"},
+      {0, R"({"prompt": "hi", "max_tokens": "ten"})"},
+      {0, R"({"prompt": "hi", "temperature": -1})"},
+      {0, R"({"prompt": "hi", "stream": "yes"})"},
+      {0, R"({"prompt": "hi", "stop": ["a", 3]})"},
+      {0, R"({"prompt": ["a", "b"]})"},
+      {0, R"({"max_tokens": 3})"},
+      {1, R"({"messages": "hello"})"},
+      {1, R"({"messages": [{"role": "wizard", "content": "x"}]})"},
+      {1, R"({"messages": [{"role": "user", "content": "x"}], "n": 2})"},
+      {0, R"({"prompt": "hi", "max_tokens": 2, "logit_bias": {}, "user": "x", "foo": [1]})"},
+      {0, "{\"prompt\": \"\xff\xfe \\ud800 \xc0\x80\"}"},
+  };
+  int n = 0;
+  for (const auto& [endpoint, body] : bodies) write_seed(dir, n++, text_bytes(static_cast<std::uint8_t>(endpoint), -1, body));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -196,7 +227,7 @@ int main(int argc, char** argv) {
   }
   try {
     const fs::path root = argv[1], data = argv[2];
-    for (const char* t : {"gguf", "tokenizer", "chat_template", "capi", "kv_snapshot"}) {
+    for (const char* t : {"gguf", "tokenizer", "chat_template", "capi", "kv_snapshot", "server"}) {
       fs::create_directories(root / t);
       for (const auto& entry : fs::directory_iterator(root / t)) {
         if (entry.path().filename().string().rfind("seed-", 0) == 0) fs::remove(entry.path());
@@ -208,6 +239,7 @@ int main(int argc, char** argv) {
     chat_template_seeds(root / "chat_template", data);
     capi_seeds(root / "capi", corpus);
     kv_snapshot_seeds(root / "kv_snapshot");
+    server_seeds(root / "server");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz_make_seeds: %s\n", e.what());
     return 1;

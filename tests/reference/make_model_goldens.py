@@ -5,11 +5,18 @@ Run with the reference venv's python (tests/reference/setup_venv.sh prints its p
 
     python tests/reference/make_model_goldens.py --model PATH --out tests/data/reference
 
-Writes two files into --out (formats in tests/reference/README.md):
+Writes four files into --out (formats in tests/reference/README.md):
   smollm2_teacher_forced.json  top-32 logits and the full-vocabulary log-sum-exp at every
                                position of teacher_text.txt
   smollm2_greedy.json          48-token greedy continuations of fixed prompts, argmax taken here
                                from llama.cpp's logits (no sampler), with the top-2 logit gaps
+  smollm2_f32_*.json           the same two, with llama.cpp running an F32 copy of the model's
+                               weights (dequantized here with the gguf package)
+
+Why two references: on the Q4_1 file llama.cpp quantizes every activation to 8 bits (Q8_1) before
+its dot products, an approximation of its own; on the F32 copy it computes the same function as
+ember's fp32 path (the same dequantized weights, FP32 activations), which makes it the reference
+that tells ember's numerics apart from llama.cpp's.
 """
 import argparse
 import hashlib
@@ -17,6 +24,7 @@ import json
 import os
 import sys
 
+import gguf
 import jinja2
 import llama_cpp
 import numpy as np
@@ -128,25 +136,35 @@ def greedy(llm, prompt_tokens):
     return continuation, gaps
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--text", default=None,
-                        help="teacher-forcing text (default: OUT/teacher_text.txt)")
-    args = parser.parse_args()
+def write_f32_copy(src, dst):
+    """Copies a GGUF with every tensor dequantized to F32 and all metadata kept."""
+    reader = gguf.GGUFReader(src)
+    arch = reader.fields["general.architecture"].contents()
+    writer = gguf.GGUFWriter(dst, arch)
+    for name, field in reader.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue  # header fields the writer emits itself
+        vtype = field.types[0]
+        sub_type = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(name, field.contents(), vtype, sub_type)
+    for t in reader.tensors:
+        data = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+        writer.add_tensor(t.name, data.reshape(tuple(reversed([int(d) for d in t.shape]))))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
 
-    text_path = args.text or os.path.join(args.out, "teacher_text.txt")
-    with open(text_path, encoding="utf-8") as f:
-        text = f.read()
-    model_sha = sha256_of(args.model)
-    llm = Llama(args.model, n_ctx=N_CTX, n_threads=N_THREADS, n_threads_batch=N_THREADS,
+
+def write_goldens(model_path, out_dir, prefix, text):
+    model_sha = sha256_of(model_path)
+    llm = Llama(model_path, n_ctx=N_CTX, n_threads=N_THREADS, n_threads_batch=N_THREADS,
                 logits_all=True, verbose=False)
     template = llm.metadata["tokenizer.chat_template"]
 
     tokens, positions = teacher_forced(llm, text)
     teacher = {
-        "model": os.path.basename(args.model),
+        "model": os.path.basename(model_path),
         "model_sha256": model_sha,
         "llama_cpp_python": llama_cpp.__version__,
         "n_ctx": N_CTX,
@@ -163,12 +181,12 @@ def main():
         continuation, gaps = greedy(llm, prompt_tokens)
         cases.append({"prompt": prompt, "special": special, "prompt_tokens": prompt_tokens,
                       "continuation": continuation, "top2_gaps": gaps})
-    greedy_doc = {"model": os.path.basename(args.model), "model_sha256": model_sha,
+    greedy_doc = {"model": os.path.basename(model_path), "model_sha256": model_sha,
                   "llama_cpp_python": llama_cpp.__version__, "cases": cases}
 
-    os.makedirs(args.out, exist_ok=True)
-    for name, doc in (("smollm2_teacher_forced.json", teacher), ("smollm2_greedy.json", greedy_doc)):
-        path = os.path.join(args.out, name)
+    os.makedirs(out_dir, exist_ok=True)
+    for name, doc in ((f"{prefix}_teacher_forced.json", teacher), (f"{prefix}_greedy.json", greedy_doc)):
+        path = os.path.join(out_dir, name)
         with open(path, "w", encoding="utf-8") as f:
             json.dump(doc, f, separators=(",", ":"), ensure_ascii=False)
             f.write("\n")
@@ -179,6 +197,26 @@ def main():
         print(f"--- prompt: {case['prompt']!r}\n--- greedy: {text_out!r}")
     small = sum(g < 0.1 for c in cases for g in c["top2_gaps"])
     print(f"greedy: {len(cases)} cases, {small} steps with a top-2 gap < 0.1")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--text", default=None,
+                        help="teacher-forcing text (default: OUT/teacher_text.txt)")
+    parser.add_argument("--f32-copy", default=None,
+                        help="where to write the F32 copy of the model (default: beside --model)")
+    args = parser.parse_args()
+
+    text_path = args.text or os.path.join(args.out, "teacher_text.txt")
+    with open(text_path, encoding="utf-8") as f:
+        text = f.read()
+    write_goldens(args.model, args.out, "smollm2", text)
+    f32_path = args.f32_copy or os.path.splitext(args.model)[0] + ".F32.gguf"
+    if not os.path.exists(f32_path):
+        write_f32_copy(args.model, f32_path)
+    write_goldens(f32_path, args.out, "smollm2_f32", text)
 
 
 if __name__ == "__main__":

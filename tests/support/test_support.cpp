@@ -56,6 +56,17 @@ std::string require_default_model() {
   return path;
 }
 
+int compute_threads(int wanted) {
+#if defined(__SANITIZE_THREAD__)
+  return 1;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  return 1;
+#endif
+#endif
+  return wanted;
+}
+
 std::filesystem::path data_path(const std::string& relative) {
   return std::filesystem::path(EMBER_TEST_DATA_DIR) / relative;
 }

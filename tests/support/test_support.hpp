@@ -33,6 +33,12 @@ std::filesystem::path data_path(const std::string& relative);
 // once per process and seed to a temporary file; returns its path.
 std::string synthetic_model_file(std::uint64_t seed, int context_length = 256);
 
+// Compute threads for a test's engine: `wanted`, or 1 under ThreadSanitizer. libgomp is not
+// TSan-instrumented, so an OpenMP region that forks threads shows up as races inside OpenMP; with
+// one compute thread no region forks and every report is about ember's own threads (the
+// background thread, host threads, handles).
+int compute_threads(int wanted);
+
 // A fresh temporary directory, removed by the caller (or left for inspection).
 std::filesystem::path temp_dir(const std::string& prefix);
 
