@@ -4,7 +4,7 @@
 //
 //   ember-bench [--model PATH] [--threads N] [--precision int8|fp32|both]
 //               [--workload pp512|tg128|all|shared|chat] [--repeats R] [--requests N]
-//               [--configs LETTERS] [--no-bandwidth] [--json FILE]
+//               [--configs LETTERS] [--turns N] [--no-bandwidth] [--json FILE]
 //
 // pp512: prompt processing of 512 tokens (tokens/s of the prefill step).
 // tg128: generation of 128 tokens after a 16-token prompt (tokens/s of the decode steps).
@@ -17,7 +17,7 @@
 // continuous batching, (d) int8 with batching and the prefix cache; then the time to first token
 // of a 1,024-token prompt on a prefix-cache miss and on a hit. --configs picks some of the
 // configurations (e.g. "ad"); the prefix-hit check runs only when all four are chosen.
-// chat: one conversation of 8 turns (64-token system prompt; per turn 48 user tokens and a
+// chat: one conversation of 8 turns (--turns) (64-token system prompt; per turn 48 user tokens and a
 // 32-token reply), each turn's prompt the whole conversation so far, under the same configuration
 // letters (batching does not matter for one conversation; (d) reuses the prefix).
 #include "../examples/common/default_model.hpp"
@@ -48,6 +48,7 @@ struct Args {
   std::vector<std::string> workloads{"pp512", "tg128"};
   int repeats = 5;
   int requests = 32;
+  int turns = 8;
   std::string configs = "abcd";
   bool bandwidth = true;
   std::string json_path;
@@ -57,7 +58,7 @@ struct Args {
   std::fprintf(stderr,
                "error: %s\nusage: ember-bench [--model PATH] [--threads N] "
                "[--precision int8|fp32|both] [--workload pp512|tg128|all|shared|chat] [--repeats R] "
-               "[--requests N] [--configs LETTERS] [--no-bandwidth] [--json FILE]\n",
+               "[--requests N] [--configs LETTERS] [--turns N] [--no-bandwidth] [--json FILE]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -76,6 +77,7 @@ Args parse(int argc, char** argv) {
     else if (flag == "--repeats") a.repeats = std::max(1, std::atoi(value().c_str()));
     else if (flag == "--json") a.json_path = value();
     else if (flag == "--requests") a.requests = std::max(1, std::atoi(value().c_str()));
+    else if (flag == "--turns") a.turns = std::max(1, std::atoi(value().c_str()));
     else if (flag == "--no-bandwidth") a.bandwidth = false;
     else if (flag == "--configs") {
       a.configs = value();
@@ -200,7 +202,8 @@ nlohmann::json run_serving(const Args& args, const std::string& workload) {
   };
   ember::bench::ServingShape shape;
   shape.requests = args.requests;
-  const ember::bench::ChatShape chat;
+  ember::bench::ChatShape chat;
+  chat.turns = args.turns;
   if (workload == "shared")
     std::printf("shared prompt: %d requests x (%d common + %d unique prompt tokens, %d generated), %d threads\n",
                 shape.requests, shape.system_tokens, shape.unique_tokens, shape.generated_tokens, args.threads);

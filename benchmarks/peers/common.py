@@ -87,7 +87,7 @@ def compare_logits(reference_path, logits):
     return {"positions": n, "top1_agreement": agree / n, "mean_kl": kl / n}
 
 
-def driver_args(description):
+def driver_args(description, argv=None):
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("workload", choices=WORKLOADS)
     parser.add_argument("--model", required=True, help="the engine's model (file or directory)")
@@ -96,7 +96,7 @@ def driver_args(description):
     parser.add_argument("--turns", type=int, default=CHAT["turns"])
     parser.add_argument("--positions", type=int, default=0, help="quality: positions (0 = all)")
     parser.add_argument("--reference", help="quality: ember fp32 logits (.npy)")
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
 def emit(result):
