@@ -25,7 +25,7 @@ ROWS = [
     ("pp512", "ttft_ms", "  time to first token, ms", False),
     ("tg128", "generated_tokens_per_s", "generation, 128 tokens: tokens/s", True),
     ("tg128", "tpot_ms", "  time per output token, ms", False),
-    ("shared", "response_ms.mean", "shared prompt, 32 requests: mean response, ms", False),
+    ("shared", "response_ms.mean", "shared prompt, {requests} requests: mean response, ms", False),
     ("shared", "response_ms.p50", "  response p50, ms", False),
     ("shared", "response_ms.p99", "  response p99, ms", False),
     ("shared", "ttft_ms.mean", "  TTFT mean, ms", False),
@@ -33,7 +33,7 @@ ROWS = [
     ("shared", "tpot_ms", "  TPOT, ms", False),
     ("shared", "requests_per_s", "  requests/s", True),
     ("shared", "generated_tokens_per_s", "  generated tokens/s", True),
-    ("chat", "response_ms.mean", "chat, 8 turns: mean turn response, ms", False),
+    ("chat", "response_ms.mean", "chat, {turns} turns: mean turn response, ms", False),
     ("chat", "ttft_ms.mean", "  TTFT mean, ms", False),
     ("chat", "ttft_ms.p99", "  TTFT p99, ms", False),
     ("chat", "tpot_ms", "  TPOT, ms", False),
@@ -94,18 +94,26 @@ def main_table(doc):
             other = lookup(by_key[(p, workload)]["metrics"], path) if (p, workload) in by_key else None
             r = speedup(ember, other, higher)
             ratios.append("–" if r is None else f"{r:.2f}x")
+        label = label.format(requests=doc["settings"]["requests"], turns=doc["settings"]["turns"])
         lines.append(f"| {label} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
     return "\n".join(lines)
 
 
-def memory_table(doc):
+def per_process_table(doc, title, value):
+    """Engines x workloads of value(result), a per-process figure."""
     by_key, engines = table_of(doc)
     workloads = [w for w in HEADLINES if any((e, w) in by_key for e in engines)]
-    lines = ["| peak RSS, MB | " + " | ".join(workloads) + " |", "|---" * (1 + len(workloads)) + "|"]
+    lines = [f"| {title} | " + " | ".join(workloads) + " |", "|---" * (1 + len(workloads)) + "|"]
     for e in engines:
-        cells = [fmt(by_key[(e, w)]["peak_rss_mb"]) if (e, w) in by_key else "–" for w in workloads]
+        cells = [fmt(value(by_key[(e, w)])) if (e, w) in by_key else "–" for w in workloads]
         lines.append(f"| {e} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def busy_cores(result):
+    """CPU seconds over wall seconds of the engine's processes: the cores it kept busy."""
+    pairs = list(zip(result.get("process_cpu_s", []), result["walls_s"]))
+    return sum(c for c, _ in pairs) / sum(w for _, w in pairs) if pairs else None
 
 
 def split_table(doc):
@@ -146,7 +154,10 @@ def plot_headlines(doc, path):
 
 
 def plot_serving(doc, path):
+    """Latency per request of the shared and chat workloads; False when neither ran."""
     by_key, engines = table_of(doc)
+    if not any((e, w) in by_key for e in engines for w in ("shared", "chat")):
+        return False
     metrics = [("ttft_ms.mean", "TTFT mean"), ("ttft_ms.p99", "TTFT p99"), ("response_ms.mean", "response mean"),
                ("response_ms.p99", "response p99")]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
@@ -160,15 +171,17 @@ def plot_serving(doc, path):
         ax.set_yscale("log")
         ax.set_ylabel("seconds (log scale)", fontsize=7)
         ax.set_title(f"{w}: latency per request", fontsize=9)
-        ax.legend(fontsize=6)
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=7)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path, dpi=80)
     plt.close(fig)
+    return True
 
 
 def write(doc, out_dir):
     plot_headlines(doc, os.path.join(out_dir, "headlines.png"))
-    plot_serving(doc, os.path.join(out_dir, "serving.png"))
+    serving = plot_serving(doc, os.path.join(out_dir, "serving.png"))
     m, s = doc["machine"], doc["settings"]
     text = [f"# Benchmark results{' (quick smoke run)' if s['quick'] else ''}", "",
             f"Machine: {m['cpu']}, {m['cpus_online']} CPUs online, {m['memory']}, {m['flags']}; "
@@ -178,10 +191,14 @@ def write(doc, out_dir):
             + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()) + f". Suite time {doc['duration_s']:.0f} s.",
             "", "## Speed (ratios: > 1 means ember is faster)", "", main_table(doc), "",
             "## ember's response time split", "", split_table(doc), "",
-            "## Peak resident memory", "", memory_table(doc), ""]
+            "## Peak resident memory", "", per_process_table(doc, "peak RSS, MB", lambda r: r["peak_rss_mb"]), "",
+            "Cores kept busy (process CPU time / wall time; 2 threads each, so at most about 2):", "",
+            per_process_table(doc, "busy cores", busy_cores), ""]
     if doc["quality"]:
         text += ["## Quality: teacher-forced on the golden text, against ember's fp32 path", "", quality_table(doc), ""]
-    text += ["![headline metrics](headlines.png)", "", "![serving latency](serving.png)", ""]
+    text += ["![headline metrics](headlines.png)", ""]
+    if serving:
+        text += ["![serving latency](serving.png)", ""]
     with open(os.path.join(out_dir, "results.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(text))
 

@@ -52,7 +52,7 @@ def ember_engine(name, ember, precision, workloads, args, weight_cache=None, onc
 
 
 def run_process(argv, log):
-    """(stdout, wall seconds, peak RSS in MB of the process and its children)."""
+    """(stdout, wall seconds, peak RSS in MB and CPU seconds of the process and its children)."""
     log.write(f"\n$ {' '.join(argv)}\n")
     log.flush()
     start = time.perf_counter()
@@ -64,7 +64,7 @@ def run_process(argv, log):
     log.write(stdout)
     if proc.returncode != 0:
         raise SystemExit(f"suite: {argv[0]} failed with status {proc.returncode}; see the log")
-    return stdout, wall, usage.ru_maxrss / 1024
+    return stdout, wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def prepare_models(args, log):
@@ -119,9 +119,10 @@ def run_rounds(engines, args, log):
                     continue
                 print(f"round {round_index + 1}/{args.repeats}: {workload:6s} {engine.name}", flush=True)
                 json_path = os.path.join(args.out, "raw", f"{engine.name}-{workload}-{round_index}.json".replace(" ", "_"))
-                stdout, wall, rss = run_process(engine.command(workload, json_path), log)
+                stdout, wall, rss, cpu = run_process(engine.command(workload, json_path), log)
                 record = engine.parse(workload, stdout, json_path)
-                runs.setdefault((engine.name, workload), []).append({"record": record, "wall_s": wall, "peak_rss_mb": rss})
+                runs.setdefault((engine.name, workload), []).append(
+                    {"record": record, "wall_s": wall, "peak_rss_mb": rss, "cpu_s": cpu})
     return runs
 
 
@@ -143,7 +144,8 @@ def aggregate(runs):
             metrics["start_to_first_token_ms"] = 1000 * statistics.median(r["wall_s"] for r in rs)
         results.append({"engine": engine, "workload": workload, "rounds": len(rs), "metrics": metrics,
                         "peak_rss_mb": max(r["peak_rss_mb"] for r in rs),
-                        "runs": [r["record"] for r in rs], "walls_s": [r["wall_s"] for r in rs]})
+                        "runs": [r["record"] for r in rs], "walls_s": [r["wall_s"] for r in rs],
+                        "process_cpu_s": [r["cpu_s"] for r in rs]})
     return results
 
 
@@ -164,7 +166,7 @@ def run_quality(args, ember, models, log):
              ("CTranslate2 float32 (conversion check)", "ctranslate2_driver.py", models["ct2_float32"])]
     for name, driver, model in peers:
         print(f"quality: {name}", flush=True)
-        stdout, _, _ = run_process([sys.executable, os.path.join(PEERS, driver), "quality", "--model", model,
+        stdout, *_ = run_process([sys.executable, os.path.join(PEERS, driver), "quality", "--model", model,
                                     "--threads", str(args.threads), "--positions", str(args.positions),
                                     "--reference", reference], log)
         rows.append({"engine": name, **json.loads(stdout.strip().splitlines()[-1])})
