@@ -7,7 +7,8 @@
 #
 # Writes OUTDIR/results.json, OUTDIR/results.md, OUTDIR/*.png and OUTDIR/suite.log (every command
 # and its output). --quick is a smoke run (1 round, 4 requests, 2 chat turns, 64 quality positions);
-# the normal run (3 rounds) takes about 15 minutes on a quiet 2-core machine.
+# the normal run (3 rounds) should take about 12 minutes on a quiet 2-core machine (estimated
+# from the per-workload times; a --quick run took 15 minutes on a heavily loaded one).
 #
 # Set-up: the venv of tests/reference/setup_venv.sh (llama-cpp-python built from source on first
 # use) with ctranslate2 and matplotlib added from PyPI; ember's programs from BUILD_DIR (default
