@@ -2,12 +2,15 @@
 // every configuration runs in the same process, interleaved, repeated, and reported as median,
 // min and max.
 //
-//   ember-bench [--model PATH] [--threads N] [--precision int8|fp32|both]
-//               [--workload pp512|tg128|all|shared|chat] [--repeats R] [--requests N]
-//               [--configs LETTERS] [--turns N] [--no-bandwidth] [--json FILE]
+//   ember-bench [--model PATH] [--device cpu|cuda] [--threads N] [--precision int8|fp32|fp16|both]
+//               [--workload pp512|tg128|tg128x32[,...]|all|shared|chat|load] [--repeats R]
+//               [--requests N] [--configs LETTERS] [--turns N] [--no-bandwidth] [--json FILE]
 //
 // pp512: prompt processing of 512 tokens (tokens/s of the prefill step).
 // tg128: generation of 128 tokens after a 16-token prompt (tokens/s of the decode steps).
+// tg128x32: 32 such requests at once; aggregate generated tokens/s over the wall time.
+// --device cuda runs on the first GPU; "both" precisions are int8 and the device's baseline
+// (fp32 on the CPU, fp16 on CUDA).
 // It also measures this machine's memory read bandwidth and reports the generation ceiling it
 // implies: bandwidth / weight bytes read per generated token (--no-bandwidth skips that, and its
 // 1 GiB buffer, when peak memory is being measured).
@@ -15,12 +18,18 @@
 // 32 unique tokens, 64 generated tokens each, under four configurations: (a) fp32 one at a time
 // without prefix cache (the plain-engine baseline), (b) int8 one at a time, (c) int8 with
 // continuous batching, (d) int8 with batching and the prefix cache; then the time to first token
-// of a 1,024-token prompt on a prefix-cache miss and on a hit. --configs picks some of the
-// configurations (e.g. "ad"); the prefix-hit check runs only when all four are chosen.
-// chat: one conversation of 8 turns (--turns) (64-token system prompt; per turn 48 user tokens and a
-// 32-token reply), each turn's prompt the whole conversation so far, under the same configuration
-// letters (batching does not matter for one conversation; (d) reuses the prefix).
+// of a 1,024-token prompt on a prefix-cache miss and on a hit, and decode-only throughput of N
+// streams against one. --configs picks some of the configurations (e.g. "ad"); the last two
+// checks run only when all four are chosen.
+// chat: one conversation of 8 turns (--turns) (64-token system prompt; per turn 48 user tokens
+// and a 32-token reply), each turn's prompt the whole conversation so far, under the same
+// configuration letters (batching does not matter for one conversation; (d) reuses the prefix).
+// load: cold start. Engine::open() (int8) with an empty packed-weight cache (the weights are
+// prepared and the cache written) and again with that cache, interleaved, with the time of each
+// load phase and from open() to the first token of a short prompt. Process start-up (dynamic
+// linking) is not included: time `ember-generate --weight-cache DIR --max-tokens 1` for that.
 #include "../examples/common/default_model.hpp"
+#include "load_workload.hpp"
 #include "serving_workload.hpp"
 
 #include <ember/ember.hpp>
@@ -43,9 +52,11 @@ using Clock = std::chrono::steady_clock;
 
 struct Args {
   std::string model;
+  ember::Device device = ember::Device::cpu();
   int threads = 2;
   std::vector<ember::Precision> precisions{ember::Precision::int8, ember::Precision::fp32};
   std::vector<std::string> workloads{"pp512", "tg128"};
+  bool both_precisions = true;
   int repeats = 5;
   int requests = 32;
   int turns = 8;
@@ -56,9 +67,10 @@ struct Args {
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
-               "error: %s\nusage: ember-bench [--model PATH] [--threads N] "
-               "[--precision int8|fp32|both] [--workload pp512|tg128|all|shared|chat] [--repeats R] "
-               "[--requests N] [--configs LETTERS] [--turns N] [--no-bandwidth] [--json FILE]\n",
+               "error: %s\nusage: ember-bench [--model PATH] [--device cpu|cuda] [--threads N] "
+               "[--precision int8|fp32|fp16|both] [--workload pp512|tg128|tg128x32|all|shared|chat|load] "
+               "[--repeats R] [--requests N] [--configs LETTERS] [--turns N] [--no-bandwidth] "
+               "[--json FILE]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -84,17 +96,33 @@ Args parse(int argc, char** argv) {
       if (a.configs.empty() || a.configs.find_first_not_of("abcd") != std::string::npos)
         usage("--configs takes letters among a, b, c, d");
     }
-    else if (flag == "--precision") {
+    else if (flag == "--device") {
+      const std::string d = value();
+      if (d == "cuda") a.device = ember::Device::cuda(0);
+      else if (d != "cpu") usage("--device must be cpu or cuda");
+    } else if (flag == "--precision") {
       const std::string p = value();
+      a.both_precisions = p == "both";
       if (p == "int8") a.precisions = {ember::Precision::int8};
       else if (p == "fp32") a.precisions = {ember::Precision::fp32};
-      else if (p != "both") usage("--precision must be int8, fp32 or both");
+      else if (p == "fp16") a.precisions = {ember::Precision::fp16};
+      else if (p != "both") usage("--precision must be int8, fp32, fp16 or both");
     } else if (flag == "--workload") {
-      const std::string w = value();
-      if (w == "pp512" || w == "tg128" || w == "shared" || w == "chat") a.workloads = {w};
-      else if (w != "all") usage("--workload must be pp512, tg128, all, shared or chat");
+      // One name or a comma-separated list (e.g. pp512,tg128,tg128x32); all = pp512,tg128.
+      const std::string list = value();
+      a.workloads.clear();
+      for (std::size_t at = 0; at <= list.size();) {
+        const std::size_t end = std::min(list.find(',', at), list.size());
+        const std::string w = list.substr(at, end - at);
+        if (w == "pp512" || w == "tg128" || w == "tg128x32" || ((w == "shared" || w == "chat" || w == "load") && list == w)) a.workloads.push_back(w);
+        else if (w == "all") a.workloads.insert(a.workloads.end(), {"pp512", "tg128"});
+        else usage("--workload must be pp512, tg128, tg128x32 (or a list of them), all, shared, chat or load");
+        at = end + 1;
+      }
     } else usage("unknown flag " + flag);
   }
+  if (a.both_precisions && a.device.type == ember::DeviceType::cuda)
+    a.precisions = {ember::Precision::int8, ember::Precision::fp16};
   return a;
 }
 
@@ -111,7 +139,25 @@ std::vector<std::int32_t> synthetic_prompt(const ember::Engine& engine, int n, i
   return tokens;
 }
 
+// tg128x32: `streams` requests decoded together; aggregate generated tokens per second.
+double run_streams(ember::Engine& engine, int streams, int salt) {
+  std::vector<ember::RequestHandle> handles;
+  const auto start = Clock::now();
+  for (int i = 0; i < streams; ++i) {
+    ember::Request request;
+    request.sampling.temperature = 0;
+    request.sampling.ignore_eos = true;
+    request.sampling.max_tokens = 128;
+    request.prompt_tokens = synthetic_prompt(engine, 16, salt * 100 + i);
+    handles.push_back(engine.submit(request));
+  }
+  int generated = 0;
+  for (auto& h : handles) generated += h.wait().generated_tokens;
+  return generated / std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 double run_once(ember::Engine& engine, const std::string& workload, int salt) {
+  if (workload == "tg128x32") return run_streams(engine, 32, salt);
   ember::Request request;
   request.sampling.temperature = 0;
   request.sampling.ignore_eos = true;
@@ -161,7 +207,8 @@ double weight_bytes_per_token(const ember::ModelInfo& info, ember::Precision pre
   const double d = info.embedding;
   const double matrices = static_cast<double>(info.parameters) - d * info.vocab;  // not the embedding table
   const double lm_head = d * info.vocab;
-  const double bytes_per_weight = precision == ember::Precision::int8 ? 1.0 : 4.0;
+  const double bytes_per_weight =
+      precision == ember::Precision::int8 ? 1.0 : (precision == ember::Precision::fp16 ? 2.0 : 4.0);
   return (matrices + lm_head) * bytes_per_weight;
 }
 
@@ -174,7 +221,9 @@ Stats stats_of(std::vector<double> v) {
   return {v[v.size() / 2], v.front(), v.back()};
 }
 
-const char* name(ember::Precision p) { return p == ember::Precision::int8 ? "int8" : "fp32"; }
+const char* name(ember::Precision p) {
+  return p == ember::Precision::int8 ? "int8" : (p == ember::Precision::fp16 ? "fp16" : "fp32");
+}
 
 }  // namespace
 
@@ -230,6 +279,15 @@ nlohmann::json run_serving(const Args& args, const std::string& workload) {
   if (workload == "shared" && results.count('b') && results.count('c'))
     std::printf("(c) throughput / (b) = %.2fx (target >= 6x)\n", results['c'].generated_tokens_per_s / results['b'].generated_tokens_per_s);
   if (workload == "shared" && args.configs == "abcd") {
+    // (c) and (b) both process 32 x 544 prompt tokens, which bounds (c)/(b) far below 6x on a
+    // machine whose prompt processing is compute bound; decoding alone shows what batching adds.
+    const double one = ember::bench::decode_streams_tokens_per_s(args.model, args.threads, 1, 128);
+    const double many = ember::bench::decode_streams_tokens_per_s(args.model, args.threads, shape.requests, 128);
+    std::printf("decode only (16-token prompts, 128 generated): %d streams %.1f tokens/s, 1 stream %.1f tokens/s (%.2fx)\n",
+                shape.requests, many, one, many / one);
+    out.push_back({{"engine", "ember"}, {"workload", "decode_streams"}, {"threads", args.threads},
+                   {"streams", shape.requests}, {"tokens_per_s", many}, {"single_stream_tokens_per_s", one},
+                   {"ratio", many / one}});
     const auto [miss, hit] = ember::bench::prefix_hit_ttft(args.model, args.threads, 1024);
     std::printf("1,024-token prompt: TTFT %.1f ms on a prefix-cache miss, %.1f ms on a hit (%.1fx, target >= 10x)\n",
                 miss, hit, miss / hit);
@@ -239,11 +297,44 @@ nlohmann::json run_serving(const Args& args, const std::string& workload) {
   return out;
 }
 
+nlohmann::json run_load(const Args& args) {
+  const auto result = ember::bench::run_load(args.model, args.threads, args.repeats);
+  nlohmann::json out = nlohmann::json::array();
+  std::printf("cold start (int8, %d threads, %d repeats; median [min, max] ms)\n", args.threads, args.repeats);
+  const std::pair<const char*, const std::vector<ember::bench::LoadRun>*> kinds[] = {
+      {"cold (no cache)", &result.cold}, {"warm (cache)", &result.warm}};
+  for (const auto& [kind, runs] : kinds) {
+    std::vector<double> open, first;
+    std::map<std::string, std::vector<double>> phases;
+    for (const auto& r : *runs) {
+      open.push_back(r.open_ms);
+      first.push_back(r.first_token_ms);
+      for (const auto& [phase, ms] : r.phase_ms) phases[phase].push_back(ms);
+    }
+    const Stats o = stats_of(open), f = stats_of(first);
+    std::printf("%-16s open %7.0f [%.0f, %.0f]  open to first token %7.0f [%.0f, %.0f]\n", kind, o.median,
+                o.min, o.max, f.median, f.min, f.max);
+    nlohmann::json phase_json;
+    std::printf("%16s", "");
+    for (const auto& [phase, values] : phases) {
+      phase_json[phase] = stats_of(values).median;
+      std::printf(" %s %.0f", phase.c_str(), stats_of(values).median);
+    }
+    std::printf("\n");
+    out.push_back({{"engine", "ember"}, {"workload", "load"}, {"cache", kind}, {"threads", args.threads},
+                   {"open_ms", {{"median", o.median}, {"min", o.min}, {"max", o.max}}},
+                   {"open_to_first_token_ms", {{"median", f.median}, {"min", f.min}, {"max", f.max}}},
+                   {"phase_ms_median", phase_json}, {"open_runs_ms", open}});
+  }
+  return out;
+}
+
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
-  if (args.workloads.size() == 1 && (args.workloads[0] == "shared" || args.workloads[0] == "chat")) {
+  const std::string& first = args.workloads[0];
+  if (args.workloads.size() == 1 && (first == "shared" || first == "chat" || first == "load")) {
     try {
-      const nlohmann::json out = run_serving(args, args.workloads[0]);
+      const nlohmann::json out = first == "load" ? run_load(args) : run_serving(args, first);
       if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
       return 0;
     } catch (const ember::Error& e) {
@@ -255,8 +346,10 @@ int main(int argc, char** argv) {
     std::map<ember::Precision, ember::Engine> engines;
     for (auto p : args.precisions) {
       ember::EngineOptions options;
+      options.device = args.device;
       options.precision = p;
       options.threads = args.threads;
+      options.max_sequences = 32;    // tg128x32 decodes its 32 streams in one batch
       options.prefix_cache = false;  // measure compute, not reuse
       engines.emplace(p, ember::Engine::open(args.model, options));
     }
@@ -270,7 +363,10 @@ int main(int argc, char** argv) {
           if (r >= 0) runs[{w, p}].push_back(tps);
         }
 
-    const double bandwidth = args.bandwidth ? measure_bandwidth(args.threads) : 0.0;
+    const bool on_cpu = args.device.type == ember::DeviceType::cpu;
+    const bool ceiling = on_cpu && args.bandwidth;  // host memory only
+    const double bandwidth = ceiling ? measure_bandwidth(args.threads) : 0.0;
+    const char* device = on_cpu ? "cpu" : "cuda";
     nlohmann::json out = nlohmann::json::array();
     std::printf("%-8s %-6s %-7s %10s %10s %10s\n", "engine", "prec", "work", "median", "min", "max");
     for (const auto& [key, values] : runs) {
@@ -278,10 +374,10 @@ int main(int argc, char** argv) {
       std::printf("%-8s %-6s %-7s %10.1f %10.1f %10.1f tokens/s\n", "ember", name(key.second),
                   key.first.c_str(), s.median, s.min, s.max);
       nlohmann::json j = {{"engine", "ember"}, {"workload", key.first}, {"precision", name(key.second)},
-                          {"threads", args.threads},
+                          {"device", device}, {"threads", args.threads},
                           {"tokens_per_s", {{"median", s.median}, {"min", s.min}, {"max", s.max}}},
                           {"runs", values}};
-      if (key.first == "tg128" && bandwidth > 0) {
+      if (key.first == "tg128" && ceiling) {
         const double bytes = weight_bytes_per_token(engines.at(key.second).info(), key.second);
         j["weight_bytes_per_token"] = bytes;
         j["bandwidth_bytes_per_s"] = bandwidth;
@@ -293,12 +389,11 @@ int main(int argc, char** argv) {
       }
       out.push_back(j);
     }
-    for (const auto& w : args.workloads) {
-      if (runs.count({w, ember::Precision::int8}) && runs.count({w, ember::Precision::fp32}))
-        std::printf("%s: int8 / fp32 = %.2fx\n", w.c_str(),
-                    stats_of(runs[{w, ember::Precision::int8}]).median /
-                        stats_of(runs[{w, ember::Precision::fp32}]).median);
-    }
+    for (const auto& w : args.workloads)
+      for (auto baseline : {ember::Precision::fp32, ember::Precision::fp16})
+        if (runs.count({w, ember::Precision::int8}) && runs.count({w, baseline}))
+          std::printf("%s: int8 / %s = %.2fx\n", w.c_str(), name(baseline),
+                      stats_of(runs[{w, ember::Precision::int8}]).median / stats_of(runs[{w, baseline}]).median);
     if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
   } catch (const ember::Error& e) {
     std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());

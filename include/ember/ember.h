@@ -106,8 +106,14 @@ EMBER_API const char* ember_engine_last_error(const ember_engine* engine);
 
 typedef enum ember_precision {
   EMBER_PRECISION_INT8 = 0, /* INT8 weights and activations (the fast default) */
-  EMBER_PRECISION_FP32 = 1  /* FP32 weights: the reference path */
+  EMBER_PRECISION_FP32 = 1, /* FP32 weights: the reference path (CPU only) */
+  EMBER_PRECISION_FP16 = 2  /* FP16 weights: the GPU baseline (CUDA only) */
 } ember_precision;
+
+typedef enum ember_device_type {
+  EMBER_DEVICE_CPU = 0,
+  EMBER_DEVICE_CUDA = 1 /* needs a library built with CUDA and an NVIDIA GPU */
+} ember_device_type;
 
 typedef enum ember_kv_cache_type {
   EMBER_KV_CACHE_F16 = 0, /* half-precision K/V (default) */
@@ -125,6 +131,24 @@ typedef enum ember_log_level {
  * the call only. Nothing is logged, or printed, without it. */
 typedef void (*ember_log_fn)(ember_log_level level, const char* message, void* user_data);
 
+/* The stages of ember_engine_open(), as ember::LoadPhase. */
+typedef enum ember_load_phase {
+  EMBER_LOAD_READING = 0,      /* mapping and validating the model file */
+  EMBER_LOAD_TOKENIZER = 1,    /* vocabulary, merges, chat template */
+  EMBER_LOAD_WEIGHTS = 2,      /* dequantizing the matrices */
+  EMBER_LOAD_CALIBRATION = 3,  /* INT8: observing activation ranges for smoothing */
+  EMBER_LOAD_QUANTIZATION = 4, /* quantizing and packing the matrices */
+  EMBER_LOAD_CACHE = 5         /* reading (warm) or completing (cold) the weight cache */
+} ember_load_phase;
+
+/* A short name of a load phase ("reading", "weights", ...); never NULL. */
+EMBER_API const char* ember_load_phase_string(ember_load_phase phase);
+
+/* Load progress: `fraction` of the whole load is done, in [0, 1], non-decreasing, 1 on the last
+ * call. Runs on the thread inside ember_engine_open(), a few times per layer. Return nonzero to
+ * go on, 0 to cancel: the open then frees everything and fails with EMBER_ERROR_CANCELLED. */
+typedef int (*ember_load_progress_fn)(ember_load_phase phase, float fraction, void* user_data);
+
 /* The fields mirror ember::EngineOptions; see ember.hpp for each one's meaning. */
 typedef struct ember_engine_options {
   size_t struct_size;                /* sizeof(ember_engine_options) */
@@ -141,6 +165,13 @@ typedef struct ember_engine_options {
   int32_t background_thread;         /* nonzero: the engine steps itself on its own thread */
   ember_log_fn log;                  /* NULL = no logging */
   void* log_user_data;
+  const char* prefix_store_path;     /* prefix store loaded at open (see below); NULL = none */
+  ember_device_type device_type;     /* where the model runs (default CPU) */
+  int32_t device_index;              /* CUDA device ordinal; 0 for the CPU */
+  ember_load_progress_fn on_load_progress; /* NULL = none */
+  void* load_progress_user_data;
+  const char* weight_cache_dir;      /* INT8: directory of the packed-weight cache; NULL or "" =
+                                        off. Read during ember_engine_open() only. */
 } ember_engine_options;
 
 /* Fills the first `struct_size` bytes of `options` with the library's defaults and sets
@@ -363,6 +394,36 @@ EMBER_API ember_status ember_tokenize(const ember_engine* engine, const char* te
 EMBER_API ember_status ember_detokenize(const ember_engine* engine, const int32_t* tokens,
                                         size_t token_count, char* text, size_t capacity,
                                         size_t* text_length);
+
+/* ---- KV state that outlives a request -------------------------------------------------------- */
+
+/* As Engine::save_state / load_state in ember.hpp: a snapshot of the prefix cache's full KV
+ * blocks of `tokens` (prompt ids, then generated ids), tied to this model file, ember version,
+ * precision, KV cache type and block size. Loading validates everything first (a truncated,
+ * corrupt or foreign snapshot is EMBER_ERROR_INVALID_ARGUMENT, or _UNSUPPORTED for another
+ * ember version, and changes nothing), then adds the blocks to the prefix cache, so a later
+ * request whose prompt starts with those tokens skips their prefill. */
+
+/* *data receives a buffer that ember allocated (free it with ember_state_free), *size its
+ * length in bytes. */
+EMBER_API ember_status ember_engine_save_state(ember_engine* engine, const int32_t* tokens,
+                                               size_t token_count, uint8_t** data, size_t* size);
+/* Frees a buffer from ember_engine_save_state and sets *data to NULL; NULL does nothing. */
+EMBER_API void ember_state_free(uint8_t** data);
+/* `blocks_loaded` (may be NULL) receives the number of blocks now cached from the snapshot. */
+EMBER_API ember_status ember_engine_load_state(ember_engine* engine, const uint8_t* data,
+                                               size_t size, size_t* blocks_loaded);
+/* The same through a file (written to a temporary, then renamed); EMBER_ERROR_IO when it cannot
+ * be written or read. */
+EMBER_API ember_status ember_engine_save_state_file(ember_engine* engine, const char* path,
+                                                    const int32_t* tokens, size_t token_count);
+EMBER_API ember_status ember_engine_load_state_file(ember_engine* engine, const char* path,
+                                                    size_t* blocks_loaded);
+/* A prefix store for ember_engine_options.prefix_store_path: the full blocks of each raw-text
+ * prompt (tokenized as ember_generate would). */
+EMBER_API ember_status ember_engine_save_prefix_store(ember_engine* engine, const char* path,
+                                                      const char* const* prompts,
+                                                      size_t prompt_count);
 
 /* ---- requests ------------------------------------------------------------------------------- */
 

@@ -59,8 +59,21 @@ class EMBER_API Error : public std::runtime_error {
 // ---- options -----------------------------------------------------------------------------------
 
 enum class Precision {
-  int8,  // INT8 weights and activations, INT32 accumulation (the fast default)
-  fp32,  // FP32 weights: the readable reference path and the speed baseline
+  int8,  // INT8 weights and activations, INT32 accumulation (the fast default, CPU and CUDA)
+  fp32,  // FP32 weights: the readable reference path and the CPU speed baseline (CPU only)
+  fp16,  // FP16 weights and activations, FP32 accumulation: the CUDA baseline (CUDA only)
+};
+
+enum class DeviceType { cpu, cuda };
+
+// Where the engine computes. Device::cuda() needs a library built with CUDA (EMBER_CUDA) and an
+// NVIDIA GPU; otherwise Engine::open throws Error(unsupported).
+struct Device {
+  DeviceType type = DeviceType::cpu;
+  int index = 0;  // the CUDA device ordinal (cudaSetDevice numbering); 0 for the CPU
+
+  static Device cpu() { return {}; }
+  static Device cuda(int index = 0) { return {DeviceType::cuda, index}; }
 };
 
 enum class KvCacheType {
@@ -71,12 +84,32 @@ enum class KvCacheType {
 enum class LogLevel { debug, info, warning, error };
 using LogCallback = std::function<void(LogLevel level, std::string_view message)>;
 
+// The stages of Engine::open(), in the order they run. A warm weight cache replaces `weights`,
+// `calibration` and `quantization` by `cache` (reading the prepared weights back).
+enum class LoadPhase {
+  reading,       // mapping and validating the model file
+  tokenizer,     // the vocabulary, merges and chat template
+  weights,       // dequantizing the model's matrices to FP32
+  calibration,   // INT8 only: observing activation ranges on a short text, smoothing
+  quantization,  // quantizing (INT8) and packing the matrices for the GEMM library
+  cache,         // reading the weight cache (warm) or completing its file (cold)
+};
+
+EMBER_API const char* to_string(LoadPhase phase) noexcept;
+
+// Load progress: `fraction` is the whole load's share done, in [0, 1], non-decreasing, and 1
+// on the last call (the engine is then ready). Called on the thread inside open(), a few times
+// per layer. Return false to cancel: open() releases everything and throws Error(cancelled).
+using LoadProgressCallback = std::function<bool(LoadPhase phase, float fraction)>;
+
 struct EngineOptions {
+  Device device = Device::cpu();          // where the model runs (weights and KV cache live)
   Precision precision = Precision::int8;  // numeric path of the matrix products
   int threads = 0;                        // compute threads; 0 = all hardware threads
   int context_length = 0;                 // tokens per sequence; 0 = the model's, capped at 8192
   KvCacheType kv_cache_type = KvCacheType::f16;  // storage type of the paged KV cache
-  std::size_t kv_cache_bytes = 256u << 20;       // memory for the KV block pool
+  std::size_t kv_cache_bytes = 256u << 20;       // memory for the KV block pool (device
+                                                 // memory on a GPU)
   int kv_block_size = 16;                        // tokens per KV block
   int max_batch_tokens = 512;  // token budget of one engine step (prefill chunks + decodes)
   int max_sequences = 16;      // sequences decoded together in one step
@@ -86,6 +119,15 @@ struct EngineOptions {
   bool background_thread = false;  // the engine steps itself on a thread it owns; otherwise
                                    // the host drives it (step(), wait(), generate())
   LogCallback log;             // receives log lines; nothing is printed without it
+  std::string prefix_store_path;  // a prefix store (Engine::save_prefix_store) loaded into the
+                                  // prefix cache at open; "" = none. A corrupt, truncated or
+                                  // foreign store makes open() throw, naming the problem
+  LoadProgressCallback on_load_progress;  // loading bar and cancellation of open(); may be empty
+  std::string weight_cache_dir;  // INT8 only: a directory where open() keeps the prepared INT8
+                                 // weights (one file per model, ember version and CPU weight
+                                 // range), so the next open of the same model skips dequantize,
+                                 // calibration and quantization; created if missing. A damaged
+                                 // or foreign file is logged, ignored and rewritten. "" = off
 };
 
 // ---- requests ------------------------------------------------------------------------------
@@ -276,6 +318,35 @@ class EMBER_API Engine {
 
   ModelInfo info() const;
   double load_ms() const;
+
+  // ---- KV state that outlives a request (a save game, a chat resumed tomorrow) --------------
+  // A snapshot holds the prefix cache's full KV blocks of some token sequences. It is tied to
+  // the model file, the ember version, the precision, the KV cache type and the block size of
+  // the engine that wrote it; any other engine refuses it. Loading validates everything first
+  // (a truncated, corrupt or foreign snapshot throws Error and changes nothing), then adds the
+  // blocks to the prefix cache, so a later request whose prompt starts with those tokens skips
+  // their prefill (Completion::cached_prompt_tokens). Restoring and continuing with greedy or
+  // seeded sampling gives the tokens an uninterrupted run would have. Each call is thread-safe
+  // and may run while other requests are served; a save runs a prefill request (counted in
+  // stats()) for the tokens not cached yet. Saving or loading needs EngineOptions::prefix_cache.
+
+  // The KV state of `tokens` (the prompt ids, as in Request::prompt_tokens, then the generated
+  // Completion::tokens). Only whole blocks are saved; the last partial block is recomputed on
+  // restore. Throws Error(invalid_argument) for bad ids, (context_overflow) when `tokens`
+  // does not fit the context, (out_of_memory) when the KV cache cannot hold them.
+  std::vector<std::uint8_t> save_state(const std::vector<std::int32_t>& tokens);
+  // Adds a snapshot's blocks to the prefix cache; returns how many blocks it now holds from it
+  // (fewer than saved when the cache is full of running requests' blocks). Throws
+  // Error(invalid_argument | unsupported | out_of_memory) naming what is wrong with it.
+  std::size_t load_state(const std::vector<std::uint8_t>& snapshot);
+  // The same through a file (written to a temporary and renamed, so never half-written);
+  // Error(io) when it cannot be written or read.
+  void save_state_file(const std::string& path, const std::vector<std::int32_t>& tokens);
+  std::size_t load_state_file(const std::string& path);
+  // Writes a prefix store: the full blocks of every prompt (tokenized as generate() would, chat
+  // template included; blocks shared by several prompts stored once), for
+  // EngineOptions::prefix_store_path. Only the prompts are used, not their sampling.
+  void save_prefix_store(const std::string& path, const std::vector<Request>& prompts);
 
  private:
   struct Impl;

@@ -140,10 +140,12 @@ GemvWeightsS8::GemvWeightsS8(const std::int8_t* q, const float* scales, std::int
     std::int8_t* block = dst + (n / 16) * block_bytes() + (n % 16) * 4;
     const std::int8_t* row = q + n * in;
     std::int32_t sum = 0;
-    for (std::int64_t k = 0; k < in; ++k) {
-      block[(k / 4) * 64 + k % 4] = row[k];
-      sum += row[k];
-    }
+    for (std::int64_t k = 0; k < in; ++k) sum += row[k];
+    // Whole groups of 4 bytes at once: 4x fewer scattered stores (this loop is part of every
+    // start, the weight cache's warm one included).
+    std::int64_t k = 0;
+    for (; k + 4 <= in; k += 4) std::memcpy(block + k * 16, row + k, 4);
+    for (; k < in; ++k) block[(k / 4) * 64 + k % 4] = row[k];
     compensation_[static_cast<std::size_t>(n)] = 128 * sum;
     scales_[static_cast<std::size_t>(n)] = scales[n];
   }

@@ -154,18 +154,26 @@ bool gemv_available() {
 class Int8Linear final : public OnednnLinear {
  public:
   Int8Linear(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in,
+             ActivationQuant activations, bool allow_gemv = true)
+      : Int8Linear(ctx, quantize_int8_weights(ctx, w, out, in), activations, allow_gemv) {}
+
+  Int8Linear(CpuContext& ctx, const QuantizedWeights& w, ActivationQuant activations,
              bool allow_gemv = true)
-      : OnednnLinear(ctx, out, in, dt::s8), weight_scales_(static_cast<std::size_t>(out)) {
-    std::vector<std::int8_t> q(static_cast<std::size_t>(out * in));
-    quantize_weights_s8(w, out, in, q.data(), weight_scales_.data(), ctx.threads,
-                        int8_weight_range());
-    pack(ctx, q.data());
+      : Int8Linear(ctx, w.q.data(), w.out, w.in, w.scales.data(), activations, allow_gemv) {}
+
+  Int8Linear(CpuContext& ctx, const std::int8_t* q, std::int64_t out, std::int64_t in,
+             const float* scales, ActivationQuant activations, bool allow_gemv = true)
+      : OnednnLinear(ctx, out, in, dt::s8),
+        terms_(activations == ActivationQuant::residual ? 2 : 1),
+        weight_scales_(scales, scales + out) {
+    pack(ctx, q);
     if (allow_gemv && gemv_available()) {
-      gemv_ = std::make_unique<GemvWeightsS8>(q.data(), weight_scales_.data(), out, in);
+      gemv_ = std::make_unique<GemvWeightsS8>(q, weight_scales_.data(), out, in);
       // Decode scratch sized once: the GEMV path allocates nothing per call.
       q_.resize(static_cast<std::size_t>(kGemvMaxRows * in));
       row_scales_.resize(static_cast<std::size_t>(kGemvMaxRows));
       xu_.resize(static_cast<std::size_t>(kGemvMaxRows * gemv_->padded_in()));
+      if (terms_ == 2) terms_y_.resize(static_cast<std::size_t>(kGemvMaxRows * out));
     }
   }
 
@@ -190,21 +198,47 @@ class Int8Linear final : public OnednnLinear {
   }
 
   void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate) override {
-    const auto n = static_cast<std::size_t>(m);
-    if (q_.size() < n * static_cast<std::size_t>(in_features())) {
-      q_.resize(n * static_cast<std::size_t>(in_features()));
-    }
+    const std::int64_t in = in_features();
+    const auto n = static_cast<std::size_t>(terms_ * m);
+    if (q_.size() < n * static_cast<std::size_t>(in)) q_.resize(n * static_cast<std::size_t>(in));
     if (row_scales_.size() < n) row_scales_.resize(n);
-    quantize_rows_s8(x, m, in_features(), in_features(), q_.data(), row_scales_.data(),
-                     ctx.threads);
-    if (uses_gemv(m)) {
-      gemv_activations(q_.data(), m, in_features(), gemv_->padded_in(), xu_.data());
-      gemv_int8(*gemv_, xu_.data(), row_scales_.data(), m, y, accumulate, ctx.threads);
+    if (terms_ == 1) {
+      quantize_rows_s8(x, m, in, in, q_.data(), row_scales_.data(), ctx.threads);
+      multiply(ctx, q_.data(), row_scales_.data(), m, y, accumulate);
       return;
     }
-    execute(ctx, m, accumulate, q_.data(), y, row_scales_.data());
+    // Term 2's rows follow term 1's: [q_hi; q_lo]. It is added in a second pass, y = (y + t1) +
+    // t2, in this order for every m, so a row's result does not depend on its batch.
+    quantize_rows_s8_residual(x, m, in, in, q_.data(), row_scales_.data(), q_.data() + m * in,
+                              row_scales_.data() + m, ctx.threads);
+    if (uses_gemv(2 * m)) {
+      // Both terms in one GEMV call: the weights are streamed once, as for a single term.
+      const std::int64_t out = out_features();
+      multiply(ctx, q_.data(), row_scales_.data(), 2 * m, terms_y_.data(), false);
+      for (std::int64_t r = 0; r < m; ++r) {
+        const float* t1 = terms_y_.data() + r * out;
+        const float* t2 = t1 + m * out;
+        float* yr = y + r * out;
+        for (std::int64_t i = 0; i < out; ++i) yr[i] = (accumulate ? yr[i] + t1[i] : t1[i]) + t2[i];
+      }
+      return;
+    }
+    multiply(ctx, q_.data(), row_scales_.data(), m, y, accumulate);
+    multiply(ctx, q_.data() + m * in, row_scales_.data() + m, m, y, true);
   }
 
+  // y (+)= the product of m quantized rows.
+  void multiply(CpuContext& ctx, std::int8_t* q, float* scales, std::int64_t m, float* y, bool accumulate) {
+    if (uses_gemv(m)) {
+      gemv_activations(q, m, in_features(), gemv_->padded_in(), xu_.data());
+      gemv_int8(*gemv_, xu_.data(), scales, m, y, accumulate, ctx.threads);
+      return;
+    }
+    execute(ctx, m, accumulate, q, y, scales);
+  }
+
+  const std::int64_t terms_;          // activation terms per row: 1, or 2 for ActivationQuant::residual
+  std::vector<float> terms_y_;        // both terms' GEMV outputs, [2m, out], guarded by mutex_
   std::vector<float> weight_scales_;
   std::unique_ptr<const GemvWeightsS8> gemv_;  // null: oneDNN for every m
   std::vector<std::uint8_t> xu_;     // GEMV activations (q + 128), guarded by mutex_
@@ -235,8 +269,8 @@ class Fp32Linear final : public OnednnLinear {
   }
 };
 
-template <class T, class... Extra>
-std::unique_ptr<Linear> make_linear(CpuContext& ctx, const float* w, std::int64_t out,
+template <class T, class W, class... Extra>
+std::unique_ptr<Linear> make_linear(CpuContext& ctx, const W* w, std::int64_t out,
                                     std::int64_t in, Extra... extra) {
   if (w == nullptr) fail(ErrorCode::invalid_argument, "linear: null weights");
   try {
@@ -250,14 +284,33 @@ std::unique_ptr<Linear> make_linear(CpuContext& ctx, const float* w, std::int64_
 
 int int8_weight_range() { return weight_qmax_for_isa(); }
 
+QuantizedWeights quantize_int8_weights(CpuContext& ctx, const float* w, std::int64_t out,
+                                       std::int64_t in) {
+  if (w == nullptr) fail(ErrorCode::invalid_argument, "linear: null weights");
+  if (out <= 0 || in <= 0)
+    fail(ErrorCode::invalid_argument, "linear: bad weight shape out={} in={}", out, in);
+  QuantizedWeights q{out, in, std::vector<std::int8_t>(static_cast<std::size_t>(out * in)),
+                     std::vector<float>(static_cast<std::size_t>(out))};
+  quantize_weights_s8(w, out, in, q.q.data(), q.scales.data(), ctx.threads, int8_weight_range());
+  return q;
+}
+
+std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const std::int8_t* q, const float* scales,
+                                         std::int64_t out, std::int64_t in,
+                                         ActivationQuant activations) {
+  if (scales == nullptr) fail(ErrorCode::invalid_argument, "linear: null weight scales");
+  return make_linear<Int8Linear>(ctx, q, out, in, scales, activations);
+}
+
 std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const float* w, std::int64_t out,
-                                         std::int64_t in) {
-  return make_linear<Int8Linear>(ctx, w, out, in);
+                                         std::int64_t in, ActivationQuant activations) {
+  return make_linear<Int8Linear>(ctx, w, out, in, activations);
 }
 
 std::unique_ptr<Linear> make_int8_linear_onednn_only(CpuContext& ctx, const float* w,
-                                                     std::int64_t out, std::int64_t in) {
-  return make_linear<Int8Linear>(ctx, w, out, in, /*allow_gemv=*/false);
+                                                     std::int64_t out, std::int64_t in,
+                                                     ActivationQuant activations) {
+  return make_linear<Int8Linear>(ctx, w, out, in, activations, /*allow_gemv=*/false);
 }
 
 std::unique_ptr<Linear> make_fp32_linear(CpuContext& ctx, const float* w, std::int64_t out,

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace ember::kernels::cpu {
 
@@ -40,16 +41,41 @@ class Linear {
   std::int64_t out_;
 };
 
+// How an INT8 linear quantizes its input rows.
+enum class ActivationQuant {
+  per_row,   // one INT8 term per row (scale = max|x| / 127): the fast default
+  residual,  // two INT8 terms per row, the second quantizing the first's rounding error
+             // (quantize_rows_s8_residual): twice the GEMM work for ~14-bit activations. Decode
+             // rows stream the weights once for both terms, so it costs little there.
+};
+
 // w: FP32 [out, in] (row = output channel), copied/packed, not kept. Throws
 // ErrorCode::invalid_argument on a non-positive shape.
 std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const float* w, std::int64_t out,
-                                         std::int64_t in);
+                                         std::int64_t in,
+                                         ActivationQuant activations = ActivationQuant::per_row);
 // Test-only: the same INT8 linear, but every m runs through oneDNN, also the decode rows that
 // the VNNI GEMV (gemv_int8.hpp) takes otherwise; the reference of its bit-exactness test.
-std::unique_ptr<Linear> make_int8_linear_onednn_only(CpuContext& ctx, const float* w,
-                                                     std::int64_t out, std::int64_t in);
+std::unique_ptr<Linear> make_int8_linear_onednn_only(
+    CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in,
+    ActivationQuant activations = ActivationQuant::per_row);
 // The largest |q| of INT8 weights on this CPU: 127 with VNNI, 63 without (see linear.cpp).
 int int8_weight_range();
+
+// Weights quantized per output channel, as the INT8 linear uses them: q [out, in] with
+// |q| <= int8_weight_range(), w ~= q * scales[row]. The form the weight cache stores.
+struct QuantizedWeights {
+  std::int64_t out = 0, in = 0;
+  std::vector<std::int8_t> q;
+  std::vector<float> scales;
+};
+QuantizedWeights quantize_int8_weights(CpuContext& ctx, const float* w, std::int64_t out,
+                                       std::int64_t in);
+// The INT8 linear of weights already quantized (quantize_int8_weights, or read back from a
+// cache): make_int8_linear(w) is this of quantize_int8_weights(w). q and scales are not kept.
+std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const std::int8_t* q, const float* scales,
+                                         std::int64_t out, std::int64_t in,
+                                         ActivationQuant activations = ActivationQuant::per_row);
 
 std::unique_ptr<Linear> make_fp32_linear(CpuContext& ctx, const float* w, std::int64_t out,
                                          std::int64_t in);

@@ -40,6 +40,37 @@ void quantize_one(const float* x, std::int64_t n, float qmax, std::int8_t* q, fl
   quantize_row(x, n, qmax / m, qmax, q);
 }
 
+// The rounding error of x ~= q * scale, quantized in turn: a second INT8 term with its own
+// scale (|error| <= scale / 2, so its scale is ~254x finer).
+EMBER_CLONES float max_abs_error(const float* x, const std::int8_t* q, float scale, std::int64_t n) {
+  float m = 0.0f;
+#pragma omp simd reduction(max : m)
+  for (std::int64_t i = 0; i < n; ++i) m = std::fmax(m, std::fabs(x[i] - static_cast<float>(q[i]) * scale));
+  return m;
+}
+
+EMBER_CLONES void quantize_error_row(const float* x, const std::int8_t* q_hi, float s_hi,
+                                     std::int64_t n, float inv, std::int8_t* q) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    float v = ((x[i] - static_cast<float>(q_hi[i]) * s_hi) * inv + 12582912.0f) - 12582912.0f;
+    v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
+    q[i] = static_cast<std::int8_t>(v);
+  }
+}
+
+void quantize_error(const float* x, std::int64_t n, const std::int8_t* q_hi, float s_hi,
+                    std::int8_t* q, float* scale) {
+  const float m = s_hi > 0.0f ? max_abs_error(x, q_hi, s_hi, n) : 0.0f;
+  if (!(m > 0.0f) || !std::isfinite(m)) {
+    for (std::int64_t i = 0; i < n; ++i) q[i] = 0;
+    *scale = 0.0f;
+    return;
+  }
+  *scale = m / 127.0f;
+  quantize_error_row(x, q_hi, s_hi, n, 127.0f / m, q);
+}
+
 void check_shape(std::int64_t rows, std::int64_t cols, std::int64_t ld) {
   if (rows < 0 || cols < 0 || ld < cols)
     fail(ErrorCode::invalid_argument, "quantize: bad shape rows={} cols={} ld={}", rows, cols, ld);
@@ -58,6 +89,17 @@ void quantize_rows(const float* x, std::int64_t rows, std::int64_t cols, std::in
 void quantize_rows_s8(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx,
                       std::int8_t* q, float* scales, int threads) {
   quantize_rows(x, rows, cols, ldx, 127.0f, q, scales, threads);
+}
+
+void quantize_rows_s8_residual(const float* x, std::int64_t rows, std::int64_t cols,
+                               std::int64_t ldx, std::int8_t* q_hi, float* s_hi, std::int8_t* q_lo,
+                               float* s_lo, int threads) {
+  check_shape(rows, cols, ldx);
+#pragma omp parallel for num_threads(threads) if (threads > 1 && rows * cols >= 65536)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    quantize_one(x + r * ldx, cols, 127.0f, q_hi + r * cols, s_hi + r);
+    quantize_error(x + r * ldx, cols, q_hi + r * cols, s_hi[r], q_lo + r * cols, s_lo + r);
+  }
 }
 
 void quantize_weights_s8(const float* w, std::int64_t out, std::int64_t in, std::int8_t* q,

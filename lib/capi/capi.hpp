@@ -69,6 +69,12 @@ const ember_engine& live(const ember_engine* engine);
 ember_request& live(ember_request* request);
 const ember_request& live(const ember_request* request);
 
+// A required pointer argument: Error(invalid_argument) naming it when NULL.
+template <class T>
+void require(const T* pointer, const char* name) {
+  if (pointer == nullptr) fail(ErrorCode::invalid_argument, "{} is NULL", name);
+}
+
 // Conversions of the growable C structs (struct_size checked) into the C++ ones.
 EngineOptions to_cpp(const ember_engine_options& options);
 SamplingParams to_cpp(const ember_sampling* sampling);  // NULL = the defaults
@@ -92,6 +98,12 @@ static_assert(EMBER_LOG_DEBUG == static_cast<int>(LogLevel::debug) &&
               EMBER_LOG_INFO == static_cast<int>(LogLevel::info) &&
               EMBER_LOG_WARNING == static_cast<int>(LogLevel::warning) &&
               EMBER_LOG_ERROR == static_cast<int>(LogLevel::error));
+static_assert(EMBER_LOAD_READING == static_cast<int>(LoadPhase::reading) &&
+              EMBER_LOAD_TOKENIZER == static_cast<int>(LoadPhase::tokenizer) &&
+              EMBER_LOAD_WEIGHTS == static_cast<int>(LoadPhase::weights) &&
+              EMBER_LOAD_CALIBRATION == static_cast<int>(LoadPhase::calibration) &&
+              EMBER_LOAD_QUANTIZATION == static_cast<int>(LoadPhase::quantization) &&
+              EMBER_LOAD_CACHE == static_cast<int>(LoadPhase::cache));
 static_assert(EMBER_REQUEST_QUEUED == static_cast<int>(RequestStatus::queued) &&
               EMBER_REQUEST_RUNNING == static_cast<int>(RequestStatus::running) &&
               EMBER_REQUEST_FINISHED == static_cast<int>(RequestStatus::finished));

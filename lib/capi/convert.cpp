@@ -3,6 +3,7 @@
 #include "capi/capi.hpp"
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -15,6 +16,9 @@ namespace {
 // When fields are appended, these stay as they are and sizeof grows.
 template <class T>
 constexpr std::size_t kFirstSize = sizeof(T);
+// ember 0.1's options ended at log_user_data; the fields after it were appended since.
+template <>
+constexpr std::size_t kFirstSize<ember_engine_options> = offsetof(ember_engine_options, prefix_store_path);
 
 template <class T>
 void check_struct_size(std::size_t size, const char* type) {
@@ -57,6 +61,8 @@ ember_engine_options default_options() {
   ember_engine_options o{};
   o.struct_size = sizeof o;
   o.precision = d.precision == Precision::fp32 ? EMBER_PRECISION_FP32 : EMBER_PRECISION_INT8;
+  o.device_type = d.device.type == DeviceType::cuda ? EMBER_DEVICE_CUDA : EMBER_DEVICE_CPU;
+  o.device_index = d.device.index;
   o.threads = d.threads;
   o.context_length = d.context_length;
   o.kv_cache_type = d.kv_cache_type == KvCacheType::f32 ? EMBER_KV_CACHE_F32 : EMBER_KV_CACHE_F16;
@@ -105,6 +111,13 @@ std::size_t to_size(std::uint64_t bytes, const char* field) {
   return static_cast<std::size_t>(bytes);
 }
 
+LoadProgressCallback to_cpp(ember_load_progress_fn progress, void* user_data) {
+  if (progress == nullptr) return {};
+  return [progress, user_data](LoadPhase phase, float fraction) {
+    return progress(static_cast<ember_load_phase>(phase), fraction, user_data) != 0;
+  };
+}
+
 LogCallback to_cpp(ember_log_fn log, void* user_data) {
   if (log == nullptr) return {};
   return [log, user_data](LogLevel level, std::string_view message) {
@@ -121,6 +134,7 @@ EngineOptions to_cpp(const ember_engine_options& in) {
   switch (raw_enum(o.precision)) {
     case EMBER_PRECISION_INT8: out.precision = Precision::int8; break;
     case EMBER_PRECISION_FP32: out.precision = Precision::fp32; break;
+    case EMBER_PRECISION_FP16: out.precision = Precision::fp16; break;
     default:
       fail(ErrorCode::invalid_argument, "ember_engine_options.precision = {} is not an ember_precision",
            raw_enum(o.precision));
@@ -133,6 +147,13 @@ EngineOptions to_cpp(const ember_engine_options& in) {
            "ember_engine_options.kv_cache_type = {} is not an ember_kv_cache_type",
            raw_enum(o.kv_cache_type));
   }
+  switch (raw_enum(o.device_type)) {
+    case EMBER_DEVICE_CPU: out.device = Device::cpu(); break;
+    case EMBER_DEVICE_CUDA: out.device = Device::cuda(o.device_index); break;
+    default:
+      fail(ErrorCode::invalid_argument, "ember_engine_options.device_type = {} is not an ember_device_type",
+           raw_enum(o.device_type));
+  }
   out.threads = o.threads;
   out.context_length = o.context_length;
   out.kv_cache_bytes = to_size(o.kv_cache_bytes, "kv_cache_bytes");
@@ -143,6 +164,9 @@ EngineOptions to_cpp(const ember_engine_options& in) {
   out.response_cache_bytes = to_size(o.response_cache_bytes, "response_cache_bytes");
   out.background_thread = o.background_thread != 0;
   out.log = to_cpp(o.log, o.log_user_data);
+  if (o.prefix_store_path != nullptr) out.prefix_store_path = o.prefix_store_path;
+  out.on_load_progress = to_cpp(o.on_load_progress, o.load_progress_user_data);
+  if (o.weight_cache_dir != nullptr) out.weight_cache_dir = o.weight_cache_dir;
   return out;
 }
 

@@ -70,11 +70,6 @@ const ember_request& live(const ember_request* request) { return live(const_cast
 
 namespace {
 
-template <class T>
-void require(const T* out, const char* name) {
-  if (out == nullptr) fail(ErrorCode::invalid_argument, "{} is NULL", name);
-}
-
 // Hands a finished request's completion to the caller, who may not want one (NULL output).
 void finish(Completion&& result, ember_completion** completion) {
   if (completion != nullptr) *completion = new_completion(std::move(result));
@@ -118,6 +113,12 @@ EMBER_API const char* ember_finish_reason_string(ember_finish_reason reason) {
     case EMBER_FINISH_ERROR: return ember::to_string(static_cast<ember::FinishReason>(reason));
   }
   return "unknown";
+}
+
+EMBER_API const char* ember_load_phase_string(ember_load_phase phase) {
+  const long long raw = raw_enum(phase);
+  if (raw < EMBER_LOAD_READING || raw > EMBER_LOAD_CACHE) return "unknown";
+  return ember::to_string(static_cast<ember::LoadPhase>(raw));
 }
 
 EMBER_API const char* ember_last_error(void) { return thread_error().c_str(); }

@@ -77,6 +77,11 @@ class GgufFile {
   std::uint64_t alignment() const { return alignment_; }
   std::uint64_t data_offset() const { return data_offset_; }
   std::uint64_t file_size() const { return size_; }
+  // A 64-bit identity of the file, computed once at open: a stable hash (util/hash.hpp) of the
+  // header (metadata and tensor table), the file size and evenly spaced samples of the tensor
+  // data. Files that ember writes beside or for a model (KV snapshots) carry it.
+  std::uint64_t identity() const { return identity_; }
+  const std::uint8_t* bytes() const { return base_; }  // the whole image, file_size() bytes
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
@@ -103,6 +108,7 @@ class GgufFile {
 
  private:
   GgufFile() = default;
+  void finish_open();  // parses and validates, then computes the identity
   friend class GgufParser;
 
   std::string path_;
@@ -110,6 +116,7 @@ class GgufFile {
   std::uint64_t alignment_ = 32;
   std::uint64_t data_offset_ = 0;
   std::uint64_t size_ = 0;
+  std::uint64_t identity_ = 0;
   const std::uint8_t* base_ = nullptr;
   std::shared_ptr<void> mapping_;  // releases the mmap (or the owned copy)
   std::vector<std::pair<std::string, GgufValue>> metadata_;

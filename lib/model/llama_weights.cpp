@@ -90,4 +90,27 @@ void dequantize_row(const GgufTensor& tensor, std::int64_t row, float* dst) {
              tensor.shape[0]);
 }
 
+std::vector<float> dequantize_stacked(std::initializer_list<const GgufTensor*> tensors) {
+  std::int64_t elements = 0;
+  for (const auto* t : tensors) elements += t->numel();
+  std::vector<float> w(static_cast<std::size_t>(elements));
+  float* dst = w.data();
+  for (const auto* t : tensors) {
+    dequantize(t->type, t->data, dst, t->numel());
+    dst += t->numel();
+  }
+  return w;
+}
+
+std::vector<float> dequantize_vector(const GgufTensor* tensor, std::int64_t size) {
+  std::vector<float> v(static_cast<std::size_t>(size), 0.0f);
+  if (tensor != nullptr) {
+    if (tensor->numel() != size)
+      fail(ErrorCode::invalid_model, "tensor {} has {} values, expected {}", tensor->name,
+           tensor->numel(), size);
+    dequantize(tensor->type, tensor->data, v.data(), tensor->numel());
+  }
+  return v;
+}
+
 }  // namespace ember::model

@@ -8,6 +8,7 @@
 #include "util/tensor.hpp"
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 namespace ember::model {
@@ -47,5 +48,10 @@ Tensor dequantize_to_tensor(const GgufTensor& tensor);
 // Row `row` (shape[0] values) into `dst`, e.g. one token's embedding. Throws
 // Error(invalid_argument) when row is out of range.
 void dequantize_row(const GgufTensor& tensor, std::int64_t row, float* dst);
+// Several matrices with the same row width, dequantized and stacked row-wise: the fused Q|K|V
+// and gate|up projections are a single GEMM each.
+std::vector<float> dequantize_stacked(std::initializer_list<const GgufTensor*> tensors);
+// A vector of `size` values, all zero when `tensor` is nullptr (an absent bias).
+std::vector<float> dequantize_vector(const GgufTensor* tensor, std::int64_t size);
 
 }  // namespace ember::model

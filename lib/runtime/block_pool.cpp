@@ -1,27 +1,11 @@
 #include "runtime/block_pool.hpp"
 
 #include "util/check.hpp"
+#include "util/hash.hpp"
 
 #include <algorithm>
 
 namespace ember::runtime {
-
-namespace {
-
-// The splitmix64 finaliser: a bijection with full avalanche, so chained calls separate
-// sequences that differ in any id or in order.
-std::uint64_t mix(std::uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
-
-constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ull;
-
-}  // namespace
 
 BlockPool::BlockPool(int block_count, int block_size, bool prefix_caching)
     : block_size_(block_size), prefix_caching_(prefix_caching) {
@@ -38,8 +22,8 @@ BlockPool::BlockPool(int block_count, int block_size, bool prefix_caching)
 }
 
 std::uint64_t BlockPool::block_hash(std::uint64_t parent_hash, std::span<const std::int32_t> tokens) {
-  std::uint64_t h = mix(parent_hash + kGolden * (tokens.size() + 1));
-  for (std::int32_t id : tokens) h = mix(h ^ (static_cast<std::uint32_t>(id) + kGolden));
+  std::uint64_t h = mix64(parent_hash + kHashGolden * (static_cast<std::uint64_t>(tokens.size()) + 1));
+  for (std::int32_t id : tokens) h = mix64(h ^ (static_cast<std::uint32_t>(id) + kHashGolden));
   return h == 0 ? 1 : h;
 }
 
@@ -136,12 +120,20 @@ bool BlockPool::holds(int block, std::uint64_t parent_hash, std::span<const std:
 
 std::vector<int> BlockPool::match_prefix(std::span<const std::int32_t> tokens) {
   ++stats_.lookups;
+  if (tokens.empty()) return {};
+  // Leaves the last token to compute, so the caller gets its logits.
+  std::vector<int> chain = find_chain(tokens.first(tokens.size() - 1));
+  stats_.hit_blocks += chain.size();
+  stats_.hit_tokens += chain.size() * static_cast<std::size_t>(block_size_);
+  return chain;
+}
+
+std::vector<int> BlockPool::find_chain(std::span<const std::int32_t> tokens) {
   std::vector<int> chain;
-  if (!prefix_caching_ || tokens.empty()) return chain;
+  if (!prefix_caching_) return chain;
   const std::size_t bs = static_cast<std::size_t>(block_size_);
-  const std::size_t full = (tokens.size() - 1) / bs;  // leaves the last token to compute
   std::uint64_t parent = 0;
-  for (std::size_t i = 0; i < full; ++i) {
+  for (std::size_t i = 0; i < tokens.size() / bs; ++i) {
     const auto ids = tokens.subspan(i * bs, bs);
     const std::uint64_t h = block_hash(parent, ids);
     const auto it = by_hash_.find(h);
@@ -150,9 +142,23 @@ std::vector<int> BlockPool::match_prefix(std::span<const std::int32_t> tokens) {
     chain.push_back(it->second);
     parent = h;
   }
-  stats_.hit_blocks += chain.size();
-  stats_.hit_tokens += chain.size() * bs;
   return chain;
+}
+
+std::optional<BlockPool::Imported> BlockPool::import_block(std::uint64_t parent_hash,
+                                                           std::span<const std::int32_t> tokens) {
+  if (!prefix_caching_) fail(ErrorCode::internal, "import_block without prefix caching");
+  if (tokens.size() != static_cast<std::size_t>(block_size_))
+    fail(ErrorCode::internal, "import_block: {} ids for a block of {}", tokens.size(), block_size_);
+  const std::uint64_t h = block_hash(parent_hash, tokens);
+  if (const auto it = by_hash_.find(h); it != by_hash_.end() && holds(it->second, parent_hash, tokens)) {
+    retain(it->second);
+    return Imported{it->second, h, false};
+  }
+  const std::optional<int> block = allocate();
+  if (!block) return std::nullopt;
+  publish_full_block(*block, parent_hash, tokens);
+  return Imported{*block, h, true};
 }
 
 std::uint64_t BlockPool::publish_full_block(int block, std::uint64_t parent_hash,

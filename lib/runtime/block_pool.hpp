@@ -54,6 +54,21 @@ class BlockPool {
   // one position and gets logits. Empty without prefix caching.
   std::vector<int> match_prefix(std::span<const std::int32_t> tokens);
 
+  // The cached blocks holding the longest run of leading full blocks of `tokens` (all of them,
+  // the last token included), each retained once for the caller. Counts no statistics.
+  std::vector<int> find_chain(std::span<const std::int32_t> tokens);
+
+  // For loading saved KV (runtime/kv_snapshot): a published block for `tokens` after the chain
+  // ending in `parent_hash`, retained once for the caller. `fresh` means a newly allocated block
+  // whose K/V the caller must write before releasing it; otherwise the block was cached already.
+  // nullopt when every block is referenced. Requires prefix caching.
+  struct Imported {
+    int block;
+    std::uint64_t hash;
+    bool fresh;
+  };
+  std::optional<Imported> import_block(std::uint64_t parent_hash, std::span<const std::int32_t> tokens);
+
   // Publishes `block` (held by the caller), just filled with `tokens` (block_size ids) after the
   // chain ending in `parent_hash` (0 for a sequence's first block). Returns the block's hash for
   // the next block. When the hash is already published (by another block) nothing changes.
@@ -61,8 +76,9 @@ class BlockPool {
   std::uint64_t publish_full_block(int block, std::uint64_t parent_hash,
                                    std::span<const std::int32_t> tokens);
 
-  // splitmix64-style mixing of the parent hash, the id count and every id; never returns 0 (0
-  // means "no parent").
+  // splitmix64-style mixing (util/hash.hpp) of the parent hash, the id count and every id; never
+  // returns 0 (0 means "no parent"). Its values are stored in KV snapshot files, so they must
+  // not change between builds: tests/runtime/test_block_pool.cpp pins them.
   static std::uint64_t block_hash(std::uint64_t parent_hash, std::span<const std::int32_t> tokens);
 
   struct Stats {

@@ -88,6 +88,29 @@ ModelInfo Engine::info() const {
 
 double Engine::load_ms() const { return core("load_ms").load_ms(); }
 
+std::vector<std::uint8_t> Engine::save_state(const std::vector<std::int32_t>& tokens) {
+  return core("save_state").save_state({tokens});
+}
+
+std::size_t Engine::load_state(const std::vector<std::uint8_t>& snapshot) {
+  return core("load_state").load_state(snapshot);
+}
+
+void Engine::save_state_file(const std::string& path, const std::vector<std::int32_t>& tokens) {
+  runtime::write_snapshot_file(path, core("save_state_file").save_state({tokens}));
+}
+
+std::size_t Engine::load_state_file(const std::string& path) {
+  return core("load_state_file").load_state_file(path);
+}
+
+void Engine::save_prefix_store(const std::string& path, const std::vector<Request>& prompts) {
+  runtime::EngineCore& engine = core("save_prefix_store");
+  std::vector<std::vector<std::int32_t>> token_lists;
+  for (const Request& request : prompts) token_lists.push_back(engine.make_sequence(request, {})->tokens);
+  runtime::write_snapshot_file(path, engine.save_state(token_lists));
+}
+
 // ---- RequestHandle ----
 
 std::uint64_t RequestHandle::id() const {

@@ -30,8 +30,11 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
   if (options.max_sequences <= 0)
     fail(ErrorCode::invalid_argument, "max_sequences must be > 0, got {}", options.max_sequences);
 
+  backend::LoadProgress progress(options.on_load_progress);
+  progress.report(LoadPhase::reading, 0.0f);
   file_ = model::GgufFile::open(path);
   config_ = model::read_model_config(*file_);
+  progress.report(LoadPhase::tokenizer, 0.0f);
   tokenizer_ = tokenizer::Tokenizer::from_gguf(*file_);
   if (auto source = file_->find_string("tokenizer.chat_template")) {
     try {
@@ -46,18 +49,25 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
     chat_template_error_ = "the model file has no chat template (tokenizer.chat_template)";
   }
 
+  progress.report(LoadPhase::tokenizer, 1.0f);
+
   context_length_ = options.context_length > 0
                         ? options.context_length
                         : std::min(config_.context_length > 0 ? config_.context_length : kDefaultMaxContext,
                                    kDefaultMaxContext);
 
   backend::BackendOptions backend_options;
+  backend_options.device = options.device;
   backend_options.precision = options.precision;
+  backend_options.max_batch_rows = options.max_batch_tokens;
   backend_options.calibration_tokens =
       tokenizer_->encode(backend::kCalibrationText, /*parse_special=*/true, tokenizer_->add_bos());
   backend_options.threads = options.threads > 0 ? options.threads
                                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  backend_ = backend::make_cpu_backend(file_, config_, backend_options);
+  backend_options.progress = &progress;
+  backend_options.weight_cache_dir = options.weight_cache_dir;
+  backend_options.log = options.log;
+  backend_ = backend::make_backend(file_, config_, backend_options);
 
   backend::KvGeometry geometry;
   geometry.layers = config_.layers;
@@ -69,7 +79,7 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
   if (geometry.block_count < 1)
     fail(ErrorCode::invalid_argument, "kv_cache_bytes = {} holds no KV block ({} bytes each)",
          options.kv_cache_bytes, geometry.bytes_per_block());
-  kv_ = std::make_unique<backend::KvCache>(geometry);
+  kv_ = backend_->make_kv_cache(geometry);
   pool_ = std::make_unique<BlockPool>(geometry.block_count, geometry.block_size, options.prefix_cache);
   SchedulerLimits limits;
   limits.max_batch_tokens = options.max_batch_tokens;
@@ -78,6 +88,11 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
   response_cache_ = std::make_unique<ResponseCache>(options.response_cache_bytes);
 
   stats_.kv_blocks_total = geometry.block_count;
+  if (!options.prefix_store_path.empty()) {
+    const std::size_t blocks = load_state_file(options.prefix_store_path);
+    log(LogLevel::info, "prefix store {}: {} blocks cached", options.prefix_store_path, blocks);
+  }
+  progress.finish();
   load_ms_ = ms_between(start, Clock::now());
   log(LogLevel::info, "loaded {} ({} layers, width {}) on {} in {:.0f} ms; KV cache {} blocks of {} tokens",
       config_.name, config_.layers, config_.embedding, backend_->name(), load_ms_,
@@ -144,7 +159,7 @@ std::shared_ptr<Sequence> EngineCore::make_sequence(const Request& request, Stre
   return seq;
 }
 
-void EngineCore::submit(const std::shared_ptr<Sequence>& seq) {
+void EngineCore::submit(const std::shared_ptr<Sequence>& seq, bool allow_response_cache) {
   {
     std::lock_guard lock(mutex_);
     if (stopping_) fail(ErrorCode::invalid_argument, "submit() on an engine that is shutting down");
@@ -156,7 +171,7 @@ void EngineCore::submit(const std::shared_ptr<Sequence>& seq) {
       finalize(seq);
       return;
     }
-    if (response_cache_->enabled()) {
+    if (allow_response_cache && response_cache_->enabled()) {
       seq->response_key = ResponseCache::key(seq->tokens, seq->sampling);
       if (auto hit = response_cache_->find(seq->response_key)) {
         serve_from_response_cache(seq, std::move(*hit));

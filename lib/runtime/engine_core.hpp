@@ -10,6 +10,7 @@
 #include "model/gguf.hpp"
 #include "model/model_config.hpp"
 #include "runtime/block_pool.hpp"
+#include "runtime/kv_snapshot.hpp"
 #include "runtime/response_cache.hpp"
 #include "runtime/scheduler.hpp"
 #include "runtime/sequence.hpp"
@@ -23,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,8 +41,9 @@ class EngineCore {
   // Validates and tokenizes a request into a new sequence (not yet queued). Throws
   // Error(invalid_argument | context_overflow | unsupported).
   std::shared_ptr<Sequence> make_sequence(const Request& request, StreamCallback on_chunk) const;
-  // Queues a sequence; a request with max_tokens == 0 completes at once.
-  void submit(const std::shared_ptr<Sequence>& seq);
+  // Queues a sequence; a request with max_tokens == 0 completes at once. The exact response
+  // cache may answer it unless `allow_response_cache` is false (a prefill that must compute).
+  void submit(const std::shared_ptr<Sequence>& seq, bool allow_response_cache = true);
   // Blocks until `seq` is finished: waits for the background thread, or runs steps itself.
   void wait(const std::shared_ptr<Sequence>& seq);
   void cancel(const std::shared_ptr<Sequence>& seq);
@@ -48,6 +51,14 @@ class EngineCore {
   // Steps until `budget` is spent or there is no work (returns at once in background mode).
   StepResult run_for(std::chrono::microseconds budget);
   EngineStats stats() const;
+
+  // KV state that outlives a request (engine_state.cpp; format in runtime/kv_snapshot.hpp).
+  // save: computes what the prefix cache lacks of each token list, then exports the full
+  // blocks of all of them (shared blocks once). load: validates, then imports the blocks as
+  // cached prefix blocks; returns how many are now cached (fewer when the pool is full).
+  std::vector<std::uint8_t> save_state(const std::vector<std::vector<std::int32_t>>& token_lists);
+  std::size_t load_state(std::span<const std::uint8_t> snapshot);
+  std::size_t load_state_file(const std::string& path);
 
   std::string render_chat(const std::vector<Message>& messages) const;
   bool has_chat_template() const { return chat_template_.has_value(); }
@@ -58,6 +69,12 @@ class EngineCore {
   double load_ms() const { return load_ms_; }
 
  private:
+  KvSnapshotIdentity snapshot_identity() const;
+  KvSnapshotLimits snapshot_limits() const;
+  void prefill(const std::vector<std::int32_t>& tokens);  // computes and caches their KV
+  // Exports the cached full blocks of `tokens` into `out`; false when some are not cached.
+  bool export_chain(const std::vector<std::int32_t>& tokens, KvSnapshotWriter& out);
+
   int step_locked();  // rows computed, or -1 when there was nothing to do
   void background_loop();
   void on_token(Sequence& seq, float* logits);

@@ -29,6 +29,18 @@ const char* to_string(FinishReason reason) noexcept {
   return "unknown";
 }
 
+const char* to_string(LoadPhase phase) noexcept {
+  switch (phase) {
+    case LoadPhase::reading: return "reading";
+    case LoadPhase::tokenizer: return "tokenizer";
+    case LoadPhase::weights: return "weights";
+    case LoadPhase::calibration: return "calibration";
+    case LoadPhase::quantization: return "quantization";
+    case LoadPhase::cache: return "cache";
+  }
+  return "unknown";
+}
+
 const char* version() noexcept { return EMBER_VERSION_STRING; }
 
 }  // namespace ember

@@ -32,7 +32,8 @@ template <> constexpr DType dtype_of<std::int8_t>() { return DType::i8; }
 template <> constexpr DType dtype_of<std::uint8_t>() { return DType::u8; }
 template <> constexpr DType dtype_of<std::int32_t>() { return DType::i32; }
 
-enum class Device : std::uint8_t { cpu, cuda };
+// Where a tensor's memory lives (ember::Device, in the public API, names a compute device).
+enum class MemorySpace : std::uint8_t { host, cuda };
 
 class Tensor {
  public:
@@ -42,11 +43,11 @@ class Tensor {
 
   // A borrowed view; the caller keeps `data` alive for the view's lifetime.
   static Tensor view(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
-                     Device device = Device::cpu) {
+                     MemorySpace memory = MemorySpace::host) {
     Tensor t;
     t.init_shape(dtype, shape);
     t.data_ = data;
-    t.device_ = device;
+    t.memory_ = memory;
     return t;
   }
 
@@ -54,17 +55,20 @@ class Tensor {
   static Tensor empty(DType dtype, std::initializer_list<std::int64_t> shape) {
     Tensor t;
     t.init_shape(dtype, shape);
-    std::size_t bytes = (t.nbytes() + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
-    if (p == nullptr) fail(ErrorCode::out_of_memory, "cannot allocate a tensor of {} bytes", bytes);
-    std::memset(p, 0, bytes);
-    t.owner_ = std::shared_ptr<void>(p, std::free);
-    t.data_ = p;
+    // calloc, not aligned_alloc + memset: a large block comes as fresh pages that the OS zeroes
+    // when first touched, so a 256 MB KV cache costs nothing at open() until it is used (the
+    // memset and its page faults were ~0.2 s of CPU at every start). Over-allocated to align.
+    const std::size_t bytes = (t.nbytes() + 63) / 64 * 64;
+    void* raw = std::calloc(bytes + 64, 1);
+    if (raw == nullptr) fail(ErrorCode::out_of_memory, "cannot allocate a tensor of {} bytes", bytes);
+    const auto aligned = (reinterpret_cast<std::uintptr_t>(raw) + 63) / 64 * 64;
+    t.owner_ = std::shared_ptr<void>(raw, std::free);
+    t.data_ = reinterpret_cast<void*>(aligned);
     return t;
   }
 
   DType dtype() const { return dtype_; }
-  Device device() const { return device_; }
+  MemorySpace memory() const { return memory_; }
   int ndim() const { return ndim_; }
   std::int64_t dim(int i) const { return shape_[static_cast<std::size_t>(i)]; }
   std::int64_t stride(int i) const { return strides_[static_cast<std::size_t>(i)]; }
@@ -104,7 +108,7 @@ class Tensor {
   std::shared_ptr<void> owner_;
   void* data_ = nullptr;
   DType dtype_ = DType::f32;
-  Device device_ = Device::cpu;
+  MemorySpace memory_ = MemorySpace::host;
   int ndim_ = 0;
   std::array<std::int64_t, kMaxDims> shape_{};
   std::array<std::int64_t, kMaxDims> strides_{};

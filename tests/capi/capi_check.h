@@ -57,5 +57,7 @@ void test_version_and_defaults(void);
 void test_open_errors(void);
 void test_argument_errors(ember_engine* engine);
 void test_handle_misuse(void);
+void test_state(void);
+void test_load(void);
 
 #endif

@@ -297,6 +297,8 @@ int main(int argc, char** argv) {
     ember_engine_close(&engine);
   }
   test_request_outlives_engine();
+  test_state();
+  test_load();
   printf("%d passed, %d failed\n", capi_passed, capi_failed);
   return capi_failed == 0 ? 0 : 1;
 }

@@ -2,7 +2,8 @@
 // same output alone, all together, with chunked prefill of 1, 7 and 64 tokens, after
 // preemption forced by a tiny block pool, and with the prefix cache on or off. On the INT8 path
 // this must hold exactly: integer GEMM accumulation does not depend on the batch, and every other
-// per-row computation reads only its own row.
+// per-row computation reads only its own row. The same test runs on CUDA as
+// batch_invariance_cuda_test (EMBER_TEST_DEVICE=cuda, FP16 as the baseline precision).
 #include "test_support.hpp"
 
 #include <ember/ember.hpp>
@@ -36,6 +37,7 @@ std::vector<Request> sixteen_requests() {
 
 std::vector<std::vector<std::int32_t>> run_alone(Precision precision) {
   EngineOptions o;
+  o.device = test::test_device();
   o.precision = precision;
   o.threads = 2;
   o.prefix_cache = false;
@@ -56,6 +58,7 @@ struct Config {
 std::vector<std::vector<std::int32_t>> run_together(Precision precision, const Config& c,
                                                     std::uint64_t& preemptions) {
   EngineOptions o;
+  o.device = test::test_device();
   o.precision = precision;
   o.threads = 2;
   o.max_batch_tokens = c.max_batch_tokens;
@@ -90,6 +93,7 @@ int count_mismatches(const std::vector<std::vector<std::int32_t>>& a,
 }
 
 TEST_CASE("int8: every configuration gives exactly the tokens of running alone") {
+  test::require_test_device();
   const auto alone = run_alone(Precision::int8);
   for (const Config& c : kConfigs) {
     std::uint64_t preemptions = 0;
@@ -100,14 +104,16 @@ TEST_CASE("int8: every configuration gives exactly the tokens of running alone")
   }
 }
 
-TEST_CASE("fp32 reference: batch invariance measured and reported") {
-  const auto alone = run_alone(Precision::fp32);
+TEST_CASE("fp32 (CPU) / fp16 (CUDA) baseline: batch invariance measured and reported") {
+  test::require_test_device();
+  const Precision baseline = test::baseline_precision();
+  const auto alone = run_alone(baseline);
   for (const Config& c : kConfigs) {
     std::uint64_t preemptions = 0;
-    const auto together = run_together(Precision::fp32, c, preemptions);
+    const auto together = run_together(baseline, c, preemptions);
     // Eigen's FP32 GEMM blocks the reduction differently for different batch sizes, so the
     // reference path is not bit-exact across batch shapes; greedy tokens still agree here.
-    MESSAGE("fp32 ", std::string(c.name), ": ", 16 - count_mismatches(together, alone), "/16 identical");
+    MESSAGE((baseline == Precision::fp32 ? "fp32 " : "fp16 "), std::string(c.name), ": ", 16 - count_mismatches(together, alone), "/16 identical");
     CHECK(count_mismatches(together, alone) <= 1);
   }
 }

@@ -4,8 +4,12 @@
 //   tokenizer      the tokenizer golden corpus under varying flag bytes, plus id sequences
 //   chat_template  every template of tests/data/tokenizer/templates with a conversation
 //   capi           a slice of the tokenizer corpus, plus id sequences
+//   kv_snapshot    a valid small KV snapshot and corrupted variants of it (truncated, bad magic,
+//                  other version, other model, wrong KV type, huge count, bad checksum, bad id);
+//                  rerun when ember's version changes (snapshots are tied to it)
 // Usage: fuzz_make_seeds CORPUS_DIR TEST_DATA_DIR. Regression inputs (crash-*) are not touched.
 #include "bad_gguf.hpp"
+#include "kv_snapshot_seed.hpp"
 #include "model/gguf_writer.hpp"
 
 #include <nlohmann/json.hpp>
@@ -150,6 +154,39 @@ void capi_seeds(const fs::path& dir, const std::vector<std::string>& corpus) {
   for (const auto& ids : id_sequences()) write_seed(dir, n++, id_bytes(0, 64, ids));
 }
 
+void put_le(Bytes& bytes, std::size_t at, std::uint64_t v, int width) {
+  for (int i = 0; i < width; ++i) bytes[at + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+
+// A corrupted copy of the valid snapshot; resealed ones get a correct checksum, so only the
+// edited field is wrong and the reader gets past the checksum to the field's own check.
+void kv_snapshot_seeds(const fs::path& dir) {
+  using ember::runtime::kv_snapshot_checksum;
+  const Bytes valid = ember::fuzz::valid_snapshot();
+  const auto reseal = [](Bytes b) {
+    put_le(b, b.size() - 8, kv_snapshot_checksum(std::span(b).first(b.size() - 8)), 8);
+    return b;
+  };
+  const auto edited = [&](std::size_t at, std::uint64_t v, int width) {
+    Bytes b = valid;
+    put_le(b, at, v, width);
+    return reseal(b);
+  };
+  int n = 0;
+  write_seed(dir, n++, valid);
+  write_seed(dir, n++, Bytes(valid.begin(), valid.begin() + static_cast<std::ptrdiff_t>(valid.size() / 2)));
+  write_seed(dir, n++, edited(0, 0x46554747, 4));               // bad magic ("GGUF")
+  write_seed(dir, n++, edited(8, 2, 4));                        // format version 2
+  write_seed(dir, n++, edited(12, 0x302e302e39, 5));            // written by ember "9.0.0"
+  write_seed(dir, n++, edited(28, 42, 8));                      // another model
+  write_seed(dir, n++, edited(40, 1, 4));                       // KV type f32
+  write_seed(dir, n++, edited(60, 1ull << 62, 8));              // a huge block count
+  write_seed(dir, n++, edited(ember::runtime::kKvSnapshotHeaderBytes + 16, 1000, 4));  // id past the vocabulary
+  Bytes flipped = valid;
+  flipped[flipped.size() / 2] ^= 0x01;                          // bad checksum
+  write_seed(dir, n++, flipped);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -159,7 +196,7 @@ int main(int argc, char** argv) {
   }
   try {
     const fs::path root = argv[1], data = argv[2];
-    for (const char* t : {"gguf", "tokenizer", "chat_template", "capi"}) {
+    for (const char* t : {"gguf", "tokenizer", "chat_template", "capi", "kv_snapshot"}) {
       fs::create_directories(root / t);
       for (const auto& entry : fs::directory_iterator(root / t)) {
         if (entry.path().filename().string().rfind("seed-", 0) == 0) fs::remove(entry.path());
@@ -170,6 +207,7 @@ int main(int argc, char** argv) {
     tokenizer_seeds(root / "tokenizer", corpus);
     chat_template_seeds(root / "chat_template", data);
     capi_seeds(root / "capi", corpus);
+    kv_snapshot_seeds(root / "kv_snapshot");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz_make_seeds: %s\n", e.what());
     return 1;

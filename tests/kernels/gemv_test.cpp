@@ -72,12 +72,13 @@ TEST_CASE("int8 linear: the decode GEMV is bitwise equal to oneDNN (model and od
     // Without the GEMV both sides are oneDNN: the large shape adds only minutes there.
     if (!gemv_expected() && s.out > 4096) continue;
     for (Pattern p : {Pattern::random, Pattern::max_weights_min_acts,
-                      Pattern::min_weights_max_acts, Pattern::random_signs_at_max}) {
-      CAPTURE(s.in); CAPTURE(s.out); CAPTURE(static_cast<int>(p));
+                      Pattern::min_weights_max_acts, Pattern::random_signs_at_max})
+    for (ActivationQuant a : {ActivationQuant::per_row, ActivationQuant::residual}) {
+      CAPTURE(s.in); CAPTURE(s.out); CAPTURE(static_cast<int>(p)); CAPTURE(static_cast<int>(a));
       std::vector<float> w, x;
       make_inputs(p, s.out, s.in, w, x);
-      auto fast = make_int8_linear(ctx, w.data(), s.out, s.in);
-      auto onednn = make_int8_linear_onednn_only(ctx, w.data(), s.out, s.in);
+      auto fast = make_int8_linear(ctx, w.data(), s.out, s.in, a);
+      auto onednn = make_int8_linear_onednn_only(ctx, w.data(), s.out, s.in, a);
       const auto base =
           random_floats(static_cast<std::size_t>(kGemvMaxRows * s.out), 15, -5.0f, 5.0f);
       for (std::int64_t m = 1; m <= kGemvMaxRows; ++m) {
@@ -101,10 +102,11 @@ TEST_CASE("int8 linear: a row alone (GEMV) equals the same row in a batch of 16 
   const auto w = random_floats(static_cast<std::size_t>(out * in), 21, -0.05f, 0.05f);
   auto x = random_floats(static_cast<std::size_t>(batch * in), 22, -4.0f, 4.0f);
   for (std::int64_t k = 0; k < in; ++k) x[static_cast<std::size_t>(5 * in + k)] = 0.0f;  // scale 0
-  for (int threads : {1, 2}) {
-    CAPTURE(threads);
+  for (int threads : {1, 2})
+  for (ActivationQuant a : {ActivationQuant::per_row, ActivationQuant::residual}) {
+    CAPTURE(threads); CAPTURE(static_cast<int>(a));
     CpuContext ctx(threads);
-    auto lin = make_int8_linear(ctx, w.data(), out, in);
+    auto lin = make_int8_linear(ctx, w.data(), out, in, a);
     std::vector<float> y_batch(static_cast<std::size_t>(batch * out));
     lin->forward(ctx, x.data(), batch, y_batch.data());
     for (std::int64_t i = 0; i < batch; ++i) {

@@ -106,3 +106,33 @@ TEST_CASE("every vector ISA path equals the scalar path") {
   CHECK(ember::fp16_to_float(h[2]) == 65504.0f);
   CHECK(ember::fp16_to_float(h[3]) == 1.0f);  // halfway between 1 and 1+2^-10: even wins
 }
+
+TEST_CASE("residual activation quantization: two terms reconstruct each row to the second scale") {
+  const std::int64_t rows = 4, cols = 1537;
+  auto x = random_floats(static_cast<std::size_t>(rows * cols), 41, -2.0f, 2.0f);
+  x[7] = 90.0f;                                                          // an outlier
+  for (std::int64_t k = 0; k < cols; ++k) x[static_cast<std::size_t>(2 * cols + k)] = 0.0f;  // a zero row
+  std::vector<std::int8_t> hi(x.size()), lo(x.size());
+  std::vector<float> s_hi(rows), s_lo(rows), s_one(rows);
+  std::vector<std::int8_t> one(x.size());
+  quantize_rows_s8_residual(x.data(), rows, cols, cols, hi.data(), s_hi.data(), lo.data(), s_lo.data(), 2);
+  quantize_rows_s8(x.data(), rows, cols, cols, one.data(), s_one.data());
+  CHECK(hi == one);  // the first term is the ordinary per-row quantization
+  CHECK(s_hi == s_one);
+  CHECK(s_hi[2] == 0.0f);
+  CHECK(s_lo[2] == 0.0f);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (r == 2) continue;
+    CAPTURE(r);
+    CHECK(s_lo[static_cast<std::size_t>(r)] <= s_hi[static_cast<std::size_t>(r)] / 2 / 127 * 1.0001f);
+    double worst = 0;
+    for (std::int64_t k = 0; k < cols; ++k) {
+      const auto i = static_cast<std::size_t>(r * cols + k);
+      const double back = hi[i] * static_cast<double>(s_hi[static_cast<std::size_t>(r)]) +
+                          lo[i] * static_cast<double>(s_lo[static_cast<std::size_t>(r)]);
+      worst = std::max(worst, std::fabs(back - x[i]));
+    }
+    // Half a step of the second term, plus the float rounding of the error it quantized.
+    CHECK(worst <= s_lo[static_cast<std::size_t>(r)] * 0.5 + 1e-7 * 90);
+  }
+}

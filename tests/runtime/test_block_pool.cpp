@@ -350,3 +350,47 @@ TEST_CASE("randomized operations keep every invariant and the ref counts of a sh
   CHECK(pool.stats().hit_blocks == hits);
   CHECK(pool.stats().evictions > 0);
 }
+
+TEST_CASE("find_chain covers every full block and counts no statistics") {
+  BlockPool pool(8, 4, true);
+  const Ids ids = iota_ids(12, 100);
+  release_all(pool, fill(pool, ids));
+  const std::vector<int> chain = pool.find_chain(ids);  // 12 ids: all 3 blocks, the last included
+  CHECK(chain.size() == 3);
+  for (int b : chain) CHECK(pool.ref_count(b) == 1);
+  CHECK(pool.stats().lookups == 0);
+  const std::vector<int> matched = pool.match_prefix(ids);  // leaves the last token to compute
+  CHECK(matched == std::vector<int>{chain[0], chain[1]});
+  CHECK(pool.stats().lookups == 1);
+  release_all(pool, matched);
+  release_all(pool, chain);
+  pool.check_invariants();
+  CHECK(pool.free_blocks() == 8);
+}
+
+TEST_CASE("import_block: new blocks are published and held, known ones retained, a full pool says no") {
+  BlockPool pool(3, 4, true);
+  const Ids ids = iota_ids(8, 10);
+  const auto a = pool.import_block(0, block_of(ids, 0, 4));
+  REQUIRE(a.has_value());
+  CHECK(a->fresh);
+  CHECK(a->hash == BlockPool::block_hash(0, block_of(ids, 0, 4)));
+  CHECK(pool.published_hash(a->block) == a->hash);
+  CHECK(pool.ref_count(a->block) == 1);
+  const auto again = pool.import_block(0, block_of(ids, 0, 4));
+  REQUIRE(again.has_value());
+  CHECK_FALSE(again->fresh);
+  CHECK(again->block == a->block);
+  CHECK(pool.ref_count(a->block) == 2);
+  const auto b = pool.import_block(a->hash, block_of(ids, 1, 4));
+  REQUIRE(b.has_value());
+  const auto c = pool.import_block(b->hash, iota_ids(4, 50));
+  REQUIRE(c.has_value());
+  CHECK_FALSE(pool.import_block(c->hash, iota_ids(4, 60)).has_value());  // all three held
+  for (int block : {c->block, b->block, a->block, a->block}) pool.release(block);
+  pool.check_invariants();
+  // Released, the imported chain is an ordinary cached prefix.
+  Ids prompt = ids;
+  prompt.push_back(1);
+  CHECK(pool.match_prefix(prompt) == std::vector<int>{a->block, b->block});
+}

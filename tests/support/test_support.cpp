@@ -22,6 +22,29 @@ std::string default_model_path() {
   return std::filesystem::is_regular_file(candidate, ec) ? candidate.string() : std::string();
 }
 
+Device test_device() {
+  const char* device = std::getenv("EMBER_TEST_DEVICE");
+  return device != nullptr && std::string(device) == "cuda" ? Device::cuda(0) : Device::cpu();
+}
+
+Precision baseline_precision() {
+  return test_device().type == DeviceType::cuda ? Precision::fp16 : Precision::fp32;
+}
+
+void require_test_device() {
+  if (test_device().type == DeviceType::cpu) return;
+  EngineOptions options;
+  options.device = test_device();
+  options.kv_cache_bytes = 1 << 20;
+  try {
+    Engine::open(synthetic_model_file(1), options);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::unsupported) throw;
+    std::fprintf(stderr, "SKIPPED: %s\n", e.what());
+    std::exit(77);
+  }
+}
+
 std::string require_default_model() {
   std::string path = default_model_path();
   if (path.empty()) {

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <string>
 
+#include <ember/ember.hpp>
+
 namespace ember::test {
 
 // The default model: $EMBER_MODEL, else the fetch script's cache location, else empty.
@@ -14,6 +16,15 @@ std::string default_model_path();
 // Exits the test program with ctest's skip code (77) and a message when the default model is
 // missing: a skip, never a pass that checked nothing.
 std::string require_default_model();
+
+// The device the engine tests run on: Device::cuda() when $EMBER_TEST_DEVICE is "cuda" (ctest
+// registers CUDA twins of device-independent tests that way), else the CPU.
+Device test_device();
+// The non-INT8 precision of test_device(): fp32 on the CPU, fp16 on CUDA.
+Precision baseline_precision();
+// Exits with ctest's skip code (77) and the reason when test_device() cannot open a model (no
+// GPU, or ember built without CUDA).
+void require_test_device();
 
 // A file under tests/data.
 std::filesystem::path data_path(const std::string& relative);

@@ -87,6 +87,7 @@ class ReferenceBackend final : public Backend {
                    const BackendOptions& options)
       : file_(std::move(file)), config_(config), threads_(options.threads) {
     const model::LlamaWeights w = model::map_llama_weights(*file_, config_);
+    if (options.progress) options.progress->plan({{LoadPhase::weights, 1}});  // nothing else to do
     token_embd_ = w.token_embd;
     output_ = load_matrix(*w.output);
     output_norm_ = load_vector(w.output_norm, config_.embedding);
@@ -107,7 +108,7 @@ class ReferenceBackend final : public Backend {
       layer.w_up = load_matrix(*lw.w_up);
       layer.w_down = load_matrix(*lw.w_down);
       layers_.push_back(std::move(layer));
-      if (options.on_progress) options.on_progress(static_cast<float>(l + 1) / w.layers.size());
+      if (options.progress) options.progress->report(LoadPhase::weights, static_cast<float>(l + 1) / w.layers.size());
     }
   }
 

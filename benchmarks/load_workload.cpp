@@ -1,0 +1,63 @@
+#include "load_workload.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+
+namespace ember::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+LoadRun open_once(const std::string& model, int threads, const std::string& cache_dir) {
+  LoadRun run;
+  EngineOptions options;
+  options.threads = threads;
+  options.weight_cache_dir = cache_dir;
+  // A phase's time runs from its first report to the next phase's first report.
+  std::string phase;
+  Clock::time_point phase_start;
+  options.on_load_progress = [&](LoadPhase p, float) {
+    const std::string name = to_string(p);
+    if (name != phase) {
+      const auto now = Clock::now();
+      if (!phase.empty()) run.phase_ms[phase] += std::chrono::duration<double, std::milli>(now - phase_start).count();
+      phase = name;
+      phase_start = now;
+    }
+    return true;
+  };
+  const auto t0 = Clock::now();
+  Engine engine = Engine::open(model, options);
+  run.open_ms = ms_since(t0);
+  if (!phase.empty()) run.phase_ms[phase] += std::chrono::duration<double, std::milli>(Clock::now() - phase_start).count();
+  // ember-generate's default question: a ~40-token chat prompt, so the first prefill takes the
+  // oneDNN path (prompts of up to 8 tokens would take the GEMV and skip its JIT compilation).
+  SamplingParams sampling;
+  sampling.max_tokens = 1;
+  sampling.temperature = 0;
+  engine.chat({{"user", "Write a short poem about the sea."}}, sampling);
+  run.first_token_ms = ms_since(t0);
+  return run;
+}
+
+}  // namespace
+
+LoadResult run_load(const std::string& model, int threads, int repeats) {
+  namespace fs = std::filesystem;
+  LoadResult result;
+  for (int r = 0; r < repeats; ++r) {
+    const fs::path dir = fs::temp_directory_path() /
+                         ("ember-bench-load-" + std::to_string(std::random_device{}()));
+    result.cold.push_back(open_once(model, threads, dir.string()));
+    result.warm.push_back(open_once(model, threads, dir.string()));
+    fs::remove_all(dir);
+  }
+  return result;
+}
+
+}  // namespace ember::bench

@@ -1,0 +1,28 @@
+// The cold-start workload of ember-bench: how long Engine::open() takes without and with the
+// packed-weight cache, where that time goes, and the time from open() to the first token.
+#pragma once
+
+#include <ember/ember.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ember::bench {
+
+struct LoadRun {
+  double open_ms = 0;                     // Engine::open()
+  double first_token_ms = 0;              // open() start to the first token of a chat prompt
+  std::map<std::string, double> phase_ms; // time in each LoadPhase, from the progress callback
+};
+
+struct LoadResult {
+  std::vector<LoadRun> cold;  // no cache file: the weights are prepared and the cache written
+  std::vector<LoadRun> warm;  // the cache file from the cold run before
+};
+
+// `repeats` cold and warm opens, interleaved (cold, warm, cold, warm...), each cold one with a
+// fresh cache directory in the system's temporary directory, removed afterwards.
+LoadResult run_load(const std::string& model, int threads, int repeats);
+
+}  // namespace ember::bench

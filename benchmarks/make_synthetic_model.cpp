@@ -1,0 +1,64 @@
+// ember-make-synthetic: writes a synthetic Llama model (random weights, ember's own GGUF writer)
+// of a named shape, and its configuration as JSON for benchmarks/torch_generate.py, so the GPU
+// check runs from the source tree alone (no download, no model file).
+//
+//   ember-make-synthetic default|1b OUT.gguf OUT.json
+//
+// default: the default model's shape (SmolLM2-135M: 30 layers, width 576, ffn 1536, 9 heads,
+// 3 KV heads, vocab 49152). 1b: Llama-3.2-1B-like (16 layers, width 2048, ffn 8192, 32 heads,
+// 8 KV heads, vocab 32000). Matrices are Q4_1, as in the default model file.
+#include "model/gguf_writer.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <string>
+
+namespace {
+
+ember::model::ModelConfig shape(const std::string& name) {
+  ember::model::ModelConfig c = ember::model::SyntheticModelSpec::tiny_config();
+  c.name = "ember-synthetic-" + name;
+  c.rope_base = 100000.0f;
+  c.context_length = 2048;
+  if (name == "default") {
+    c.layers = 30, c.embedding = 576, c.ffn = 1536, c.heads = 9, c.kv_heads = 3, c.vocab = 49152;
+  } else if (name == "1b") {
+    c.layers = 16, c.embedding = 2048, c.ffn = 8192, c.heads = 32, c.kv_heads = 8, c.vocab = 32000;
+    c.rope_base = 500000.0f;
+  } else {
+    throw std::runtime_error("unknown shape '" + name + "' (default or 1b)");
+  }
+  c.head_dim = c.embedding / c.heads;
+  c.rope_dims = c.head_dim;
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: ember-make-synthetic default|1b OUT.gguf OUT.json\n");
+    return 2;
+  }
+  try {
+    ember::model::SyntheticModelSpec spec;
+    spec.config = shape(argv[1]);
+    spec.weight_type = ember::model::GgmlType::Q4_1;
+    ember::model::write_synthetic_model(spec, argv[2]);
+    const auto& c = spec.config;
+    // Hugging Face LlamaConfig field names, for a randomly initialised twin in PyTorch.
+    const nlohmann::json config = {
+        {"num_hidden_layers", c.layers}, {"hidden_size", c.embedding}, {"intermediate_size", c.ffn},
+        {"num_attention_heads", c.heads}, {"num_key_value_heads", c.kv_heads}, {"head_dim", c.head_dim},
+        {"vocab_size", c.vocab}, {"rope_theta", c.rope_base}, {"rms_norm_eps", c.rms_eps},
+        {"max_position_embeddings", c.context_length}, {"tie_word_embeddings", c.tied_embeddings}};
+    std::ofstream(argv[3]) << config.dump(2) << "\n";
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

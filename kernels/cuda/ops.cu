@@ -1,0 +1,239 @@
+// Element-wise and row-wise kernels (see ops.hpp). Products that the CPU path rounds separately
+// use __fmul_rn / __fadd_rn, which nvcc never contracts into an FMA, so that both devices round
+// alike where it is cheap to.
+#include "kernels/cuda/ops.hpp"
+
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace ember::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;  // a multiple of 32: the block reductions assume whole warps
+
+// Grid-stride loops over n elements: enough blocks to fill the GPU, never more than needed.
+unsigned grid_for(std::int64_t n) {
+  const std::int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, 65536));
+}
+
+#define EMBER_GRID_STRIDE(i, n)                                                              \
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;    \
+       i < (n); i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+
+struct Sum {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// Reduces one value per thread over the block; every thread gets the result. 0 is the identity
+// of both uses (sums, and maxima of absolute values).
+template <class Op>
+__device__ float block_reduce(float v, Op op) {
+  __shared__ float partial[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < static_cast<int>(blockDim.x >> 5) ? partial[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if (lane == 0) partial[0] = v;
+  }
+  __syncthreads();
+  const float result = partial[0];
+  __syncthreads();  // partial is reused by the next call
+  return result;
+}
+
+__global__ void gather_rows_kernel(const float* table, const std::int32_t* ids, std::int64_t rows,
+                                   std::int64_t cols, float* out) {
+  EMBER_GRID_STRIDE(i, rows * cols) {
+    const std::int64_t r = i / cols, c = i % cols;
+    out[i] = table[static_cast<std::int64_t>(ids[r]) * cols + c];
+  }
+}
+
+// One block per row.
+__global__ void rmsnorm_kernel(const float* x, const float* weight, std::int64_t cols, float eps,
+                               float* out) {
+  const float* xr = x + blockIdx.x * cols;
+  float* yr = out + blockIdx.x * cols;
+  float s = 0.0f;
+  for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x) s += xr[i] * xr[i];
+  s = block_reduce(s, Sum{});  // every read of xr happens before this barrier: out may alias x
+  const float k = 1.0f / sqrtf(s / static_cast<float>(cols) + eps);
+  for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x)
+    yr[i] = __fmul_rn(__fmul_rn(xr[i], k), weight[i]);
+}
+
+__global__ void rope_angles_kernel(const std::int32_t* positions, std::int64_t rows, int rope_dims,
+                                   float base, float* cos_out, float* sin_out) {
+  const int half = rope_dims / 2;
+  EMBER_GRID_STRIDE(idx, rows * half) {
+    const std::int64_t r = idx / half;
+    const int i = static_cast<int>(idx % half);
+    // In double: at position 8191 a float angle would already be off by ~5e-4 rad.
+    const double theta = positions[r] * pow(static_cast<double>(base), -2.0 * i / rope_dims);
+    cos_out[idx] = static_cast<float>(cos(theta));
+    sin_out[idx] = static_cast<float>(sin(theta));
+  }
+}
+
+__global__ void rope_kernel(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
+                            int half, const float* cos_in, const float* sin_in, bool interleaved) {
+  EMBER_GRID_STRIDE(idx, rows * heads * half) {
+    const std::int64_t r = idx / (static_cast<std::int64_t>(heads) * half);
+    const int h = static_cast<int>(idx / half % heads);
+    const int i = static_cast<int>(idx % half);
+    float* v = x + r * ld + static_cast<std::int64_t>(h) * head_dim;
+    const int a = interleaved ? 2 * i : i;
+    const int b = interleaved ? 2 * i + 1 : i + half;
+    const float cs = cos_in[r * half + i], sn = sin_in[r * half + i];
+    const float x0 = v[a], x1 = v[b];
+    v[a] = __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn));
+    v[b] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs));
+  }
+}
+
+__global__ void silu_mul_kernel(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out) {
+  EMBER_GRID_STRIDE(i, rows * ffn) {
+    const std::int64_t r = i / ffn, c = i % ffn;
+    const float g = gate_up[r * 2 * ffn + c], u = gate_up[r * 2 * ffn + ffn + c];
+    out[i] = g / (1.0f + expf(-g)) * u;
+  }
+}
+
+__global__ void add_bias_kernel(float* y, std::int64_t rows, std::int64_t cols, const float* bias) {
+  EMBER_GRID_STRIDE(i, rows * cols) y[i] += bias[i % cols];
+}
+
+// One block per row.
+__global__ void quantize_rows_kernel(const float* x, std::int64_t cols, std::int8_t* q, float* scales) {
+  const float* xr = x + blockIdx.x * cols;
+  std::int8_t* qr = q + blockIdx.x * cols;
+  float m = 0.0f;
+  for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x) m = fmaxf(m, fabsf(xr[i]));
+  m = block_reduce(m, Max{});
+  if (!(m > 0.0f) || !isfinite(m)) {
+    for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x) qr[i] = 0;
+    if (threadIdx.x == 0) scales[blockIdx.x] = 0.0f;
+    return;
+  }
+  const float inv = 127.0f / m;
+  for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+    const float v = fminf(fmaxf(rintf(__fmul_rn(xr[i], inv)), -127.0f), 127.0f);
+    qr[i] = static_cast<std::int8_t>(v);
+  }
+  if (threadIdx.x == 0) scales[blockIdx.x] = m / 127.0f;
+}
+
+__global__ void dequantize_s32_kernel(const std::int32_t* acc, const float* x_scales,
+                                      const float* w_scales, std::int64_t rows, std::int64_t cols,
+                                      float* y, bool accumulate) {
+  EMBER_GRID_STRIDE(i, rows * cols) {
+    const std::int64_t r = i / cols, c = i % cols;
+    const float v = __fmul_rn(__fmul_rn(static_cast<float>(acc[i]), w_scales[c]), x_scales[r]);
+    y[i] = accumulate ? __fadd_rn(y[i], v) : v;
+  }
+}
+
+__global__ void to_f16_kernel(const float* x, std::int64_t n, std::uint16_t* out) {
+  EMBER_GRID_STRIDE(i, n) out[i] = __half_as_ushort(__float2half_rn(x[i]));
+}
+
+__device__ void store_value(float* cache, std::int64_t at, float v) { cache[at] = v; }
+__device__ void store_value(std::uint16_t* cache, std::int64_t at, float v) {
+  cache[at] = __half_as_ushort(__float2half_rn(v));
+}
+
+template <class T>
+__global__ void store_kv_kernel(const float* k, const float* v, std::int64_t ldkv, std::int64_t rows,
+                                const std::int32_t* slots, std::int64_t width, T* k_cache, T* v_cache) {
+  EMBER_GRID_STRIDE(i, rows * width) {
+    const std::int64_t r = i / width, j = i % width;
+    if (slots[r] < 0) continue;
+    const std::int64_t at = static_cast<std::int64_t>(slots[r]) * width + j;
+    store_value(k_cache, at, k[r * ldkv + j]);
+    store_value(v_cache, at, v[r * ldkv + j]);
+  }
+}
+
+}  // namespace
+
+void gather_rows(const float* table, const std::int32_t* ids, std::int64_t rows, std::int64_t cols,
+                 float* out, cudaStream_t stream) {
+  if (rows <= 0) return;
+  gather_rows_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(table, ids, rows, cols, out);
+}
+
+void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_t cols, float eps,
+             float* out, cudaStream_t stream) {
+  if (rows <= 0) return;
+  rmsnorm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, weight, cols, eps, out);
+}
+
+void rope_angles(const std::int32_t* positions, std::int64_t rows, int rope_dims, float base,
+                 float* cos, float* sin, cudaStream_t stream) {
+  if (rows <= 0) return;
+  rope_angles_kernel<<<grid_for(rows * (rope_dims / 2)), kThreads, 0, stream>>>(
+      positions, rows, rope_dims, base, cos, sin);
+}
+
+void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, int rope_dims,
+          const float* cos, const float* sin, RopeLayout layout, cudaStream_t stream) {
+  if (rows <= 0) return;
+  const int half = rope_dims / 2;
+  rope_kernel<<<grid_for(rows * heads * half), kThreads, 0, stream>>>(
+      x, rows, ld, heads, head_dim, half, cos, sin, layout == RopeLayout::interleaved);
+}
+
+void silu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out,
+              cudaStream_t stream) {
+  if (rows <= 0) return;
+  silu_mul_kernel<<<grid_for(rows * ffn), kThreads, 0, stream>>>(gate_up, rows, ffn, out);
+}
+
+void add_bias(float* y, std::int64_t rows, std::int64_t cols, const float* bias, cudaStream_t stream) {
+  if (rows <= 0) return;
+  add_bias_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(y, rows, cols, bias);
+}
+
+void quantize_rows_s8(const float* x, std::int64_t rows, std::int64_t cols, std::int8_t* q,
+                      float* scales, cudaStream_t stream) {
+  if (rows <= 0) return;
+  quantize_rows_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, cols, q, scales);
+}
+
+void dequantize_s32(const std::int32_t* acc, const float* x_scales, const float* w_scales,
+                    std::int64_t rows, std::int64_t cols, float* y, bool accumulate,
+                    cudaStream_t stream) {
+  if (rows <= 0) return;
+  dequantize_s32_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(acc, x_scales, w_scales,
+                                                                        rows, cols, y, accumulate);
+}
+
+void to_f16(const float* x, std::int64_t n, std::uint16_t* out, cudaStream_t stream) {
+  if (n <= 0) return;
+  to_f16_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, out);
+}
+
+void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t rows,
+              const std::int32_t* slots, const KvLayout& layout, void* k_cache, void* v_cache,
+              cudaStream_t stream) {
+  if (rows <= 0) return;
+  const std::int64_t width = static_cast<std::int64_t>(layout.kv_heads) * layout.head_dim;
+  if (layout.dtype == KvDType::f16)
+    store_kv_kernel<<<grid_for(rows * width), kThreads, 0, stream>>>(
+        k, v, ldkv, rows, slots, width, static_cast<std::uint16_t*>(k_cache),
+        static_cast<std::uint16_t*>(v_cache));
+  else
+    store_kv_kernel<<<grid_for(rows * width), kThreads, 0, stream>>>(
+        k, v, ldkv, rows, slots, width, static_cast<float*>(k_cache), static_cast<float*>(v_cache));
+}
+
+}  // namespace ember::kernels::cuda

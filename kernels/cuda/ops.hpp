@@ -1,0 +1,86 @@
+// CUDA kernels of the forward pass, one launcher per op, the GPU twins of kernels/cpu (ops.hpp,
+// quantize.hpp, attention.hpp) with the same shapes and conventions. Every pointer is device
+// memory; every launcher only enqueues work on `stream` (errors surface at the next
+// cudaGetLastError or synchronisation, which the caller checks). Row-major throughout.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace ember::kernels::cuda {
+
+// out[r] = table[ids[r]] (rows of `cols` floats): the embedding lookup, and the gather of the
+// rows that need logits.
+void gather_rows(const float* table, const std::int32_t* ids, std::int64_t rows, std::int64_t cols,
+                 float* out, cudaStream_t stream);
+
+// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight; out may alias x.
+void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_t cols, float eps,
+             float* out, cudaStream_t stream);
+
+// cos and sin of positions[r] * base^(-2i/rope_dims), [rows, rope_dims/2] each, computed in
+// double like kernels/cpu/ops.cpp's rope_angles.
+void rope_angles(const std::int32_t* positions, std::int64_t rows, int rope_dims, float base,
+                 float* cos, float* sin, cudaStream_t stream);
+
+// Pairs (2i, 2i+1) — GGUF llama — or (i, i + rope_dims/2) — NeoX/HF.
+enum class RopeLayout { interleaved, half };
+
+// In place on rows of heads*head_dim values at x + r*ld, with angles from rope_angles().
+void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, int rope_dims,
+          const float* cos, const float* sin, RopeLayout layout, cudaStream_t stream);
+
+// gate_up rows are [gate(ffn) | up(ffn)]; out[r, i] = silu(gate[i]) * up[i], out [rows, ffn].
+void silu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out,
+              cudaStream_t stream);
+
+// y[r, i] += bias[i].
+void add_bias(float* y, std::int64_t rows, std::int64_t cols, const float* bias, cudaStream_t stream);
+
+// Symmetric per-row INT8, as kernels/cpu/quantize.hpp: scale = max|x| / 127, q = round-to-
+// nearest-even(x * 127 / max|x|) in [-127, 127]; an all-zero or non-finite row gets scale 0.
+void quantize_rows_s8(const float* x, std::int64_t rows, std::int64_t cols, std::int8_t* q,
+                      float* scales, cudaStream_t stream);
+
+// The INT8 GEMM's epilogue: y[r, c] = acc[r, c] * w_scales[c] * x_scales[r] (+ y[r, c] when
+// accumulate), multiplied in that order and never fused into an FMA, like the CPU path.
+void dequantize_s32(const std::int32_t* acc, const float* x_scales, const float* w_scales,
+                    std::int64_t rows, std::int64_t cols, float* y, bool accumulate,
+                    cudaStream_t stream);
+
+// IEEE half (bits) of n floats, round to nearest even: the FP16 GEMM's input.
+void to_f16(const float* x, std::int64_t n, std::uint16_t* out, cudaStream_t stream);
+
+// ---- paged KV cache --------------------------------------------------------------------------
+
+enum class KvDType { f16, f32 };
+
+// Per layer, K and V are [num_blocks, block_size, kv_heads, head_dim] arrays of `dtype`.
+struct KvLayout {
+  int block_size;
+  int kv_heads;
+  int head_dim;
+  KvDType dtype;
+};
+
+// Writes rows of K and V (kv_heads*head_dim floats at k + r*ldkv and v + r*ldkv) into their
+// slots (block * block_size + offset); a negative slot skips its row.
+void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t rows,
+              const std::int32_t* slots, const KvLayout& layout, void* k_cache, void* v_cache,
+              cudaStream_t stream);
+
+// The largest head_dim paged_attention() handles (a lane keeps head_dim / 32 values).
+inline constexpr int kMaxHeadDim = 256;
+
+// Row r's query (heads*head_dim at q + r*ldq) attends causally to KV positions
+// 0..positions[r] of its sequence, whose block table starts at block_tables[row_tables[r]]
+// (row_tables[r] < 0: the row is left untouched); head h reads kv head h / (heads / kv_heads).
+// Softmax in FP32 with scale 1/sqrt(head_dim); out[r] at out + r*ldo. The caller guarantees
+// heads % kv_heads == 0, head_dim <= kMaxHeadDim and every position inside its table.
+void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* positions,
+                     const std::int32_t* row_tables, const std::int32_t* block_tables,
+                     std::int64_t rows, int heads, const KvLayout& layout, const void* k_cache,
+                     const void* v_cache, float* out, std::int64_t ldo, cudaStream_t stream);
+
+}  // namespace ember::kernels::cuda

@@ -1,0 +1,365 @@
+#include "backend/cuda/cuda_backend.hpp"
+
+#include "backend/cuda/decode_graph.hpp"
+#include "backend/cuda/device_memory.hpp"
+
+#include "kernels/cpu/quantize.hpp"
+#include "kernels/cuda/check.hpp"
+#include "kernels/cuda/gemm.hpp"
+#include "kernels/cuda/ops.hpp"
+#include "model/llama_weights.hpp"
+#include "util/check.hpp"
+#include "util/fp16.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ember::backend::cuda {
+namespace {
+
+namespace k = ember::kernels::cuda;
+using k::check_cuda;
+
+// Batches of at most this many rows replay CUDA graphs (decode steps and short prefill chunks);
+// larger ones are long enough that launch overhead does not matter.
+constexpr std::int64_t kMaxGraphRows = 64;
+
+// One projection's weights on the device: INT8 [out, in] with per-output-channel scales, or
+// FP16 [out, in].
+struct Linear {
+  std::int64_t out = 0, in = 0;
+  DeviceBuffer weights, scales;
+};
+
+struct Layer {
+  DeviceBuffer attn_norm, ffn_norm, qkv_bias;  // qkv_bias empty unless the model has one
+  Linear qkv, wo, gate_up, down;               // Q|K|V and gate|up fused, as on the CPU
+};
+
+// The per-step inputs, packed into one host buffer and copied with one transfer. Offsets (in
+// int32s) depend only on (rows, logit rows), so a captured graph finds them where it expects.
+struct MetaLayout {
+  std::int64_t tokens, positions, slots, row_tables, logit_rows, block_tables;
+
+  MetaLayout(std::int64_t rows, std::int64_t n_out)
+      : tokens(0), positions(rows), slots(2 * rows), row_tables(3 * rows), logit_rows(4 * rows),
+        block_tables(4 * rows + n_out) {}
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(std::shared_ptr<const model::GgufFile> file, const model::ModelConfig& config,
+              const BackendOptions& options, bool use_graphs)
+      : config_(config), device_(options.device.index), precision_(options.precision),
+        use_graphs_(use_graphs), threads_(options.threads) {
+    check_shapes();
+    check_device(device_);
+    DeviceGuard guard(device_);
+    stream_ = std::make_unique<Stream>();
+    blas_ = std::make_unique<k::Blas>(stream_->get());
+    load_weights(*file, options);
+    reserve(std::max(1, options.max_batch_rows), 1 << 16);
+  }
+
+  ~CudaBackend() override {
+    try {
+      DeviceGuard guard(device_);  // the handles below belong to device_
+      graphs_.clear();
+      blas_.reset();
+      stream_.reset();
+    } catch (...) {
+      // The device is gone (driver reset): the buffers' destructors ignore errors too.
+    }
+  }
+
+  const model::ModelConfig& config() const override { return config_; }
+  std::string name() const override { return precision_ == Precision::int8 ? "cuda-int8" : "cuda-fp16"; }
+
+  std::unique_ptr<KvCache> make_kv_cache(const KvGeometry& g) const override {
+    check_kv_geometry(g);
+    const std::size_t layer_bytes = g.bytes_per_block() * static_cast<std::size_t>(g.block_count) /
+                                    (2 * static_cast<std::size_t>(g.layers));
+    auto pool = std::make_shared<DeviceBuffer>(device_, layer_bytes * 2 * static_cast<std::size_t>(g.layers),
+                                               "the KV cache");
+    {
+      DeviceGuard guard(device_);
+      check_cuda(cudaMemset(pool->get(), 0, pool->bytes()), "clear the KV cache");
+    }
+    std::vector<void*> keys, values;
+    for (int l = 0; l < g.layers; ++l) {
+      keys.push_back(pool->as<char>() + (2 * static_cast<std::size_t>(l)) * layer_bytes);
+      values.push_back(pool->as<char>() + (2 * static_cast<std::size_t>(l) + 1) * layer_bytes);
+    }
+    return std::make_unique<KvCache>(g, MemorySpace::cuda, std::move(keys), std::move(values), std::move(pool));
+  }
+
+  void forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) override {
+    const KvGeometry& g = kv.geometry();
+    validate_batch(batch, g.block_count, g.block_size, config_.vocab);
+    if (kv.memory() != MemorySpace::cuda || g.layers != config_.layers || g.kv_heads != config_.kv_heads ||
+        g.head_dim != config_.head_dim)
+      fail(ErrorCode::internal, "the CUDA backend needs a KV cache made by its make_kv_cache()");
+    DeviceGuard guard(device_);
+    const std::int64_t rows = batch.rows();
+    const std::int64_t n_out = static_cast<std::int64_t>(batch.logit_rows.size());
+    logits.resize(static_cast<std::size_t>(n_out * config_.vocab));
+    if (rows == 0) return;
+    pack_meta(batch, g);
+    reserve(rows, static_cast<std::int64_t>(meta_.size()));
+    check_cuda(cudaMemcpyAsync(scratch_.meta.get(), meta_.data(), meta_.size() * sizeof(std::int32_t),
+                               cudaMemcpyHostToDevice, stream_->get()),
+               "upload the batch");
+    const auto record = [&] { run(rows, n_out, kv); };
+    if (use_graphs_ && rows <= kMaxGraphRows) {
+      if (!same_cache(kv)) {  // the graphs captured another cache's pointers and layout
+        graphs_.clear();
+        graph_kv_ = kv.keys(0);
+        graph_kv_geometry_ = g;
+      }
+      graphs_.run(static_cast<std::uint64_t>(rows) << 32 | static_cast<std::uint64_t>(n_out), stream_->get(), record);
+    } else {
+      record();
+    }
+    check_cuda(cudaGetLastError(), "launch the forward pass");
+    if (n_out > 0)
+      check_cuda(cudaMemcpyAsync(logits.data(), scratch_.logits.get(), logits.size() * sizeof(float),
+                                 cudaMemcpyDeviceToHost, stream_->get()),
+                 "download the logits");
+    stream_->synchronize();
+  }
+
+ private:
+  // Scratch sized for `rows` rows, reused by every step: no allocation per step.
+  struct Scratch {
+    std::int64_t rows = 0, meta_ints = 0;
+    DeviceBuffer meta, x, h, qkv, attn, gate_up, act, cos, sin, xq, xs, acc, xh, logits;
+  };
+
+  bool same_cache(const KvCache& kv) const {
+    const KvGeometry& a = kv.geometry();
+    const KvGeometry& b = graph_kv_geometry_;
+    return graph_kv_ == kv.keys(0) && a.block_size == b.block_size && a.block_count == b.block_count &&
+           a.type == b.type;
+  }
+
+  void check_shapes() const {
+    const auto& c = config_;
+    if (precision_ == Precision::fp32)
+      fail(ErrorCode::unsupported, "precision fp32 is the CPU reference path; on CUDA use int8 or fp16");
+    if (c.head_dim > k::kMaxHeadDim || c.heads % c.kv_heads != 0 || c.rope_dims % 2 != 0)
+      fail(ErrorCode::unsupported, "CUDA backend: head_dim {} (at most {}), heads {} / kv_heads {}, rope_dims {}",
+           c.head_dim, k::kMaxHeadDim, c.heads, c.kv_heads, c.rope_dims);
+    if (precision_ == Precision::int8) {
+      const std::int64_t q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim;
+      const std::int64_t outs[] = {q + 2 * kv, c.embedding, 2 * c.ffn, c.vocab};
+      const std::int64_t ins[] = {c.embedding, q, c.ffn};
+      for (std::int64_t n : outs)
+        for (std::int64_t in : ins)
+          if (!k::gemm_s8_supported(n, in))
+            fail(ErrorCode::unsupported,
+                 "CUDA INT8 GEMMs need widths that are multiples of 4 (got {} x {}); use fp16", n, in);
+    }
+  }
+
+  Linear make_linear(const std::vector<float>& w, std::int64_t out, std::int64_t in, const char* what) const {
+    Linear l;
+    l.out = out;
+    l.in = in;
+    if (precision_ == Precision::int8) {
+      std::vector<std::int8_t> q(w.size());
+      std::vector<float> scales(static_cast<std::size_t>(out));
+      kernels::cpu::quantize_weights_s8(w.data(), out, in, q.data(), scales.data(), std::max(1, threads_));
+      l.weights = upload(device_, q, what);
+      l.scales = upload(device_, scales, what);
+    } else {
+      std::vector<std::uint16_t> half(w.size());
+#pragma omp parallel for num_threads(std::max(1, threads_))
+      for (std::int64_t i = 0; i < static_cast<std::int64_t>(w.size()); ++i)
+        half[static_cast<std::size_t>(i)] = float_to_fp16(w[static_cast<std::size_t>(i)]);
+      l.weights = upload(device_, half, what);
+    }
+    return l;
+  }
+
+  void load_weights(const model::GgufFile& file, const BackendOptions& options) {
+    const model::LlamaWeights w = model::map_llama_weights(file, config_);
+    const std::int64_t d = config_.embedding, ffn = config_.ffn;
+    q_dim_ = config_.heads * config_.head_dim;
+    kv_dim_ = config_.kv_heads * config_.head_dim;
+    token_embd_ = upload(device_, model::dequantize_tensor(*w.token_embd), "token_embd");
+    output_norm_ = upload(device_, model::dequantize_vector(w.output_norm, d), "output_norm");
+    const float total = static_cast<float>(w.layers.size() + 1);
+    for (std::size_t l = 0; l < w.layers.size(); ++l) {
+      const model::LayerWeights& lw = w.layers[l];
+      Layer layer;
+      layer.attn_norm = upload(device_, model::dequantize_vector(lw.attn_norm, d), "attn_norm");
+      layer.ffn_norm = upload(device_, model::dequantize_vector(lw.ffn_norm, d), "ffn_norm");
+      if (lw.bq != nullptr) {
+        std::vector<float> bias = model::dequantize_vector(lw.bq, q_dim_);
+        for (const auto* b : {lw.bk, lw.bv}) {
+          const auto part = model::dequantize_vector(b, kv_dim_);
+          bias.insert(bias.end(), part.begin(), part.end());
+        }
+        layer.qkv_bias = upload(device_, bias, "qkv bias");
+      }
+      layer.qkv = make_linear(model::dequantize_stacked({lw.wq, lw.wk, lw.wv}), q_dim_ + 2 * kv_dim_, d, "attn_qkv");
+      layer.wo = make_linear(model::dequantize_tensor(*lw.wo), d, q_dim_, "attn_output");
+      layer.gate_up = make_linear(model::dequantize_stacked({lw.w_gate, lw.w_up}), 2 * ffn, d, "ffn_gate_up");
+      layer.down = make_linear(model::dequantize_tensor(*lw.w_down), d, ffn, "ffn_down");
+      layers_.push_back(std::move(layer));
+      if (options.on_progress) options.on_progress(static_cast<float>(l + 1) / total);
+    }
+    lm_head_ = make_linear(model::dequantize_tensor(*w.output), config_.vocab, d, "output");
+    if (options.on_progress) options.on_progress(1.0f);
+  }
+
+  // Grows the scratch to `rows` rows and `meta_ints` metadata values (dropping the graphs that
+  // captured the old buffers). Throws Error(out_of_memory) when the device is full.
+  void reserve(std::int64_t rows, std::int64_t meta_ints) {
+    if (rows <= scratch_.rows && meta_ints <= scratch_.meta_ints) return;
+    graphs_.clear();
+    rows = std::max(rows, scratch_.rows);
+    meta_ints = std::max(meta_ints, scratch_.meta_ints);
+    const std::int64_t d = config_.embedding, ffn = config_.ffn;
+    const std::int64_t widest_in = std::max({d, q_dim_, ffn});
+    const std::int64_t widest_out = std::max({q_dim_ + 2 * kv_dim_, 2 * ffn, static_cast<std::int64_t>(config_.vocab)});
+    auto f32 = [&](std::int64_t n, const char* what) {
+      return DeviceBuffer(device_, static_cast<std::size_t>(rows * n) * sizeof(float), what);
+    };
+    scratch_ = {};  // free the old buffers before allocating the new ones
+    Scratch s;
+    s.rows = rows;
+    s.meta_ints = meta_ints;
+    s.meta = DeviceBuffer(device_, static_cast<std::size_t>(meta_ints) * sizeof(std::int32_t), "batch metadata");
+    s.x = f32(d, "activations");
+    s.h = f32(d, "activations");
+    s.qkv = f32(q_dim_ + 2 * kv_dim_, "activations");
+    s.attn = f32(std::max(q_dim_, d), "activations");
+    s.gate_up = f32(2 * ffn, "activations");
+    s.act = f32(ffn, "activations");
+    s.cos = f32(config_.rope_dims / 2, "rope angles");
+    s.sin = f32(config_.rope_dims / 2, "rope angles");
+    s.logits = f32(config_.vocab, "logits");
+    if (precision_ == Precision::int8) {
+      s.xq = DeviceBuffer(device_, static_cast<std::size_t>(rows * widest_in), "quantized activations");
+      s.xs = f32(1, "activation scales");
+      s.acc = DeviceBuffer(device_, static_cast<std::size_t>(rows * widest_out) * sizeof(std::int32_t), "GEMM output");
+    } else {
+      s.xh = DeviceBuffer(device_, static_cast<std::size_t>(rows * widest_in) * sizeof(std::uint16_t), "FP16 activations");
+    }
+    scratch_ = std::move(s);
+  }
+
+  // Flattens the batch into meta_ (see MetaLayout), checking every block id the attention kernel
+  // will read: the GPU must never be handed an index outside the pool.
+  void pack_meta(const Batch& batch, const KvGeometry& g) {
+    const std::int64_t rows = batch.rows();
+    const MetaLayout at(rows, static_cast<std::int64_t>(batch.logit_rows.size()));
+    meta_.assign(static_cast<std::size_t>(at.block_tables), -1);
+    std::copy(batch.tokens.begin(), batch.tokens.end(), meta_.begin() + at.tokens);
+    std::copy(batch.positions.begin(), batch.positions.end(), meta_.begin() + at.positions);
+    std::copy(batch.slots.begin(), batch.slots.end(), meta_.begin() + at.slots);
+    std::copy(batch.logit_rows.begin(), batch.logit_rows.end(), meta_.begin() + at.logit_rows);
+    for (const SequenceSlice& s : batch.sequences) {
+      const std::int32_t table = static_cast<std::int32_t>(meta_.size() - static_cast<std::size_t>(at.block_tables));
+      const std::int32_t last = batch.positions[static_cast<std::size_t>(s.row_begin + s.row_count - 1)];
+      for (std::int32_t b = 0; b <= last / g.block_size; ++b) {
+        const std::int32_t block = s.block_table[static_cast<std::size_t>(b)];
+        if (block < 0 || block >= g.block_count)
+          fail(ErrorCode::internal, "batch: block table entry {} = {} outside the pool of {}", b, block, g.block_count);
+        meta_.push_back(block);
+      }
+      std::fill_n(meta_.begin() + at.row_tables + s.row_begin, s.row_count, table);
+    }
+  }
+
+  // y = x * W^T (+ y when accumulate), x [m, in] on the device.
+  void linear(const Linear& l, const float* x, std::int64_t m, float* y, bool accumulate) {
+    cudaStream_t s = stream_->get();
+    if (precision_ == Precision::int8) {
+      k::quantize_rows_s8(x, m, l.in, scratch_.xq.as<std::int8_t>(), scratch_.xs.as<float>(), s);
+      k::gemm_s8(*blas_, scratch_.xq.as<std::int8_t>(), l.weights.as<std::int8_t>(), m, l.out, l.in,
+                 scratch_.acc.as<std::int32_t>());
+      k::dequantize_s32(scratch_.acc.as<std::int32_t>(), scratch_.xs.as<float>(), l.scales.as<float>(), m,
+                        l.out, y, accumulate, s);
+    } else {
+      k::to_f16(x, m * l.in, scratch_.xh.as<std::uint16_t>(), s);
+      k::gemm_f16(*blas_, scratch_.xh.as<std::uint16_t>(), l.weights.as<std::uint16_t>(), m, l.out, l.in, y,
+                  accumulate);
+    }
+  }
+
+  // The whole forward pass on the stream, reading the batch from scratch_.meta (the part a
+  // graph records).
+  void run(std::int64_t rows, std::int64_t n_out, const KvCache& kv) {
+    cudaStream_t s = stream_->get();
+    const KvGeometry& g = kv.geometry();
+    const MetaLayout at(rows, n_out);
+    const std::int32_t* meta = scratch_.meta.as<std::int32_t>();
+    const std::int64_t d = config_.embedding, qkv_dim = q_dim_ + 2 * kv_dim_;
+    float *x = scratch_.x.as<float>(), *h = scratch_.h.as<float>(), *qkv = scratch_.qkv.as<float>();
+    float *attn = scratch_.attn.as<float>(), *cos = scratch_.cos.as<float>(), *sin = scratch_.sin.as<float>();
+    const k::KvLayout layout{g.block_size, config_.kv_heads, config_.head_dim,
+                             g.type == KvCacheType::f16 ? k::KvDType::f16 : k::KvDType::f32};
+    const auto rope_layout = config_.rope_layout == model::RopeLayout::interleaved ? k::RopeLayout::interleaved
+                                                                                   : k::RopeLayout::half;
+
+    k::gather_rows(token_embd_.as<float>(), meta + at.tokens, rows, d, x, s);
+    // The rotation angles depend only on the positions: once per step, not per layer.
+    k::rope_angles(meta + at.positions, rows, config_.rope_dims, config_.rope_base, cos, sin, s);
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      const Layer& layer = layers_[l];
+      k::rmsnorm(x, layer.attn_norm.as<float>(), rows, d, config_.rms_eps, h, s);
+      linear(layer.qkv, h, rows, qkv, false);
+      if (layer.qkv_bias.get() != nullptr) k::add_bias(qkv, rows, qkv_dim, layer.qkv_bias.as<float>(), s);
+      float* q = qkv;
+      float* kk = q + q_dim_;
+      float* v = kk + kv_dim_;
+      k::rope(q, rows, qkv_dim, config_.heads, config_.head_dim, config_.rope_dims, cos, sin, rope_layout, s);
+      k::rope(kk, rows, qkv_dim, config_.kv_heads, config_.head_dim, config_.rope_dims, cos, sin, rope_layout, s);
+      void* k_cache = kv.keys(static_cast<int>(l));
+      void* v_cache = kv.values(static_cast<int>(l));
+      k::store_kv(kk, v, qkv_dim, rows, meta + at.slots, layout, k_cache, v_cache, s);
+      k::paged_attention(q, qkv_dim, meta + at.positions, meta + at.row_tables, meta + at.block_tables, rows,
+                         config_.heads, layout, k_cache, v_cache, attn, q_dim_, s);
+      linear(layer.wo, attn, rows, x, true);
+
+      k::rmsnorm(x, layer.ffn_norm.as<float>(), rows, d, config_.rms_eps, h, s);
+      linear(layer.gate_up, h, rows, scratch_.gate_up.as<float>(), false);
+      k::silu_mul(scratch_.gate_up.as<float>(), rows, config_.ffn, scratch_.act.as<float>(), s);
+      linear(layer.down, scratch_.act.as<float>(), rows, x, true);
+    }
+    // Only the rows that need logits go through the final norm and the vocabulary projection.
+    if (n_out == 0) return;
+    k::gather_rows(x, meta + at.logit_rows, n_out, d, attn, s);  // attn is free scratch now
+    k::rmsnorm(attn, output_norm_.as<float>(), n_out, d, config_.rms_eps, h, s);
+    linear(lm_head_, h, n_out, scratch_.logits.as<float>(), false);
+  }
+
+  model::ModelConfig config_;
+  int device_;
+  Precision precision_;
+  bool use_graphs_;
+  int threads_;
+  std::int64_t q_dim_ = 0, kv_dim_ = 0;
+  std::unique_ptr<Stream> stream_;
+  std::unique_ptr<k::Blas> blas_;
+  DeviceBuffer token_embd_, output_norm_;
+  std::vector<Layer> layers_;
+  Linear lm_head_;
+  Scratch scratch_;
+  std::vector<std::int32_t> meta_;
+  GraphCache graphs_;
+  const void* graph_kv_ = nullptr;  // the KV cache the graphs were captured with
+  KvGeometry graph_kv_geometry_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const model::GgufFile> file,
+                                           const model::ModelConfig& config,
+                                           const BackendOptions& options, bool use_graphs) {
+  return std::make_unique<CudaBackend>(std::move(file), config, options, use_graphs);
+}
+
+}  // namespace ember::backend::cuda
