@@ -81,8 +81,8 @@ def speedup(ember, other, higher):
 def main_table(doc):
     by_key, engines = table_of(doc)
     peers = [p for p in PEERS if p in engines]
-    lines = ["| workload / metric | " + " | ".join(engines) + " | " +
-             " | ".join(f"ember vs {p}" for p in peers) + " |",
+    columns = engines + [f"ember vs {p}" for p in peers]
+    lines = ["| workload / metric | " + " | ".join(columns) + " |",
              "|---" * (1 + len(engines) + len(peers)) + "|"]
     for workload, path, label, higher in ROWS:
         if not any((e, workload) in by_key for e in engines):
@@ -95,7 +95,7 @@ def main_table(doc):
             r = speedup(ember, other, higher)
             ratios.append("–" if r is None else f"{r:.2f}x")
         label = label.format(requests=doc["settings"]["requests"], turns=doc["settings"]["turns"])
-        lines.append(f"| {label} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+        lines.append(f"| {label} | " + " | ".join(cells + ratios) + " |")
     return "\n".join(lines)
 
 
