@@ -3,8 +3,8 @@
 // min and max.
 //
 //   ember-bench [--model PATH] [--device cpu|cuda] [--threads N] [--precision int8|fp32|fp16|both]
-//               [--workload pp512|tg128|tg128x32[,...]|all|shared|load] [--repeats R]
-//               [--requests N] [--json FILE]
+//               [--workload pp512|tg128|tg128x32[,...]|all|shared|chat|load] [--repeats R]
+//               [--requests N] [--configs LETTERS] [--turns N] [--no-bandwidth] [--json FILE]
 //
 // pp512: prompt processing of 512 tokens (tokens/s of the prefill step).
 // tg128: generation of 128 tokens after a 16-token prompt (tokens/s of the decode steps).
@@ -12,12 +12,18 @@
 // --device cuda runs on the first GPU; "both" precisions are int8 and the device's baseline
 // (fp32 on the CPU, fp16 on CUDA).
 // It also measures this machine's memory read bandwidth and reports the generation ceiling it
-// implies: bandwidth / weight bytes read per generated token.
+// implies: bandwidth / weight bytes read per generated token (--no-bandwidth skips that, and its
+// 1 GiB buffer, when peak memory is being measured).
 // shared: N requests (default 32) arriving together, each a 512-token common system prompt plus
 // 32 unique tokens, 64 generated tokens each, under four configurations: (a) fp32 one at a time
 // without prefix cache (the plain-engine baseline), (b) int8 one at a time, (c) int8 with
 // continuous batching, (d) int8 with batching and the prefix cache; then the time to first token
-// of a 1,024-token prompt on a prefix-cache miss and on a hit.
+// of a 1,024-token prompt on a prefix-cache miss and on a hit, and decode-only throughput of N
+// streams against one. --configs picks some of the configurations (e.g. "ad"); the last two
+// checks run only when all four are chosen.
+// chat: one conversation of 8 turns (--turns) (64-token system prompt; per turn 48 user tokens
+// and a 32-token reply), each turn's prompt the whole conversation so far, under the same
+// configuration letters (batching does not matter for one conversation; (d) reuses the prefix).
 // load: cold start. Engine::open() (int8) with an empty packed-weight cache (the weights are
 // prepared and the cache written) and again with that cache, interleaved, with the time of each
 // load phase and from open() to the first token of a short prompt. Process start-up (dynamic
@@ -53,14 +59,18 @@ struct Args {
   bool both_precisions = true;
   int repeats = 5;
   int requests = 32;
+  int turns = 8;
+  std::string configs = "abcd";
+  bool bandwidth = true;
   std::string json_path;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "error: %s\nusage: ember-bench [--model PATH] [--device cpu|cuda] [--threads N] "
-               "[--precision int8|fp32|fp16|both] [--workload pp512|tg128|tg128x32|all|shared|load] "
-               "[--repeats R] [--requests N] [--json FILE]\n",
+               "[--precision int8|fp32|fp16|both] [--workload pp512|tg128|tg128x32|all|shared|chat|load] "
+               "[--repeats R] [--requests N] [--configs LETTERS] [--turns N] [--no-bandwidth] "
+               "[--json FILE]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -79,6 +89,13 @@ Args parse(int argc, char** argv) {
     else if (flag == "--repeats") a.repeats = std::max(1, std::atoi(value().c_str()));
     else if (flag == "--json") a.json_path = value();
     else if (flag == "--requests") a.requests = std::max(1, std::atoi(value().c_str()));
+    else if (flag == "--turns") a.turns = std::max(1, std::atoi(value().c_str()));
+    else if (flag == "--no-bandwidth") a.bandwidth = false;
+    else if (flag == "--configs") {
+      a.configs = value();
+      if (a.configs.empty() || a.configs.find_first_not_of("abcd") != std::string::npos)
+        usage("--configs takes letters among a, b, c, d");
+    }
     else if (flag == "--device") {
       const std::string d = value();
       if (d == "cuda") a.device = ember::Device::cuda(0);
@@ -97,9 +114,9 @@ Args parse(int argc, char** argv) {
       for (std::size_t at = 0; at <= list.size();) {
         const std::size_t end = std::min(list.find(',', at), list.size());
         const std::string w = list.substr(at, end - at);
-        if (w == "pp512" || w == "tg128" || w == "tg128x32" || ((w == "shared" || w == "load") && list == w)) a.workloads.push_back(w);
+        if (w == "pp512" || w == "tg128" || w == "tg128x32" || ((w == "shared" || w == "chat" || w == "load") && list == w)) a.workloads.push_back(w);
         else if (w == "all") a.workloads.insert(a.workloads.end(), {"pp512", "tg128"});
-        else usage("--workload must be pp512, tg128, tg128x32 (or a list of them), all, shared or load");
+        else usage("--workload must be pp512, tg128, tg128x32 (or a list of them), all, shared, chat or load");
         at = end + 1;
       }
     } else usage("unknown flag " + flag);
@@ -210,9 +227,23 @@ const char* name(ember::Precision p) {
 
 }  // namespace
 
-nlohmann::json run_shared(const Args& args) {
+nlohmann::json result_json(const Args& args, const std::string& workload, const std::string& config,
+                           const ember::bench::ServingResult& r) {
+  return {{"engine", "ember"}, {"workload", workload}, {"configuration", config},
+          {"threads", args.threads}, {"requests", r.requests},
+          {"ttft_ms", {{"mean", r.mean_ttft_ms}, {"p99", r.p99_ttft_ms}}},
+          {"response_ms", {{"mean", r.mean_response_ms}, {"p50", r.p50_response_ms}, {"p99", r.p99_response_ms}}},
+          {"tpot_ms", r.mean_tpot_ms}, {"requests_per_s", r.requests / r.wall_s},
+          {"generated_tokens_per_s", r.generated_tokens_per_s}, {"wall_s", r.wall_s},
+          {"split_ms", {{"queue", r.mean_queue_ms}, {"prefill", r.mean_prefill_ms},
+                        {"decode", r.mean_decode_ms}, {"response", r.mean_delivery_ms}}},
+          {"reused_prompt_fraction", r.reused_prompt_fraction}};
+}
+
+// The shared-prompt or chat workload under the configurations named by --configs.
+nlohmann::json run_serving(const Args& args, const std::string& workload) {
   using ember::bench::ServingConfig;
-  const ServingConfig configs[] = {
+  const ServingConfig all[] = {
       {"(a) fp32, one at a time, no prefix cache", ember::Precision::fp32, false, false},
       {"(b) int8, one at a time, no prefix cache", ember::Precision::int8, false, false},
       {"(c) int8 + continuous batching", ember::Precision::int8, true, false},
@@ -220,44 +251,49 @@ nlohmann::json run_shared(const Args& args) {
   };
   ember::bench::ServingShape shape;
   shape.requests = args.requests;
-  nlohmann::json out = nlohmann::json::array();
-  std::vector<ember::bench::ServingResult> results;
-  std::printf("shared prompt: %d requests x (%d common + %d unique prompt tokens, %d generated), %d threads\n",
-              shape.requests, shape.system_tokens, shape.unique_tokens, shape.generated_tokens, args.threads);
+  ember::bench::ChatShape chat;
+  chat.turns = args.turns;
+  if (workload == "shared")
+    std::printf("shared prompt: %d requests x (%d common + %d unique prompt tokens, %d generated), %d threads\n",
+                shape.requests, shape.system_tokens, shape.unique_tokens, shape.generated_tokens, args.threads);
+  else
+    std::printf("chat: %d turns (%d-token system prompt; %d user tokens and a %d-token reply a turn), %d threads\n",
+                chat.turns, chat.system_tokens, chat.user_tokens, chat.reply_tokens, args.threads);
   std::printf("%-44s %10s %10s %12s %12s %10s | %8s %8s %8s %8s %6s\n", "configuration", "TTFT mean",
               "TTFT p99", "resp. mean", "resp. p99", "gen tok/s", "queue", "prefill", "decode", "deliver", "reuse");
-  for (const ServingConfig& c : configs) {
-    const auto r = ember::bench::run_shared_prompt(args.model, args.threads, c, shape);
-    results.push_back(r);
+  nlohmann::json out = nlohmann::json::array();
+  std::map<char, ember::bench::ServingResult> results;
+  for (const char letter : args.configs) {
+    const ServingConfig& c = all[letter - 'a'];
+    const auto r = workload == "shared" ? ember::bench::run_shared_prompt(args.model, args.threads, c, shape)
+                                        : ember::bench::run_chat(args.model, args.threads, c, chat);
+    results[letter] = r;
     std::printf("%-44s %8.0fms %8.0fms %10.0fms %10.0fms %10.1f | %6.0fms %6.0fms %6.0fms %6.2fms %5.0f%%\n",
                 c.name.c_str(), r.mean_ttft_ms, r.p99_ttft_ms, r.mean_response_ms, r.p99_response_ms,
                 r.generated_tokens_per_s, r.mean_queue_ms, r.mean_prefill_ms, r.mean_decode_ms,
                 r.mean_delivery_ms, 100 * r.reused_prompt_fraction);
-    out.push_back({{"engine", "ember"}, {"workload", "shared"}, {"configuration", c.name},
-                   {"threads", args.threads}, {"requests", shape.requests},
-                   {"ttft_ms", {{"mean", r.mean_ttft_ms}, {"p99", r.p99_ttft_ms}}},
-                   {"response_ms", {{"mean", r.mean_response_ms}, {"p50", r.p50_response_ms}, {"p99", r.p99_response_ms}}},
-                   {"generated_tokens_per_s", r.generated_tokens_per_s}, {"wall_s", r.wall_s},
-                   {"split_ms", {{"queue", r.mean_queue_ms}, {"prefill", r.mean_prefill_ms},
-                                 {"decode", r.mean_decode_ms}, {"response", r.mean_delivery_ms}}},
-                   {"reused_prompt_fraction", r.reused_prompt_fraction}});
+    out.push_back(result_json(args, workload, c.name, r));
   }
-  std::printf("(d) mean response / (a) = %.3f (target <= 0.25)\n", results[3].mean_response_ms / results[0].mean_response_ms);
-  std::printf("(c) throughput / (b) = %.2fx (target >= 6x)\n", results[2].generated_tokens_per_s / results[1].generated_tokens_per_s);
-  // (c) and (b) both process 32 x 544 prompt tokens, which bounds (c)/(b) far below 6x on a
-  // machine whose prompt processing is compute bound; decoding alone shows what batching adds.
-  const double one = ember::bench::decode_streams_tokens_per_s(args.model, args.threads, 1, 128);
-  const double many = ember::bench::decode_streams_tokens_per_s(args.model, args.threads, shape.requests, 128);
-  std::printf("decode only (16-token prompts, 128 generated): %d streams %.1f tokens/s, 1 stream %.1f tokens/s (%.2fx)\n",
-              shape.requests, many, one, many / one);
-  out.push_back({{"engine", "ember"}, {"workload", "decode_streams"}, {"threads", args.threads},
-                 {"streams", shape.requests}, {"tokens_per_s", many}, {"single_stream_tokens_per_s", one},
-                 {"ratio", many / one}});
-  const auto [miss, hit] = ember::bench::prefix_hit_ttft(args.model, args.threads, 1024);
-  std::printf("1,024-token prompt: TTFT %.1f ms on a prefix-cache miss, %.1f ms on a hit (%.1fx, target >= 10x)\n",
-              miss, hit, miss / hit);
-  out.push_back({{"engine", "ember"}, {"workload", "prefix_hit_1024"}, {"threads", args.threads},
-                 {"ttft_miss_ms", miss}, {"ttft_hit_ms", hit}, {"ratio", miss / hit}});
+  if (results.count('a') && results.count('d'))
+    std::printf("(d) mean response / (a) = %.3f (target <= 0.25)\n", results['d'].mean_response_ms / results['a'].mean_response_ms);
+  if (workload == "shared" && results.count('b') && results.count('c'))
+    std::printf("(c) throughput / (b) = %.2fx (target >= 6x)\n", results['c'].generated_tokens_per_s / results['b'].generated_tokens_per_s);
+  if (workload == "shared" && args.configs == "abcd") {
+    // (c) and (b) both process 32 x 544 prompt tokens, which bounds (c)/(b) far below 6x on a
+    // machine whose prompt processing is compute bound; decoding alone shows what batching adds.
+    const double one = ember::bench::decode_streams_tokens_per_s(args.model, args.threads, 1, 128);
+    const double many = ember::bench::decode_streams_tokens_per_s(args.model, args.threads, shape.requests, 128);
+    std::printf("decode only (16-token prompts, 128 generated): %d streams %.1f tokens/s, 1 stream %.1f tokens/s (%.2fx)\n",
+                shape.requests, many, one, many / one);
+    out.push_back({{"engine", "ember"}, {"workload", "decode_streams"}, {"threads", args.threads},
+                   {"streams", shape.requests}, {"tokens_per_s", many}, {"single_stream_tokens_per_s", one},
+                   {"ratio", many / one}});
+    const auto [miss, hit] = ember::bench::prefix_hit_ttft(args.model, args.threads, 1024);
+    std::printf("1,024-token prompt: TTFT %.1f ms on a prefix-cache miss, %.1f ms on a hit (%.1fx, target >= 10x)\n",
+                miss, hit, miss / hit);
+    out.push_back({{"engine", "ember"}, {"workload", "prefix_hit_1024"}, {"threads", args.threads},
+                   {"ttft_miss_ms", miss}, {"ttft_hit_ms", hit}, {"ratio", miss / hit}});
+  }
   return out;
 }
 
@@ -295,9 +331,10 @@ nlohmann::json run_load(const Args& args) {
 
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
-  if (args.workloads == std::vector<std::string>{"shared"} || args.workloads == std::vector<std::string>{"load"}) {
+  const std::string& first = args.workloads[0];
+  if (args.workloads.size() == 1 && (first == "shared" || first == "chat" || first == "load")) {
     try {
-      const nlohmann::json out = args.workloads[0] == "load" ? run_load(args) : run_shared(args);
+      const nlohmann::json out = first == "load" ? run_load(args) : run_serving(args, first);
       if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
       return 0;
     } catch (const ember::Error& e) {
@@ -327,7 +364,8 @@ int main(int argc, char** argv) {
         }
 
     const bool on_cpu = args.device.type == ember::DeviceType::cpu;
-    const double bandwidth = on_cpu ? measure_bandwidth(args.threads) : 0.0;  // host memory only
+    const bool ceiling = on_cpu && args.bandwidth;  // host memory only
+    const double bandwidth = ceiling ? measure_bandwidth(args.threads) : 0.0;
     const char* device = on_cpu ? "cpu" : "cuda";
     nlohmann::json out = nlohmann::json::array();
     std::printf("%-8s %-6s %-7s %10s %10s %10s\n", "engine", "prec", "work", "median", "min", "max");
@@ -339,7 +377,7 @@ int main(int argc, char** argv) {
                           {"device", device}, {"threads", args.threads},
                           {"tokens_per_s", {{"median", s.median}, {"min", s.min}, {"max", s.max}}},
                           {"runs", values}};
-      if (key.first == "tg128" && on_cpu) {
+      if (key.first == "tg128" && ceiling) {
         const double bytes = weight_bytes_per_token(engines.at(key.second).info(), key.second);
         j["weight_bytes_per_token"] = bytes;
         j["bandwidth_bytes_per_s"] = bandwidth;

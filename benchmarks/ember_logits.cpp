@@ -1,0 +1,137 @@
+// ember-logits: teacher-forced logits of a token sequence, for comparing engines' quality.
+//
+//   ember-logits --tokens FILE --out FILE.npy [--model PATH] [--precision fp32|int8]
+//                [--threads N] [--positions N]
+//
+// FILE is JSON: a list of token ids, or an object whose "tokens" member is one (the golden file
+// tests/data/reference/smollm2_teacher_forced.json works as is). The model reads the tokens
+// and the tool writes the logits predicting tokens[1..n] (n = --positions, default all) as a
+// float32 .npy array of shape [n, vocab]. The backend is built the way the engine builds it
+// (the INT8 path calibrated on the built-in text), driven directly because the public API does
+// not return logits.
+#include "../examples/common/default_model.hpp"
+#include "backend/backend.hpp"
+#include "backend/calibration_text.hpp"
+#include "model/gguf.hpp"
+#include "model/model_config.hpp"
+#include "tests/support/sequence_runner.hpp"
+#include "tokenizer/tokenizer.hpp"
+#include "util/check.hpp"
+
+#include <ember/ember.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Args {
+  std::string model, tokens_path, out_path;
+  ember::Precision precision = ember::Precision::fp32;
+  int threads = 2;
+  int positions = 0;  // 0 = all
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "error: %s\nusage: ember-logits --tokens FILE --out FILE.npy [--model PATH] "
+               "[--precision fp32|int8] [--threads N] [--positions N]\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  a.model = ember_examples::default_model_path();
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage("missing value after " + flag);
+      return argv[++i];
+    };
+    if (flag == "--model") a.model = value();
+    else if (flag == "--tokens") a.tokens_path = value();
+    else if (flag == "--out") a.out_path = value();
+    else if (flag == "--threads") a.threads = std::atoi(value().c_str());
+    else if (flag == "--positions") a.positions = std::max(0, std::atoi(value().c_str()));
+    else if (flag == "--precision") {
+      const std::string p = value();
+      if (p == "fp32") a.precision = ember::Precision::fp32;
+      else if (p == "int8") a.precision = ember::Precision::int8;
+      else usage("--precision must be fp32 or int8");
+    } else usage("unknown flag " + flag);
+  }
+  if (a.tokens_path.empty() || a.out_path.empty()) usage("--tokens and --out are required");
+  return a;
+}
+
+std::vector<std::int32_t> read_tokens(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) ember::fail(ember::ErrorCode::io, "cannot open token file {}", path);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  const nlohmann::json& list = doc.is_object() ? doc.at("tokens") : doc;
+  return list.get<std::vector<std::int32_t>>();
+}
+
+// A C-order float32 .npy file (format version 1.0): magic, header length, a Python dict
+// literal padded with spaces to a multiple of 64 bytes, then the raw little-endian data.
+void write_npy(const std::string& path, const std::vector<float>& data, std::size_t rows, std::size_t cols) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) +
+                       ", " + std::to_string(cols) + "), }";
+  const std::size_t preamble = 10;
+  header.append(64 - (preamble + header.size() + 1) % 64, ' ');
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  if (!out) ember::fail(ember::ErrorCode::io, "cannot write {}", path);
+  const auto length = static_cast<std::uint16_t>(header.size());
+  out.write("\x93NUMPY\x01\x00", 8);
+  out.put(static_cast<char>(length & 0xff));
+  out.put(static_cast<char>(length >> 8));
+  out << header;
+  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(float)));
+  if (!out) ember::fail(ember::ErrorCode::io, "writing {} failed", path);
+}
+
+std::unique_ptr<ember::backend::Backend> make_backend(const Args& args,
+                                                      std::shared_ptr<const ember::model::GgufFile> file,
+                                                      const ember::model::ModelConfig& config) {
+  ember::backend::BackendOptions options;
+  options.precision = args.precision;
+  options.threads = args.threads;
+  if (args.precision == ember::Precision::int8) {
+    const auto tokenizer = ember::tokenizer::Tokenizer::from_gguf(*file);
+    options.calibration_tokens = tokenizer->encode(ember::backend::kCalibrationText, true, tokenizer->add_bos());
+  }
+  return ember::backend::make_cpu_backend(std::move(file), config, options);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  try {
+    auto tokens = read_tokens(args.tokens_path);
+    if (tokens.size() < 2) ember::fail(ember::ErrorCode::invalid_argument, "{} holds fewer than 2 tokens", args.tokens_path);
+    if (args.positions > 0 && static_cast<std::size_t>(args.positions) + 1 < tokens.size())
+      tokens.resize(static_cast<std::size_t>(args.positions) + 1);
+    const auto file = ember::model::GgufFile::open(args.model);
+    const auto config = ember::model::read_model_config(*file);
+    const auto backend = make_backend(args, file, config);
+    const std::vector<std::int32_t> inputs(tokens.begin(), tokens.end() - 1);
+    ember::test::SequenceRunner runner(*backend, static_cast<int>(tokens.size()) + 16, ember::KvCacheType::f16);
+    const auto logits = runner.append(inputs, /*all_rows=*/true, 256);
+    write_npy(args.out_path, logits, inputs.size(), static_cast<std::size_t>(config.vocab));
+    std::fprintf(stderr, "ember-logits: %zu positions x %d logits -> %s\n", inputs.size(), config.vocab,
+                 args.out_path.c_str());
+  } catch (const ember::Error& e) {
+    std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());
+    return 1;
+  }
+  return 0;
+}
