@@ -97,7 +97,7 @@ TeacherForced score(const std::vector<float>& logits, int vocab, const json& gol
   return r;
 }
 
-void report(const char* path, const char* reference, const TeacherForced& t) {
+void report(const std::string& path, const std::string& reference, const TeacherForced& t) {
   MESSAGE(path, " vs ", reference, ": top-1 agreement ", t.top1 * 100, " % over ", t.positions,
           " positions (", t.clear_misses, " misses where llama.cpp is not near a tie), mean KL ",
           t.kl, ", perplexity ", t.perplexity);
@@ -127,8 +127,8 @@ TEST_CASE("teacher-forced agreement with llama.cpp, KL divergence and perplexity
   CHECK(int8.top1 >= 0.94);
   CHECK(fp32.kl < 0.001);
   CHECK(int8.kl < 0.01);
-  CHECK(fp32_q.top1 >= 0.965);  // measured 96.8 %
-  CHECK(int8_q.top1 >= 0.935);  // measured 94.1 %
+  CHECK(fp32_q.top1 >= 0.965);  // measured 96.8 % (fp32 vs F32 llama.cpp: 99.9 %, KL ~0)
+  CHECK(int8_q.top1 >= 0.935);  // measured 94.1 % (int8 vs F32 llama.cpp: 95.4 %, KL 0.0053)
   CHECK(int8_q.kl < 0.01);
   CHECK(std::fabs(int8.perplexity / fp32.perplexity - 1.0) <= 0.03);
 }
