@@ -280,14 +280,8 @@ nlohmann::json run_serving(const Args& args, const std::string& workload) {
     std::printf("(c) throughput / (b) = %.2fx (target >= 6x)\n", results['c'].generated_tokens_per_s / results['b'].generated_tokens_per_s);
   if (workload == "shared" && args.configs == "abcd") {
     // (c) and (b) both process 32 x 544 prompt tokens, which bounds (c)/(b) far below 6x on a
-    // machine whose prompt processing is compute bound; decoding alone shows what batching adds.
-    const double one = ember::bench::decode_streams_tokens_per_s(args.model, args.threads, 1, 128);
-    const double many = ember::bench::decode_streams_tokens_per_s(args.model, args.threads, shape.requests, 128);
-    std::printf("decode only (16-token prompts, 128 generated): %d streams %.1f tokens/s, 1 stream %.1f tokens/s (%.2fx)\n",
-                shape.requests, many, one, many / one);
-    out.push_back({{"engine", "ember"}, {"workload", "decode_streams"}, {"threads", args.threads},
-                   {"streams", shape.requests}, {"tokens_per_s", many}, {"single_stream_tokens_per_s", one},
-                   {"ratio", many / one}});
+    // machine whose prompt processing is compute bound; `--workload tg128,tg128x32` shows what
+    // batching adds to decoding alone.
     const auto [miss, hit] = ember::bench::prefix_hit_ttft(args.model, args.threads, 1024);
     std::printf("1,024-token prompt: TTFT %.1f ms on a prefix-cache miss, %.1f ms on a hit (%.1fx, target >= 10x)\n",
                 miss, hit, miss / hit);

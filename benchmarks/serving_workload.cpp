@@ -140,22 +140,4 @@ std::pair<double, double> prefix_hit_ttft(const std::string& model, int threads,
   return {miss, hit};
 }
 
-double decode_streams_tokens_per_s(const std::string& model, int threads, int streams, int generated) {
-  EngineOptions options;
-  options.threads = threads;
-  options.max_sequences = streams;
-  options.prefix_cache = false;
-  Engine engine = Engine::open(model, options);
-  std::vector<RequestHandle> handles;
-  const auto t0 = Clock::now();
-  for (int i = 0; i < streams; ++i)
-    handles.push_back(engine.submit(greedy_request(text_tokens(engine, 16, 100 + i), generated)));
-  while (!engine.step(std::chrono::seconds(1)).idle) {
-  }
-  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-  double tokens = 0;
-  for (auto& h : handles) tokens += h.wait().generated_tokens;
-  return tokens / wall;
-}
-
 }  // namespace ember::bench

@@ -56,9 +56,5 @@ ServingResult run_chat(const std::string& model, int threads, const ServingConfi
 // the same prompt is cached (int8). Returns {miss_ms, hit_ms}.
 std::pair<double, double> prefix_hit_ttft(const std::string& model, int threads, int prompt_tokens);
 
-// Aggregate generated tokens/s of `streams` requests decoding together (int8, batching on), each
-// a 16-token prompt and `generated` tokens: the throughput of continuous batching once prompts
-// are processed, with no long prefill to dilute it.
-double decode_streams_tokens_per_s(const std::string& model, int threads, int streams, int generated);
 
 }  // namespace ember::bench
