@@ -207,10 +207,10 @@ class CudaBackend final : public Backend {
       layer.gate_up = make_linear(model::dequantize_stacked({lw.w_gate, lw.w_up}), 2 * ffn, d, "ffn_gate_up");
       layer.down = make_linear(model::dequantize_tensor(*lw.w_down), d, ffn, "ffn_down");
       layers_.push_back(std::move(layer));
-      if (options.on_progress) options.on_progress(static_cast<float>(l + 1) / total);
+      if (options.progress) options.progress->report(LoadPhase::weights, static_cast<float>(l + 1) / total);
     }
     lm_head_ = make_linear(model::dequantize_tensor(*w.output), config_.vocab, d, "output");
-    if (options.on_progress) options.on_progress(1.0f);
+    if (options.progress) options.progress->report(LoadPhase::weights, 1.0f);
   }
 
   // Grows the scratch to `rows` rows and `meta_ints` metadata values (dropping the graphs that
