@@ -409,7 +409,7 @@ EMBER_API ember_status ember_detokenize(const ember_engine* engine, const int32_
  * request whose prompt starts with those tokens skips their prefill. */
 
 /* *data receives a buffer that ember allocated (free it with ember_state_free), *size its
- * length in bytes. */
+ * length in bytes; on failure both are left as they were. */
 EMBER_API ember_status ember_engine_save_state(ember_engine* engine, const int32_t* tokens,
                                                size_t token_count, uint8_t** data, size_t* size);
 /* Frees a buffer from ember_engine_save_state and sets *data to NULL; NULL does nothing. */

@@ -23,8 +23,7 @@ extern "C" {
 EMBER_API ember_status ember_engine_save_state(ember_engine* engine, const int32_t* tokens,
                                                size_t token_count, uint8_t** data, size_t* size) {
   return guarded(engine, [&] {
-    require(data, "the data output");
-    *data = nullptr;
+    require(data, "the data output");  // written only on success, like every output
     require(size, "the size output");
     ember_engine& e = live(engine);
     const std::vector<std::uint8_t> bytes = e.engine.save_state(token_vector(tokens, token_count));
