@@ -4,19 +4,14 @@
 #pragma once
 
 #include "kernels/cpu/context.hpp"
+#include "kernels/kv_layout.hpp"
 
 #include <cstdint>
 
 namespace ember::kernels::cpu {
 
-enum class KvDType { f16, f32 };
-
-struct KvLayout {
-  int block_size;
-  int kv_heads;
-  int head_dim;
-  KvDType dtype;
-};
+using kernels::KvDType;
+using kernels::KvLayout;
 
 // Writes K and V of `rows` new tokens: k and v rows of kv_heads*head_dim floats at k + r*ldkv
 // and v + r*ldkv (the k and v parts of fused qkv rows); slots[r] = block * block_size + offset.

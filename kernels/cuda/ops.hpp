@@ -4,6 +4,8 @@
 // cudaGetLastError or synchronisation, which the caller checks). Row-major throughout.
 #pragma once
 
+#include "kernels/kv_layout.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -54,15 +56,8 @@ void to_f16(const float* x, std::int64_t n, std::uint16_t* out, cudaStream_t str
 
 // ---- paged KV cache --------------------------------------------------------------------------
 
-enum class KvDType { f16, f32 };
-
-// Per layer, K and V are [num_blocks, block_size, kv_heads, head_dim] arrays of `dtype`.
-struct KvLayout {
-  int block_size;
-  int kv_heads;
-  int head_dim;
-  KvDType dtype;
-};
+using kernels::KvDType;   // kernels/kv_layout.hpp: the layout the CPU kernels share
+using kernels::KvLayout;
 
 // Writes rows of K and V (kv_heads*head_dim floats at k + r*ldkv and v + r*ldkv) into their
 // slots (block * block_size + offset); a negative slot skips its row.

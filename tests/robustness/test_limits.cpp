@@ -2,6 +2,7 @@
 // failure behaviour: a step that fails (a fault injected through EngineCore's test hook) ends
 // only its own requests, the block pool stays whole, and later requests work; callbacks that
 // throw never escape into ember's threads. Listed in docs/robustness.md.
+#include "api_checks.hpp"
 #include "runtime/engine_core.hpp"
 #include "test_support.hpp"
 
@@ -30,27 +31,8 @@ EngineOptions small_options() {
   return o;
 }
 
-Request greedy(std::string prompt, int max_tokens) {
-  Request r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = 0;
-  r.sampling.max_tokens = max_tokens;
-  r.sampling.ignore_eos = true;
-  return r;
-}
-
-// The code of the ember::Error `f` throws, checking that its message names `needle`.
-template <typename F>
-ErrorCode error_of(F&& f, const std::string& needle) {
-  try {
-    f();
-  } catch (const Error& e) {
-    CHECK_MESSAGE(std::string(e.what()).find(needle) != std::string::npos, e.what());
-    return e.code();
-  }
-  FAIL("no ember::Error thrown");
-  return ErrorCode::internal;
-}
+using test::error_of;
+using test::greedy;
 
 // ---- limits ------------------------------------------------------------------------------------
 

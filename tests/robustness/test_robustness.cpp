@@ -2,6 +2,7 @@
 // each gives a typed ember::Error or a completion with a documented finish reason, never a
 // crash, a hang or text that is not UTF-8. Listed, with every other bad input, in
 // docs/robustness.md.
+#include "api_checks.hpp"
 #include "test_support.hpp"
 #include "tests/fuzz/fuzz_support.hpp"  // is_valid_utf8
 
@@ -31,27 +32,8 @@ EngineOptions small_options() {
 
 Engine open_engine() { return Engine::open(test::synthetic_model_file(42, 256), small_options()); }
 
-Request greedy(std::string prompt, int max_tokens) {
-  Request r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = 0;
-  r.sampling.max_tokens = max_tokens;
-  r.sampling.ignore_eos = true;
-  return r;
-}
-
-// The error a call throws: its code, and a check that the message names `needle`.
-template <typename F>
-ErrorCode error_of(F&& f, const std::string& needle = {}) {
-  try {
-    f();
-  } catch (const Error& e) {
-    CHECK_MESSAGE(std::string(e.what()).find(needle) != std::string::npos, e.what());
-    return e.code();
-  }
-  FAIL("no ember::Error thrown");
-  return ErrorCode::internal;
-}
+using test::error_of;
+using test::greedy;
 
 void check_generated(const Completion& c, FinishReason reason, int tokens) {
   CHECK(c.finish_reason == reason);
