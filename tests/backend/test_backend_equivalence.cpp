@@ -26,13 +26,7 @@ std::shared_ptr<const model::GgufFile> synthetic(const model::ModelConfig& confi
   return model::GgufFile::parse(bytes.data(), bytes.size(), "synthetic");
 }
 
-std::vector<std::int32_t> random_tokens(int n, int vocab, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> dist(3, vocab - 1);
-  std::vector<std::int32_t> t(static_cast<std::size_t>(n));
-  for (auto& x : t) x = dist(rng);
-  return t;
-}
+using test::random_tokens;
 
 struct Diff {
   double max_abs = 0, rel = 0;  // rel: ||a-b|| / ||b||

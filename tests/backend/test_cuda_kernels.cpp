@@ -152,7 +152,7 @@ TEST_CASE("INT8 GEMM with per-row x per-column scales, FP16 GEMM") {
 void check_attention(kh::KvDType dtype, int head_dim) {
   const int heads = 9, kv_heads = 3, block_size = 16, blocks = 12;
   const kh::KvLayout cpu_layout{block_size, kv_heads, head_dim, dtype};
-  const kc::KvLayout gpu_layout{block_size, kv_heads, head_dim, dtype == kh::KvDType::f16 ? kc::KvDType::f16 : kc::KvDType::f32};
+  const kc::KvLayout gpu_layout = cpu_layout;  // one layout type for both devices
   const std::vector<std::int32_t> table_a{7, 2, 9, 4}, table_b{0, 11};
   // Rows 0..39: sequence A positions 10..49 (a chunk after a cached prefix); row 40: B at 20.
   std::vector<std::int32_t> positions, slots;

@@ -95,4 +95,12 @@ std::string synthetic_model_file(std::uint64_t seed, int context_length) {
   return path;
 }
 
+std::vector<std::int32_t> random_tokens(int n, int vocab, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> dist(3, vocab - 1);
+  std::vector<std::int32_t> t(static_cast<std::size_t>(n));
+  for (auto& x : t) x = dist(rng);
+  return t;
+}
+
 }  // namespace ember::test

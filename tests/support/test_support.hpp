@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <ember/ember.hpp>
 
@@ -41,5 +42,8 @@ int compute_threads(int wanted);
 
 // A fresh temporary directory, removed by the caller (or left for inspection).
 std::filesystem::path temp_dir(const std::string& prefix);
+
+// n token ids drawn uniformly from [3, vocab) (past the usual special ids), reproducible by seed.
+std::vector<std::int32_t> random_tokens(int n, int vocab, std::uint64_t seed);
 
 }  // namespace ember::test
