@@ -81,7 +81,7 @@ void print_timing(const ember::Completion& c) {
   // Tokens per second of the decode phase: the first token belongs to the prefill.
   const double decode_tps =
       t.time_per_output_token_ms > 0 ? 1000.0 / t.time_per_output_token_ms : 0.0;
-  std::printf("[%s] ttft %.1f ms | %.1f tok/s | %d generated | prompt %d tokens, %d reused "
+  std::printf("[%s] ttft %.2f ms | %.1f tok/s | %d generated | prompt %d tokens, %d reused "
               "from the prefix cache | total %.1f ms\n",
               ember::to_string(c.finish_reason), t.time_to_first_token_ms, decode_tps,
               c.generated_tokens, c.prompt_tokens, c.cached_prompt_tokens, t.total_ms);

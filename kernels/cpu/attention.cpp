@@ -26,7 +26,7 @@ std::int64_t token_stride(const KvLayout& l) {
 EMBER_CLONES float softmax_in_place(float* s, std::int64_t n) {
   float mx = s[0];
 #pragma omp simd reduction(max : mx)
-  for (std::int64_t i = 0; i < n; ++i) mx = std::fmax(mx, s[i]);
+  for (std::int64_t i = 0; i < n; ++i) mx = s[i] > mx ? s[i] : mx;  // std::fmax is a libm call
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (std::int64_t i = 0; i < n; ++i) {
@@ -36,70 +36,118 @@ EMBER_CLONES float softmax_in_place(float* s, std::int64_t n) {
   return sum;
 }
 
-// The work of one (row, kv head): the `group` query heads that share this KV head (grouped-
-// query attention) are processed together so each K and V row is read from memory once and
-// reused from L1, not once per query head (3x less KV traffic for the default model).
-// Scores over positions 0..last, softmax, weighted sum of V. scores has room for
-// group * (last + 1) floats.
-// Calls fn(t0, pointer to token t0's kv_head slice, count) for each block holding tokens
-// t0..t0+count-1 of 0..n-1 (token t0 + j is at pointer + j * token_stride). Walking block by
-// block avoids a 64-bit division per token.
+// Calls fn(t0, pointer to token t0's kv_head slice, keys) for each chunk of at most kKeyChunk
+// keys holding tokens t0..t0+keys-1 of 0..n-1 (token t0 + j is at pointer + j * token_stride).
+// Chunks never cross a block, and their bounds depend only on the positions, never on the
+// batch. Walking block by block avoids a 64-bit division per token.
 template <class T, class Fn>
-void for_each_block(const T* cache, const std::int32_t* blocks, std::int64_t n, int kv_head,
+void for_each_chunk(const T* cache, const std::int32_t* blocks, std::int64_t n, int kv_head,
                     const KvLayout& l, Fn&& fn) {
   const std::int64_t stride = token_stride(l);
   for (std::int64_t b = 0, t0 = 0; t0 < n; ++b, t0 += l.block_size) {
     const T* p = cache + static_cast<std::int64_t>(blocks[b]) * l.block_size * stride +
                  static_cast<std::int64_t>(kv_head) * l.head_dim;
-    fn(t0, p, static_cast<int>(std::min<std::int64_t>(n - t0, l.block_size)));
+    const int count = static_cast<int>(std::min<std::int64_t>(n - t0, l.block_size));
+    for (int c = 0; c < count; c += kKeyChunk)
+      fn(t0 + c, p + c * stride, std::min(kKeyChunk, count - c));
   }
 }
 
-// The work of one (row, kv head): the `group` query heads that share this KV head (grouped-
-// query attention) are processed together so each K and V row is read from memory once and
-// reused from L1, not once per query head (3x less KV traffic for the default model).
-// Scores over positions 0..last, softmax, weighted sum of V. scores has room for
-// group * (last + 1) floats.
+// Room for the scores of one query head over n positions: whole key chunks plus one chunk of
+// slack, because a block whose size is not a multiple of kKeyChunk ends in a partial chunk that
+// still writes kKeyChunk scores.
+std::int64_t scores_stride(std::int64_t n) {
+  return (n + 2 * kKeyChunk - 1) / kKeyChunk * kKeyChunk;
+}
+
+// Rows of one sequence attended together: each chunk of K and V is converted to FP32 once and
+// then used from L1 by all rows x group query heads, instead of being converted (and read from
+// L2) once per query head.
+constexpr int kTileRows = 8;
+
+struct Tile {
+  std::int32_t seq;
+  std::int32_t row_begin;
+  std::int32_t rows;
+};
+
+// Views a chunk of `keys` cached rows as FP32 rows: an f32 cache is used in place, an f16 one is
+// converted into `buffer` (kKeyChunk * head_dim floats). Conversion is exact, so either way
+// every query sees the same values.
 template <class T>
-void attend_group(const float* q, const T* k_cache, const T* v_cache, const std::int32_t* blocks,
-                  std::int64_t last, int kv_head, int group, const KvLayout& l, float scale,
-                  float* scores, float* out, const VecOps& ops) {
-  const std::int64_t n = last + 1;
-  const std::int64_t stride = token_stride(l);
+const float* chunk_as_f32(const T* p, std::int64_t stride, int keys, int d, float* buffer,
+                          const VecOps& ops, std::int64_t& ld) {
+  if constexpr (sizeof(T) == 4) {
+    ld = stride;
+    return p;
+  } else {
+    for (int j = 0; j < keys; ++j) ops.from_f16(p + j * stride, buffer + j * d, d);
+    ld = d;
+    return buffer;
+  }
+}
+
+// The rows of one tile and one kv head: the `group` query heads that share this KV head
+// (grouped-query attention) times the tile's rows. Per chunk of keys, scores for every query
+// whose row reaches the chunk; softmax per query over positions 0..last; then the weighted sum
+// of V chunk by chunk. Every query's arithmetic is the same whatever else is in its tile or
+// batch (dot_keys scores a key the same however many keys share its chunk; softmax and the V
+// sum run over its own positions in order), so each row's output is batch invariant.
+template <class T>
+void attend_tile(const float* q, std::int64_t ldq, const std::int32_t* positions, const Tile& tile,
+                 const std::int32_t* blocks, const T* k_cache, const T* v_cache, int kv_head,
+                 int group, const KvLayout& l, float scale, float* scratch, float* out,
+                 std::int64_t ldo, const VecOps& ops) {
   const int d = l.head_dim;
-  for_each_block(k_cache, blocks, n, kv_head, l, [&](std::int64_t t0, const T* k, int count) {
-    for (int j = 0; j < count; ++j, k += stride)
-      for (int g = 0; g < group; ++g) {
-        const float* qh = q + static_cast<std::int64_t>(g) * d;
-        if constexpr (sizeof(T) == 2)
-          scores[g * n + t0 + j] = ops.dot_f16(qh, k, d) * scale;
-        else
-          scores[g * n + t0 + j] = ops.dot_f32(qh, k, d) * scale;
-      }
+  const int queries = tile.rows * group;
+  const std::int64_t stride = token_stride(l);
+  std::int64_t n_max = 0;
+  for (int r = 0; r < tile.rows; ++r) n_max = std::max<std::int64_t>(n_max, positions[tile.row_begin + r] + 1);
+  const std::int64_t ld = scores_stride(n_max);
+  // scratch: scaled queries, then scores, then one FP32 chunk of K or V.
+  float* scaled_q = scratch;
+  float* scores = scaled_q + static_cast<std::int64_t>(queries) * d;
+  float* chunk = scores + queries * ld;
+  const auto last_of = [&](int query) { return positions[tile.row_begin + query / group]; };
+  const auto q_of = [&](int query) {
+    return q + (tile.row_begin + query / group) * ldq + static_cast<std::int64_t>(query % group) * d;
+  };
+  const auto out_of = [&](int query) {
+    return out + (tile.row_begin + query / group) * ldo + static_cast<std::int64_t>(query % group) * d;
+  };
+  for (int i = 0; i < queries; ++i)  // scaling q once is cheaper than scaling every score
+    for (int e = 0; e < d; ++e) scaled_q[i * d + e] = q_of(i)[e] * scale;
+
+  for_each_chunk(k_cache, blocks, n_max, kv_head, l, [&](std::int64_t t0, const T* k, int keys) {
+    std::int64_t ldk = 0;
+    const float* kf = chunk_as_f32(k, stride, keys, d, chunk, ops, ldk);
+    for (int i = 0; i < queries; ++i)
+      if (last_of(i) >= t0) ops.dot_keys_f32(scaled_q + i * d, kf, ldk, keys, d, scores + i * ld + t0);
   });
-  for (int g = 0; g < group; ++g) {
-    float* p = scores + g * n;
+  for (int i = 0; i < queries; ++i) {
+    float* p = scores + i * ld;
+    const std::int64_t n = last_of(i) + 1;
     const float inv_sum = 1.0f / softmax_in_place(p, n);
     for (std::int64_t t = 0; t < n; ++t) p[t] *= inv_sum;
-    std::memset(out + static_cast<std::int64_t>(g) * d, 0, sizeof(float) * static_cast<std::size_t>(d));
+    std::memset(out_of(i), 0, sizeof(float) * static_cast<std::size_t>(d));
   }
-  // Per block, the output chunk stays in registers across the block's V rows.
-  for_each_block(v_cache, blocks, n, kv_head, l, [&](std::int64_t t0, const T* v, int count) {
-    for (int g = 0; g < group; ++g) {
-      const float* p = scores + g * n + t0;
-      float* oh = out + static_cast<std::int64_t>(g) * d;
-      if constexpr (sizeof(T) == 2)
-        ops.axpy_rows_f16(p, v, stride, count, oh, d);
-      else
-        ops.axpy_rows_f32(p, v, stride, count, oh, d);
+  // Per chunk, each query's output stays in registers across the chunk's V rows.
+  for_each_chunk(v_cache, blocks, n_max, kv_head, l, [&](std::int64_t t0, const T* v, int keys) {
+    std::int64_t ldv = 0;
+    const float* vf = chunk_as_f32(v, stride, keys, d, chunk, ops, ldv);
+    for (int i = 0; i < queries; ++i) {
+      const std::int64_t last = last_of(i);
+      if (last < t0) continue;
+      const int used = static_cast<int>(std::min<std::int64_t>(keys, last - t0 + 1));
+      ops.axpy_rows_f32(scores + i * ld + t0, vf, ldv, used, out_of(i), d);
     }
   });
 }
 
-struct Task {
-  std::int32_t row;
-  std::int32_t seq;
-};
+std::int64_t scratch_floats(int queries, int head_dim, std::int64_t longest) {
+  return static_cast<std::int64_t>(queries) * (head_dim + scores_stride(longest)) +
+         static_cast<std::int64_t>(kKeyChunk) * head_dim;
+}
 
 }  // namespace
 
@@ -135,7 +183,7 @@ void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* posit
     fail(ErrorCode::invalid_argument, "attention: ldq={} / ldo={} below heads*head_dim={}", ldq,
          ldo, width);
 
-  std::vector<Task> tasks;
+  std::vector<Tile> tiles;
   std::int64_t longest = 0;
   for (int s = 0; s < seq_count; ++s) {
     const AttentionSeq& seq = seqs[s];
@@ -146,35 +194,37 @@ void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* posit
              "attention: row {} position {} outside its sequence's {} blocks of {}", r,
              positions[r], seq.block_count, layout.block_size);
       longest = std::max<std::int64_t>(longest, positions[r] + 1);
-      tasks.push_back({r, s});
     }
+    for (std::int32_t r = 0; r < seq.row_count; r += kTileRows)
+      tiles.push_back({s, seq.row_begin + r, std::min(kTileRows, seq.row_count - r)});
   }
+  // The last tiles of a prefill attend to the most positions: handing them out first balances
+  // the threads' shares better. The order changes no result.
+  std::reverse(tiles.begin(), tiles.end());
 
   const int group = heads / layout.kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(layout.head_dim));
   const VecOps& ops = vec_ops();
   // Query heads h = kv_head * group .. + group - 1 are contiguous in the q and out rows.
-  const std::int64_t n_tasks = static_cast<std::int64_t>(tasks.size()) * layout.kv_heads;
+  const std::int64_t n_tasks = static_cast<std::int64_t>(tiles.size()) * layout.kv_heads;
 #pragma omp parallel num_threads(ctx.threads) if (ctx.threads > 1 && n_tasks > 1)
   {
-    std::vector<float> scores(static_cast<std::size_t>(longest * group));
-    // Dynamic: rows of one prefill attend to 1..n positions, so equal chunks would be unequal.
-#pragma omp for schedule(dynamic, 2)
+    std::vector<float> scratch(static_cast<std::size_t>(scratch_floats(kTileRows * group, layout.head_dim, longest)));
+    // Dynamic: tiles attend to different numbers of positions.
+#pragma omp for schedule(dynamic, 1)
     for (std::int64_t i = 0; i < n_tasks; ++i) {
-      const Task& task = tasks[static_cast<std::size_t>(i / layout.kv_heads)];
+      const Tile& tile = tiles[static_cast<std::size_t>(i / layout.kv_heads)];
       const int kvh = static_cast<int>(i % layout.kv_heads);
       const std::int64_t col = static_cast<std::int64_t>(kvh) * group * layout.head_dim;
-      const float* qg = q + task.row * ldq + col;
-      float* og = out + task.row * ldo + col;
-      const std::int32_t* blocks = seqs[task.seq].block_table;
-      const std::int64_t last = positions[task.row];
+      const std::int32_t* blocks = seqs[tile.seq].block_table;
       if (layout.dtype == KvDType::f16)
-        attend_group(qg, static_cast<const std::uint16_t*>(k_cache),
-                     static_cast<const std::uint16_t*>(v_cache), blocks, last, kvh, group, layout,
-                     scale, scores.data(), og, ops);
+        attend_tile(q + col, ldq, positions, tile, blocks, static_cast<const std::uint16_t*>(k_cache),
+                    static_cast<const std::uint16_t*>(v_cache), kvh, group, layout, scale,
+                    scratch.data(), out + col, ldo, ops);
       else
-        attend_group(qg, static_cast<const float*>(k_cache), static_cast<const float*>(v_cache),
-                     blocks, last, kvh, group, layout, scale, scores.data(), og, ops);
+        attend_tile(q + col, ldq, positions, tile, blocks, static_cast<const float*>(k_cache),
+                    static_cast<const float*>(v_cache), kvh, group, layout, scale, scratch.data(),
+                    out + col, ldo, ops);
     }
   }
 }

@@ -9,10 +9,15 @@ namespace ember::kernels::cpu {
 
 namespace {
 
+// `a > m ? a : m`, not std::fmax: the latter is a libm call per element that stops the loop
+// from vectorising (it was 15 % of a 512-token prefill). NaN is skipped the same way.
 EMBER_CLONES float max_abs(const float* x, std::int64_t n) {
   float m = 0.0f;
 #pragma omp simd reduction(max : m)
-  for (std::int64_t i = 0; i < n; ++i) m = std::fmax(m, std::fabs(x[i]));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    m = a > m ? a : m;
+  }
   return m;
 }
 
@@ -45,7 +50,10 @@ void quantize_one(const float* x, std::int64_t n, float qmax, std::int8_t* q, fl
 EMBER_CLONES float max_abs_error(const float* x, const std::int8_t* q, float scale, std::int64_t n) {
   float m = 0.0f;
 #pragma omp simd reduction(max : m)
-  for (std::int64_t i = 0; i < n; ++i) m = std::fmax(m, std::fabs(x[i] - static_cast<float>(q[i]) * scale));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i] - static_cast<float>(q[i]) * scale);
+    m = a > m ? a : m;  // not std::fmax: see max_abs
+  }
   return m;
 }
 

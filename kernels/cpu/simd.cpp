@@ -2,6 +2,8 @@
 
 #include "util/fp16.hpp"
 
+#include <algorithm>
+
 #if EMBER_X86_DISPATCH
 #include <cpuid.h>
 #include <immintrin.h>
@@ -26,97 +28,105 @@ namespace {
 
 // ---- scalar: the plain reference every vector path is tested against -------------------------
 
-float dot_f32_scalar(const float* a, const float* b, int n) {
-  float s = 0.0f;
-  for (int i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
+void dot_keys_f32_scalar(const float* q, const float* k, std::int64_t stride, int keys, int n,
+                         float* s) {
+  for (int j = 0; j < kKeyChunk; ++j) {
+    float sum = 0.0f;
+    for (int i = 0; j < keys && i < n; ++i) sum += q[i] * k[j * stride + i];
+    s[j] = sum;
+  }
 }
 
-float dot_f16_scalar(const float* a, const std::uint16_t* b, int n) {
-  float s = 0.0f;
-  for (int i = 0; i < n; ++i) s += a[i] * fp16_to_float(b[i]);
-  return s;
-}
-
-void axpy_f32_scalar(float alpha, const float* x, float* y, int n) {
-  for (int i = 0; i < n; ++i) y[i] += alpha * x[i];
-}
-
-void axpy_f16_scalar(float alpha, const std::uint16_t* x, float* y, int n) {
-  for (int i = 0; i < n; ++i) y[i] += alpha * fp16_to_float(x[i]);
+void axpy_rows_f32_scalar(const float* p, const float* x, std::int64_t stride, int rows, float* y,
+                          int n) {
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < n; ++i) y[i] += p[r] * x[r * stride + i];
 }
 
 void to_f16_scalar(const float* x, std::uint16_t* y, int n) {
   for (int i = 0; i < n; ++i) y[i] = float_to_fp16(x[i]);
 }
 
-void axpy_rows_f32_scalar(const float* p, const float* x, std::int64_t stride, int rows, float* y,
-                          int n) {
-  for (int r = 0; r < rows; ++r) axpy_f32_scalar(p[r], x + r * stride, y, n);
-}
-
-void axpy_rows_f16_scalar(const float* p, const std::uint16_t* x, std::int64_t stride, int rows,
-                          float* y, int n) {
-  for (int r = 0; r < rows; ++r) axpy_f16_scalar(p[r], x + r * stride, y, n);
+void from_f16_scalar(const std::uint16_t* x, float* y, int n) {
+  for (int i = 0; i < n; ++i) y[i] = fp16_to_float(x[i]);
 }
 
 #if EMBER_X86_DISPATCH
+
+// The dims past the last full vector of dot_keys, key by key.
+void add_tail_dims(const float* q, const float* k, std::int64_t stride, int keys, int from, int n,
+                   float* s) {
+  for (int j = 0; j < keys; ++j)
+    for (int i = from; i < n; ++i) s[j] += q[i] * k[j * stride + i];
+}
 
 // ---- AVX2 + F16C + FMA -----------------------------------------------------------------------
 
 #define EMBER_AVX2 __attribute__((target("avx2,f16c,fma")))
 
-EMBER_AVX2 float hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-EMBER_AVX2 float dot_f32_avx2(const float* a, const float* b, int n) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+// Eight keys: one accumulator per key over the dims, then a fixed hadd tree leaves key j's sum
+// in lane j. Keys past `keys` repeat the last real key (no read past the chunk) and are zeroed.
+// The key loop is innermost and fully unrolled so the accumulators stay in registers.
+EMBER_AVX2 void dot_keys8_avx2(const float* q, const float* k, std::int64_t stride, int keys,
+                               int n, float* s) {
+  __m256 a[8];
+  for (int j = 0; j < 8; ++j) a[j] = _mm256_setzero_ps();
+  for (int i = 0; i + 8 <= n; i += 8) {
+    const __m256 qi = _mm256_loadu_ps(q + i);
+    const float* kj = k + i;
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      a[j] = _mm256_fmadd_ps(qi, _mm256_loadu_ps(kj), a[j]);
+      if (j + 1 < keys) kj += stride;
+    }
   }
-  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-  float s = hsum256(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
+  const __m256 h0123 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+  const __m256 h4567 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+  const __m256 sum = _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20),
+                                   _mm256_permute2f128_ps(h0123, h4567, 0x31));
+  alignas(32) float out[8];
+  _mm256_store_ps(out, sum);
+  for (int j = 0; j < 8; ++j) s[j] = j < keys ? out[j] : 0.0f;
+  add_tail_dims(q, k, stride, std::min(keys, 8), n & ~7, n, s);
 }
 
-EMBER_AVX2 __m256 load_f16x8(const std::uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+EMBER_AVX2 void dot_keys_f32_avx2(const float* q, const float* k, std::int64_t stride, int keys,
+                                  int n, float* s) {
+  dot_keys8_avx2(q, k, stride, std::min(keys, 8), n, s);
+  if (keys > 8)
+    dot_keys8_avx2(q, k + 8 * stride, stride, keys - 8, n, s + 8);
+  else
+    std::fill(s + 8, s + kKeyChunk, 0.0f);
 }
 
-EMBER_AVX2 float dot_f16_avx2(const float* a, const std::uint16_t* b, int n) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+// Four vectors (32 floats) of y stay in registers across the rows; then 8 at a time; the tail
+// column by column.
+EMBER_AVX2 void axpy_rows_f32_avx2(const float* p, const float* x, std::int64_t stride, int rows,
+                                   float* y, int n) {
   int i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_f16x8(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load_f16x8(b + i + 8), acc1);
+  for (; i + 32 <= n; i += 32) {
+    __m256 a0 = _mm256_loadu_ps(y + i), a1 = _mm256_loadu_ps(y + i + 8);
+    __m256 a2 = _mm256_loadu_ps(y + i + 16), a3 = _mm256_loadu_ps(y + i + 24);
+    for (int r = 0; r < rows; ++r) {
+      const __m256 pr = _mm256_set1_ps(p[r]);
+      const float* xr = x + r * stride + i;
+      a0 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(xr), a0);
+      a1 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(xr + 8), a1);
+      a2 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(xr + 16), a2);
+      a3 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(xr + 24), a3);
+    }
+    _mm256_storeu_ps(y + i, a0);
+    _mm256_storeu_ps(y + i + 8, a1);
+    _mm256_storeu_ps(y + i + 16, a2);
+    _mm256_storeu_ps(y + i + 24, a3);
   }
-  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_f16x8(b + i), acc0);
-  float s = hsum256(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) s += a[i] * fp16_to_float(b[i]);
-  return s;
-}
-
-EMBER_AVX2 void axpy_f32_avx2(float alpha, const float* x, float* y, int n) {
-  const __m256 va = _mm256_set1_ps(alpha);
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] += alpha * x[i];
-}
-
-EMBER_AVX2 void axpy_f16_avx2(float alpha, const std::uint16_t* x, float* y, int n) {
-  const __m256 va = _mm256_set1_ps(alpha);
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, load_f16x8(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] += alpha * fp16_to_float(x[i]);
+  for (; i + 8 <= n; i += 8) {
+    __m256 a = _mm256_loadu_ps(y + i);
+    for (int r = 0; r < rows; ++r) a = _mm256_fmadd_ps(_mm256_set1_ps(p[r]), _mm256_loadu_ps(x + r * stride + i), a);
+    _mm256_storeu_ps(y + i, a);
+  }
+  for (; i < n; ++i)
+    for (int r = 0; r < rows; ++r) y[i] += p[r] * x[r * stride + i];
 }
 
 EMBER_AVX2 void to_f16_avx2(const float* x, std::uint16_t* y, int n) {
@@ -128,107 +138,115 @@ EMBER_AVX2 void to_f16_avx2(const float* x, std::uint16_t* y, int n) {
   for (; i < n; ++i) y[i] = float_to_fp16(x[i]);
 }
 
-// Four vectors (32 floats) of y stay in registers across the rows; then 8 at a time; the tail
-// column by column.
-template <class T, class Load>
-EMBER_AVX2 inline void axpy_rows_avx2(const float* p, const T* x, std::int64_t stride, int rows,
-                                      float* y, int n, Load load) {
+EMBER_AVX2 void from_f16_avx2(const std::uint16_t* x, float* y, int n) {
   int i = 0;
-  for (; i + 32 <= n; i += 32) {
-    __m256 a0 = _mm256_loadu_ps(y + i), a1 = _mm256_loadu_ps(y + i + 8);
-    __m256 a2 = _mm256_loadu_ps(y + i + 16), a3 = _mm256_loadu_ps(y + i + 24);
-    for (int r = 0; r < rows; ++r) {
-      const __m256 pr = _mm256_set1_ps(p[r]);
-      const T* xr = x + r * stride + i;
-      a0 = _mm256_fmadd_ps(pr, load(xr), a0);
-      a1 = _mm256_fmadd_ps(pr, load(xr + 8), a1);
-      a2 = _mm256_fmadd_ps(pr, load(xr + 16), a2);
-      a3 = _mm256_fmadd_ps(pr, load(xr + 24), a3);
-    }
-    _mm256_storeu_ps(y + i, a0);
-    _mm256_storeu_ps(y + i + 8, a1);
-    _mm256_storeu_ps(y + i + 16, a2);
-    _mm256_storeu_ps(y + i + 24, a3);
-  }
-  for (; i + 8 <= n; i += 8) {
-    __m256 a = _mm256_loadu_ps(y + i);
-    for (int r = 0; r < rows; ++r) a = _mm256_fmadd_ps(_mm256_set1_ps(p[r]), load(x + r * stride + i), a);
-    _mm256_storeu_ps(y + i, a);
-  }
-  for (; i < n; ++i)
-    for (int r = 0; r < rows; ++r) {
-      if constexpr (sizeof(T) == 2)
-        y[i] += p[r] * fp16_to_float(x[r * stride + i]);
-      else
-        y[i] += p[r] * x[r * stride + i];
-    }
-}
-
-EMBER_AVX2 void axpy_rows_f32_avx2(const float* p, const float* x, std::int64_t stride, int rows,
-                                   float* y, int n) {
-  axpy_rows_avx2(p, x, stride, rows, y, n, [](const float* a) EMBER_AVX2 { return _mm256_loadu_ps(a); });
-}
-
-EMBER_AVX2 void axpy_rows_f16_avx2(const float* p, const std::uint16_t* x, std::int64_t stride,
-                                   int rows, float* y, int n) {
-  axpy_rows_avx2(p, x, stride, rows, y, n, [](const std::uint16_t* a) EMBER_AVX2 { return load_f16x8(a); });
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
+  for (; i < n; ++i) y[i] = fp16_to_float(x[i]);
 }
 
 // ---- AVX-512F --------------------------------------------------------------------------------
 
 #define EMBER_AVX512 __attribute__((target("avx512f,avx2,f16c,fma")))
 
-EMBER_AVX512 __m512 load_f16x16(const std::uint16_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+// Sixteen accumulators to one vector: lane 4L+k of the result is the sum of a[4k+L]. Four
+// levels of 128-bit-lane shuffles and in-lane unpacks, 45 instructions for 16 sums instead of
+// a full horizontal reduction per key.
+EMBER_AVX512 inline __m512 sum_pair_halves(__m512 x, __m512 y) {  // lanes 0,1: x's; 2,3: y's
+  return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xEE));
+}
+EMBER_AVX512 inline __m512 sum_pair_quarters(__m512 x, __m512 y) {  // lane L: input L's four
+  return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xDD));
+}
+EMBER_AVX512 inline __m512 sum_each16(__m512 a0, __m512 a1, __m512 a2, __m512 a3, __m512 a4,
+                                      __m512 a5, __m512 a6, __m512 a7, __m512 a8, __m512 a9,
+                                      __m512 a10, __m512 a11, __m512 a12, __m512 a13, __m512 a14,
+                                      __m512 a15) {
+  const __m512 c0 = sum_pair_quarters(sum_pair_halves(a0, a1), sum_pair_halves(a2, a3));
+  const __m512 c1 = sum_pair_quarters(sum_pair_halves(a4, a5), sum_pair_halves(a6, a7));
+  const __m512 c2 = sum_pair_quarters(sum_pair_halves(a8, a9), sum_pair_halves(a10, a11));
+  const __m512 c3 = sum_pair_quarters(sum_pair_halves(a12, a13), sum_pair_halves(a14, a15));
+  const __m512 d0 = _mm512_add_ps(_mm512_unpacklo_ps(c0, c1), _mm512_unpackhi_ps(c0, c1));
+  const __m512 d1 = _mm512_add_ps(_mm512_unpacklo_ps(c2, c3), _mm512_unpackhi_ps(c2, c3));
+  return _mm512_add_ps(_mm512_shuffle_ps(d0, d1, 0x44), _mm512_shuffle_ps(d0, d1, 0xEE));
 }
 
-EMBER_AVX512 float dot_f32_avx512(const float* a, const float* b, int n) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  int i = 0;
-  for (; i + 32 <= n; i += 32) {
-    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
-    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+// One key's step: acc += q * k, then on to the next key unless this one is the last real one.
+EMBER_AVX512 inline void fma_key(__m512& acc, __m512 q, const float*& k, std::int64_t stride,
+                                 bool advance) {
+  acc = _mm512_fmadd_ps(q, _mm512_loadu_ps(k), acc);
+  if (advance) k += stride;
+}
+
+EMBER_AVX512 void dot_keys_f32_avx512(const float* q, const float* k, std::int64_t stride,
+                                      int keys, int n, float* s) {
+  // Key j accumulates in a{4 * (j % 4) + j / 4} so that sum_each16 leaves its sum in lane j.
+  // Keys past `keys` repeat the last real key (no read past the chunk) and are zeroed. Sixteen
+  // named accumulators, not an array, so that they stay in registers; the key loop is innermost:
+  // 16 independent FMA chains per q vector.
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+         a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0, a15 = a0;
+  for (int i = 0; i + 16 <= n; i += 16) {
+    const __m512 qi = _mm512_loadu_ps(q + i);
+    const float* kj = k + i;
+    fma_key(a0, qi, kj, stride, 1 < keys);
+    fma_key(a4, qi, kj, stride, 2 < keys);
+    fma_key(a8, qi, kj, stride, 3 < keys);
+    fma_key(a12, qi, kj, stride, 4 < keys);
+    fma_key(a1, qi, kj, stride, 5 < keys);
+    fma_key(a5, qi, kj, stride, 6 < keys);
+    fma_key(a9, qi, kj, stride, 7 < keys);
+    fma_key(a13, qi, kj, stride, 8 < keys);
+    fma_key(a2, qi, kj, stride, 9 < keys);
+    fma_key(a6, qi, kj, stride, 10 < keys);
+    fma_key(a10, qi, kj, stride, 11 < keys);
+    fma_key(a14, qi, kj, stride, 12 < keys);
+    fma_key(a3, qi, kj, stride, 13 < keys);
+    fma_key(a7, qi, kj, stride, 14 < keys);
+    fma_key(a11, qi, kj, stride, 15 < keys);
+    fma_key(a15, qi, kj, stride, false);
   }
-  if (i < n) {  // a masked tail instead of a scalar one: head_dim 64/80/96/128 all end here
-    const int left = n - i;
-    const __mmask16 k0 = static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1);
-    acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k0, a + i), _mm512_maskz_loadu_ps(k0, b + i), acc0);
-    if (left > 16) {
-      const __mmask16 k1 = static_cast<__mmask16>((1u << (left - 16)) - 1);
-      acc1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k1, a + i + 16),
-                             _mm512_maskz_loadu_ps(k1, b + i + 16), acc1);
+  const __mmask16 real = static_cast<__mmask16>(keys >= 16 ? 0xffff : (1u << keys) - 1);
+  const __m512 sums = sum_each16(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15);
+  _mm512_storeu_ps(s, _mm512_maskz_mov_ps(real, sums));
+  add_tail_dims(q, k, stride, keys, n & ~15, n, s);
+}
+
+// Sixty-four floats of y stay in registers across the rows, in two sets of four accumulators
+// (even and odd rows) so that two FMA chains run at once; the sets are added at the end, the
+// same way for every call with the same rows.
+EMBER_AVX512 void axpy_rows_f32_avx512(const float* p, const float* x, std::int64_t stride,
+                                       int rows, float* y, int n) {
+  int i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m512 a[4], b[4];
+    for (int c = 0; c < 4; ++c) {
+      a[c] = _mm512_loadu_ps(y + i + 16 * c);
+      b[c] = _mm512_setzero_ps();
     }
+    int r = 0;
+    for (; r + 2 <= rows; r += 2) {
+      const __m512 p0 = _mm512_set1_ps(p[r]), p1 = _mm512_set1_ps(p[r + 1]);
+      const float* x0 = x + r * stride + i;
+      const float* x1 = x0 + stride;
+      for (int c = 0; c < 4; ++c) {
+        a[c] = _mm512_fmadd_ps(p0, _mm512_loadu_ps(x0 + 16 * c), a[c]);
+        b[c] = _mm512_fmadd_ps(p1, _mm512_loadu_ps(x1 + 16 * c), b[c]);
+      }
+    }
+    if (r < rows) {
+      const __m512 p0 = _mm512_set1_ps(p[r]);
+      for (int c = 0; c < 4; ++c) a[c] = _mm512_fmadd_ps(p0, _mm512_loadu_ps(x + r * stride + i + 16 * c), a[c]);
+    }
+    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(y + i + 16 * c, _mm512_add_ps(a[c], b[c]));
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-}
-
-EMBER_AVX512 float dot_f16_avx512(const float* a, const std::uint16_t* b, int n) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  int i = 0;
-  for (; i + 32 <= n; i += 32) {
-    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), load_f16x16(b + i), acc0);
-    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), load_f16x16(b + i + 16), acc1);
+  for (; i + 16 <= n; i += 16) {
+    __m512 a = _mm512_loadu_ps(y + i);
+    for (int r = 0; r < rows; ++r) a = _mm512_fmadd_ps(_mm512_set1_ps(p[r]), _mm512_loadu_ps(x + r * stride + i), a);
+    _mm512_storeu_ps(y + i, a);
   }
-  for (; i + 16 <= n; i += 16) acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), load_f16x16(b + i), acc0);
-  float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-  for (; i < n; ++i) s += a[i] * fp16_to_float(b[i]);
-  return s;
-}
-
-EMBER_AVX512 void axpy_f32_avx512(float alpha, const float* x, float* y, int n) {
-  const __m512 va = _mm512_set1_ps(alpha);
-  int i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] += alpha * x[i];
-}
-
-EMBER_AVX512 void axpy_f16_avx512(float alpha, const std::uint16_t* x, float* y, int n) {
-  const __m512 va = _mm512_set1_ps(alpha);
-  int i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, load_f16x16(x + i), _mm512_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] += alpha * fp16_to_float(x[i]);
+  for (; i < n; ++i)
+    for (int r = 0; r < rows; ++r) y[i] += p[r] * x[r * stride + i];
 }
 
 EMBER_AVX512 void to_f16_avx512(const float* x, std::uint16_t* y, int n) {
@@ -240,61 +258,22 @@ EMBER_AVX512 void to_f16_avx512(const float* x, std::uint16_t* y, int n) {
   for (; i < n; ++i) y[i] = float_to_fp16(x[i]);
 }
 
-template <class T, class Load>
-EMBER_AVX512 inline void axpy_rows_avx512(const float* p, const T* x, std::int64_t stride, int rows,
-                                          float* y, int n, Load load) {
+EMBER_AVX512 void from_f16_avx512(const std::uint16_t* x, float* y, int n) {
   int i = 0;
-  for (; i + 64 <= n; i += 64) {
-    __m512 a0 = _mm512_loadu_ps(y + i), a1 = _mm512_loadu_ps(y + i + 16);
-    __m512 a2 = _mm512_loadu_ps(y + i + 32), a3 = _mm512_loadu_ps(y + i + 48);
-    for (int r = 0; r < rows; ++r) {
-      const __m512 pr = _mm512_set1_ps(p[r]);
-      const T* xr = x + r * stride + i;
-      a0 = _mm512_fmadd_ps(pr, load(xr), a0);
-      a1 = _mm512_fmadd_ps(pr, load(xr + 16), a1);
-      a2 = _mm512_fmadd_ps(pr, load(xr + 32), a2);
-      a3 = _mm512_fmadd_ps(pr, load(xr + 48), a3);
-    }
-    _mm512_storeu_ps(y + i, a0);
-    _mm512_storeu_ps(y + i + 16, a1);
-    _mm512_storeu_ps(y + i + 32, a2);
-    _mm512_storeu_ps(y + i + 48, a3);
-  }
-  for (; i + 16 <= n; i += 16) {
-    __m512 a = _mm512_loadu_ps(y + i);
-    for (int r = 0; r < rows; ++r) a = _mm512_fmadd_ps(_mm512_set1_ps(p[r]), load(x + r * stride + i), a);
-    _mm512_storeu_ps(y + i, a);
-  }
-  for (; i < n; ++i)
-    for (int r = 0; r < rows; ++r) {
-      if constexpr (sizeof(T) == 2)
-        y[i] += p[r] * fp16_to_float(x[r * stride + i]);
-      else
-        y[i] += p[r] * x[r * stride + i];
-    }
-}
-
-EMBER_AVX512 void axpy_rows_f32_avx512(const float* p, const float* x, std::int64_t stride,
-                                       int rows, float* y, int n) {
-  axpy_rows_avx512(p, x, stride, rows, y, n, [](const float* a) EMBER_AVX512 { return _mm512_loadu_ps(a); });
-}
-
-EMBER_AVX512 void axpy_rows_f16_avx512(const float* p, const std::uint16_t* x, std::int64_t stride,
-                                       int rows, float* y, int n) {
-  axpy_rows_avx512(p, x, stride, rows, y, n, [](const std::uint16_t* a) EMBER_AVX512 { return load_f16x16(a); });
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i))));
+  for (; i < n; ++i) y[i] = fp16_to_float(x[i]);
 }
 
 #endif  // EMBER_X86_DISPATCH
 
-constexpr VecOps kScalar{Isa::scalar,         dot_f32_scalar,       dot_f16_scalar,
-                         axpy_f32_scalar,     axpy_f16_scalar,      to_f16_scalar,
-                         axpy_rows_f32_scalar, axpy_rows_f16_scalar};
+constexpr VecOps kScalar{Isa::scalar, dot_keys_f32_scalar, axpy_rows_f32_scalar, to_f16_scalar,
+                         from_f16_scalar};
 #if EMBER_X86_DISPATCH
-constexpr VecOps kAvx2{Isa::avx2,       dot_f32_avx2,       dot_f16_avx2,      axpy_f32_avx2,
-                       axpy_f16_avx2,    to_f16_avx2,        axpy_rows_f32_avx2, axpy_rows_f16_avx2};
-constexpr VecOps kAvx512{Isa::avx512,       dot_f32_avx512,       dot_f16_avx512,
-                         axpy_f32_avx512,   axpy_f16_avx512,      to_f16_avx512,
-                         axpy_rows_f32_avx512, axpy_rows_f16_avx512};
+constexpr VecOps kAvx2{Isa::avx2, dot_keys_f32_avx2, axpy_rows_f32_avx2, to_f16_avx2,
+                       from_f16_avx2};
+constexpr VecOps kAvx512{Isa::avx512, dot_keys_f32_avx512, axpy_rows_f32_avx512, to_f16_avx512,
+                         from_f16_avx512};
 #endif
 
 #if EMBER_X86_DISPATCH

@@ -4,7 +4,8 @@
 //  * EMBER_CLONES on a plain loop: GCC/Clang compile AVX-512, AVX2 and baseline copies and the
 //    loader picks one (ifunc). Used for loops the compiler vectorises well on its own.
 //  * VecOps: explicit AVX-512 / AVX2+F16C / scalar implementations of the attention inner
-//    loops, because f16 K/V conversion needs the F16C/AVX-512 conversion instructions.
+//    loops, because f16 K/V conversion needs the F16C/AVX-512 conversion instructions and the
+//    score reduction must keep one fixed order.
 #pragma once
 
 #include <cstdint>
@@ -37,20 +38,25 @@ const char* to_string(Isa isa);
 Isa best_isa();
 bool isa_supported(Isa isa);
 
+// Keys scored by one VecOps::dot_keys_f32 call.
+inline constexpr int kKeyChunk = 16;
+
 // Inner loops of attention. n is any length >= 0 (tails handled).
 struct VecOps {
   Isa isa;
-  float (*dot_f32)(const float* a, const float* b, int n);
-  float (*dot_f16)(const float* a, const std::uint16_t* b, int n);  // b: IEEE half bits
-  void (*axpy_f32)(float alpha, const float* x, float* y, int n);   // y += alpha * x
-  void (*axpy_f16)(float alpha, const std::uint16_t* x, float* y, int n);
-  void (*to_f16)(const float* x, std::uint16_t* y, int n);          // round to nearest even
-  // y[i] += sum_r p[r] * x[r * stride + i] for r < rows: one block of V rows, the y chunk kept
-  // in registers across the rows instead of a load/store per row.
+  // Scores of one chunk of up to kKeyChunk keys: s[j] = sum_i q[i] * k[j * stride + i] for
+  // j < keys, i < n; s[keys..kKeyChunk) = 0. Each s[j] is summed in one fixed order that
+  // depends only on n and j's place in the chunk, never on the other keys: attention stays
+  // per-row deterministic (batch invariant). One call per 16 keys instead of a horizontal sum
+  // per key is what makes prefill attention fast.
+  void (*dot_keys_f32)(const float* q, const float* k, std::int64_t stride, int keys, int n,
+                       float* s);
+  // y[i] += sum_r p[r] * x[r * stride + i] for r < rows: one chunk of V rows, y kept in
+  // registers across the rows instead of a load/store per row.
   void (*axpy_rows_f32)(const float* p, const float* x, std::int64_t stride, int rows, float* y,
                         int n);
-  void (*axpy_rows_f16)(const float* p, const std::uint16_t* x, std::int64_t stride, int rows,
-                        float* y, int n);
+  void (*to_f16)(const float* x, std::uint16_t* y, int n);  // round to nearest even
+  void (*from_f16)(const std::uint16_t* x, float* y, int n);  // exact
 };
 
 // The implementation for `isa`; the caller checks isa_supported(isa) (tests run every one).

@@ -119,12 +119,25 @@ EngineCore::~EngineCore() {
   }
 }
 
+std::unique_lock<std::mutex> EngineCore::lock_as_caller() const {
+  ++callers_waiting_;
+  std::unique_lock lock(mutex_);
+  --callers_waiting_;
+  callers_cv_.notify_all();
+  return lock;
+}
+
+void EngineCore::let_callers_in(std::unique_lock<std::mutex>& lock) const {
+  callers_cv_.wait(lock, [&] { return callers_waiting_.load() == 0; });
+}
+
 void EngineCore::background_loop() {
   std::unique_lock lock(mutex_);
   while (true) {
     work_cv_.wait(lock, [&] { return stopping_ || !scheduler_->idle(); });
     if (stopping_) return;
     step_locked();
+    let_callers_in(lock);
   }
 }
 
@@ -171,7 +184,7 @@ std::shared_ptr<Sequence> EngineCore::make_sequence(const Request& request, Stre
 
 void EngineCore::submit(const std::shared_ptr<Sequence>& seq, bool allow_response_cache) {
   {
-    std::lock_guard lock(mutex_);
+    auto lock = lock_as_caller();
     if (stopping_) fail(ErrorCode::invalid_argument, "submit() on an engine that is shutting down");
     const int in_flight = scheduler_->running() + scheduler_->waiting();
     if (options_.max_requests > 0 && in_flight >= options_.max_requests)
@@ -200,13 +213,14 @@ void EngineCore::submit(const std::shared_ptr<Sequence>& seq, bool allow_respons
 StepResult EngineCore::run_for(std::chrono::microseconds budget) {
   StepResult result;
   if (background_.joinable()) {
-    std::lock_guard lock(mutex_);
+    auto lock = lock_as_caller();
     result.idle = scheduler_->idle();
     return result;
   }
   const auto deadline = Clock::now() + budget;
+  auto lock = lock_as_caller();
   do {
-    std::lock_guard lock(mutex_);
+    let_callers_in(lock);
     const int rows = step_locked();
     if (rows < 0) {
       result.idle = true;
@@ -219,18 +233,23 @@ StepResult EngineCore::run_for(std::chrono::microseconds budget) {
 }
 
 void EngineCore::wait(const std::shared_ptr<Sequence>& seq) {
-  std::unique_lock lock(mutex_);
+  if (background_.joinable()) {
+    std::unique_lock lock(finished_mutex_);
+    finished_cv_.wait(lock, [&] { return seq->done.load(std::memory_order_acquire); });
+    return;
+  }
+  auto lock = lock_as_caller();
   while (seq->state != SequenceState::finished) {
-    if (background_.joinable()) {
-      finished_cv_.wait(lock);
-    } else if (step_locked() < 0 && seq->state != SequenceState::finished) {
+    if (step_locked() < 0 && seq->state != SequenceState::finished) {
       fail(ErrorCode::internal, "request {} is unfinished but the engine has no work", seq->id);
+    } else {
+      let_callers_in(lock);
     }
   }
 }
 
 void EngineCore::cancel(const std::shared_ptr<Sequence>& seq) {
-  std::lock_guard lock(mutex_);
+  auto lock = lock_as_caller();
   if (seq->state == SequenceState::finished) return;
   seq->cancel_requested = true;
   if (seq->state == SequenceState::waiting) {  // never started: end it now
@@ -242,7 +261,7 @@ void EngineCore::cancel(const std::shared_ptr<Sequence>& seq) {
 }
 
 RequestStatus EngineCore::status(const Sequence& seq) const {
-  std::lock_guard lock(mutex_);
+  auto lock = lock_as_caller();
   switch (seq.state) {
     case SequenceState::waiting: return RequestStatus::queued;
     case SequenceState::running: return RequestStatus::running;
@@ -252,7 +271,7 @@ RequestStatus EngineCore::status(const Sequence& seq) const {
 }
 
 EngineStats EngineCore::stats() const {
-  std::lock_guard lock(mutex_);
+  auto lock = lock_as_caller();
   EngineStats s = stats_;
   const BlockPool::Stats p = pool_->stats();
   s.prefix_lookups = p.lookups;
@@ -267,12 +286,12 @@ EngineStats EngineCore::stats() const {
 }
 
 void EngineCore::set_fault_hook(std::function<void(FaultPoint)> hook) {
-  std::lock_guard lock(mutex_);
+  auto lock = lock_as_caller();
   fault_hook_ = std::move(hook);
 }
 
 void EngineCore::check_block_pool() const {
-  std::lock_guard lock(mutex_);
+  auto lock = lock_as_caller();
   pool_->check_invariants();
 }
 
@@ -454,6 +473,10 @@ void EngineCore::finalize(const std::shared_ptr<Sequence>& seq) {
   seq->on_chunk = nullptr;
   t.response_ms += ms_between(t0, Clock::now());
   t.total_ms = std::max(ms_between(seq->submitted, Clock::now()), 1e-6);
+  {
+    std::lock_guard lock(finished_mutex_);  // a waiter between its check and its sleep misses no wake-up
+    seq->done.store(true, std::memory_order_release);
+  }
   finished_cv_.notify_all();
 }
 

@@ -20,6 +20,7 @@
 
 #include <ember/ember.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -131,8 +132,21 @@ class EngineCore {
   int context_length_ = 0;
   double load_ms_ = 0;
 
+  // A step holds mutex_ for its whole forward pass. A thread that steps again and again
+  // (the background thread, run_for, a host-driven wait) would keep it forever, because
+  // std::mutex is not fair: callers announce themselves in callers_waiting_ and the stepping
+  // thread lets them in between steps (let_callers_in), so a request submitted mid-generation
+  // joins the next step and stats() never stalls for a whole busy period.
+  std::unique_lock<std::mutex> lock_as_caller() const;
+  void let_callers_in(std::unique_lock<std::mutex>& lock) const;
+
   mutable std::mutex mutex_;  // guards everything below and the sequences' mutable state
-  std::condition_variable finished_cv_;  // a sequence finished
+  mutable std::atomic<int> callers_waiting_{0};
+  mutable std::condition_variable callers_cv_;  // a waiting caller got mutex_
+  // A sequence finished (Sequence::done). Waiters on the background thread's engine sleep on
+  // their own mutex, not mutex_: waking up must not need the lock the busy thread holds.
+  std::mutex finished_mutex_;
+  std::condition_variable finished_cv_;
   std::condition_variable work_cv_;      // a request arrived, or the engine is stopping
   bool stopping_ = false;
   bool cancel_pending_ = false;  // a running request was cancelled since the last step

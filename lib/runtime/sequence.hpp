@@ -8,6 +8,7 @@
 
 #include <ember/ember.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -48,6 +49,9 @@ struct Sequence {
 
   SequenceState state = SequenceState::waiting;
   Completion completion;
+  // Set once the completion is final (after the last chunk), for waiters that do not hold the
+  // engine's lock: nothing writes the completion after this.
+  std::atomic<bool> done{false};
 
   Clock::time_point submitted = Clock::now();
   std::optional<Clock::time_point> first_scheduled, first_token, last_token;

@@ -128,7 +128,7 @@ TEST_CASE("teacher-forced agreement with llama.cpp, KL divergence and perplexity
   CHECK(fp32.kl < 0.001);
   CHECK(int8.kl < 0.01);
   CHECK(fp32_q.top1 >= 0.965);  // measured 96.8 % (fp32 vs F32 llama.cpp: 99.9 %, KL ~0)
-  CHECK(int8_q.top1 >= 0.935);  // measured 94.1 % (int8 vs F32 llama.cpp: 95.4 %, KL 0.0053)
+  CHECK(int8_q.top1 >= 0.935);  // measured 94.5 % (int8 vs F32 llama.cpp: 95.6 %, KL 0.0033)
   CHECK(int8_q.kl < 0.01);
   CHECK(std::fabs(int8.perplexity / fp32.perplexity - 1.0) <= 0.03);
 }

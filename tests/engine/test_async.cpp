@@ -121,6 +121,34 @@ TEST_CASE("background thread: submissions from many threads all complete, same t
   CHECK(engine.step(std::chrono::microseconds(100)).steps == 0);  // the thread does the work
 }
 
+TEST_CASE("background thread: a request submitted mid-generation joins the running batch") {
+  // The background thread steps back to back; submit() must get in between two steps, not wait
+  // until the engine is idle. B (8 tokens) is submitted once A has started and finishes while
+  // A, with hundreds of tokens to go, is still running: they shared steps.
+  EngineOptions o = options(/*background=*/true);
+  o.kv_cache_bytes = 64u << 20;
+  Engine engine = Engine::open(test::synthetic_model_file(43, 1024), o);
+  std::atomic<bool> started{false};
+  std::atomic<int> a_chunks{0};
+  RequestHandle a = engine.submit(greedy("a long story", 900), [&](const Chunk&) {
+    started = true;
+    ++a_chunks;
+    return true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!started && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  REQUIRE(started);
+  RequestHandle b = engine.submit(greedy("a short one", 8));
+  CHECK(a_chunks < 100);  // submit() got in between two steps, not after A's 900
+  CHECK(b.wait().generated_tokens == 8);
+  CHECK(a.status() == RequestStatus::running);
+  CHECK(engine.stats().running == 1);  // stats() answers while the engine is busy
+  a.cancel();
+  const Completion done = a.wait();
+  CHECK(done.finish_reason == FinishReason::cancelled);
+  CHECK(done.generated_tokens < 900);
+}
+
 TEST_CASE("destroying the engine ends unfinished requests as cancelled; handles stay usable") {
   RequestHandle h;
   {

@@ -31,7 +31,9 @@ if len(turns) == 3:
     generated = [int(t[3]) for t in turns]
     c.expect(all(t[0] in ("stop", "length") for t in turns), "finish reasons are stop or length")
     c.expect(all(0 < g <= int(max_tokens) for g in generated), f"1..{max_tokens} tokens per answer")
-    c.expect(all(float(t[1]) > 0 for t in turns), "time to first token reported")
+    # A turn served almost wholly from the prefix cache can take well under 0.01 ms on the
+    # synthetic model: the cold first turn must show a time, the others a number.
+    c.expect(float(turns[0][1]) > 0 and all(float(t[1]) >= 0 for t in turns), "time to first token reported")
     c.expect(prompt[1] > prompt[0] + generated[0], f"turn 2 carries the history ({prompt})")
     c.expect(reused[1] > 0 and reused[1] <= prompt[0] + generated[0],
              f"turn 2 reuses turn 1 from the prefix cache ({reused[1]} tokens)")
