@@ -2,15 +2,19 @@
 //
 //   ember-server [--model PATH] [--host ADDR] [--port N] [--threads N] [--http-threads N]
 //                [--max-body-bytes N] [--max-prompt-tokens N] [--max-requests N]
+//                [--batch-min N] [--batch-wait-ms MS]
 //
 // Limits: --max-prompt-tokens (longer prompts: 400 context_length_exceeded) and --max-requests
 // (requests in flight, queued + running; beyond it: 429 rate_limit_exceeded, retry later) are
 // ember::EngineOptions::max_prompt_tokens and max_requests; --max-body-bytes is httplib's (413).
+// Batch window: an idle engine starts its next batch once --batch-min requests are queued or
+// the first of them has waited --batch-wait-ms (default 1 and 0: at once). A larger window
+// trades the first token's latency for fuller batches; the tests use it to batch for sure.
 //
 // Endpoints: POST /v1/completions, POST /v1/chat/completions (both with "stream": true as
 // server-sent events), GET /v1/models, GET /health, GET /metrics (Prometheus text).
-// The engine runs its own background thread, so the requests of concurrent clients are batched
-// into the same engine steps; each HTTP worker thread only submits and waits or streams.
+// One thread (server::EngineDriver) steps the engine, so the requests of concurrent clients are
+// batched into the same engine steps; each HTTP worker thread only submits and waits or streams.
 // It binds 127.0.0.1 by default: there is no authentication, put a proxy in front before
 // exposing it. Try it:
 //
@@ -36,7 +40,7 @@ namespace {
   std::fprintf(stderr,
                "error: %s\nusage: ember-server [--model PATH] [--host ADDR] [--port N] "
                "[--threads N] [--http-threads N] [--max-body-bytes N] [--max-prompt-tokens N]\n"
-               "       [--max-requests N]\n",
+               "       [--max-requests N] [--batch-min N] [--batch-wait-ms MS]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -47,6 +51,7 @@ struct Options {
   int port = 8080;
   int http_threads = 32;  // one per connected client: streaming holds a thread for its length
   std::size_t max_body_bytes = 1u << 20;
+  server::BatchWindow batch;
   ember::EngineOptions engine;
 };
 
@@ -67,6 +72,8 @@ Options parse_flags(int argc, char** argv) {
       else if (flag == "--max-body-bytes") o.max_body_bytes = std::stoull(value());
       else if (flag == "--max-prompt-tokens") o.engine.max_prompt_tokens = std::stoi(value());
       else if (flag == "--max-requests") o.engine.max_requests = std::stoi(value());
+      else if (flag == "--batch-min") o.batch.min_requests = std::stoi(value());
+      else if (flag == "--batch-wait-ms") o.batch.max_wait = std::chrono::milliseconds(std::stoi(value()));
       else if (flag == "--help" || flag == "-h") usage("help requested");
       else usage("unknown flag " + flag);
     }
@@ -75,6 +82,8 @@ Options parse_flags(int argc, char** argv) {
   }
   if (o.port < 0 || o.port > 65535) usage("--port must be 0..65535 (0: any free port)");
   if (o.http_threads < 1) usage("--http-threads must be at least 1");
+  if (o.batch.min_requests < 1) usage("--batch-min must be at least 1");
+  if (o.batch.max_wait.count() < 0) usage("--batch-wait-ms must be >= 0");
   return o;
 }
 
@@ -95,14 +104,13 @@ int main(int argc, char** argv) {
   server::ServerState state;
   std::optional<ember::Engine> engine;
   try {
-    ember::EngineOptions engine_options = options.engine;
-    engine_options.background_thread = true;
-    engine.emplace(ember::Engine::open(options.model, engine_options));
+    engine.emplace(ember::Engine::open(options.model, options.engine));  // host-driven
   } catch (const ember::Error& e) {
     std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());
     return 1;
   }
-  state.engine = &*engine;
+  server::EngineDriver driver(*engine, options.batch);  // stops before the engine closes
+  state.driver = &driver;
   state.model_id = std::filesystem::path(options.model).stem().string();
   state.next_seed = std::random_device{}();
 
@@ -125,7 +133,8 @@ int main(int argc, char** argv) {
               state.model_id.c_str(), options.host.c_str(), port, engine->info().context_length,
               engine->load_ms());
   std::fflush(stdout);
-  const bool ok = http.listen_after_bind();  // returns after stop(), workers joined
+  // Returns after stop(), once the workers are joined: no request is waited for after it.
+  const bool ok = http.listen_after_bind();
   g_running = nullptr;
   std::printf("ember-server: stopped\n");
   return ok ? 0 : 1;

@@ -28,7 +28,8 @@ void send_json(httplib::Response& res, int status, const json& body) {
 
 void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, error_body(e)); }
 
-// Hands streamed text from the engine thread to the HTTP thread that writes it.
+// Hands the chunks of one request from the engine's stepping thread to the HTTP thread that
+// writes them (streaming) or waits for the completion (then only `last` is used).
 struct StreamState {
   std::mutex mutex;
   std::condition_variable ready;
@@ -38,22 +39,42 @@ struct StreamState {
   ember::RequestHandle handle;
 };
 
+// Waits for the final chunk. Never RequestHandle::wait(): on a host-driven engine it would step
+// the engine on this thread, outside the EngineDriver's batch window.
+ember::Completion wait_for_last(StreamState& stream) {
+  std::unique_lock lock(stream.mutex);
+  stream.ready.wait(lock, [&] { return stream.last.has_value(); });
+  return *stream.last;
+}
+
+ember::Completion run_to_completion(ServerState& state, const ember::Request& request) {
+  auto done = std::make_shared<StreamState>();
+  state.driver->submit(request, [done](const ember::Chunk& chunk) {
+    if (!chunk.completion) return true;
+    std::lock_guard lock(done->mutex);
+    done->last = *chunk.completion;
+    done->ready.notify_all();
+    return true;
+  });
+  return wait_for_last(*done);
+}
+
 void stream_response(ServerState& state, const ParsedRequest& parsed, const ResponseContext& ctx,
                      httplib::Response& res) {
   auto stream = std::make_shared<StreamState>();
+  // Before submit: once submitted, the engine may already be appending token events.
+  if (ctx.endpoint == Endpoint::chat_completions) stream->pending = sse_event(stream_role_chunk(ctx));
   // Runs on the engine's thread with its lock held: only queue the event, never block on I/O.
   auto on_chunk = [stream, ctx](const ember::Chunk& chunk) {
-    if (stream->client_gone) return false;  // stops generation for a client that left
     std::string event;
     if (!chunk.text.empty()) event = sse_event(stream_chunk(ctx, std::string(chunk.text), nullptr));
     std::lock_guard lock(stream->mutex);
     stream->pending += event;
-    if (chunk.completion) stream->last = *chunk.completion;
-    stream->ready.notify_one();
-    return true;
+    if (chunk.completion) stream->last = *chunk.completion;  // also for a client that left
+    stream->ready.notify_all();
+    return !stream->client_gone;  // false stops generation for a client that left
   };
-  stream->handle = state.engine->submit(parsed.request, on_chunk);  // throws on bad parameters
-  if (ctx.endpoint == Endpoint::chat_completions) stream->pending = sse_event(stream_role_chunk(ctx));
+  stream->handle = state.driver->submit(parsed.request, on_chunk);  // throws on bad parameters
 
   const bool include_usage = parsed.include_usage;
   auto provider = [stream, ctx, include_usage](std::size_t, httplib::DataSink& sink) {
@@ -79,8 +100,11 @@ void stream_response(ServerState& state, const ParsedRequest& parsed, const Resp
   };
   // Runs when the response is destroyed, whether the stream completed or the client left.
   auto releaser = [stream, &state](bool success) {
-    if (!success || stream->client_gone) stream->handle.cancel();
-    state.metrics.record_completion(stream->handle.wait());
+    if (!success || stream->client_gone) {
+      stream->client_gone = true;
+      state.driver->cancel(stream->handle);
+    }
+    state.metrics.record_completion(wait_for_last(*stream));
   };
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider("text/event-stream", provider, releaser);
@@ -97,8 +121,7 @@ void completion_route(ServerState& state, Endpoint endpoint, const httplib::Requ
         state.model_id, unix_now()};
     if (parsed.stream) return stream_response(state, parsed, ctx, res);
 
-    ember::RequestHandle handle = state.engine->submit(parsed.request);
-    const ember::Completion c = handle.wait();
+    const ember::Completion c = run_to_completion(state, parsed.request);
     state.metrics.record_completion(c);
     if (c.finish_reason == ember::FinishReason::error) {
       ApiError e;
@@ -157,7 +180,7 @@ void install_routes(httplib::Server& http, ServerState& state) {
     send_json(res, 200, {{"status", "ok"}});
   });
   http.Get("/metrics", [&state](const httplib::Request&, httplib::Response& res) {
-    res.set_content(state.metrics.render(state.engine->stats()), "text/plain; version=0.0.4");
+    res.set_content(state.metrics.render(state.driver->stats()), "text/plain; version=0.0.4");
   });
   http.set_error_handler(httplib::Server::HandlerWithResponse(fill_error_body));
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {

@@ -1,8 +1,9 @@
 // The HTTP routes of ember-server. Each handler runs on one of httplib's worker threads: it
-// submits its request to the engine (whose background thread batches all clients together)
+// submits its request through the EngineDriver (whose thread batches all clients together)
 // and waits for it, or streams its chunks as server-sent events.
 #pragma once
 
+#include "engine_driver.hpp"
 #include "metrics.hpp"
 
 #include <ember/ember.hpp>
@@ -18,7 +19,7 @@ class Server;
 namespace server {
 
 struct ServerState {
-  ember::Engine* engine = nullptr;  // opened with background_thread = true
+  EngineDriver* driver = nullptr;   // the only way to the engine: it steps it
   Metrics metrics;
   std::string model_id;             // reported by /v1/models and in every response
   std::atomic<std::uint64_t> next_seed{0};  // seeds of requests that do not give one

@@ -1,17 +1,22 @@
 """ember-server through the official openai Python client: a plain completion, a streamed chat,
-16 concurrent streamed requests (each the same text as alone: batching changes nothing), a
-stream the client abandons, and the errors the client surfaces for bad input.
+16 requests run alone (their texts saved to ALONE_JSON), a stream the client abandons, and the
+errors the client surfaces for bad input. With --batched, against a server started with
+--batch-min 16: the same 16 requests as concurrent streams, each the same text as alone
+(batching changes nothing), all 16 sharing every engine step.
 
-    openai_client_check.py BASE_URL
+    openai_client_check.py BASE_URL ALONE_JSON
+    openai_client_check.py --batched BASE_URL ALONE_JSON
 """
 import concurrent.futures
+import json
 import sys
 import time
 import urllib.request
 
 import openai
 
-base = sys.argv[1]
+batched = sys.argv[1] == "--batched"
+base, alone_json = sys.argv[-2:]
 client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=120)
 failures = []
 
@@ -29,76 +34,90 @@ def metric(name):
 
 
 model = client.models.list().data[0].id
-expect(model == "example-model", f"models.list() -> {model}")
+MAX_TOKENS = 24
 
-c = client.completions.create(model=model, prompt="The river town", max_tokens=6, temperature=0)
-expect(c.object == "text_completion" and c.choices[0].finish_reason in ("stop", "length")
-       and 0 < c.usage.completion_tokens <= 6, "completions.create")
 
-messages = [{"role": "user", "content": "Who guards the bridge?"}]
-plain = client.chat.completions.create(model=model, messages=messages, max_tokens=10,
-                                       temperature=0, extra_body={"ignore_eos": True})
-pieces, finish = [], None
-for chunk in client.chat.completions.create(model=model, messages=messages, max_tokens=10,
-                                            temperature=0, stream=True,
-                                            extra_body={"ignore_eos": True}):
-    for choice in chunk.choices:
-        pieces.append(choice.delta.content or "")
-        finish = choice.finish_reason or finish
-expect(finish == "length" and "".join(pieces) == plain.choices[0].message.content,
-       "streamed chat equals the plain answer")
+def story(i, stream):
+    return client.completions.create(model=model, prompt=f"Story {i}:", max_tokens=MAX_TOKENS,
+                                     temperature=0, stream=stream, extra_body={"ignore_eos": True})
 
 
 def streamed(i):
-    text = ""
-    for chunk in client.completions.create(model=model, prompt=f"Story {i}:", max_tokens=24,
-                                           temperature=0, stream=True,
-                                           extra_body={"ignore_eos": True}):
-        text += chunk.choices[0].text
-    return text
+    return "".join(chunk.choices[0].text for chunk in story(i, stream=True))
 
 
-alone = [client.completions.create(model=model, prompt=f"Story {i}:", max_tokens=24, temperature=0,
-                                   extra_body={"ignore_eos": True}).choices[0].text
-         for i in range(16)]
-steps0, tokens0 = metric("ember_engine_steps_total"), metric("ember_generated_tokens_total")
-with concurrent.futures.ThreadPoolExecutor(16) as pool:
-    together = list(pool.map(streamed, range(16)))
-steps = metric("ember_engine_steps_total") - steps0
-tokens = metric("ember_generated_tokens_total") - tokens0
-expect(together == alone, "16 concurrent streams: each text equals the request run alone")
-# Fewer steps than tokens: some step served several streams. How many share a step depends on
-# how closely the client threads' requests arrive, so the bound is not tighter.
-expect(tokens == 16 * 24 and steps < tokens, f"batched: {tokens:.0f} tokens in {steps:.0f} steps")
+def check_batched():
+    with open(alone_json) as f:
+        alone = json.load(f)
+    steps0, tokens0 = metric("ember_engine_steps_total"), metric("ember_generated_tokens_total")
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        together = list(pool.map(streamed, range(16)))
+    steps = metric("ember_engine_steps_total") - steps0
+    tokens = metric("ember_generated_tokens_total") - tokens0
+    expect(together == alone, "16 concurrent streams: each text equals the request run alone")
+    # --batch-min 16 holds the engine until all 16 are queued, so they start together and share
+    # every step: about MAX_TOKENS steps (the bound leaves the scheduler room for an extra
+    # prefill step or two). One sequence per step would take 16 * MAX_TOKENS.
+    expect(tokens == 16 * MAX_TOKENS and steps < 2 * MAX_TOKENS,
+           f"batched: {tokens:.0f} tokens in {steps:.0f} steps")
 
-cancelled0 = metric('ember_completions_total{finish_reason="cancelled"}')
-stream = client.completions.create(model=model, prompt="Tell me everything.", max_tokens=4000,
-                                   stream=True, extra_body={"ignore_eos": True})
-for n, _ in enumerate(stream):
-    if n == 2:
-        break
-stream.close()  # the client goes away mid-stream
-deadline = time.time() + 20
-while time.time() < deadline and metric('ember_completions_total{finish_reason="cancelled"}') == cancelled0:
-    time.sleep(0.2)
-expect(metric('ember_completions_total{finish_reason="cancelled"}') == cancelled0 + 1,
-       "an abandoned stream is cancelled")
 
-try:
-    client.completions.create(model=model, prompt="hi", max_tokens="ten")
-    expect(False, "a bad max_tokens raises BadRequestError")
-except openai.BadRequestError as e:
-    expect(e.status_code == 400 and e.param == "max_tokens", "a bad max_tokens raises BadRequestError")
-try:
-    client.completions.create(model=model, prompt="hello " * 2000)
-    expect(False, "an oversize prompt raises BadRequestError")
-except openai.BadRequestError as e:
-    expect(e.code == "context_length_exceeded", "an oversize prompt raises BadRequestError")
-try:
-    client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x" * 70000}])
-    expect(False, "an oversize body raises APIStatusError 413")
-except openai.APIStatusError as e:
-    expect(e.status_code == 413 and e.code == "request_too_large", "an oversize body raises APIStatusError 413")
+def check_requests():
+    expect(model == "example-model", f"models.list() -> {model}")
 
+    c = client.completions.create(model=model, prompt="The river town", max_tokens=6, temperature=0)
+    expect(c.object == "text_completion" and c.choices[0].finish_reason in ("stop", "length")
+           and 0 < c.usage.completion_tokens <= 6, "completions.create")
+
+    messages = [{"role": "user", "content": "Who guards the bridge?"}]
+    plain = client.chat.completions.create(model=model, messages=messages, max_tokens=10,
+                                           temperature=0, extra_body={"ignore_eos": True})
+    pieces, finish = [], None
+    for chunk in client.chat.completions.create(model=model, messages=messages, max_tokens=10,
+                                                temperature=0, stream=True,
+                                                extra_body={"ignore_eos": True}):
+        for choice in chunk.choices:
+            pieces.append(choice.delta.content or "")
+            finish = choice.finish_reason or finish
+    expect(finish == "length" and "".join(pieces) == plain.choices[0].message.content,
+           "streamed chat equals the plain answer")
+
+    with open(alone_json, "w") as f:  # the texts --batched compares its concurrent streams with
+        json.dump([story(i, stream=False).choices[0].text for i in range(16)], f)
+
+    cancelled0 = metric('ember_completions_total{finish_reason="cancelled"}')
+    stream = client.completions.create(model=model, prompt="Tell me everything.", max_tokens=4000,
+                                       stream=True, extra_body={"ignore_eos": True})
+    for n, _ in enumerate(stream):
+        if n == 2:
+            break
+    stream.close()  # the client goes away mid-stream
+    deadline = time.time() + 20
+    while time.time() < deadline and metric('ember_completions_total{finish_reason="cancelled"}') == cancelled0:
+        time.sleep(0.2)
+    expect(metric('ember_completions_total{finish_reason="cancelled"}') == cancelled0 + 1,
+           "an abandoned stream is cancelled")
+
+    try:
+        client.completions.create(model=model, prompt="hi", max_tokens="ten")
+        expect(False, "a bad max_tokens raises BadRequestError")
+    except openai.BadRequestError as e:
+        expect(e.status_code == 400 and e.param == "max_tokens", "a bad max_tokens raises BadRequestError")
+    try:
+        client.completions.create(model=model, prompt="hello " * 2000)
+        expect(False, "an oversize prompt raises BadRequestError")
+    except openai.BadRequestError as e:
+        expect(e.code == "context_length_exceeded", "an oversize prompt raises BadRequestError")
+    try:
+        client.chat.completions.create(model=model, messages=[{"role": "user", "content": "x" * 70000}])
+        expect(False, "an oversize body raises APIStatusError 413")
+    except openai.APIStatusError as e:
+        expect(e.status_code == 413 and e.code == "request_too_large", "an oversize body raises APIStatusError 413")
+
+
+if batched:
+    check_batched()
+else:
+    check_requests()
 print(f"{len(failures)} check(s) failed" if failures else "all checks passed")
 sys.exit(1 if failures else 0)

@@ -16,9 +16,16 @@ if ! "$venv/bin/python" -c "import openai" 2>/dev/null; then
   fi
 fi
 
+alone=$(mktemp)
 start_server "$server" --model "$model" --threads 2 --max-body-bytes 65536 --max-prompt-tokens 1500
-"$venv/bin/python" "$here/openai_client_check.py" "$BASE"
+"$venv/bin/python" "$here/openai_client_check.py" "$BASE" "$alone"
 result=$?
 stop_server || result=1
+# The batch window holds the engine until all 16 concurrent requests are queued (30 s at most),
+# so they share every step whatever the load on the machine.
+start_server "$server" --model "$model" --threads 2 --batch-min 16 --batch-wait-ms 30000
+"$venv/bin/python" "$here/openai_client_check.py" --batched "$BASE" "$alone" || result=1
+stop_server || result=1
 trap - EXIT
+rm -f "$alone"
 exit $result

@@ -1,0 +1,55 @@
+// Drives ember-server's engine (opened host-driven) from one thread of its own, so the server
+// decides when a batch starts and no client waits behind a run of steps:
+//  - a batch window: an idle engine starts stepping once `min_requests` requests are queued, or
+//    once the first of them has waited `max_wait` (throughput for latency; off by default);
+//  - every call from an HTTP thread (submit, cancel, stats) runs between two steps: the
+//    stepping thread lets waiting callers in before its next step, so a request that arrives
+//    mid-generation joins the running batch at the next step instead of waiting for it to end.
+#pragma once
+
+#include <ember/ember.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+namespace server {
+
+struct BatchWindow {
+  int min_requests = 1;                 // 1: step as soon as a request arrives
+  std::chrono::milliseconds max_wait{0};
+};
+
+class EngineDriver {
+ public:
+  EngineDriver(ember::Engine& engine, BatchWindow window);
+  ~EngineDriver();  // stops stepping; call it only once no request is waited for
+  EngineDriver(const EngineDriver&) = delete;
+  EngineDriver& operator=(const EngineDriver&) = delete;
+
+  // Engine::submit between two steps. Chunks (and the final one, with the completion) reach
+  // `on_chunk` on the stepping thread. Throws what Engine::submit throws.
+  ember::RequestHandle submit(const ember::Request& request, ember::StreamCallback on_chunk);
+  void cancel(ember::RequestHandle& handle);
+  ember::EngineStats stats();
+
+ private:
+  // Runs `f` on the calling thread while the stepping thread waits before its next step.
+  template <class F> auto between_steps(F&& f);
+  void loop();
+  bool run_until_idle(std::unique_lock<std::mutex>& lock);  // false when stopping
+
+  ember::Engine& engine_;
+  const BatchWindow window_;
+  std::mutex mutex_;  // guards the members below, never held during a step
+  std::condition_variable changed_;
+  int callers_ = 0;               // HTTP threads waiting to use the engine
+  int arrivals_ = 0;              // requests submitted since the engine was last idle
+  std::chrono::steady_clock::time_point first_arrival_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace server
