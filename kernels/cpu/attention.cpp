@@ -36,17 +36,45 @@ EMBER_CLONES float softmax_in_place(float* s, std::int64_t n) {
   return sum;
 }
 
+// Asks for the kv_head slice of one block's rows to be brought into cache. A sequence's blocks
+// lie anywhere in the pool and a slice is 2 of every 6 cache lines of a row, which the hardware
+// prefetcher does not follow: without this, batched decode waited on memory ~4x longer than
+// its K/V bytes take to stream.
+template <class T>
+void prefetch_block(const T* slice, std::int64_t stride, int rows, int head_dim) {
+  const int bytes = head_dim * static_cast<int>(sizeof(T));
+  for (int r = 0; r < rows; ++r) {
+    const char* row = reinterpret_cast<const char*>(slice + r * stride);
+    for (int at = 0; at < bytes; at += 64) __builtin_prefetch(row + at);
+  }
+}
+
+// How far ahead blocks are prefetched: one block of 16 tokens is ~0.2 us of work, about one
+// DRAM latency; two leave room for a slow one (batched decode, 32 streams: 465 tok/s without
+// prefetching, 556-572 one block ahead, 470-620 two ahead on a noisy machine).
+constexpr int kPrefetchBlocks = 2;
+
 // Calls fn(t0, pointer to token t0's kv_head slice, keys) for each chunk of at most kKeyChunk
 // keys holding tokens t0..t0+keys-1 of 0..n-1 (token t0 + j is at pointer + j * token_stride).
 // Chunks never cross a block, and their bounds depend only on the positions, never on the
-// batch. Walking block by block avoids a 64-bit division per token.
+// batch. Walking block by block avoids a 64-bit division per token. The next block of `cache`,
+// and of `also` when given (V while K is scored), is prefetched kPrefetchBlocks ahead.
 template <class T, class Fn>
-void for_each_chunk(const T* cache, const std::int32_t* blocks, std::int64_t n, int kv_head,
-                    const KvLayout& l, Fn&& fn) {
+void for_each_chunk(const T* cache, const T* also, const std::int32_t* blocks, std::int64_t n,
+                    int kv_head, const KvLayout& l, Fn&& fn) {
   const std::int64_t stride = token_stride(l);
+  const auto slice = [&](const T* base, std::int64_t b) {
+    return base + static_cast<std::int64_t>(blocks[b]) * l.block_size * stride +
+           static_cast<std::int64_t>(kv_head) * l.head_dim;
+  };
   for (std::int64_t b = 0, t0 = 0; t0 < n; ++b, t0 += l.block_size) {
-    const T* p = cache + static_cast<std::int64_t>(blocks[b]) * l.block_size * stride +
-                 static_cast<std::int64_t>(kv_head) * l.head_dim;
+    const std::int64_t ahead = t0 + kPrefetchBlocks * l.block_size;
+    if (ahead < n) {
+      const int rows = static_cast<int>(std::min<std::int64_t>(n - ahead, l.block_size));
+      prefetch_block(slice(cache, b + kPrefetchBlocks), stride, rows, l.head_dim);
+      if (also != nullptr) prefetch_block(slice(also, b + kPrefetchBlocks), stride, rows, l.head_dim);
+    }
+    const T* p = slice(cache, b);
     const int count = static_cast<int>(std::min<std::int64_t>(n - t0, l.block_size));
     for (int c = 0; c < count; c += kKeyChunk)
       fn(t0 + c, p + c * stride, std::min(kKeyChunk, count - c));
@@ -118,7 +146,10 @@ void attend_tile(const float* q, std::int64_t ldq, const std::int32_t* positions
   for (int i = 0; i < queries; ++i)  // scaling q once is cheaper than scaling every score
     for (int e = 0; e < d; ++e) scaled_q[i * d + e] = q_of(i)[e] * scale;
 
-  for_each_chunk(k_cache, blocks, n_max, kv_head, l, [&](std::int64_t t0, const T* k, int keys) {
+  if (n_max > 0) prefetch_block(v_cache + static_cast<std::int64_t>(blocks[0]) * l.block_size * stride +
+                                     static_cast<std::int64_t>(kv_head) * d,
+                                 stride, static_cast<int>(std::min<std::int64_t>(n_max, l.block_size)), d);
+  for_each_chunk(k_cache, v_cache, blocks, n_max, kv_head, l, [&](std::int64_t t0, const T* k, int keys) {
     std::int64_t ldk = 0;
     const float* kf = chunk_as_f32(k, stride, keys, d, chunk, ops, ldk);
     for (int i = 0; i < queries; ++i)
@@ -132,7 +163,7 @@ void attend_tile(const float* q, std::int64_t ldq, const std::int32_t* positions
     std::memset(out_of(i), 0, sizeof(float) * static_cast<std::size_t>(d));
   }
   // Per chunk, each query's output stays in registers across the chunk's V rows.
-  for_each_chunk(v_cache, blocks, n_max, kv_head, l, [&](std::int64_t t0, const T* v, int keys) {
+  for_each_chunk(v_cache, static_cast<const T*>(nullptr), blocks, n_max, kv_head, l, [&](std::int64_t t0, const T* v, int keys) {
     std::int64_t ldv = 0;
     const float* vf = chunk_as_f32(v, stride, keys, d, chunk, ops, ldv);
     for (int i = 0; i < queries; ++i) {
