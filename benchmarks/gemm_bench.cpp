@@ -1,5 +1,5 @@
 // INT8 vs FP32 Linear (oneDNN matmul through kernels/cpu/linear.hpp) on the default model's
-// shapes (SmolLM2-135M: width 576, ffn 1536, vocab 49152), decode M = 1..32 and prefill M = 512.
+// shapes (SmolLM2-135M: width 576, ffn 1536, vocab 49152), decode M = 1..64 (twice 32 rows for two-term inputs), 128 and prefill M = 512.
 // "int8/" is what the engine runs (the VNNI GEMV for M <= 8 where the CPU has it, see
 // kernels/cpu/gemv_int8.hpp); "int8_onednn/" forces oneDNN for every M, the GEMV's baseline.
 // Counters: OPS (2*M*in*out per second, shown as G/s) and WeightBytes (weights read per second).
@@ -84,9 +84,9 @@ const bool registered = [] {
           (std::string(prefix) + s.name).c_str(),
           [s, kind = kind](benchmark::State& st) { bm_linear(st, s, kind); });
       if (kind == Kind::int8_onednn) {
-        for (int m : {1, 2, 4, 8, 16}) b->Arg(m);  // the GEMV's range and just above it
+        for (int m : {1, 8, 32, 64, 128}) b->Arg(m);  // the GEMV's range and just above it
       } else {
-        for (int m : {1, 2, 4, 8, 16, 32, 512}) b->Arg(m);
+        for (int m : {1, 2, 4, 8, 16, 32, 64, 128, 512}) b->Arg(m);
       }
       b->ArgName("M")->Unit(benchmark::kMicrosecond)->UseRealTime();
     }

@@ -22,9 +22,11 @@ namespace ember::kernels::cpu {
 
 // The most activation rows one GEMV call takes. The kernel keeps 4 rows x 64 outputs of
 // accumulators in registers; more rows rerun it on the same 64 weight rows while they are
-// still in L1/L2. At 8 rows that still beats oneDNN on every model shape (1 thread, loaded dev
-// box: 576->3072 78 us vs 138 us, 576->576 32 vs 35 us, 576->49152 3.3 vs 4.5 ms).
-constexpr std::int64_t kGemvMaxRows = 8;
+// still in L1/L2, so the weights are streamed once. Up to 64 rows (a 32-stream decode step
+// with two-term activations) it beats oneDNN's brgemm on every model shape (gemm_bench, 2
+// threads, noisy dev box, M = 32 / 64: 576->960 61-87 / 172 us vs 105 / 205, 576->3072 164 /
+// 337 us vs 255 / 436, 576->49152 3.9 / 7.0 ms vs 5.2 / 9.0); at 128 brgemm wins.
+constexpr std::int64_t kGemvMaxRows = 64;
 
 // Whether this CPU has AVX-512 VNNI (cpuid, checked when the program runs).
 bool gemv_int8_supported();

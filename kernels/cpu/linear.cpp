@@ -169,12 +169,10 @@ class Int8Linear final : public OnednnLinear {
     pack(ctx, q);
     if (allow_gemv && gemv_available()) {
       gemv_ = std::make_unique<GemvWeightsS8>(q, weight_scales_.data(), out, in);
-      // Decode scratch sized once: the GEMV path allocates nothing per call.
-      q_.resize(static_cast<std::size_t>(kGemvMaxRows * in));
-      row_scales_.resize(static_cast<std::size_t>(kGemvMaxRows));
-      xu_.resize(static_cast<std::size_t>(kGemvMaxRows * gemv_->padded_in()));
-      if (terms_ == 2) terms_y_.resize(static_cast<std::size_t>(kGemvMaxRows * out));
     }
+    // Scratch grows to the largest batch seen and stays: no allocation per call once warm, and
+    // no memory for batch sizes a host never runs (lm_head's two-term GEMV output alone would
+    // take 12 MB at kGemvMaxRows).
   }
 
   std::string implementation(CpuContext& ctx, std::int64_t m, bool accumulate) override {
@@ -199,9 +197,8 @@ class Int8Linear final : public OnednnLinear {
 
   void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate) override {
     const std::int64_t in = in_features();
-    const auto n = static_cast<std::size_t>(terms_ * m);
-    if (q_.size() < n * static_cast<std::size_t>(in)) q_.resize(n * static_cast<std::size_t>(in));
-    if (row_scales_.size() < n) row_scales_.resize(n);
+    grow(q_, terms_ * m * in);
+    grow(row_scales_, terms_ * m);
     if (terms_ == 1) {
       quantize_rows_s8(x, m, in, in, q_.data(), row_scales_.data(), ctx.threads);
       multiply(ctx, q_.data(), row_scales_.data(), m, y, accumulate);
@@ -214,6 +211,7 @@ class Int8Linear final : public OnednnLinear {
     if (uses_gemv(2 * m)) {
       // Both terms in one GEMV call: the weights are streamed once, as for a single term.
       const std::int64_t out = out_features();
+      grow(terms_y_, 2 * m * out);
       multiply(ctx, q_.data(), row_scales_.data(), 2 * m, terms_y_.data(), false);
       for (std::int64_t r = 0; r < m; ++r) {
         const float* t1 = terms_y_.data() + r * out;
@@ -230,11 +228,17 @@ class Int8Linear final : public OnednnLinear {
   // y (+)= the product of m quantized rows.
   void multiply(CpuContext& ctx, std::int8_t* q, float* scales, std::int64_t m, float* y, bool accumulate) {
     if (uses_gemv(m)) {
+      grow(xu_, m * gemv_->padded_in());
       gemv_activations(q, m, in_features(), gemv_->padded_in(), xu_.data());
       gemv_int8(*gemv_, xu_.data(), scales, m, y, accumulate, ctx.threads);
       return;
     }
     execute(ctx, m, accumulate, q, y, scales);
+  }
+
+  template <class T>
+  static void grow(std::vector<T>& v, std::int64_t n) {
+    if (v.size() < static_cast<std::size_t>(n)) v.resize(static_cast<std::size_t>(n));
   }
 
   const std::int64_t terms_;          // activation terms per row: 1, or 2 for ActivationQuant::residual
