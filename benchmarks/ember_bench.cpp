@@ -12,8 +12,9 @@
 // --device cuda runs on the first GPU; "both" precisions are int8 and the device's baseline
 // (fp32 on the CPU, fp16 on CUDA).
 // It also measures this machine's memory read bandwidth and reports the generation ceiling it
-// implies: bandwidth / weight bytes read per generated token (--no-bandwidth skips that, and its
-// 1 GiB buffer, when peak memory is being measured).
+// implies: bandwidth / weight bytes read per generated token, once at the end (best of 5) and
+// just before each tg128 run, paired with it (--no-bandwidth skips that, and its 1 GiB buffer,
+// when peak memory is being measured).
 // shared: N requests (default 32) arriving together, each a 512-token common system prompt plus
 // 32 unique tokens, 64 generated tokens each, under four configurations: (a) fp32 one at a time
 // without prefix cache (the plain-engine baseline), (b) int8 one at a time, (c) int8 with
@@ -42,6 +43,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -169,12 +171,25 @@ double run_once(ember::Engine& engine, const std::string& workload, int salt) {
   return (c.generated_tokens - 1) / (c.timings.decode_ms / 1000.0);
 }
 
-// Read bandwidth in bytes/s: `threads` threads summing a buffer much larger than the caches.
-double measure_bandwidth(int threads) {
-  const std::size_t n = (std::size_t{1} << 30) / sizeof(std::uint64_t);  // 1 GiB
-  std::vector<std::uint64_t> buffer(n, 1);
+// Read bandwidth in bytes/s: `threads` threads summing a buffer much larger than the caches,
+// the best of `passes` passes.
+class BandwidthProbe {
+ public:
+  explicit BandwidthProbe(int threads) : threads_(threads), buffer_(kWords, 1) {}
+  double measure(int passes) const;
+
+ private:
+  static constexpr std::size_t kWords = (std::size_t{1} << 30) / sizeof(std::uint64_t);  // 1 GiB
+  int threads_;
+  std::vector<std::uint64_t> buffer_;
+};
+
+double BandwidthProbe::measure(int passes) const {
+  const std::size_t n = kWords;
+  const int threads = threads_;
+  const std::vector<std::uint64_t>& buffer = buffer_;
   double best = 0;
-  for (int pass = 0; pass < 5; ++pass) {
+  for (int pass = 0; pass < passes; ++pass) {
     std::vector<std::uint64_t> sums(static_cast<std::size_t>(threads));
     const auto t0 = Clock::now();
     std::vector<std::thread> pool;
@@ -347,19 +362,26 @@ int main(int argc, char** argv) {
       options.prefix_cache = false;  // measure compute, not reuse
       engines.emplace(p, ember::Engine::open(args.model, options));
     }
+    const bool on_cpu = args.device.type == ember::DeviceType::cpu;
+    const bool ceiling = on_cpu && args.bandwidth;  // host memory only
+    std::optional<BandwidthProbe> probe;
+    if (ceiling) probe.emplace(args.threads);
     // Interleaved: repeat r runs every (workload, precision) before repeat r+1 starts, so machine
-    // drift hits all configurations alike. One warm-up run each first.
-    std::map<std::pair<std::string, ember::Precision>, std::vector<double>> runs;
+    // drift hits all configurations alike. One warm-up run each first. Each tg128 run is paired
+    // with a bandwidth measurement just before it: on a shared machine the bandwidth drifts by
+    // 20 % within a minute, so a ceiling measured at another moment says little about a run.
+    std::map<std::pair<std::string, ember::Precision>, std::vector<double>> runs, fractions;
     for (int r = -1; r < args.repeats; ++r)
       for (const auto& w : args.workloads)
         for (auto p : args.precisions) {
+          const double bandwidth_now = probe && w == "tg128" && r >= 0 ? probe->measure(2) : 0.0;
           const double tps = run_once(engines.at(p), w, r + 2);
-          if (r >= 0) runs[{w, p}].push_back(tps);
+          if (r < 0) continue;
+          runs[{w, p}].push_back(tps);
+          if (bandwidth_now > 0)
+            fractions[{w, p}].push_back(tps / (bandwidth_now / weight_bytes_per_token(engines.at(p).info(), p)));
         }
-
-    const bool on_cpu = args.device.type == ember::DeviceType::cpu;
-    const bool ceiling = on_cpu && args.bandwidth;  // host memory only
-    const double bandwidth = ceiling ? measure_bandwidth(args.threads) : 0.0;
+    const double bandwidth = probe ? probe->measure(5) : 0.0;
     const char* device = on_cpu ? "cpu" : "cuda";
     nlohmann::json out = nlohmann::json::array();
     std::printf("%-8s %-6s %-7s %10s %10s %10s\n", "engine", "prec", "work", "median", "min", "max");
@@ -377,9 +399,13 @@ int main(int argc, char** argv) {
         j["bandwidth_bytes_per_s"] = bandwidth;
         j["bandwidth_ceiling_tokens_per_s"] = bandwidth / bytes;
         j["fraction_of_ceiling"] = s.median / (bandwidth / bytes);
+        const Stats paired = stats_of(fractions[key]);
+        j["fraction_of_ceiling_paired"] = {{"median", paired.median}, {"min", paired.min}, {"max", paired.max}};
         std::printf("         %.1f MB of weights per token; read bandwidth %.1f GB/s -> ceiling %.0f tokens/s; "
                     "reached %.0f %%\n", bytes / 1e6, bandwidth / 1e9, bandwidth / bytes,
                     100.0 * s.median / (bandwidth / bytes));
+        std::printf("         each run against the bandwidth measured just before it: median %.0f %% "
+                    "(min %.0f, max %.0f)\n", 100.0 * paired.median, 100.0 * paired.min, 100.0 * paired.max);
       }
       out.push_back(j);
     }
