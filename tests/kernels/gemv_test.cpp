@@ -81,9 +81,13 @@ TEST_CASE("int8 linear: the decode GEMV is bitwise equal to oneDNN (model and od
       auto onednn = make_int8_linear_onednn_only(ctx, w.data(), s.out, s.in, a);
       const auto base =
           random_floats(static_cast<std::size_t>(kGemvMaxRows * s.out), 15, -5.0f, 5.0f);
-      // Every row count up to two row tiles, then the edges: where two-term inputs stop
-      // fitting one GEMV call (2m > kGemvMaxRows) and the GEMV's last row count.
-      for (std::int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64}) {
+      // The edges: one row, a partial and a whole row tile (4), the next tile, where two-term
+      // inputs stop fitting one GEMV call (2m > kGemvMaxRows) and the GEMV's last row count.
+      // Each m builds new oneDNN primitives, which is slow under ASan with the AVX2 ISA.
+      for (std::int64_t m : {1, 3, 4, 5, 9, 32, 33, 64}) {
+        // Without the GEMV both sides are oneDNN, and its AVX2 primitives for the larger row
+        // counts take minutes to build here.
+        if (!gemv_expected() && m > 9) continue;
         for (bool accumulate : {false, true}) {
           CAPTURE(m); CAPTURE(accumulate);
           const std::string impl = fast->implementation(ctx, m, accumulate);
