@@ -10,6 +10,9 @@
 //   * Every Engine member function may be called from any thread, concurrently. generate(),
 //     chat() and RequestHandle::wait() run engine steps on the calling thread when there is no
 //     background thread; concurrent requests are batched together whichever thread steps.
+//     A call made while another thread is stepping waits at most for the step in progress:
+//     the stepping thread lets waiting callers in between two steps, so a request submitted
+//     mid-generation joins the next step.
 //   * Callbacks run on the thread that runs the engine step, with the engine's lock held: a
 //     callback must not call back into the same Engine. An exception thrown by a callback stops
 //     its request (finish reason `cancelled`, Completion::error says why) and goes no further;
@@ -311,8 +314,9 @@ class EMBER_API Engine {
   Completion chat(const std::vector<Message>& messages, const SamplingParams& sampling = {},
                   const StreamCallback& on_chunk = {});
 
-  // Queues a request and returns at once; thread-safe. Chunks stream to `on_chunk` on the
-  // thread that runs the step. Validation errors throw here, as in generate().
+  // Queues a request and returns at once (at most after the step in progress); thread-safe.
+  // Chunks stream to `on_chunk` on the thread that runs the step. Validation errors throw
+  // here, as in generate().
   RequestHandle submit(const Request& request, StreamCallback on_chunk = {});
 
   // Runs engine steps on the calling thread until `budget` is spent or nothing is left (a game
