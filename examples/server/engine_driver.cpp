@@ -14,27 +14,9 @@ EngineDriver::~EngineDriver() {
   thread_.join();
 }
 
-template <class F> auto EngineDriver::between_steps(F&& f) {
-  {
-    std::lock_guard lock(mutex_);
-    ++callers_;
-  }
-  struct Leave {  // also when `f` throws
-    EngineDriver& d;
-    ~Leave() {
-      {
-        std::lock_guard lock(d.mutex_);
-        --d.callers_;
-      }
-      d.changed_.notify_all();
-    }
-  } leave{*this};
-  return f();
-}
-
 ember::RequestHandle EngineDriver::submit(const ember::Request& request, ember::StreamCallback on_chunk) {
-  ember::RequestHandle handle =
-      between_steps([&] { return engine_.submit(request, std::move(on_chunk)); });
+  // Engine::submit gets in between two steps on its own (the engine lets waiting callers in).
+  ember::RequestHandle handle = engine_.submit(request, std::move(on_chunk));
   {
     std::lock_guard lock(mutex_);
     if (arrivals_++ == 0) first_arrival_ = std::chrono::steady_clock::now();
@@ -43,13 +25,9 @@ ember::RequestHandle EngineDriver::submit(const ember::Request& request, ember::
   return handle;
 }
 
-void EngineDriver::cancel(ember::RequestHandle& handle) {
-  between_steps([&] { handle.cancel(); });
-}
+void EngineDriver::cancel(ember::RequestHandle& handle) { handle.cancel(); }
 
-ember::EngineStats EngineDriver::stats() {
-  return between_steps([&] { return engine_.stats(); });
-}
+ember::EngineStats EngineDriver::stats() { return engine_.stats(); }
 
 void EngineDriver::loop() {
   std::unique_lock lock(mutex_);
@@ -63,9 +41,6 @@ void EngineDriver::loop() {
 
 bool EngineDriver::run_until_idle(std::unique_lock<std::mutex>& lock) {
   while (true) {
-    // The engine's mutex is not fair: stepping again at once could keep a waiting caller out
-    // for the whole run. Callers announce themselves here first, and go before the next step.
-    changed_.wait(lock, [&] { return stopping_ || callers_ == 0; });
     if (stopping_) return false;
     const int seen = arrivals_;
     lock.unlock();

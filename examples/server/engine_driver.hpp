@@ -2,9 +2,9 @@
 // decides when a batch starts and no client waits behind a run of steps:
 //  - a batch window: an idle engine starts stepping once `min_requests` requests are queued, or
 //    once the first of them has waited `max_wait` (throughput for latency; off by default);
-//  - every call from an HTTP thread (submit, cancel, stats) runs between two steps: the
-//    stepping thread lets waiting callers in before its next step, so a request that arrives
-//    mid-generation joins the running batch at the next step instead of waiting for it to end.
+//  - submit() counts the arrivals the window waits for. Every call reaches the engine between
+//    two steps (the engine lets waiting callers in before its next step), so a request that
+//    arrives mid-generation joins the running batch at the next step.
 #pragma once
 
 #include <ember/ember.hpp>
@@ -29,15 +29,13 @@ class EngineDriver {
   EngineDriver(const EngineDriver&) = delete;
   EngineDriver& operator=(const EngineDriver&) = delete;
 
-  // Engine::submit between two steps. Chunks (and the final one, with the completion) reach
+  // Engine::submit. Chunks (and the final one, with the completion) reach
   // `on_chunk` on the stepping thread. Throws what Engine::submit throws.
   ember::RequestHandle submit(const ember::Request& request, ember::StreamCallback on_chunk);
   void cancel(ember::RequestHandle& handle);
   ember::EngineStats stats();
 
  private:
-  // Runs `f` on the calling thread while the stepping thread waits before its next step.
-  template <class F> auto between_steps(F&& f);
   void loop();
   bool run_until_idle(std::unique_lock<std::mutex>& lock);  // false when stopping
 
@@ -45,7 +43,6 @@ class EngineDriver {
   const BatchWindow window_;
   std::mutex mutex_;  // guards the members below, never held during a step
   std::condition_variable changed_;
-  int callers_ = 0;               // HTTP threads waiting to use the engine
   int arrivals_ = 0;              // requests submitted since the engine was last idle
   std::chrono::steady_clock::time_point first_arrival_;
   bool stopping_ = false;
