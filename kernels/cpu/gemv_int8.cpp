@@ -13,7 +13,6 @@
 #include <array>
 #include <atomic>
 #include <cstring>
-#include <vector>
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
@@ -31,6 +30,8 @@ namespace {
 // activation rows 16 accumulators, which still leaves registers for the weights.
 constexpr int kTileBlocks = 4;
 constexpr std::int64_t kTileRows = 4;
+// The most threads one GEMV call uses: past this, a decode GEMV is bandwidth bound anyway.
+constexpr std::int64_t kMaxTeam = 64;
 // Below this many weight bytes per thread, forking the OpenMP team costs more than it saves.
 constexpr std::int64_t kMinBytesPerThread = 64 * 1024;
 
@@ -172,15 +173,15 @@ void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_sc
 #if EMBER_GEMV_X86
   const std::int64_t blocks = w.blocks();
   const std::int64_t by_size = blocks * w.block_bytes() / kMinBytesPerThread;
-  const auto team = static_cast<int>(
-      std::clamp<std::int64_t>(std::min<std::int64_t>(threads, by_size), 1, blocks));
+  const auto team = static_cast<int>(std::clamp<std::int64_t>(
+      std::min<std::int64_t>({threads, by_size, kMaxTeam}), 1, blocks));
   // Each thread streams its own contiguous range of tiles (what the hardware prefetcher wants),
   // claiming them one at a time from the range's cursor; a thread that is done takes the
   // remaining tiles of the others' ranges. On a shared VM one core is often slowed for a while,
   // and equal fixed halves left the other waiting ~10 % of each call. Which thread computes a
   // tile changes nothing in its result.
   const std::int64_t tiles = (blocks + kTileBlocks - 1) / kTileBlocks;
-  std::vector<std::atomic<std::int64_t>> cursor(static_cast<std::size_t>(team));
+  std::array<std::atomic<std::int64_t>, kMaxTeam> cursor;  // on the stack: no allocation per call
   for (int p = 0; p < team; ++p) cursor[static_cast<std::size_t>(p)].store(tiles * p / team, std::memory_order_relaxed);
 #pragma omp parallel num_threads(team) if (team > 1)
   {
