@@ -57,8 +57,8 @@ constexpr int kPrefetchBlocks = 2;
 // Calls fn(t0, pointer to token t0's kv_head slice, keys) for each chunk of at most kKeyChunk
 // keys holding tokens t0..t0+keys-1 of 0..n-1 (token t0 + j is at pointer + j * token_stride).
 // Chunks never cross a block, and their bounds depend only on the positions, never on the
-// batch. Walking block by block avoids a 64-bit division per token. The next block of `cache`,
-// and of `also` when given (V while K is scored), is prefetched kPrefetchBlocks ahead.
+// batch. Walking block by block avoids a 64-bit division per token. Blocks of `cache`, and of
+// `also` when given (V while K is scored), are prefetched kPrefetchBlocks ahead.
 template <class T, class Fn>
 void for_each_chunk(const T* cache, const T* also, const std::int32_t* blocks, std::int64_t n,
                     int kv_head, const KvLayout& l, Fn&& fn) {
@@ -67,13 +67,16 @@ void for_each_chunk(const T* cache, const T* also, const std::int32_t* blocks, s
     return base + static_cast<std::int64_t>(blocks[b]) * l.block_size * stride +
            static_cast<std::int64_t>(kv_head) * l.head_dim;
   };
+  const auto prefetch = [&](std::int64_t b) {  // block b, if the sequence reaches it
+    const std::int64_t t0 = b * l.block_size;
+    if (t0 >= n) return;
+    const int rows = static_cast<int>(std::min<std::int64_t>(n - t0, l.block_size));
+    prefetch_block(slice(cache, b), stride, rows, l.head_dim);
+    if (also != nullptr) prefetch_block(slice(also, b), stride, rows, l.head_dim);
+  };
+  for (std::int64_t b = 0; b < kPrefetchBlocks; ++b) prefetch(b);
   for (std::int64_t b = 0, t0 = 0; t0 < n; ++b, t0 += l.block_size) {
-    const std::int64_t ahead = t0 + kPrefetchBlocks * l.block_size;
-    if (ahead < n) {
-      const int rows = static_cast<int>(std::min<std::int64_t>(n - ahead, l.block_size));
-      prefetch_block(slice(cache, b + kPrefetchBlocks), stride, rows, l.head_dim);
-      if (also != nullptr) prefetch_block(slice(also, b + kPrefetchBlocks), stride, rows, l.head_dim);
-    }
+    prefetch(b + kPrefetchBlocks);
     const T* p = slice(cache, b);
     const int count = static_cast<int>(std::min<std::int64_t>(n - t0, l.block_size));
     for (int c = 0; c < count; c += kKeyChunk)
@@ -146,9 +149,6 @@ void attend_tile(const float* q, std::int64_t ldq, const std::int32_t* positions
   for (int i = 0; i < queries; ++i)  // scaling q once is cheaper than scaling every score
     for (int e = 0; e < d; ++e) scaled_q[i * d + e] = q_of(i)[e] * scale;
 
-  if (n_max > 0) prefetch_block(v_cache + static_cast<std::int64_t>(blocks[0]) * l.block_size * stride +
-                                     static_cast<std::int64_t>(kv_head) * d,
-                                 stride, static_cast<int>(std::min<std::int64_t>(n_max, l.block_size)), d);
   for_each_chunk(k_cache, v_cache, blocks, n_max, kv_head, l, [&](std::int64_t t0, const T* k, int keys) {
     std::int64_t ldk = 0;
     const float* kf = chunk_as_f32(k, stride, keys, d, chunk, ops, ldk);
