@@ -6,7 +6,11 @@
 // step). Its members are not mutated by kernels.
 #pragma once
 
+#include "kernels/cpu/weight_arena.hpp"
+
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include <memory>
 
 namespace ember::kernels::cpu {
 
@@ -17,6 +21,9 @@ struct CpuContext {
   int threads;  // OpenMP threads of every kernel: num_threads clauses and oneDNN calls
   dnnl::engine engine;
   dnnl::stream stream;
+  // Where Linears put the weights decode streams; shared with them, so it outlives both.
+  // Allocated from while weights are built, which is not concurrent with steps.
+  std::shared_ptr<WeightArena> decode_weights;
 };
 
 // Makes oneDNN (which reads the calling thread's OpenMP ICV) use ctx.threads. Called by every

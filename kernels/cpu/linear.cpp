@@ -168,7 +168,7 @@ class Int8Linear final : public OnednnLinear {
         weight_scales_(scales, scales + out) {
     pack(ctx, q);
     if (allow_gemv && gemv_available()) {
-      gemv_ = std::make_unique<GemvWeightsS8>(q, weight_scales_.data(), out, in);
+      gemv_ = std::make_unique<GemvWeightsS8>(q, weight_scales_.data(), out, in, ctx.decode_weights);
     }
     // Scratch grows to the largest batch seen and stays: no allocation per call once warm, and
     // no memory for batch sizes a host never runs (lm_head's two-term GEMV output alone would

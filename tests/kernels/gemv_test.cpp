@@ -3,6 +3,7 @@
 // invariance rests on (a row computed alone, by the GEMV, equals the same row in a batch).
 #include "kernel_test_util.hpp"
 #include "kernels/cpu/gemv_int8.hpp"
+#include "util/check.hpp"
 #include "kernels/cpu/linear.hpp"
 
 #include <doctest/doctest.h>
@@ -136,7 +137,7 @@ TEST_CASE("gemv activations are q + 128 with the padding at 128") {
 TEST_CASE("gemv rejects a row count outside 1..kGemvMaxRows") {
   const std::int8_t q[4] = {1, 2, 3, 4};
   const float scale = 1.0f;
-  GemvWeightsS8 w(q, &scale, 1, 4);
+  GemvWeightsS8 w(q, &scale, 1, 4, std::make_shared<WeightArena>());
   CHECK(w.padded_in() == 4);
   CHECK(w.blocks() == 1);
   CHECK(w.compensation()[0] == 128 * 10);
@@ -144,5 +145,6 @@ TEST_CASE("gemv rejects a row count outside 1..kGemvMaxRows") {
   float xs[kGemvMaxRows + 1] = {}, y[kGemvMaxRows + 1] = {};
   CHECK_THROWS_AS(gemv_int8(w, xu, xs, kGemvMaxRows + 1, y, false, 1), ember::Error);
   CHECK_THROWS_AS(gemv_int8(w, xu, xs, 0, y, false, 1), ember::Error);
-  CHECK_THROWS_AS(GemvWeightsS8(q, &scale, 0, 4), ember::Error);
+  CHECK_THROWS_AS(GemvWeightsS8(q, &scale, 0, 4, std::make_shared<WeightArena>()), ember::Error);
+  CHECK_THROWS_AS(GemvWeightsS8(q, &scale, 1, 4, nullptr), ember::Error);
 }
