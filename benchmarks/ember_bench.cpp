@@ -404,7 +404,7 @@ int main(int argc, char** argv) {
     // drift hits all configurations alike. One warm-up run each first. Each tg128 run is paired
     // with a bandwidth measurement just before it: on a shared machine the bandwidth drifts by
     // 20 % within a minute, so a ceiling measured at another moment says little about a run.
-    std::map<std::pair<std::string, ember::Precision>, std::vector<double>> runs, fractions;
+    std::map<std::pair<std::string, ember::Precision>, std::vector<double>> runs, fractions, bandwidths;
     for (int r = -1; r < args.repeats; ++r)
       for (const auto& w : args.workloads)
         for (auto p : args.precisions) {
@@ -412,6 +412,7 @@ int main(int argc, char** argv) {
           const double tps = run_once(engines.at(p), w, r + 2);
           if (r < 0) continue;
           runs[{w, p}].push_back(tps);
+          if (bandwidth_now > 0) bandwidths[{w, p}].push_back(bandwidth_now);
           if (bandwidth_now > 0)
             fractions[{w, p}].push_back(tps / (bandwidth_now / weight_bytes_per_token(engines.at(p).info(), p)));
         }
@@ -435,6 +436,7 @@ int main(int argc, char** argv) {
         j["fraction_of_ceiling"] = s.median / (bandwidth / bytes);
         const Stats paired = stats_of(fractions[key]);
         j["fraction_of_ceiling_paired"] = {{"median", paired.median}, {"min", paired.min}, {"max", paired.max}};
+        j["bandwidth_before_each_run"] = bandwidths[key];
         std::printf("         %.1f MB of weights per token; read bandwidth %.1f GB/s -> ceiling %.0f tokens/s; "
                     "reached %.0f %%\n", bytes / 1e6, bandwidth / 1e9, bandwidth / bytes,
                     100.0 * s.median / (bandwidth / bytes));
