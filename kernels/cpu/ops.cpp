@@ -1,6 +1,7 @@
 #include "kernels/cpu/ops.hpp"
 
 #include "kernels/cpu/math.hpp"
+#include "kernels/cpu/parallel.hpp"
 #include "kernels/cpu/simd.hpp"
 #include "util/check.hpp"
 
@@ -52,12 +53,11 @@ void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_
              float* out, int threads) {
   if (rows < 0 || cols <= 0)
     fail(ErrorCode::invalid_argument, "rmsnorm: bad shape rows={} cols={}", rows, cols);
-#pragma omp parallel for num_threads(threads) if (threads > 1 && rows * cols >= kParallelElements)
-  for (std::int64_t r = 0; r < rows; ++r) {
+  for_rows(rows, threads, rows * cols >= kParallelElements, [&](std::int64_t r) {
     const float* xr = x + r * cols;
     const float mean = sum_squares(xr, cols) / static_cast<float>(cols);
     scale_by(xr, weight, 1.0f / std::sqrt(mean + eps), cols, out + r * cols);
-  }
+  });
 }
 
 RopeAngles rope_angles(const std::int32_t* positions, std::int64_t rows, int rope_dims, float base) {
@@ -93,10 +93,10 @@ void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
          "rope: bad arguments rows={} (angles for {}) ld={} heads={} head_dim={} rope_dims={}",
          rows, angles.rows, ld, heads, head_dim, rope_dims);
   const int half_dims = rope_dims / 2;
-#pragma omp parallel for num_threads(threads) if (threads > 1 && rows * ld >= kParallelElements)
-  for (std::int64_t r = 0; r < rows; ++r)
+  for_rows(rows, threads, rows * ld >= kParallelElements, [&](std::int64_t r) {
     rope_row(x + r * ld, heads, head_dim, half_dims, angles.cos.data() + r * half_dims,
              angles.sin.data() + r * half_dims, layout);
+  });
 }
 
 void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, int rope_dims,
@@ -110,11 +110,10 @@ void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
 void silu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out, int threads) {
   if (rows < 0 || ffn <= 0)
     fail(ErrorCode::invalid_argument, "silu_mul: bad shape rows={} ffn={}", rows, ffn);
-#pragma omp parallel for num_threads(threads) if (threads > 1 && rows * ffn >= kParallelElements)
-  for (std::int64_t r = 0; r < rows; ++r) {
+  for_rows(rows, threads, rows * ffn >= kParallelElements, [&](std::int64_t r) {
     const float* g = gate_up + r * 2 * ffn;
     silu_mul_row(g, g + ffn, ffn, out + r * ffn);
-  }
+  });
 }
 
 }  // namespace ember::kernels::cpu

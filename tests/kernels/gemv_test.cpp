@@ -3,14 +3,17 @@
 // invariance rests on (a row computed alone, by the GEMV, equals the same row in a batch).
 #include "kernel_test_util.hpp"
 #include "kernels/cpu/gemv_int8.hpp"
-#include "util/check.hpp"
 #include "kernels/cpu/linear.hpp"
+#include "util/check.hpp"
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 using namespace ember::kernels::cpu;
 using ember::test::random_floats;
@@ -69,7 +72,7 @@ TEST_CASE("int8 linear: the decode GEMV is bitwise equal to oneDNN (model and od
   MESSAGE("AVX-512 VNNI GEMV ", gemv_expected() ? "on" : "off (oneDNN for every m)");
   struct Shape { std::int64_t in, out; };
   for (const Shape s : {Shape{576, 960}, Shape{576, 576}, Shape{576, 3072}, Shape{1536, 576},
-                        Shape{576, 49152}, Shape{65, 17}, Shape{3, 33}}) {
+                        Shape{576, 49152}, Shape{65, 17}, Shape{3, 33}, Shape{66, 1100}}) {
     // Without the GEMV both sides are oneDNN: the large shape adds only minutes there.
     if (!gemv_expected() && s.out > 4096) continue;
     for (Pattern p : {Pattern::random, Pattern::max_weights_min_acts,
@@ -147,4 +150,45 @@ TEST_CASE("gemv rejects a row count outside 1..kGemvMaxRows") {
   CHECK_THROWS_AS(gemv_int8(w, xu, xs, 0, y, false, 1), ember::Error);
   CHECK_THROWS_AS(GemvWeightsS8(q, &scale, 0, 4, std::make_shared<WeightArena>()), ember::Error);
   CHECK_THROWS_AS(GemvWeightsS8(q, &scale, 1, 4, nullptr), ember::Error);
+}
+
+TEST_CASE("gemv tiles narrow for matrices with few blocks, and interleave their blocks") {
+  const auto arena = std::make_shared<WeightArena>();
+  struct Case { std::int64_t out, tile_blocks, tiles, last_blocks; };
+  // 36 blocks (wo, down): 1-block tiles; 69: 2-block tiles, the last with 1; 192 (gate_up): 4.
+  for (const Case c : {Case{576, 1, 36, 1}, Case{1100, 2, 35, 1}, Case{3072, 4, 48, 4}}) {
+    CAPTURE(c.out);
+    std::vector<std::int8_t> q(static_cast<std::size_t>(c.out * 8));
+    for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<std::int8_t>(i % 251 - 125);
+    const std::vector<float> scales(static_cast<std::size_t>(c.out), 1.0f);
+    const GemvWeightsS8 w(q.data(), scales.data(), c.out, 8, arena);
+    CHECK(w.tile_blocks() == c.tile_blocks);
+    CHECK(w.tiles() == c.tiles);
+    CHECK(w.blocks_in(w.tiles() - 1) == c.last_blocks);
+    // Row n, input k of tile t: group k / 4, block n / 16 within the tile, lane n % 16, byte k % 4.
+    for (const std::int64_t n : {std::int64_t{0}, std::int64_t{17}, c.out - 1})
+      for (const std::int64_t k : {0, 3, 4, 7}) {
+        const std::int64_t t = n / 16 / w.tile_blocks(), b = n / 16 % w.tile_blocks();
+        const std::int8_t* at = w.tile(t) + ((k / 4) * w.blocks_in(t) + b) * 64 + (n % 16) * 4 + k % 4;
+        CHECK(int{*at} == int{q[static_cast<std::size_t>(n * 8 + k)]});
+      }
+  }
+}
+
+TEST_CASE("the weight arena hands out aligned, zeroed, disjoint blocks, larger than a chunk too") {
+  WeightArena arena;
+  std::int8_t* a = arena.allocate(100);
+  std::int8_t* b = arena.allocate(1);
+  std::int8_t* big = arena.allocate(std::size_t{40} << 20);  // more than one 32 MB chunk
+  std::int8_t* c = arena.allocate(64);
+  for (const std::int8_t* p : {a, b, big, c}) CHECK(reinterpret_cast<std::uintptr_t>(p) % 64 == 0);
+  CHECK(b >= a + 100);
+  bool zero = true;
+  for (std::size_t i = 0; i < (std::size_t{40} << 20); i += 4096) zero = zero && big[i] == 0;
+  CHECK(zero);
+  std::memset(a, 1, 100);
+  std::memset(c, 2, 64);
+  CHECK(int{b[0]} == 0);
+  const bool c_inside_big = c >= big && c < big + (std::size_t{40} << 20);
+  CHECK_FALSE(c_inside_big);
 }
