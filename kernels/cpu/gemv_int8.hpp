@@ -22,8 +22,8 @@
 
 namespace ember::kernels::cpu {
 
-// The most activation rows one GEMV call takes. The kernel keeps 4 rows x 64 outputs of
-// accumulators in registers; more rows rerun it on the same 64 weight rows while they are
+// The most activation rows one GEMV call takes. The kernel keeps up to 4 rows x 64 outputs (a
+// tile) of accumulators in registers; more rows rerun it on the same tile while its weights are
 // still in L1/L2, so the weights are streamed once. Up to 64 rows (a 32-stream decode step
 // with two-term activations) it beats oneDNN's brgemm on every model shape (gemm_bench, 2
 // threads, noisy dev box, M = 32 / 64: 576->960 61-87 / 172 us vs 105 / 205, 576->3072 164 /
@@ -42,8 +42,8 @@ bool gemv_int8_supported();
 // group by group ([group][block][64 bytes]): a tile is one sequential stream, and so is a
 // thread's range of tiles, the access pattern of a plain read loop. Measured on the dev box
 // (GEMV-only decode steps on the default model's shapes, 2 threads, 8 interleaved rounds
-// against a read loop): four streams 9 KB apart, one per block, reached 93 % of the loop's
-// bandwidth, one stream 100 %. A tile is the unit threads share out, so a matrix with few
+// against an AVX-512 read loop): four streams 9 KB apart, one per block, reached 93 % of the
+// loop's bandwidth, one stream 100 %. A tile is the unit threads share out, so a matrix with few
 // blocks gets narrower tiles: the end of a call waits for at most one tile.
 //
 // Rows are padded to a multiple of 16 and inputs to a multiple of 4 with zero weights.
