@@ -19,20 +19,16 @@
 namespace {
 
 ember::model::ModelConfig shape(const std::string& name) {
-  ember::model::ModelConfig c = ember::model::SyntheticModelSpec::tiny_config();
-  c.name = "ember-synthetic-" + name;
-  c.rope_base = 100000.0f;
-  c.context_length = 2048;
-  if (name == "default") {
-    c.layers = 30, c.embedding = 576, c.ffn = 1536, c.heads = 9, c.kv_heads = 3, c.vocab = 49152;
-  } else if (name == "1b") {
+  ember::model::ModelConfig c = ember::model::SyntheticModelSpec::default_model_config();
+  if (name == "1b") {
     c.layers = 16, c.embedding = 2048, c.ffn = 8192, c.heads = 32, c.kv_heads = 8, c.vocab = 32000;
+    c.head_dim = c.embedding / c.heads;
+    c.rope_dims = c.head_dim;
     c.rope_base = 500000.0f;
-  } else {
+  } else if (name != "default") {
     throw std::runtime_error("unknown shape '" + name + "' (default or 1b)");
   }
-  c.head_dim = c.embedding / c.heads;
-  c.rope_dims = c.head_dim;
+  c.name = "ember-synthetic-" + name;
   return c;
 }
 

@@ -66,6 +66,9 @@ struct SyntheticModelSpec {
 
   // 2 layers, width 64, ffn 128, 4 heads, 2 KV heads, vocab 512, context 256, tied.
   static ModelConfig tiny_config();
+  // The default model's shape (SmolLM2-135M): 30 layers, width 576, ffn 1536, 9 heads of 64,
+  // 3 KV heads, vocab 49152, RoPE base 100000, context 2048, tied.
+  static ModelConfig default_model_config();
 };
 
 // The SmolLM2 ChatML chat template (as in the real model's tokenizer.chat_template).

@@ -39,6 +39,21 @@ ModelConfig SyntheticModelSpec::tiny_config() {
   return c;
 }
 
+ModelConfig SyntheticModelSpec::default_model_config() {
+  ModelConfig c = tiny_config();
+  c.layers = 30;
+  c.embedding = 576;
+  c.ffn = 1536;
+  c.heads = 9;
+  c.kv_heads = 3;
+  c.head_dim = 64;
+  c.rope_dims = 64;
+  c.rope_base = 100000.0f;
+  c.vocab = 49152;
+  c.context_length = 2048;
+  return c;
+}
+
 namespace {
 
 // The sample the merges are learned from: plain English of the kind a game's characters say.

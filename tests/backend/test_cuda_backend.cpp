@@ -18,16 +18,7 @@ namespace ember {
 namespace {
 
 model::ModelConfig default_shape() {
-  model::ModelConfig c = model::SyntheticModelSpec::tiny_config();
-  c.layers = 30;
-  c.embedding = 576;
-  c.ffn = 1536;
-  c.heads = 9;
-  c.kv_heads = 3;
-  c.head_dim = 64;
-  c.rope_dims = 64;
-  c.rope_base = 100000.0f;
-  c.vocab = 49152;
+  model::ModelConfig c = model::SyntheticModelSpec::default_model_config();
   c.context_length = 512;
   return c;
 }
