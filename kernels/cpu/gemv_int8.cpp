@@ -35,7 +35,7 @@ constexpr std::int64_t kMinBytesPerThread = 64 * 1024;
 // Tiles narrower than kMaxTileBlocks until a matrix has this many: threads claim whole tiles,
 // so the last one of a call is what the other threads may wait for. The default model's down
 // projection (576 outputs, 1536 inputs) had 9 tiles of 98 KB. Decode-step Linears on its
-// shapes, 2 threads, against a read loop in the same run: down 84-87 % of the loop's bandwidth
+// shapes, 2 threads, against an AVX-512 read loop in the same run: down 84-87 % of the loop's bandwidth
 // with 4-block tiles, 87-91 % with 1-block tiles (36 of 25 KB); wo 78-79 % -> 82 %; the whole
 // step 92-93 % -> 94-95 %.
 constexpr std::int64_t kMinTiles = 32;

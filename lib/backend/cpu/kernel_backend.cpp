@@ -332,6 +332,9 @@ class KernelBackend final : public Backend {
       say(LogLevel::warning, fmt::format("weight cache ignored, rewriting it: {}", e.what()));
       layers_.clear();
       lm_head_.reset();
+      // The arena never frees single blocks: a fresh one, so the linears built before the
+      // failure do not keep their memory (the old arena goes with its last user).
+      ctx_.decode_weights = std::make_shared<k::WeightArena>();
       if (progress_) progress_->plan_preparation();
       return false;
     }
