@@ -3,6 +3,10 @@
 // "int8/" is what the engine runs (the VNNI GEMV for M <= 8 where the CPU has it, see
 // kernels/cpu/gemv_int8.hpp); "int8_onednn/" forces oneDNN for every M, the GEMV's baseline.
 // Counters: OPS (2*M*in*out per second, shown as G/s) and WeightBytes (weights read per second).
+// "int8/decode_step" runs every Linear of one decode step in the engine's order (30 layers of
+// qkv, wo, gate_up, down, then lm_head; two-term inputs where the engine has them) on one row:
+// 134.5 MB of INT8 weights per iteration, more than the caches hold, so WeightBytes is the rate
+// decode streams its weights at (compare it with ember-bench's bandwidth probe).
 // Threads: $EMBER_BENCH_THREADS, default 2.
 #include "kernels/cpu/linear.hpp"
 
@@ -75,7 +79,39 @@ void bm_linear(benchmark::State& state, Shape shape, Kind kind) {
   state.SetLabel(lin->implementation(ctx, m));
 }
 
+void bm_decode_step(benchmark::State& state) {
+  CpuContext ctx(bench_threads());
+  struct Step {
+    std::unique_ptr<Linear> linear;
+    bool accumulate;
+  };
+  std::vector<Step> steps;
+  double weight_bytes = 0;
+  const auto add = [&](Shape s, ActivationQuant activations, bool accumulate) {
+    const auto w = random_vector(static_cast<std::size_t>(s.in * s.out), static_cast<unsigned>(steps.size() + 1));
+    steps.push_back({make_int8_linear(ctx, w.data(), s.out, s.in, activations), accumulate});
+    weight_bytes += static_cast<double>(s.in * s.out);
+  };
+  for (int layer = 0; layer < 30; ++layer) {
+    add(kShapes[0], ActivationQuant::residual, false);  // qkv
+    add(kShapes[1], ActivationQuant::per_row, true);    // wo, into the residual stream
+    add(kShapes[2], ActivationQuant::per_row, false);   // gate_up
+    add(kShapes[3], ActivationQuant::residual, true);   // down, into the residual stream
+  }
+  add(kShapes[4], ActivationQuant::residual, false);  // lm_head
+  const auto x = random_vector(1536, 2);
+  std::vector<float> y(49152);
+  for (auto _ : state) {
+    for (Step& step : steps) step.linear->forward(ctx, x.data(), 1, y.data(), step.accumulate);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["WeightBytes"] =
+      benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::OneK::kIs1000);
+  state.SetLabel(steps.front().linear->implementation(ctx, 1));
+}
+
 const bool registered = [] {
+  benchmark::RegisterBenchmark("int8/decode_step", bm_decode_step)->Unit(benchmark::kMillisecond)->UseRealTime();
   constexpr std::pair<Kind, const char*> kKinds[] = {
       {Kind::int8, "int8/"}, {Kind::int8_onednn, "int8_onednn/"}, {Kind::fp32, "fp32/"}};
   for (const Shape& s : kShapes)
