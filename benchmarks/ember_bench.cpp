@@ -404,7 +404,7 @@ int main(int argc, char** argv) {
     // drift hits all configurations alike. One warm-up run each first. Each tg128 run is paired
     // with a bandwidth measurement just before it: on a shared machine the bandwidth drifts by
     // 20 % within a minute, so a ceiling measured at another moment says little about a run.
-    std::map<std::pair<std::string, ember::Precision>, std::vector<double>> runs, fractions, bandwidths;
+    std::map<std::pair<std::string, ember::Precision>, std::vector<double>> runs, bandwidths;
     for (int r = -1; r < args.repeats; ++r)
       for (const auto& w : args.workloads)
         for (auto p : args.precisions) {
@@ -413,8 +413,6 @@ int main(int argc, char** argv) {
           if (r < 0) continue;
           runs[{w, p}].push_back(tps);
           if (bandwidth_now > 0) bandwidths[{w, p}].push_back(bandwidth_now);
-          if (bandwidth_now > 0)
-            fractions[{w, p}].push_back(tps / (bandwidth_now / weight_bytes_per_token(engines.at(p).info(), p)));
         }
     const double bandwidth = probe ? probe->measure(5) : 0.0;
     const char* device = on_cpu ? "cpu" : "cuda";
@@ -434,7 +432,9 @@ int main(int argc, char** argv) {
         j["bandwidth_bytes_per_s"] = bandwidth;
         j["bandwidth_ceiling_tokens_per_s"] = bandwidth / bytes;
         j["fraction_of_ceiling"] = s.median / (bandwidth / bytes);
-        const Stats paired = stats_of(fractions[key]);
+        std::vector<double> fractions;  // run i against the bandwidth measured just before it
+        for (std::size_t i = 0; i < values.size(); ++i) fractions.push_back(values[i] * bytes / bandwidths[key][i]);
+        const Stats paired = stats_of(fractions);
         j["fraction_of_ceiling_paired"] = {{"median", paired.median}, {"min", paired.min}, {"max", paired.max}};
         j["bandwidth_before_each_run"] = bandwidths[key];
         std::printf("         %.1f MB of weights per token; read bandwidth %.1f GB/s -> ceiling %.0f tokens/s; "
