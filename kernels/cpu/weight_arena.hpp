@@ -30,10 +30,8 @@ class WeightArena {
 
  private:
   struct Chunk {
-    void* mapping;        // what munmap releases
-    std::size_t mapped;   // its length
-    std::int8_t* begin;   // 2 MiB aligned
-    std::size_t size;     // usable bytes from begin
+    std::int8_t* begin;  // 2 MiB aligned; the whole mapping
+    std::size_t size;
     std::size_t used;
   };
   std::vector<Chunk> chunks_;
