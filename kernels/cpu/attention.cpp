@@ -5,6 +5,7 @@
 #include "util/check.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -57,11 +58,12 @@ constexpr int kPrefetchBlocks = 2;
 // Calls fn(t0, pointer to token t0's kv_head slice, keys) for each chunk of at most kKeyChunk
 // keys holding tokens t0..t0+keys-1 of 0..n-1 (token t0 + j is at pointer + j * token_stride).
 // Chunks never cross a block, and their bounds depend only on the positions, never on the
-// batch. Walking block by block avoids a 64-bit division per token. Blocks of `cache`, and of
-// `also` when given (V while K is scored), are prefetched kPrefetchBlocks ahead.
+// batch. Walking block by block avoids a 64-bit division per token. The same blocks of the
+// caches in `ahead` (null entries skipped: none when the lines are already cached, V as well as
+// K while K is scored) are prefetched kPrefetchBlocks ahead.
 template <class T, class Fn>
-void for_each_chunk(const T* cache, const T* also, const std::int32_t* blocks, std::int64_t n,
-                    int kv_head, const KvLayout& l, Fn&& fn) {
+void for_each_chunk(const T* cache, std::array<const T*, 2> ahead, const std::int32_t* blocks,
+                    std::int64_t n, int kv_head, const KvLayout& l, Fn&& fn) {
   const std::int64_t stride = token_stride(l);
   const auto slice = [&](const T* base, std::int64_t b) {
     return base + static_cast<std::int64_t>(blocks[b]) * l.block_size * stride +
@@ -71,8 +73,8 @@ void for_each_chunk(const T* cache, const T* also, const std::int32_t* blocks, s
     const std::int64_t t0 = b * l.block_size;
     if (t0 >= n) return;
     const int rows = static_cast<int>(std::min<std::int64_t>(n - t0, l.block_size));
-    prefetch_block(slice(cache, b), stride, rows, l.head_dim);
-    if (also != nullptr) prefetch_block(slice(also, b), stride, rows, l.head_dim);
+    for (const T* base : ahead)
+      if (base != nullptr) prefetch_block(slice(base, b), stride, rows, l.head_dim);
   };
   for (std::int64_t b = 0; b < kPrefetchBlocks; ++b) prefetch(b);
   for (std::int64_t b = 0, t0 = 0; t0 < n; ++b, t0 += l.block_size) {
@@ -168,14 +170,18 @@ void attend_tile(const float* q, std::int64_t ldq, const std::int32_t* positions
   // 80 positions after a 64 MB stream, one thread: 22 us without this pass, 17.6 us with it
   // (5.5 us with everything cached); ember-bench tg128, 3 interleaved pairs: 5.1 / 5.2 / 5.6 ms
   // per decode step against 5.3 / 5.7 / 5.9 ms.
+  // After it the passes below prefetch nothing.
   const std::int64_t slice_bytes = static_cast<std::int64_t>(d) * sizeof(T);
-  if (2 * n_max * slice_bytes <= kWarmBytes)
+  const bool warm = 2 * n_max * slice_bytes <= kWarmBytes;
+  if (warm)
     for (const T* cache : {k_cache, v_cache})
-      for_each_chunk(cache, static_cast<const T*>(nullptr), blocks, n_max, kv_head, l, [&](std::int64_t, const T* p, int keys) {
+      for_each_chunk(cache, {}, blocks, n_max, kv_head, l, [&](std::int64_t, const T* p, int keys) {
         for (int j = 0; j < keys; ++j) touch_lines(p + j * stride, slice_bytes);
       });
+  const std::array<const T*, 2> k_ahead = warm ? std::array<const T*, 2>{} : std::array<const T*, 2>{k_cache, v_cache};
+  const std::array<const T*, 2> v_ahead = warm ? std::array<const T*, 2>{} : std::array<const T*, 2>{v_cache, nullptr};
 
-  for_each_chunk(k_cache, v_cache, blocks, n_max, kv_head, l, [&](std::int64_t t0, const T* k, int keys) {
+  for_each_chunk(k_cache, k_ahead, blocks, n_max, kv_head, l, [&](std::int64_t t0, const T* k, int keys) {
     std::int64_t ldk = 0;
     const float* kf = chunk_as_f32(k, stride, keys, d, chunk, ops, ldk);
     for (int i = 0; i < queries; ++i)
@@ -189,7 +195,7 @@ void attend_tile(const float* q, std::int64_t ldq, const std::int32_t* positions
     std::memset(out_of(i), 0, sizeof(float) * static_cast<std::size_t>(d));
   }
   // Per chunk, each query's output stays in registers across the chunk's V rows.
-  for_each_chunk(v_cache, static_cast<const T*>(nullptr), blocks, n_max, kv_head, l, [&](std::int64_t t0, const T* v, int keys) {
+  for_each_chunk(v_cache, v_ahead, blocks, n_max, kv_head, l, [&](std::int64_t t0, const T* v, int keys) {
     std::int64_t ldv = 0;
     const float* vf = chunk_as_f32(v, stride, keys, d, chunk, ops, ldv);
     for (int i = 0; i < queries; ++i) {
