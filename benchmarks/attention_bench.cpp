@@ -56,9 +56,10 @@ void bm_attention(benchmark::State& state, KvDType dtype, int seqs, int rows_per
   std::vector<float> q(rows * static_cast<std::size_t>(width)), out(q.size());
   for (auto& x : q) x = dist(rng);
   CpuContext ctx(bench_threads());
+  AttentionWorkspace workspace;
   for (auto _ : state) {
     paged_attention(q.data(), width, positions.data(), batch.data(), seqs, kHeads, layout, k.data(),
-                    v.data(), out.data(), width, ctx);
+                    v.data(), out.data(), width, ctx, workspace);
     benchmark::DoNotOptimize(out.data());
   }
   // Every row reads K and V of positions 0..pos once per KV head (query heads of a group share

@@ -7,8 +7,12 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
+
+#include <omp.h>
 
 namespace ember::kernels::cpu {
 
@@ -24,7 +28,14 @@ std::int64_t token_stride(const KvLayout& l) {
   return static_cast<std::int64_t>(l.kv_heads) * l.head_dim;
 }
 
-EMBER_CLONES float softmax_in_place(float* s, std::int64_t n) {
+struct SoftmaxTerms {
+  float max;
+  float sum;
+};
+
+// s[i] = e^(s[i] - max) in place, unnormalised: a segment's terms are scaled when the segments
+// are merged (merge_segments).
+EMBER_CLONES SoftmaxTerms exponentiate_in_place(float* s, std::int64_t n) {
   float mx = s[0];
 #pragma omp simd reduction(max : mx)
   for (std::int64_t i = 0; i < n; ++i) mx = s[i] > mx ? s[i] : mx;  // std::fmax is a libm call
@@ -34,7 +45,7 @@ EMBER_CLONES float softmax_in_place(float* s, std::int64_t n) {
     s[i] = exp_approx(s[i] - mx);
     sum += s[i];
   }
-  return sum;
+  return {mx, sum};
 }
 
 // Asks for the kv_head slice of one block's rows to be brought into cache. A sequence's blocks
@@ -56,45 +67,47 @@ void prefetch_block(const T* slice, std::int64_t stride, int rows, int head_dim)
 constexpr int kPrefetchBlocks = 2;
 
 // Calls fn(t0, pointer to token t0's kv_head slice, keys) for each chunk of at most kKeyChunk
-// keys holding tokens t0..t0+keys-1 of 0..n-1 (token t0 + j is at pointer + j * token_stride).
-// Chunks never cross a block, and their bounds depend only on the positions, never on the
-// batch. Walking block by block avoids a 64-bit division per token. The same blocks of the
-// caches in `ahead` (null entries skipped: none when the lines are already cached, V as well as
-// K while K is scored) are prefetched kPrefetchBlocks ahead.
+// keys holding tokens t0..t0+keys-1 of begin..end-1, where begin is the first token of a block.
+// (Token t0 + j is at pointer + j * token_stride.) Chunks never cross a block, and their bounds
+// depend only on the positions, never on the batch. Walking block by block avoids a 64-bit
+// division per token. The same blocks of the caches in `ahead` (null entries skipped: none when
+// the lines are already cached, V as well as K while K is scored) are prefetched
+// kPrefetchBlocks ahead.
 template <class T, class Fn>
 void for_each_chunk(const T* cache, std::array<const T*, 2> ahead, const std::int32_t* blocks,
-                    std::int64_t n, int kv_head, const KvLayout& l, Fn&& fn) {
+                    std::int64_t begin, std::int64_t end, int kv_head, const KvLayout& l, Fn&& fn) {
   const std::int64_t stride = token_stride(l);
+  const std::int64_t first = begin / l.block_size;
   const auto slice = [&](const T* base, std::int64_t b) {
     return base + static_cast<std::int64_t>(blocks[b]) * l.block_size * stride +
            static_cast<std::int64_t>(kv_head) * l.head_dim;
   };
-  const auto prefetch = [&](std::int64_t b) {  // block b, if the sequence reaches it
+  const auto prefetch = [&](std::int64_t b) {  // block b, if the range reaches it
     const std::int64_t t0 = b * l.block_size;
-    if (t0 >= n) return;
-    const int rows = static_cast<int>(std::min<std::int64_t>(n - t0, l.block_size));
+    if (t0 >= end) return;
+    const int rows = static_cast<int>(std::min<std::int64_t>(end - t0, l.block_size));
     for (const T* base : ahead)
       if (base != nullptr) prefetch_block(slice(base, b), stride, rows, l.head_dim);
   };
-  for (std::int64_t b = 0; b < kPrefetchBlocks; ++b) prefetch(b);
-  for (std::int64_t b = 0, t0 = 0; t0 < n; ++b, t0 += l.block_size) {
+  for (std::int64_t b = first; b < first + kPrefetchBlocks; ++b) prefetch(b);
+  for (std::int64_t b = first, t0 = begin; t0 < end; ++b, t0 += l.block_size) {
     prefetch(b + kPrefetchBlocks);
     const T* p = slice(cache, b);
-    const int count = static_cast<int>(std::min<std::int64_t>(n - t0, l.block_size));
+    const int count = static_cast<int>(std::min<std::int64_t>(end - t0, l.block_size));
     for (int c = 0; c < count; c += kKeyChunk)
       fn(t0 + c, p + c * stride, std::min(kKeyChunk, count - c));
   }
 }
 
 // Loads one byte of every cache line of [p, p + bytes). Demand loads, unlike prefetch
-// instructions, keep as many misses in flight as the core allows: see attend_tile.
+// instructions, keep as many misses in flight as the core allows: see attend_task.
 void touch_lines(const void* p, std::int64_t bytes) {
   unsigned sum = 0;
   for (std::int64_t at = 0; at < bytes; at += 64) sum += static_cast<const unsigned char*>(p)[at];
   asm volatile("" : : "r"(sum));  // the loads must happen; their values do not matter
 }
 
-// Above this many bytes of K and V per task, the warm-up pass of attend_tile would evict its own
+// Above this many bytes of K and V per task, the warm-up pass of attend_task would evict its own
 // first lines before the task reads them again.
 constexpr std::int64_t kWarmBytes = 128 * 1024;
 
@@ -110,10 +123,62 @@ std::int64_t scores_stride(std::int64_t n) {
 // L2) once per query head.
 constexpr int kTileRows = 8;
 
-struct Tile {
-  std::int32_t seq;
-  std::int32_t row_begin;
-  std::int32_t rows;
+// A query's positions 0..n-1 are attended in kSegments segments split at a block boundary (the
+// first half of its blocks, rounded up, then the rest), each with its own softmax maximum and
+// sum, and the two are merged at the end, as flash-decoding does on GPUs. A task is one tile and
+// one segment, for every KV head:
+//  - one decode row is two tasks of near-equal work for two threads, where one task per KV head
+//    split the default model's 3 heads 2:1 between them;
+//  - a task reads whole token rows of K and V, contiguous within a block, which the hardware
+//    prefetcher follows, where a KV head's slice is 2 of every 6 cache lines of a row.
+// The split depends only on the query's own position, so each row's arithmetic is the same in
+// any batch, decode row or prefill chunk, and so is its output. attention_bench, f16, 2 threads,
+// against one task per (tile, KV head), two interleaved runs: decode at 512 positions 34 / 33
+// -> 20 / 21 us, 8 such rows 208 / 185 -> 145 / 162 us, a 512-token prefill 4.2 / 3.9 -> 3.3 /
+// 3.4 ms. In ember-bench tg128 decode attention took 290-445 us per step against 385-540.
+constexpr int kSegments = 2;
+
+struct Span {
+  std::int64_t begin, end;
+  bool empty() const { return begin >= end; }
+};
+
+Span segment_of(std::int64_t n, int segment, int block_size) {
+  const std::int64_t blocks = (n + block_size - 1) / block_size;
+  const std::int64_t split = std::min(n, (blocks + 1) / 2 * block_size);
+  return segment == 0 ? Span{0, split} : Span{split, n};
+}
+
+using Tile = AttentionWorkspace::Tile;
+
+// Floats per cache line: per-thread buffers are padded to whole lines, because two threads
+// writing one line (false sharing) move it between the cores on every write: ~0.3 us per round
+// trip on the dev box's VM.
+constexpr std::int64_t kLineFloats = 64 / sizeof(float);
+
+std::int64_t whole_lines(std::int64_t floats) { return (floats + kLineFloats - 1) / kLineFloats * kLineFloats; }
+
+// n floats of v (grown if needed) starting at a cache-line boundary.
+float* line_aligned(std::vector<float>& v, std::int64_t n) {
+  if (static_cast<std::int64_t>(v.size()) < n + kLineFloats) v.resize(static_cast<std::size_t>(n + kLineFloats));
+  const auto address = reinterpret_cast<std::uintptr_t>(v.data());
+  return v.data() + (-address / sizeof(float)) % kLineFloats;
+}
+
+// Where the tasks of one call leave each (segment, row, query head)'s partial result for the
+// merge: the segment's softmax maximum and sum, then its unnormalised sum of p_t * V[t]. Each
+// starts on its own cache line: the two segments of a row are written by two threads at once.
+struct Partials {
+  float* data;
+  std::int64_t rows;
+  int heads;
+  int head_dim;
+  static std::int64_t floats(std::int64_t rows, int heads, int head_dim) {
+    return kSegments * rows * heads * whole_lines(head_dim + 2);
+  }
+  float* at(std::int64_t row, int head, int segment) const {
+    return data + ((segment * rows + row) * heads + head) * whole_lines(head_dim + 2);
+  }
 };
 
 // Views a chunk of `keys` cached rows as FP32 rows: an f32 cache is used in place, an f16 one is
@@ -132,79 +197,126 @@ const float* chunk_as_f32(const T* p, std::int64_t stride, int keys, int d, floa
   }
 }
 
-// The rows of one tile and one kv head: the `group` query heads that share this KV head
-// (grouped-query attention) times the tile's rows. Per chunk of keys, scores for every query
-// whose row reaches the chunk; softmax per query over positions 0..last; then the weighted sum
-// of V chunk by chunk. Every query's arithmetic is the same whatever else is in its tile or
-// batch (dot_keys scores a key the same however many keys share its chunk; softmax and the V
-// sum run over its own positions in order), so each row's output is batch invariant.
+struct TaskArgs {
+  const float* q;
+  std::int64_t ldq;
+  const std::int32_t* positions;
+  const std::int32_t* blocks;
+  int group;
+  KvLayout layout;
+  float scale;
+  Partials partials;
+  const VecOps* ops;
+};
+
+// One segment of the rows of one tile for one kv head: the `group` query heads that share this
+// KV head (grouped-query attention) times the tile's rows. `span` covers every query's segment.
+// Per chunk of keys, scores for every query whose segment holds the chunk; e^(s - max) per query
+// over its segment; then the sum of those terms times V, chunk by chunk. Every query's
+// arithmetic is the same whatever else is in its tile or batch (dot_keys scores a key the same
+// however many keys share its chunk; the exponentials and the V sum run over its own segment in
+// order), so each row's output is batch invariant.
 template <class T>
-void attend_tile(const float* q, std::int64_t ldq, const std::int32_t* positions, const Tile& tile,
-                 const std::int32_t* blocks, const T* k_cache, const T* v_cache, int kv_head,
-                 int group, const KvLayout& l, float scale, float* scratch, float* out,
-                 std::int64_t ldo, const VecOps& ops) {
-  const int d = l.head_dim;
+void attend_head(const TaskArgs& a, const Tile& tile, int segment, Span span, const T* k_cache,
+                 const T* v_cache, int kv_head, bool warm, float* scratch) {
+  const KvLayout& l = a.layout;
+  const int d = l.head_dim, group = a.group;
   const int queries = tile.rows * group;
   const std::int64_t stride = token_stride(l);
-  std::int64_t n_max = 0;
-  for (int r = 0; r < tile.rows; ++r) n_max = std::max<std::int64_t>(n_max, positions[tile.row_begin + r] + 1);
-  const std::int64_t ld = scores_stride(n_max);
-  // scratch: scaled queries, then scores, then one FP32 chunk of K or V.
+  const std::int64_t ld = scores_stride(span.end - span.begin);
+  // scratch: scaled queries, then scores (indexed from span.begin), then one FP32 chunk.
   float* scaled_q = scratch;
   float* scores = scaled_q + static_cast<std::int64_t>(queries) * d;
   float* chunk = scores + queries * ld;
-  const auto last_of = [&](int query) { return positions[tile.row_begin + query / group]; };
-  const auto q_of = [&](int query) {
-    return q + (tile.row_begin + query / group) * ldq + static_cast<std::int64_t>(query % group) * d;
+  const auto row_of = [&](int query) { return tile.row_begin + query / group; };
+  const auto head_of = [&](int query) { return kv_head * group + query % group; };
+  const auto range_of = [&](int query) {
+    return segment_of(a.positions[row_of(query)] + 1, segment, l.block_size);
   };
-  const auto out_of = [&](int query) {
-    return out + (tile.row_begin + query / group) * ldo + static_cast<std::int64_t>(query % group) * d;
-  };
-  for (int i = 0; i < queries; ++i)  // scaling q once is cheaper than scaling every score
-    for (int e = 0; e < d; ++e) scaled_q[i * d + e] = q_of(i)[e] * scale;
+  for (int i = 0; i < queries; ++i) {  // scaling q once is cheaper than scaling every score
+    const float* qi = a.q + row_of(i) * a.ldq + static_cast<std::int64_t>(head_of(i)) * d;
+    for (int e = 0; e < d; ++e) scaled_q[i * d + e] = qi[e] * a.scale;
+  }
+  const std::array<const T*, 2> k_ahead = warm ? std::array<const T*, 2>{} : std::array<const T*, 2>{k_cache, v_cache};
+  const std::array<const T*, 2> v_ahead = warm ? std::array<const T*, 2>{} : std::array<const T*, 2>{v_cache, nullptr};
 
+  for_each_chunk(k_cache, k_ahead, a.blocks, span.begin, span.end, kv_head, l, [&](std::int64_t t0, const T* k, int keys) {
+    std::int64_t ldk = 0;
+    const float* kf = chunk_as_f32(k, stride, keys, d, chunk, *a.ops, ldk);
+    for (int i = 0; i < queries; ++i) {
+      const Span r = range_of(i);
+      if (t0 >= r.begin && t0 < r.end)
+        a.ops->dot_keys_f32(scaled_q + i * d, kf, ldk, keys, d, scores + i * ld + (t0 - span.begin));
+    }
+  });
+  for (int i = 0; i < queries; ++i) {
+    const Span r = range_of(i);
+    if (r.empty()) continue;
+    const SoftmaxTerms terms = exponentiate_in_place(scores + i * ld + (r.begin - span.begin), r.end - r.begin);
+    float* partial = a.partials.at(row_of(i), head_of(i), segment);
+    partial[0] = terms.max;
+    partial[1] = terms.sum;
+    std::memset(partial + 2, 0, sizeof(float) * static_cast<std::size_t>(d));
+  }
+  // Per chunk, each query's sum stays in registers across the chunk's V rows.
+  for_each_chunk(v_cache, v_ahead, a.blocks, span.begin, span.end, kv_head, l, [&](std::int64_t t0, const T* v, int keys) {
+    std::int64_t ldv = 0;
+    const float* vf = chunk_as_f32(v, stride, keys, d, chunk, *a.ops, ldv);
+    for (int i = 0; i < queries; ++i) {
+      const Span r = range_of(i);
+      if (t0 < r.begin || t0 >= r.end) continue;
+      const int used = static_cast<int>(std::min<std::int64_t>(keys, r.end - t0));
+      a.ops->axpy_rows_f32(scores + i * ld + (t0 - span.begin), vf, ldv, used,
+                           a.partials.at(row_of(i), head_of(i), segment) + 2, d);
+    }
+  });
+}
+
+// One task: segment `segment` of every query of the tile, every KV head.
+template <class T>
+void attend_task(const TaskArgs& a, const Tile& tile, int segment, const T* k_cache,
+                 const T* v_cache, float* scratch) {
+  const KvLayout& l = a.layout;
+  Span span{std::numeric_limits<std::int64_t>::max(), 0};
+  for (int r = 0; r < tile.rows; ++r) {
+    const Span s = segment_of(a.positions[tile.row_begin + r] + 1, segment, l.block_size);
+    if (s.empty()) continue;
+    span = {std::min(span.begin, s.begin), std::max(span.end, s.end)};
+  }
+  if (span.empty()) return;  // a short sequence: everything is in the other segment
   // A decode row's K and V were written a step ago, and the weights streamed since have evicted
   // them from every cache. Scoring chunk by chunk then waits on memory: the prefetches ahead of
   // it are dropped while the core's miss buffers are full. Reading every line first, with
   // nothing else in the way, keeps the most misses in flight. On the dev box, one decode row at
   // 80 positions after a 64 MB stream, one thread: 22 us without this pass, 17.6 us with it
-  // (5.5 us with everything cached); ember-bench tg128, 3 interleaved pairs: 5.1 / 5.2 / 5.6 ms
-  // per decode step against 5.3 / 5.7 / 5.9 ms.
-  // After it the passes below prefetch nothing.
-  const std::int64_t slice_bytes = static_cast<std::int64_t>(d) * sizeof(T);
-  const bool warm = 2 * n_max * slice_bytes <= kWarmBytes;
+  // (5.5 us with everything cached). After it the passes of attend_head prefetch nothing.
+  const std::int64_t row_bytes = token_stride(l) * static_cast<std::int64_t>(sizeof(T));
+  const bool warm = 2 * (span.end - span.begin) * row_bytes <= kWarmBytes;
   if (warm)
     for (const T* cache : {k_cache, v_cache})
-      for_each_chunk(cache, {}, blocks, n_max, kv_head, l, [&](std::int64_t, const T* p, int keys) {
-        for (int j = 0; j < keys; ++j) touch_lines(p + j * stride, slice_bytes);
+      for_each_chunk(cache, {}, a.blocks, span.begin, span.end, 0, l, [&](std::int64_t, const T* p, int keys) {
+        touch_lines(p, keys * row_bytes);
       });
-  const std::array<const T*, 2> k_ahead = warm ? std::array<const T*, 2>{} : std::array<const T*, 2>{k_cache, v_cache};
-  const std::array<const T*, 2> v_ahead = warm ? std::array<const T*, 2>{} : std::array<const T*, 2>{v_cache, nullptr};
+  for (int kv_head = 0; kv_head < l.kv_heads; ++kv_head)
+    attend_head(a, tile, segment, span, k_cache, v_cache, kv_head, warm, scratch);
+}
 
-  for_each_chunk(k_cache, k_ahead, blocks, n_max, kv_head, l, [&](std::int64_t t0, const T* k, int keys) {
-    std::int64_t ldk = 0;
-    const float* kf = chunk_as_f32(k, stride, keys, d, chunk, ops, ldk);
-    for (int i = 0; i < queries; ++i)
-      if (last_of(i) >= t0) ops.dot_keys_f32(scaled_q + i * d, kf, ldk, keys, d, scores + i * ld + t0);
-  });
-  for (int i = 0; i < queries; ++i) {
-    float* p = scores + i * ld;
-    const std::int64_t n = last_of(i) + 1;
-    const float inv_sum = 1.0f / softmax_in_place(p, n);
-    for (std::int64_t t = 0; t < n; ++t) p[t] *= inv_sum;
-    std::memset(out_of(i), 0, sizeof(float) * static_cast<std::size_t>(d));
+// out = the query's segments merged: each segment's terms scaled to the larger maximum, divided
+// by their total. The same arithmetic for every query, in any batch.
+void merge_segments(const Partials& p, std::int64_t row, int head, std::int64_t n, int block_size,
+                    float* out) {
+  const int d = p.head_dim;
+  const float* first = p.at(row, head, 0);
+  if (segment_of(n, 1, block_size).empty()) {
+    const float inv = 1.0f / first[1];
+    for (int e = 0; e < d; ++e) out[e] = first[2 + e] * inv;
+    return;
   }
-  // Per chunk, each query's output stays in registers across the chunk's V rows.
-  for_each_chunk(v_cache, v_ahead, blocks, n_max, kv_head, l, [&](std::int64_t t0, const T* v, int keys) {
-    std::int64_t ldv = 0;
-    const float* vf = chunk_as_f32(v, stride, keys, d, chunk, ops, ldv);
-    for (int i = 0; i < queries; ++i) {
-      const std::int64_t last = last_of(i);
-      if (last < t0) continue;
-      const int used = static_cast<int>(std::min<std::int64_t>(keys, last - t0 + 1));
-      ops.axpy_rows_f32(scores + i * ld + t0, vf, ldv, used, out_of(i), d);
-    }
-  });
+  const float* second = p.at(row, head, 1);
+  const float mx = std::max(first[0], second[0]);
+  const float w1 = exp_approx(first[0] - mx), w2 = exp_approx(second[0] - mx);
+  const float inv = 1.0f / (first[1] * w1 + second[1] * w2);
+  for (int e = 0; e < d; ++e) out[e] = (first[2 + e] * w1 + second[2 + e] * w2) * inv;
 }
 
 std::int64_t scratch_floats(int queries, int head_dim, std::int64_t longest) {
@@ -236,7 +348,7 @@ void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t ro
 void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* positions,
                      const AttentionSeq* seqs, int seq_count, int heads, const KvLayout& layout,
                      const void* k_cache, const void* v_cache, float* out, std::int64_t ldo,
-                     CpuContext& ctx) {
+                     CpuContext& ctx, AttentionWorkspace& ws) {
   check_layout(layout);
   if (heads <= 0 || heads % layout.kv_heads != 0)
     fail(ErrorCode::invalid_argument, "attention: heads={} is not a multiple of kv_heads={}",
@@ -246,8 +358,8 @@ void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* posit
     fail(ErrorCode::invalid_argument, "attention: ldq={} / ldo={} below heads*head_dim={}", ldq,
          ldo, width);
 
-  std::vector<Tile> tiles;
-  std::int64_t longest = 0;
+  ws.tiles.clear();
+  std::int64_t longest = 0, rows = 0;
   for (int s = 0; s < seq_count; ++s) {
     const AttentionSeq& seq = seqs[s];
     const std::int64_t capacity = static_cast<std::int64_t>(seq.block_count) * layout.block_size;
@@ -258,36 +370,49 @@ void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* posit
              positions[r], seq.block_count, layout.block_size);
       longest = std::max<std::int64_t>(longest, positions[r] + 1);
     }
+    rows = std::max<std::int64_t>(rows, seq.row_begin + seq.row_count);
     for (std::int32_t r = 0; r < seq.row_count; r += kTileRows)
-      tiles.push_back({s, seq.row_begin + r, std::min(kTileRows, seq.row_count - r)});
+      ws.tiles.push_back({s, seq.row_begin + r, std::min(kTileRows, seq.row_count - r)});
   }
   // The last tiles of a prefill attend to the most positions: handing them out first balances
   // the threads' shares better. The order changes no result.
-  std::reverse(tiles.begin(), tiles.end());
+  std::reverse(ws.tiles.begin(), ws.tiles.end());
 
   const int group = heads / layout.kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(layout.head_dim));
-  const VecOps& ops = vec_ops();
-  // Query heads h = kv_head * group .. + group - 1 are contiguous in the q and out rows.
-  const std::int64_t n_tasks = static_cast<std::int64_t>(tiles.size()) * layout.kv_heads;
-#pragma omp parallel num_threads(ctx.threads) if (ctx.threads > 1 && n_tasks > 1)
+  const std::int64_t per_thread = whole_lines(scratch_floats(kTileRows * group, layout.head_dim, longest));
+  const int threads = std::max(1, ctx.threads);
+  float* const scratch_base = line_aligned(ws.scratch, per_thread * threads);
+  const Partials partials{line_aligned(ws.partials, Partials::floats(rows, heads, layout.head_dim)),
+                          rows, heads, layout.head_dim};
+  const TaskArgs args{q, ldq, positions, nullptr, group, layout,
+                      1.0f / std::sqrt(static_cast<float>(layout.head_dim)), partials, &vec_ops()};
+  const std::vector<Tile>& tiles = ws.tiles;
+  const auto n_tiles = static_cast<std::int64_t>(tiles.size());
+  const std::int64_t n_tasks = n_tiles * kSegments;
+#pragma omp parallel num_threads(threads) if (threads > 1 && n_tasks > 1)
   {
-    std::vector<float> scratch(static_cast<std::size_t>(scratch_floats(kTileRows * group, layout.head_dim, longest)));
+    float* scratch = scratch_base + per_thread * omp_get_thread_num();
     // Dynamic: tiles attend to different numbers of positions.
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t i = 0; i < n_tasks; ++i) {
-      const Tile& tile = tiles[static_cast<std::size_t>(i / layout.kv_heads)];
-      const int kvh = static_cast<int>(i % layout.kv_heads);
-      const std::int64_t col = static_cast<std::int64_t>(kvh) * group * layout.head_dim;
-      const std::int32_t* blocks = seqs[tile.seq].block_table;
+      const Tile& tile = tiles[static_cast<std::size_t>(i / kSegments)];
+      TaskArgs a = args;
+      a.blocks = seqs[tile.seq].block_table;
+      const int segment = static_cast<int>(i % kSegments);
       if (layout.dtype == KvDType::f16)
-        attend_tile(q + col, ldq, positions, tile, blocks, static_cast<const std::uint16_t*>(k_cache),
-                    static_cast<const std::uint16_t*>(v_cache), kvh, group, layout, scale,
-                    scratch.data(), out + col, ldo, ops);
+        attend_task(a, tile, segment, static_cast<const std::uint16_t*>(k_cache),
+                    static_cast<const std::uint16_t*>(v_cache), scratch);
       else
-        attend_tile(q + col, ldq, positions, tile, blocks, static_cast<const float*>(k_cache),
-                    static_cast<const float*>(v_cache), kvh, group, layout, scale, scratch.data(),
-                    out + col, ldo, ops);
+        attend_task(a, tile, segment, static_cast<const float*>(k_cache),
+                    static_cast<const float*>(v_cache), scratch);
+    }
+#pragma omp for schedule(static)
+    for (std::int64_t t = 0; t < n_tiles; ++t) {
+      const Tile& tile = tiles[static_cast<std::size_t>(t)];
+      for (std::int32_t r = tile.row_begin; r < tile.row_begin + tile.rows; ++r)
+        for (int h = 0; h < heads; ++h)
+          merge_segments(args.partials, r, h, positions[r] + 1, layout.block_size,
+                         out + r * ldo + static_cast<std::int64_t>(h) * layout.head_dim);
     }
   }
 }

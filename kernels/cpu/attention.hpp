@@ -7,6 +7,7 @@
 #include "kernels/kv_layout.hpp"
 
 #include <cstdint>
+#include <vector>
 
 namespace ember::kernels::cpu {
 
@@ -28,16 +29,31 @@ struct AttentionSeq {
   std::int32_t block_count;
 };
 
+// Buffers paged_attention reuses from call to call. They grow to the largest batch seen, so a
+// step allocates nothing once warm. One per caller: two calls at once must not share one.
+struct AttentionWorkspace {
+  struct Tile {
+    std::int32_t seq;
+    std::int32_t row_begin;
+    std::int32_t rows;
+  };
+  std::vector<Tile> tiles;      // the call's tiles of up to 8 rows of one sequence
+  std::vector<float> partials;  // each (row, query head, segment)'s partial result
+  std::vector<float> scratch;   // each thread's scaled queries, scores and FP32 chunk
+};
+
 // For every row r of every sequence, q[r] (heads*head_dim at q + r*ldq) attends causally to KV
 // positions 0..positions[r] of its sequence; head h reads kv head h / (heads / kv_heads)
 // (grouped-query). Softmax in FP32 with scale 1/sqrt(head_dim). out[r] (heads*head_dim at
 // out + r*ldo) = sum_t p_t * V[t]. Rows not covered by any sequence are left untouched.
-// Parallel over (row, kv head) with ctx.threads; the query heads sharing a KV head are done
-// together so K/V are read once per group. Throws ErrorCode::invalid_argument when a
-// position is outside the sequence's blocks or the head counts do not divide.
+// Each query attends to the first and the second half of its blocks separately, and the two
+// are merged (attention.cpp says why); parallel over (tile of rows, half) with ctx.threads. The
+// query heads sharing a KV head are done together so K/V are read once per group. Throws
+// ErrorCode::invalid_argument when a position is outside the sequence's blocks or the head
+// counts do not divide.
 void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* positions,
                      const AttentionSeq* seqs, int seq_count, int heads, const KvLayout& layout,
                      const void* k_cache, const void* v_cache, float* out, std::int64_t ldo,
-                     CpuContext& ctx);
+                     CpuContext& ctx, AttentionWorkspace& workspace);
 
 }  // namespace ember::kernels::cpu

@@ -185,8 +185,9 @@ void check_attention(kh::KvDType dtype, int head_dim) {
   const kh::AttentionSeq seqs[] = {{10, 40, table_a.data(), 4}, {70, 1, table_b.data(), 2}};
   std::vector<float> expect(static_cast<std::size_t>(rows * width), -7.0f);
   kh::CpuContext ctx(1);
+  kh::AttentionWorkspace workspace;
   kh::paged_attention(qkv.data(), ldqkv, positions.data(), seqs, 2, heads, cpu_layout, k_cache.data(),
-                      v_cache.data(), expect.data(), width, ctx);
+                      v_cache.data(), expect.data(), width, ctx, workspace);
   std::vector<std::int32_t> tables(table_a);
   tables.insert(tables.end(), table_b.begin(), table_b.end());
   std::vector<std::int32_t> row_tables(static_cast<std::size_t>(rows), -1);

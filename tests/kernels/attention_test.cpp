@@ -72,8 +72,9 @@ void run_case(const Case& c, std::uint32_t seed) {
   const auto q = random_floats(static_cast<std::size_t>(row * ldq), seed + 99);
   std::vector<float> out(static_cast<std::size_t>(row * ldo), 7.0f);
   CpuContext ctx(2);
+  AttentionWorkspace workspace;
   paged_attention(q.data(), ldq, positions.data(), seqs.data(), static_cast<int>(seqs.size()), c.heads, layout,
-                  k_cache.data(), v_cache.data(), out.data(), ldo, ctx);
+                  k_cache.data(), v_cache.data(), out.data(), ldo, ctx, workspace);
 
   // Dense reference in double on the values the cache holds (f16-rounded when f16).
   const auto stored = [&](float v) {
@@ -128,7 +129,59 @@ TEST_CASE("paged attention rejects positions outside the block table and bad hea
   const std::int32_t table[1] = {1};
   const std::int32_t pos_ok[1] = {3}, pos_bad[1] = {4};
   const AttentionSeq seq{0, 1, table, 1};
-  paged_attention(q.data(), 32, pos_ok, &seq, 1, 4, layout, kv.data(), kv.data(), out.data(), 32, ctx);
-  CHECK_THROWS_AS(paged_attention(q.data(), 32, pos_bad, &seq, 1, 4, layout, kv.data(), kv.data(), out.data(), 32, ctx), ember::Error);
-  CHECK_THROWS_AS(paged_attention(q.data(), 32, pos_ok, &seq, 1, 3, layout, kv.data(), kv.data(), out.data(), 32, ctx), ember::Error);
+  AttentionWorkspace ws;
+  paged_attention(q.data(), 32, pos_ok, &seq, 1, 4, layout, kv.data(), kv.data(), out.data(), 32, ctx, ws);
+  CHECK_THROWS_AS(paged_attention(q.data(), 32, pos_bad, &seq, 1, 4, layout, kv.data(), kv.data(), out.data(), 32, ctx, ws), ember::Error);
+  CHECK_THROWS_AS(paged_attention(q.data(), 32, pos_ok, &seq, 1, 3, layout, kv.data(), kv.data(), out.data(), 32, ctx, ws), ember::Error);
+}
+
+// Batch invariance at the kernel: each query's halves and their merge depend only on its own
+// position, so a row gives the same bits as one row of a 70-row prefill on 2 threads, as a
+// decode row alone on 1 thread, and next to another sequence's rows.
+TEST_CASE("paged attention gives a row the same bits alone, in a prefill chunk and in a batch") {
+  const int heads = 9, kv_heads = 3, d = 64, block_size = 16, len = 70, blocks = 5;
+  const KvLayout layout{block_size, kv_heads, d, KvDType::f16};
+  const std::int64_t kv_width = kv_heads * d, q_width = heads * d;
+  // Sequence A owns blocks 5..9 in reverse order, sequence B (a copy of A) blocks 0..4.
+  std::vector<std::int32_t> table_a = {9, 8, 7, 6, 5}, table_b = {0, 1, 2, 3, 4};
+  std::vector<std::uint16_t> k_cache(static_cast<std::size_t>(2 * blocks * block_size * kv_width));
+  std::vector<std::uint16_t> v_cache(k_cache.size());
+  const auto ks = random_floats(static_cast<std::size_t>(len * kv_width), 11);
+  const auto vs = random_floats(static_cast<std::size_t>(len * kv_width), 12);
+  for (const auto* table : {&table_a, &table_b}) {
+    std::vector<std::int32_t> slots(len);
+    for (int t = 0; t < len; ++t) slots[static_cast<std::size_t>(t)] = (*table)[static_cast<std::size_t>(t / block_size)] * block_size + t % block_size;
+    store_kv(ks.data(), vs.data(), kv_width, len, slots.data(), layout, k_cache.data(), v_cache.data());
+  }
+  const auto q = random_floats(static_cast<std::size_t>(len * q_width), 13);
+  std::vector<std::int32_t> positions(len);
+  std::iota(positions.begin(), positions.end(), 0);
+
+  AttentionWorkspace ws;
+  CpuContext two(2), one(1);
+  std::vector<float> prefill(static_cast<std::size_t>(len * q_width));
+  const AttentionSeq whole{0, len, table_a.data(), blocks};
+  paged_attention(q.data(), q_width, positions.data(), &whole, 1, heads, layout, k_cache.data(),
+                  v_cache.data(), prefill.data(), q_width, two, ws);
+  for (int r : {0, 15, 16, 31, 47, 48, 63, 64, 69}) {  // every split of 1 to 5 blocks
+    CAPTURE(r);
+    const auto expect = std::vector<float>(prefill.begin() + r * q_width, prefill.begin() + (r + 1) * q_width);
+    std::vector<float> alone(static_cast<std::size_t>(q_width));
+    const AttentionSeq decode{0, 1, table_a.data(), blocks};
+    paged_attention(q.data() + r * q_width, q_width, &positions[static_cast<std::size_t>(r)], &decode, 1, heads,
+                    layout, k_cache.data(), v_cache.data(), alone.data(), q_width, one, ws);
+    CHECK(alone == expect);
+    // Row 0: B's last 3 rows; row 3: this row of A.
+    std::vector<float> batch_q(static_cast<std::size_t>(4 * q_width));
+    std::copy(q.begin() + (len - 3) * q_width, q.end(), batch_q.begin());
+    std::copy(q.begin() + r * q_width, q.begin() + (r + 1) * q_width, batch_q.begin() + 3 * q_width);
+    const std::int32_t batch_positions[] = {len - 3, len - 2, len - 1, r};
+    const AttentionSeq batch[] = {{0, 3, table_b.data(), blocks}, {3, 1, table_a.data(), blocks}};
+    std::vector<float> batched(batch_q.size());
+    paged_attention(batch_q.data(), q_width, batch_positions, batch, 2, heads, layout, k_cache.data(),
+                    v_cache.data(), batched.data(), q_width, two, ws);
+    CHECK(std::vector<float>(batched.begin() + 3 * q_width, batched.end()) == expect);
+    CHECK(std::vector<float>(batched.begin() + 2 * q_width, batched.begin() + 3 * q_width) ==
+          std::vector<float>(prefill.end() - q_width, prefill.end()));
+  }
 }

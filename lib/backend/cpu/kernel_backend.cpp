@@ -126,7 +126,7 @@ class KernelBackend final : public Backend {
       void* v_cache = kv.values(static_cast<int>(l));
       k::store_kv(kk, v, qkv_dim, rows, batch.slots.data(), layout, k_cache, v_cache);
       k::paged_attention(q, qkv_dim, positions, seqs_.data(), static_cast<int>(seqs_.size()),
-                         config_.heads, layout, k_cache, v_cache, attn_.data(), q_dim_, ctx_);
+                         config_.heads, layout, k_cache, v_cache, attn_.data(), q_dim_, ctx_, attention_);
       if (observed_) observed_->layers[l].wo_in.observe(attn_.data(), rows, q_dim_);
       layer.wo->forward(ctx_, attn_.data(), rows, x_.data(), /*accumulate=*/true);
 
@@ -375,6 +375,7 @@ class KernelBackend final : public Backend {
   std::unique_ptr<k::Linear> lm_head_;
   std::vector<float> x_, h_, qkv_, attn_, gate_up_, act_;
   std::vector<k::AttentionSeq> seqs_;
+  k::AttentionWorkspace attention_;
   CalibrationRanges* observed_ = nullptr;  // set only while calibrating
   LoadProgress* progress_ = nullptr;       // set only while loading
   WeightCacheWriter* cache_ = nullptr;     // set only while building the INT8 linears
