@@ -209,16 +209,20 @@ struct TaskArgs {
   const VecOps* ops;
 };
 
+// Each row of a tile's part of one segment.
+using RowSpans = std::array<Span, kTileRows>;
+
 // One segment of the rows of one tile for one kv head: the `group` query heads that share this
-// KV head (grouped-query attention) times the tile's rows. `span` covers every query's segment.
+// KV head (grouped-query attention) times the tile's rows. rows[r] is row r's part of the
+// segment, `span` covers them all.
 // Per chunk of keys, scores for every query whose segment holds the chunk; e^(s - max) per query
 // over its segment; then the sum of those terms times V, chunk by chunk. Every query's
 // arithmetic is the same whatever else is in its tile or batch (dot_keys scores a key the same
 // however many keys share its chunk; the exponentials and the V sum run over its own segment in
 // order), so each row's output is batch invariant.
 template <class T>
-void attend_head(const TaskArgs& a, const Tile& tile, int segment, Span span, const T* k_cache,
-                 const T* v_cache, int kv_head, bool warm, float* scratch) {
+void attend_head(const TaskArgs& a, const Tile& tile, int segment, const RowSpans& rows, Span span,
+                 const T* k_cache, const T* v_cache, int kv_head, bool warm, float* scratch) {
   const KvLayout& l = a.layout;
   const int d = l.head_dim, group = a.group;
   const int queries = tile.rows * group;
@@ -230,9 +234,7 @@ void attend_head(const TaskArgs& a, const Tile& tile, int segment, Span span, co
   float* chunk = scores + queries * ld;
   const auto row_of = [&](int query) { return tile.row_begin + query / group; };
   const auto head_of = [&](int query) { return kv_head * group + query % group; };
-  const auto range_of = [&](int query) {
-    return segment_of(a.positions[row_of(query)] + 1, segment, l.block_size);
-  };
+  const auto range_of = [&](int query) { return rows[static_cast<std::size_t>(query / group)]; };
   for (int i = 0; i < queries; ++i) {  // scaling q once is cheaper than scaling every score
     const float* qi = a.q + row_of(i) * a.ldq + static_cast<std::int64_t>(head_of(i)) * d;
     for (int e = 0; e < d; ++e) scaled_q[i * d + e] = qi[e] * a.scale;
@@ -277,9 +279,11 @@ template <class T>
 void attend_task(const TaskArgs& a, const Tile& tile, int segment, const T* k_cache,
                  const T* v_cache, float* scratch) {
   const KvLayout& l = a.layout;
+  RowSpans rows{};  // once per task, not per chunk and query
   Span span{std::numeric_limits<std::int64_t>::max(), 0};
   for (int r = 0; r < tile.rows; ++r) {
     const Span s = segment_of(a.positions[tile.row_begin + r] + 1, segment, l.block_size);
+    rows[static_cast<std::size_t>(r)] = s;
     if (s.empty()) continue;
     span = {std::min(span.begin, s.begin), std::max(span.end, s.end)};
   }
@@ -298,7 +302,7 @@ void attend_task(const TaskArgs& a, const Tile& tile, int segment, const T* k_ca
         touch_lines(p, keys * row_bytes);
       });
   for (int kv_head = 0; kv_head < l.kv_heads; ++kv_head)
-    attend_head(a, tile, segment, span, k_cache, v_cache, kv_head, warm, scratch);
+    attend_head(a, tile, segment, rows, span, k_cache, v_cache, kv_head, warm, scratch);
 }
 
 // out = the query's segments merged: each segment's terms scaled to the larger maximum, divided
