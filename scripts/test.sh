@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds ember into build/ and runs the whole test suite. Installs missing system packages and
-# fetches the default model first. Extra arguments go to ctest (e.g. -R tokenizer).
+# fetches the default model first. Extra arguments go to ctest (e.g. -R tokenizer);
+# EMBER_BUILD_TARGETS="a b" builds only those targets (for a run of a subset of the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +11,9 @@ jobs=${EMBER_JOBS:-$(nproc)}
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_TESTS=ON -DEMBER_EXAMPLES=ON \
       -DEMBER_BENCHMARKS=ON ${EMBER_CMAKE_ARGS:-}
-cmake --build build -j "$jobs"
+targets=()
+for t in ${EMBER_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build build -j "$jobs" "${targets[@]}"
 # The tests share the cores with each other: OpenMP threads that spin at barriers while their
 # core is taken would make every step crawl, so idle threads sleep instead.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}

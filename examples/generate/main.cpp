@@ -1,8 +1,6 @@
 // ember-generate: one prompt in, streamed text out, and where the time went.
 //
-//   ember-generate [--model PATH] [--prompt TEXT] [--raw] [--max-tokens N] [--temperature T]
-//                  [--top-p P] [--seed S] [--precision int8|fp32] [--threads N]
-//                  [--weight-cache DIR] [--progress]
+//   ember-generate [--model PATH] [--prompt TEXT] [--raw] [--max-tokens N] ...  (--help lists all)
 //
 // The prompt is sent as a user message through the model's chat template; --raw sends it as
 // plain text to be continued. --model defaults to $EMBER_MODEL, then the default model fetched
@@ -11,73 +9,33 @@
 // --weight-cache DIR`); --progress draws the load progress on stderr.
 #include <ember/ember.hpp>
 
-#include "../common/default_model.hpp"
+#include "../common/cli.hpp"
 
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <string>
 
-namespace {
-
-[[noreturn]] void usage(const char* problem) {
-  std::fprintf(stderr,
-               "error: %s\nusage: ember-generate [--model PATH] [--prompt TEXT] [--raw] "
-               "[--max-tokens N] [--temperature T] [--top-p P] [--seed S] "
-               "[--precision int8|fp32] [--threads N] [--weight-cache DIR] [--progress]\n",
-               problem);
-  std::exit(2);
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  std::string model = ember_examples::default_model_path();
   std::string prompt = "Write a short poem about the sea.";
   bool raw = false;
-  ember::EngineOptions options;
+  ember_examples::EngineFlags engine_flags;
   ember::SamplingParams sampling;
   sampling.max_tokens = 128;
-  try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string flag = argv[i];
-      auto value = [&]() -> std::string {
-        if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
-        return argv[++i];
-      };
-      if (flag == "--model") model = value();
-      else if (flag == "--prompt") prompt = value();
-      else if (flag == "--raw") raw = true;
-      else if (flag == "--max-tokens") sampling.max_tokens = std::stoi(value());
-      else if (flag == "--temperature") sampling.temperature = std::stof(value());
-      else if (flag == "--top-p") sampling.top_p = std::stof(value());
-      else if (flag == "--seed") sampling.seed = std::stoull(value());
-      else if (flag == "--threads") options.threads = std::stoi(value());
-      else if (flag == "--weight-cache") options.weight_cache_dir = value();
-      else if (flag == "--progress") {
-        options.on_load_progress = [](ember::LoadPhase phase, float fraction) {
-          std::fprintf(stderr, "\rloading %3.0f %% (%s)      ", 100.0f * fraction, ember::to_string(phase));
-          if (fraction >= 1.0f) std::fprintf(stderr, "\n");
-          return true;
-        };
-        options.log = [](ember::LogLevel, std::string_view message) {
-          std::fprintf(stderr, "\n[ember] %.*s\n", static_cast<int>(message.size()), message.data());
-        };
-      }
-      else if (flag == "--precision") {
-        const std::string p = value();
-        if (p == "int8") options.precision = ember::Precision::int8;
-        else if (p == "fp32") options.precision = ember::Precision::fp32;
-        else usage("--precision must be int8 or fp32");
-      } else if (flag == "--help" || flag == "-h") usage("help requested");
-      else usage(("unknown flag " + flag).c_str());
-    }
-  } catch (const std::logic_error&) {  // std::stoi and friends on a malformed number
-    usage("a numeric flag has a malformed value");
-  }
+
+  ember_examples::CommandLine cli("ember-generate",
+                                  "One prompt in, streamed text out, and where the time went.");
+  cli.option("--prompt", "TEXT", prompt, "the prompt, sent as a user message through the "
+             "model's chat template")
+      .flag("--raw", raw, "send the prompt as plain text to be continued, without the template")
+      .option("--max-tokens", "N", sampling.max_tokens, "generated tokens at most")
+      .option("--temperature", "T", sampling.temperature, "sampling temperature; 0 = greedy")
+      .option("--top-p", "P", sampling.top_p, "nucleus sampling mass; 1 = off")
+      .option("--seed", "S", sampling.seed, "sampling seed: same seed, same output");
+  engine_flags.declare(cli);
+  cli.parse(argc, argv);
+  const ember::EngineOptions options = engine_flags.open_options(cli);
 
   try {
-    ember::Engine engine = ember::Engine::open(model, options);
+    ember::Engine engine = ember::Engine::open(engine_flags.model_path, options);
     ember::Request request;
     if (raw) request.prompt = prompt;
     else request.messages = {{"user", prompt}};
