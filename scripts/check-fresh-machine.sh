@@ -81,6 +81,7 @@ tar -C "$root" -xf "$pristine"
 # The machine's network and trust, as a new machine of this kind would have them.
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
 if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
   cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
 fi
 [[ -f /etc/pip.conf ]] && cp /etc/pip.conf "$root/etc/pip.conf"
