@@ -1,7 +1,6 @@
 // ember-logits: teacher-forced logits of a token sequence, for comparing engines' quality.
 //
-//   ember-logits --tokens FILE --out FILE.npy [--model PATH] [--precision fp32|int8]
-//                [--threads N] [--positions N]
+//   ember-logits --tokens FILE --out FILE.npy [--model PATH] ...  (--help lists all)
 //
 // FILE is JSON: a list of token ids, or an object whose "tokens" member is one (the golden file
 // tests/data/reference/smollm2_teacher_forced.json works as is). The model reads the tokens
@@ -9,7 +8,7 @@
 // float32 .npy array of shape [n, vocab]. The backend is built the way the engine builds it
 // (the INT8 path calibrated on the built-in text), driven directly because the public API does
 // not return logits.
-#include "../examples/common/default_model.hpp"
+#include "../examples/common/cli.hpp"
 #include "backend/backend.hpp"
 #include "backend/calibration_text.hpp"
 #include "model/gguf.hpp"
@@ -38,36 +37,33 @@ struct Args {
   int positions = 0;  // 0 = all
 };
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "error: %s\nusage: ember-logits --tokens FILE --out FILE.npy [--model PATH] "
-               "[--precision fp32|int8] [--threads N] [--positions N]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  a.model = ember_examples::default_model_path();
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage("missing value after " + flag);
-      return argv[++i];
-    };
-    if (flag == "--model") a.model = value();
-    else if (flag == "--tokens") a.tokens_path = value();
-    else if (flag == "--out") a.out_path = value();
-    else if (flag == "--threads") a.threads = std::atoi(value().c_str());
-    else if (flag == "--positions") a.positions = std::max(0, std::atoi(value().c_str()));
-    else if (flag == "--precision") {
-      const std::string p = value();
-      if (p == "fp32") a.precision = ember::Precision::fp32;
-      else if (p == "int8") a.precision = ember::Precision::int8;
-      else usage("--precision must be fp32 or int8");
-    } else usage("unknown flag " + flag);
-  }
-  if (a.tokens_path.empty() || a.out_path.empty()) usage("--tokens and --out are required");
+  ember_examples::EngineFlags engine_flags;
+  engine_flags.options.precision = a.precision;
+  engine_flags.options.threads = a.threads;
+  ember_examples::CommandLine cli(
+      "ember-logits",
+      "Teacher-forced logits of a token sequence, for comparing engines' quality: the model reads "
+      "the tokens and the logits predicting tokens[1..n] are written as a float32 .npy array of "
+      "shape [n, vocab].",
+      "--tokens FILE --out FILE.npy [flags]");
+  cli.option("--tokens", "FILE",
+             "JSON: a list of token ids, or an object whose \"tokens\" member is one (required)", "",
+             [&a](const std::string& v) { a.tokens_path = v; })
+      .option("--out", "FILE.npy", "where the logits go (required)", "",
+              [&a](const std::string& v) { a.out_path = v; })
+      .option("--positions", "N", a.positions, "write the logits of the first N positions only; 0 = all");
+  engine_flags.declare(cli, ember_examples::EngineFlags::model |
+                                ember_examples::EngineFlags::precision |
+                                ember_examples::EngineFlags::threads);
+  cli.parse(argc, argv);
+  if (a.tokens_path.empty() || a.out_path.empty()) cli.fail("--tokens and --out are required");
+  const ember::EngineOptions options = engine_flags.open_options(cli);
+  a.model = engine_flags.model_path;
+  a.precision = options.precision;
+  a.threads = options.threads;
+  a.positions = std::max(0, a.positions);
   return a;
 }
 

@@ -2,11 +2,12 @@
 // of a named shape, and its configuration as JSON for benchmarks/torch_generate.py, so the GPU
 // check runs from the source tree alone (no download, no model file).
 //
-//   ember-make-synthetic default|1b OUT.gguf OUT.json
+//   ember-make-synthetic SHAPE OUT.gguf OUT.json  (SHAPE: default or 1b; --help for usage)
 //
 // default: the default model's shape (SmolLM2-135M: 30 layers, width 576, ffn 1536, 9 heads,
 // 3 KV heads, vocab 49152). 1b: Llama-3.2-1B-like (16 layers, width 2048, ffn 8192, 32 heads,
 // 8 KV heads, vocab 32000). Matrices are Q4_1, as in the default model file.
+#include "../examples/common/cli.hpp"
 #include "model/gguf_writer.hpp"
 
 #include <nlohmann/json.hpp>
@@ -35,15 +36,25 @@ ember::model::ModelConfig shape(const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: ember-make-synthetic default|1b OUT.gguf OUT.json\n");
-    return 2;
-  }
+  std::string shape_name, gguf_path, json_path;
+  ember_examples::CommandLine cli(
+      "ember-make-synthetic",
+      "Writes a synthetic Llama model (random weights, Q4_1 matrices) of a named shape, and its "
+      "configuration as JSON (Hugging Face LlamaConfig field names) for "
+      "benchmarks/torch_generate.py.",
+      "SHAPE OUT.gguf OUT.json");
+  cli.positional("SHAPE", shape_name,
+                 "default: the default model's shape (SmolLM2-135M); 1b: Llama-3.2-1B-like")
+      .positional("OUT.gguf", gguf_path, "the model file to write")
+      .positional("OUT.json", json_path, "the configuration file to write");
+  cli.parse(argc, argv);
+  if (shape_name != "default" && shape_name != "1b")
+    cli.fail("unknown shape '" + shape_name + "' (default or 1b)");
   try {
     ember::model::SyntheticModelSpec spec;
-    spec.config = shape(argv[1]);
+    spec.config = shape(shape_name);
     spec.weight_type = ember::model::GgmlType::Q4_1;
-    ember::model::write_synthetic_model(spec, argv[2]);
+    ember::model::write_synthetic_model(spec, gguf_path);
     const auto& c = spec.config;
     // Hugging Face LlamaConfig field names, for a randomly initialised twin in PyTorch.
     const nlohmann::json config = {
@@ -51,7 +62,7 @@ int main(int argc, char** argv) {
         {"num_attention_heads", c.heads}, {"num_key_value_heads", c.kv_heads}, {"head_dim", c.head_dim},
         {"vocab_size", c.vocab}, {"rope_theta", c.rope_base}, {"rms_norm_eps", c.rms_eps},
         {"max_position_embeddings", c.context_length}, {"tie_word_embeddings", c.tied_embeddings}};
-    std::ofstream(argv[3]) << config.dump(2) << "\n";
+    std::ofstream(json_path) << config.dump(2) << "\n";
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -27,8 +27,8 @@ class Ember:
                 raise SystemExit(f"ember_driver: {program} is not built")
 
     def has_weight_cache(self):
-        """Whether ember-generate takes --weight-cache (its usage line names every flag)."""
-        usage = subprocess.run([self.generate, "--help"], capture_output=True, text=True).stderr
+        """Whether ember-generate takes --weight-cache (its --help, on stdout, lists every flag)."""
+        usage = subprocess.run([self.generate, "--help"], capture_output=True, text=True).stdout
         return "--weight-cache" in usage
 
     def command(self, workload, precision, json_path, requests=32, turns=8, weight_cache=None):

@@ -1,7 +1,7 @@
 // ember-chat: a terminal chat that keeps the conversation, streams each answer and shows where
 // its time went.
 //
-//   ember-chat [--model PATH] [--system TEXT] [--max-tokens N] [--temperature T] [--threads N]
+//   ember-chat [--model PATH] [--system TEXT] [--max-tokens N] ...  (--help lists all)
 //
 // Type a line and press enter; `/reset` forgets the conversation, `/quit` (or end of input)
 // leaves. Lines come from stdin, so a script can be piped in:
@@ -13,26 +13,17 @@
 // "reused" figure after each answer shows how many prompt tokens came from the cache.
 #include <ember/ember.hpp>
 
-#include "../common/default_model.hpp"
+#include "../common/cli.hpp"
 
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
 
 namespace {
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "error: %s\nusage: ember-chat [--model PATH] [--system TEXT] [--max-tokens N] "
-               "[--temperature T] [--threads N]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
 struct Options {
-  std::string model = ember_examples::default_model_path();
+  std::string model;
   std::string system;  // empty: the chat template's own default system prompt, if any
   ember::EngineOptions engine;
   ember::SamplingParams sampling;
@@ -41,24 +32,20 @@ struct Options {
 Options parse_flags(int argc, char** argv) {
   Options o;
   o.sampling.max_tokens = 256;
-  try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string flag = argv[i];
-      auto value = [&]() -> std::string {
-        if (i + 1 >= argc) usage("missing value after " + flag);
-        return argv[++i];
-      };
-      if (flag == "--model") o.model = value();
-      else if (flag == "--system") o.system = value();
-      else if (flag == "--max-tokens") o.sampling.max_tokens = std::stoi(value());
-      else if (flag == "--temperature") o.sampling.temperature = std::stof(value());
-      else if (flag == "--threads") o.engine.threads = std::stoi(value());
-      else if (flag == "--help" || flag == "-h") usage("help requested");
-      else usage("unknown flag " + flag);
-    }
-  } catch (const std::logic_error&) {  // std::stoi and friends on a malformed number
-    usage("a numeric flag has a malformed value");
-  }
+  ember_examples::EngineFlags engine_flags;
+  ember_examples::CommandLine cli(
+      "ember-chat",
+      "A terminal chat that keeps the conversation, streams each answer and shows where its time "
+      "went. Type a line and press enter; /reset forgets the conversation, /quit (or end of "
+      "input) leaves. Lines come from stdin, so a script can be piped in.");
+  cli.option("--system", "TEXT", o.system, "the system prompt, kept across /reset",
+             "the chat template's own, if any")
+      .option("--max-tokens", "N", o.sampling.max_tokens, "generated tokens per answer at most")
+      .option("--temperature", "T", o.sampling.temperature, "sampling temperature; 0 = greedy");
+  engine_flags.declare(cli);
+  cli.parse(argc, argv);
+  o.engine = engine_flags.open_options(cli);
+  o.model = engine_flags.model_path;
   return o;
 }
 

@@ -106,7 +106,7 @@ class CommandLine {
 
   void print_usage(std::FILE* out) const {
     std::fprintf(out, "usage: %s %s\n\n%s\n", program_.c_str(), synopsis_.c_str(),
-                 description_.c_str());
+                 wrapped(description_, 0, 0).c_str());
     if (!positionals_.empty()) {
       std::fprintf(out, "\narguments:\n");
       for (const Positional& p : positionals_) print_row(out, p.name, p.help, "");
@@ -187,36 +187,60 @@ class CommandLine {
   // "  --flag VALUE            help (default: ...)", the help wrapped at 100 columns.
   static void print_row(std::FILE* out, const std::string& left, const std::string& help,
                         const std::string& default_text) {
-    constexpr std::size_t indent = 26, width = 100;
+    constexpr std::size_t indent = 26;
     std::string line = "  " + left;
     if (line.size() < indent) line.resize(indent, ' ');
-    else line += "\n" + std::string(indent, ' ');
+    else line.append(1, '\n').append(indent, ' ');
     std::string text = help;
     if (!default_text.empty()) text += " (default: " + default_text + ")";
-    std::size_t column = indent;
+    std::fprintf(out, "%s%s\n", line.c_str(), wrapped(text, indent, indent).c_str());
+  }
+
+  // `text` broken into lines of 100 columns at most (a longer word keeps its own line), the
+  // first starting at column `column`, the others indented by `indent`.
+  static std::string wrapped(const std::string& text, std::size_t column, std::size_t indent) {
+    constexpr std::size_t width = 100;
+    std::string out;
+    bool line_empty = true;
     std::size_t pos = 0;
     while (pos < text.size()) {
       std::size_t end = text.find(' ', pos);
       if (end == std::string::npos) end = text.size();
       const std::size_t word = end - pos;
-      if (column > indent && column + 1 + word > width) {
-        line += "\n" + std::string(indent, ' ');
+      if (!line_empty && column + 1 + word > width) {
+        out.append(1, '\n').append(indent, ' ');
         column = indent;
-      } else if (column > indent) {
-        line += ' ';
+      } else if (!line_empty) {
+        out += ' ';
         ++column;
       }
-      line.append(text, pos, word);
+      out.append(text, pos, word);
       column += word;
+      line_empty = false;
       pos = end + 1;
     }
-    std::fprintf(out, "%s\n", line.c_str());
+    return out;
   }
 
   std::string program_, description_, synopsis_;
   std::vector<Flag> flags_;
   std::vector<Positional> positionals_;
 };
+
+// Exits (status 1) with a message saying how to get a model when `path` names no file;
+// `alternatives` ends the message with the program's other ways of naming one.
+inline void require_model_file(const std::string& program, const std::string& path,
+                               const std::string& alternatives =
+                                   "or pass --model PATH, or set EMBER_MODEL=PATH") {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) return;
+  std::fprintf(stderr,
+               "%s: no model file at '%s'.\n"
+               "  Fetch the default model (SmolLM2-135M-Instruct) with scripts/fetch-model.sh,\n"
+               "  %s.\n",
+               program.c_str(), path.c_str(), alternatives.c_str());
+  std::exit(1);
+}
 
 // The engine's flags, shared by every program that opens a model. Declare the ones that make
 // sense for the program, parse, then call open_options() for the EngineOptions to open with.
@@ -276,15 +300,7 @@ struct EngineFlags {
   // The options to open the model with: --progress installs a progress bar and a log on stderr.
   // Exits with a message saying how to get a model when the file is not there.
   ember::EngineOptions open_options(const CommandLine& cli) const {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(model_path, ec)) {
-      std::fprintf(stderr,
-                   "%s: no model file at '%s'.\n"
-                   "  Fetch the default model (SmolLM2-135M-Instruct) with scripts/fetch-model.sh,\n"
-                   "  or pass --model PATH, or set EMBER_MODEL=PATH.\n",
-                   cli.program().c_str(), model_path.c_str());
-      std::exit(1);
-    }
+    require_model_file(cli.program(), model_path);
     ember::EngineOptions o = options;
     if (show_progress) {
       o.on_load_progress = [](ember::LoadPhase phase, float fraction) {

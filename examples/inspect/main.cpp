@@ -1,5 +1,6 @@
 // ember-inspect MODEL.gguf: metadata (long arrays summarised), the hyper-parameters ember reads
-// and the tensor table. Exits 1 with the error message on a file ember rejects.
+// and the tensor table. Exits 1 with the error message on a file ember rejects (--help for usage).
+#include "../common/cli.hpp"
 #include "model/gguf.hpp"
 #include "model/model_config.hpp"
 
@@ -92,12 +93,22 @@ void print_tensors(const GgufFile& file) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: ember-inspect MODEL.gguf\n");
-    return 2;
-  }
+  std::string path;
+  ember_examples::CommandLine cli(
+      "ember-inspect",
+      "Prints a GGUF file's metadata (long arrays summarised), the hyper-parameters ember reads "
+      "from it and its tensor table.",
+      "[flags] MODEL.gguf");
+  cli.positional("MODEL.gguf", path,
+                 "the GGUF file to inspect, e.g. the default model that scripts/fetch-model.sh "
+                 "caches");
+  cli.parse(argc, argv);
+  std::string where = "then pass its path; the other programs open\n  ";
+  where.append(ember_examples::default_model_path())
+      .append("\n  when given no --model (EMBER_MODEL=PATH changes that)");
+  ember_examples::require_model_file(cli.program(), path, where);
   try {
-    const auto file = GgufFile::open(argv[1]);
+    const auto file = GgufFile::open(path);
     fmt::print("{}: GGUF v{}, {} bytes, alignment {}, data at byte {}\n", file->path(),
                file->version(), file->file_size(), file->alignment(), file->data_offset());
     fmt::print("\nmetadata ({} keys):\n", file->metadata().size());

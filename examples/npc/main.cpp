@@ -1,7 +1,6 @@
 // ember-npc: eight characters answer the player inside a game loop that never blocks.
 //
-//   ember-npc [--model PATH] [--player TEXT] [--frame-ms MS] [--frames-max N] [--max-tokens N]
-//             [--temperature T] [--step-tokens N] [--threads N] [--quiet-frames N]
+//   ember-npc [--model PATH] [--player TEXT] [--frame-ms MS] [--step-tokens N] ...  (--help lists all)
 //
 // The game owns the thread: each frame it gives the engine a fixed time budget with
 // Engine::step(budget) and goes on rendering. The eight replies are submitted at once with
@@ -15,12 +14,11 @@
 
 #include <ember/ember.hpp>
 
-#include "../common/default_model.hpp"
+#include "../common/cli.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,17 +44,8 @@ const Character kCharacters[] = {
 };
 constexpr int kCharacterCount = static_cast<int>(sizeof(kCharacters) / sizeof(kCharacters[0]));
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "error: %s\nusage: ember-npc [--model PATH] [--player TEXT] [--frame-ms MS] "
-               "[--frames-max N] [--max-tokens N] [--temperature T] [--step-tokens N] "
-               "[--threads N] [--quiet-frames N]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
 struct Options {
-  std::string model = ember_examples::default_model_path();
+  std::string model;
   std::string player = "Strange lights burn on Hollow Crag again tonight. What should I do?";
   double frame_ms = 16;
   int frames_max = 100000;
@@ -67,33 +56,30 @@ struct Options {
 
 Options parse_flags(int argc, char** argv) {
   Options o;
-  o.engine.max_batch_tokens = 128;
   o.sampling.max_tokens = 48;
   o.sampling.temperature = 0.7f;
-  try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string flag = argv[i];
-      auto value = [&]() -> std::string {
-        if (i + 1 >= argc) usage("missing value after " + flag);
-        return argv[++i];
-      };
-      if (flag == "--model") o.model = value();
-      else if (flag == "--player") o.player = value();
-      else if (flag == "--frame-ms") o.frame_ms = std::stod(value());
-      else if (flag == "--frames-max") o.frames_max = std::stoi(value());
-      else if (flag == "--quiet-frames") o.quiet_frames = std::stoi(value());
-      else if (flag == "--max-tokens") o.sampling.max_tokens = std::stoi(value());
-      else if (flag == "--temperature") o.sampling.temperature = std::stof(value());
-      else if (flag == "--step-tokens") o.engine.max_batch_tokens = std::stoi(value());
-      else if (flag == "--threads") o.engine.threads = std::stoi(value());
-      else if (flag == "--help" || flag == "-h") usage("help requested");
-      else usage("unknown flag " + flag);
-    }
-  } catch (const std::logic_error&) {  // std::stoi and friends on a malformed number
-    usage("a numeric flag has a malformed value");
-  }
+  ember_examples::EngineFlags engine_flags;
+  engine_flags.options.max_batch_tokens = 128;
+  ember_examples::CommandLine cli(
+      "ember-npc",
+      "Eight characters answer the player inside a game loop that never blocks: each frame gives "
+      "the engine a fixed time budget, and the replies stream in during those steps.");
+  cli.option("--player", "TEXT", o.player, "what the player says to every character")
+      .option("--frame-ms", "MS", o.frame_ms, "the engine's time budget per frame, in ms")
+      .option("--frames-max", "N", o.frames_max, "frames at most before the game moves on")
+      .option("--quiet-frames", "N", o.quiet_frames,
+              "print a summary line every N frames instead of a line per frame; 0 = every frame")
+      .option("--max-tokens", "N", o.sampling.max_tokens, "generated tokens per reply at most")
+      .option("--temperature", "T", o.sampling.temperature, "sampling temperature; 0 = greedy")
+      .option("--step-tokens", "N", engine_flags.options.max_batch_tokens,
+              "token budget of one engine step: smaller steps keep frame times close to the "
+              "budget at some cost in throughput");
+  engine_flags.declare(cli);
+  cli.parse(argc, argv);
   if (o.frame_ms <= 0 || o.frames_max <= 0 || o.quiet_frames < 0)
-    usage("--frame-ms and --frames-max must be positive, --quiet-frames not negative");
+    cli.fail("--frame-ms and --frames-max must be positive, --quiet-frames not negative");
+  o.engine = engine_flags.open_options(cli);
+  o.model = engine_flags.model_path;
   return o;
 }
 

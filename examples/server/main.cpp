@@ -1,8 +1,6 @@
 // ember-server: an OpenAI-compatible HTTP server over one ember Engine.
 //
-//   ember-server [--model PATH] [--host ADDR] [--port N] [--threads N] [--http-threads N]
-//                [--max-body-bytes N] [--max-prompt-tokens N] [--max-requests N]
-//                [--batch-min N] [--batch-wait-ms MS]
+//   ember-server [--model PATH] [--host ADDR] [--port N] [--max-requests N] ...  (--help lists all)
 //
 // Limits: --max-prompt-tokens (longer prompts: 400 context_length_exceeded) and --max-requests
 // (requests in flight, queued + running; beyond it: 429 rate_limit_exceeded, retry later) are
@@ -20,7 +18,7 @@
 //
 //   curl -s localhost:8080/v1/chat/completions -H 'Content-Type: application/json'
 //        -d '{"messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32}'
-#include "../common/default_model.hpp"
+#include "../common/cli.hpp"
 #include "routes.hpp"
 
 #include <httplib.h>
@@ -28,7 +26,6 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <random>
@@ -36,17 +33,8 @@
 
 namespace {
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "error: %s\nusage: ember-server [--model PATH] [--host ADDR] [--port N] "
-               "[--threads N] [--http-threads N] [--max-body-bytes N] [--max-prompt-tokens N]\n"
-               "       [--max-requests N] [--batch-min N] [--batch-wait-ms MS]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
 struct Options {
-  std::string model = ember_examples::default_model_path();
+  std::string model;
   std::string host = "127.0.0.1";
   int port = 8080;
   int http_threads = 32;  // one per connected client: streaming holds a thread for its length
@@ -57,33 +45,44 @@ struct Options {
 
 Options parse_flags(int argc, char** argv) {
   Options o;
-  try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string flag = argv[i];
-      auto value = [&]() -> std::string {
-        if (i + 1 >= argc) usage("missing value after " + flag);
-        return argv[++i];
-      };
-      if (flag == "--model") o.model = value();
-      else if (flag == "--host") o.host = value();
-      else if (flag == "--port") o.port = std::stoi(value());
-      else if (flag == "--threads") o.engine.threads = std::stoi(value());
-      else if (flag == "--http-threads") o.http_threads = std::stoi(value());
-      else if (flag == "--max-body-bytes") o.max_body_bytes = std::stoull(value());
-      else if (flag == "--max-prompt-tokens") o.engine.max_prompt_tokens = std::stoi(value());
-      else if (flag == "--max-requests") o.engine.max_requests = std::stoi(value());
-      else if (flag == "--batch-min") o.batch.min_requests = std::stoi(value());
-      else if (flag == "--batch-wait-ms") o.batch.max_wait = std::chrono::milliseconds(std::stoi(value()));
-      else if (flag == "--help" || flag == "-h") usage("help requested");
-      else usage("unknown flag " + flag);
-    }
-  } catch (const std::logic_error&) {  // std::stoi and friends on a malformed number
-    usage("a numeric flag has a malformed value");
-  }
-  if (o.port < 0 || o.port > 65535) usage("--port must be 0..65535 (0: any free port)");
-  if (o.http_threads < 1) usage("--http-threads must be at least 1");
-  if (o.batch.min_requests < 1) usage("--batch-min must be at least 1");
-  if (o.batch.max_wait.count() < 0) usage("--batch-wait-ms must be >= 0");
+  ember_examples::EngineFlags engine_flags;
+  ember::EngineOptions& engine = engine_flags.options;
+  ember_examples::CommandLine cli(
+      "ember-server",
+      "An OpenAI-compatible HTTP server over one ember Engine: POST /v1/completions, POST "
+      "/v1/chat/completions (both streaming with \"stream\": true), GET /v1/models, GET /health, "
+      "GET /metrics. There is no authentication: put a proxy in front before exposing it.");
+  cli.option("--host", "ADDR", o.host, "the address to listen on")
+      .option("--port", "N", o.port, "the port to listen on; 0 = any free port")
+      .option("--http-threads", "N", o.http_threads,
+              "HTTP worker threads: one per connected client, as a stream holds one for its length")
+      .option("--max-body-bytes", "N", o.max_body_bytes,
+              "request bodies at most, in bytes; larger: 413")
+      .option("--max-prompt-tokens", "N", engine.max_prompt_tokens,
+              "prompt tokens at most; longer prompts: 400 context_length_exceeded; 0 = only the "
+              "context window")
+      .option("--max-requests", "N", engine.max_requests,
+              "requests in flight (queued + running) at most; beyond it: 429 "
+              "rate_limit_exceeded; 0 = no limit")
+      .option("--batch-min", "N", o.batch.min_requests,
+              "an idle engine starts its next batch once N requests are queued, or once the "
+              "first of them has waited --batch-wait-ms")
+      .option("--batch-wait-ms", "MS",
+              "an idle engine starts its next batch once the first queued request has waited MS "
+              "ms, or once --batch-min are queued; a larger window trades the first token's "
+              "latency for fuller batches",
+              std::to_string(o.batch.max_wait.count()), [&o](const std::string& v) {
+                o.batch.max_wait = std::chrono::milliseconds(
+                    ember_examples::CommandLine::parse<int>("--batch-wait-ms", v));
+              });
+  engine_flags.declare(cli);
+  cli.parse(argc, argv);
+  if (o.port < 0 || o.port > 65535) cli.fail("--port must be 0..65535 (0: any free port)");
+  if (o.http_threads < 1) cli.fail("--http-threads must be at least 1");
+  if (o.batch.min_requests < 1) cli.fail("--batch-min must be at least 1");
+  if (o.batch.max_wait.count() < 0) cli.fail("--batch-wait-ms must be >= 0");
+  o.engine = engine_flags.open_options(cli);
+  o.model = engine_flags.model_path;
   return o;
 }
 
