@@ -136,9 +136,10 @@ typedef void (*ember_log_fn)(ember_log_level level, const char* message, void* u
 typedef enum ember_load_phase {
   EMBER_LOAD_READING = 0,      /* mapping and validating the model file */
   EMBER_LOAD_TOKENIZER = 1,    /* vocabulary, merges, chat template */
-  EMBER_LOAD_WEIGHTS = 2,      /* dequantizing the matrices */
-  EMBER_LOAD_CALIBRATION = 3,  /* INT8: observing activation ranges for smoothing */
-  EMBER_LOAD_QUANTIZATION = 4, /* quantizing and packing the matrices */
+  EMBER_LOAD_WEIGHTS = 2,      /* preparing the matrices a layer at a time (dequantize;
+                                  INT8: calibrate, smooth, quantize, pack) */
+  EMBER_LOAD_CALIBRATION = 3,  /* not reported: part of EMBER_LOAD_WEIGHTS; kept for source */
+  EMBER_LOAD_QUANTIZATION = 4, /* compatibility */
   EMBER_LOAD_CACHE = 5         /* reading (warm) or completing (cold) the weight cache */
 } ember_load_phase;
 

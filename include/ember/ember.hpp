@@ -89,14 +89,15 @@ enum class KvCacheType {
 enum class LogLevel { debug, info, warning, error };
 using LogCallback = std::function<void(LogLevel level, std::string_view message)>;
 
-// The stages of Engine::open(), in the order they run. A warm weight cache replaces `weights`,
-// `calibration` and `quantization` by `cache` (reading the prepared weights back).
+// The stages of Engine::open(), in the order they run. A warm weight cache replaces `weights`
+// by `cache` (reading the prepared weights back).
 enum class LoadPhase {
   reading,       // mapping and validating the model file
   tokenizer,     // the vocabulary, merges and chat template
-  weights,       // dequantizing the model's matrices to FP32
-  calibration,   // INT8 only: observing activation ranges on a short text, smoothing
-  quantization,  // quantizing (INT8) and packing the matrices for the GEMM library
+  weights,       // preparing the matrices one layer at a time: dequantize; INT8: calibrate on a
+                 // short text, smooth, quantize and pack. Reported once per layer
+  calibration,   // not reported since 0.1 prepares a layer at a time (within `weights`); kept
+  quantization,  // so that code naming them still compiles
   cache,         // reading the weight cache (warm) or completing its file (cold)
 };
 

@@ -60,11 +60,16 @@ void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_
   });
 }
 
-RopeAngles rope_angles(const std::int32_t* positions, std::int64_t rows, int rope_dims, float base) {
-  if (rows < 0 || rope_dims <= 0 || rope_dims % 2 != 0 || !(base > 0.0f))
-    fail(ErrorCode::invalid_argument, "rope: bad arguments rows={} rope_dims={} base={}", rows,
-         rope_dims, base);
+RopeAngles rope_angles(const std::int32_t* positions, std::int64_t rows, int rope_dims, float base,
+                       const float* freq_factors, float position_scale) {
+  if (rows < 0 || rope_dims <= 0 || rope_dims % 2 != 0 || !(base > 0.0f) || !(position_scale > 0.0f) ||
+      !std::isfinite(position_scale))
+    fail(ErrorCode::invalid_argument, "rope: bad arguments rows={} rope_dims={} base={} position_scale={}",
+         rows, rope_dims, base, position_scale);
   const int half_dims = rope_dims / 2;
+  for (int i = 0; freq_factors != nullptr && i < half_dims; ++i)
+    if (!(freq_factors[i] > 0.0f))
+      fail(ErrorCode::invalid_argument, "rope: frequency factor {} = {} is not positive", i, freq_factors[i]);
   RopeAngles a;
   a.rows = rows;
   a.rope_dims = rope_dims;
@@ -72,8 +77,11 @@ RopeAngles rope_angles(const std::int32_t* positions, std::int64_t rows, int rop
   a.sin.resize(a.cos.size());
   // In double: at position 8191 a float angle would already be off by ~5e-4 rad.
   std::vector<double> inv_freq(static_cast<std::size_t>(half_dims));
-  for (int i = 0; i < half_dims; ++i)
-    inv_freq[static_cast<std::size_t>(i)] = std::pow(static_cast<double>(base), -2.0 * i / rope_dims);
+  for (int i = 0; i < half_dims; ++i) {
+    double f = std::pow(static_cast<double>(base), -2.0 * i / rope_dims);
+    if (freq_factors != nullptr) f /= freq_factors[i];
+    inv_freq[static_cast<std::size_t>(i)] = f * position_scale;
+  }
   for (std::int64_t r = 0; r < rows; ++r)
     for (int i = 0; i < half_dims; ++i) {
       const double theta = positions[r] * inv_freq[static_cast<std::size_t>(i)];

@@ -23,17 +23,21 @@ enum class RopeLayout { interleaved, half };
 void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, int rope_dims,
           const std::int32_t* positions, float base, RopeLayout layout, int threads = 1);
 
-// cos and sin of every (row, pair) angle positions[r] * base^(-2i/rope_dims), [rows, rope_dims/2]
-// each. The angles depend only on the batch's positions: compute them once per forward pass and
-// reuse them for q and k of every layer (the double-precision sin/cos dominate rope's cost:
-// ~280 us of the 300 us of a 512-row call).
+// cos and sin of every (row, pair) angle
+//   theta = positions[r] * position_scale * base^(-2i/rope_dims) / freq_factors[i],
+// [rows, rope_dims/2] each: ggml's rope with its optional freq_factors (Llama 3's frequency
+// scaling, rope_dims/2 positive values; nullptr for all 1) and freq_scale (linear position
+// scaling, 1/factor). The angles depend only on the batch's positions: compute them once per
+// forward pass and reuse them for q and k of every layer (the double-precision sin/cos dominate
+// rope's cost: ~280 us of the 300 us of a 512-row call).
 struct RopeAngles {
   std::int64_t rows = 0;
   int rope_dims = 0;
   std::vector<float> cos;
   std::vector<float> sin;
 };
-RopeAngles rope_angles(const std::int32_t* positions, std::int64_t rows, int rope_dims, float base);
+RopeAngles rope_angles(const std::int32_t* positions, std::int64_t rows, int rope_dims, float base,
+                       const float* freq_factors = nullptr, float position_scale = 1.0f);
 
 // rope() with precomputed angles (angles.rows must equal rows).
 void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,

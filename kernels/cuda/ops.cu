@@ -72,13 +72,18 @@ __global__ void rmsnorm_kernel(const float* x, const float* weight, std::int64_t
 }
 
 __global__ void rope_angles_kernel(const std::int32_t* positions, std::int64_t rows, int rope_dims,
-                                   float base, float* cos_out, float* sin_out) {
+                                   float base, const float* freq_factors, float position_scale,
+                                   float* cos_out, float* sin_out) {
   const int half = rope_dims / 2;
   EMBER_GRID_STRIDE(idx, rows * half) {
     const std::int64_t r = idx / half;
     const int i = static_cast<int>(idx % half);
-    // In double: at position 8191 a float angle would already be off by ~5e-4 rad.
-    const double theta = positions[r] * pow(static_cast<double>(base), -2.0 * i / rope_dims);
+    // In double: at position 8191 a float angle would already be off by ~5e-4 rad. The same
+    // order of operations as the CPU's rope_angles.
+    double inv_freq = pow(static_cast<double>(base), -2.0 * i / rope_dims);
+    if (freq_factors != nullptr) inv_freq /= freq_factors[i];
+    inv_freq *= position_scale;
+    const double theta = positions[r] * inv_freq;
     cos_out[idx] = static_cast<float>(cos(theta));
     sin_out[idx] = static_cast<float>(sin(theta));
   }
@@ -178,10 +183,11 @@ void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_
 }
 
 void rope_angles(const std::int32_t* positions, std::int64_t rows, int rope_dims, float base,
-                 float* cos, float* sin, cudaStream_t stream) {
+                 const float* freq_factors, float position_scale, float* cos, float* sin,
+                 cudaStream_t stream) {
   if (rows <= 0) return;
   rope_angles_kernel<<<grid_for(rows * (rope_dims / 2)), kThreads, 0, stream>>>(
-      positions, rows, rope_dims, base, cos, sin);
+      positions, rows, rope_dims, base, freq_factors, position_scale, cos, sin);
 }
 
 void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, int rope_dims,

@@ -21,10 +21,13 @@ void gather_rows(const float* table, const std::int32_t* ids, std::int64_t rows,
 void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_t cols, float eps,
              float* out, cudaStream_t stream);
 
-// cos and sin of positions[r] * base^(-2i/rope_dims), [rows, rope_dims/2] each, computed in
-// double like kernels/cpu/ops.cpp's rope_angles.
+// cos and sin of positions[r] * position_scale * base^(-2i/rope_dims) / freq_factors[i],
+// [rows, rope_dims/2] each, computed in double like kernels/cpu/ops.cpp's rope_angles (same
+// meaning of freq_factors, rope_dims/2 positive values in device memory or nullptr for all 1,
+// and of position_scale).
 void rope_angles(const std::int32_t* positions, std::int64_t rows, int rope_dims, float base,
-                 float* cos, float* sin, cudaStream_t stream);
+                 const float* freq_factors, float position_scale, float* cos, float* sin,
+                 cudaStream_t stream);
 
 // Pairs (2i, 2i+1) — GGUF llama — or (i, i + rope_dims/2) — NeoX/HF.
 enum class RopeLayout { interleaved, half };

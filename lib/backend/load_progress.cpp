@@ -8,22 +8,19 @@ namespace ember::backend {
 namespace {
 
 // Shares of a cold INT8 load of the default model (SmolLM2-135M, 2 threads): reading and
-// tokenizer a few percent, dequantizing ~25 %, calibration (FP32 packing plus one forward pass)
-// ~30 %, INT8 quantization and packing ~40 %. Only the shape of the bar depends on them.
-constexpr float kReading = 2, kTokenizer = 3, kWeights = 25, kCalibration = 30, kQuantization = 38,
-                kCache = 2;
+// tokenizer a few percent, preparing the weights (dequantize, calibrate, quantize and pack, a
+// layer at a time) the rest. Only the shape of the bar depends on them.
+constexpr float kReading = 2, kTokenizer = 3, kWeights = 93, kCache = 2;
 
 }  // namespace
 
 LoadProgress::LoadProgress(LoadProgressCallback callback) : callback_(std::move(callback)) {
   plan({{LoadPhase::reading, kReading}, {LoadPhase::tokenizer, kTokenizer}, {LoadPhase::weights, kWeights},
-        {LoadPhase::calibration, kCalibration}, {LoadPhase::quantization, kQuantization},
         {LoadPhase::cache, kCache}});
 }
 
 void LoadProgress::plan_preparation() {
-  plan({{LoadPhase::weights, kWeights}, {LoadPhase::calibration, kCalibration},
-        {LoadPhase::quantization, kQuantization}, {LoadPhase::cache, kCache}});
+  plan({{LoadPhase::weights, kWeights}, {LoadPhase::cache, kCache}});
 }
 
 void LoadProgress::plan(std::initializer_list<std::pair<LoadPhase, float>> phases) {

@@ -68,8 +68,13 @@ std::shared_ptr<const GgufFile> GgufFile::open(const std::string& path) {
   file->base_ = m.data;
   file->size_ = m.size;
   file->mapping_ = std::move(m.owner);
+  file->mapped_ = m.mapped;
   file->finish_open();
   return file;
+}
+
+void GgufFile::release(const GgufTensor& tensor) const {
+  if (mapped_) release_pages(tensor.data, tensor.nbytes);
 }
 
 std::shared_ptr<const GgufFile> GgufFile::parse(const void* bytes, std::size_t size,

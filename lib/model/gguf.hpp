@@ -106,6 +106,11 @@ class GgufFile {
   const GgufTensor* find_tensor(std::string_view name) const;
   const GgufTensor& tensor(std::string_view name) const;  // throws when missing
 
+  // The tensor's data is no longer needed in memory (it was prepared into a copy of its own):
+  // its pages leave the process's resident memory, and are read back from the file if touched
+  // again. A no-op for an in-memory image (parse()).
+  void release(const GgufTensor& tensor) const;
+
  private:
   GgufFile() = default;
   void finish_open();  // parses and validates, then computes the identity
@@ -119,6 +124,7 @@ class GgufFile {
   std::uint64_t identity_ = 0;
   const std::uint8_t* base_ = nullptr;
   std::shared_ptr<void> mapping_;  // releases the mmap (or the owned copy)
+  bool mapped_ = false;            // mapping_ is a file mapping
   std::vector<std::pair<std::string, GgufValue>> metadata_;
   std::unordered_map<std::string_view, std::size_t> metadata_index_;
   std::vector<GgufTensor> tensors_;

@@ -58,7 +58,11 @@ class GgufWriter {
 };
 
 // Options for a synthetic Llama-family model (random weights, a small byte-level BPE vocabulary
-// with a ChatML template) used by tests and benchmarks.
+// with a ChatML template) used by tests and benchmarks. The RoPE description of `config` is
+// written as a converted file carries it: rope_freq_factors (when not empty) as the F32 tensor
+// rope_freqs.weight, rope_scaling "none", or "linear" with a factor other than 1, as
+// {arch}.rope.scaling.type and .factor, a non-zero rope_original_context as
+// .rope.scaling.original_context_length; the default (linear, factor 1) writes no key.
 struct SyntheticModelSpec {
   ModelConfig config = tiny_config();     // shape; architecture "llama" or "qwen2"
   GgmlType weight_type = GgmlType::Q8_0;  // type of the matrices (and token_embd)
@@ -69,6 +73,16 @@ struct SyntheticModelSpec {
   // The default model's shape (SmolLM2-135M): 30 layers, width 576, ffn 1536, 9 heads of 64,
   // 3 KV heads, vocab 49152, RoPE base 100000, context 2048, tied.
   static ModelConfig default_model_config();
+
+  // Llama 3.1/3.2's RoPE frequency factors for `config`'s rope_dims and rope_base, computed as
+  // llama.cpp's convert_hf_to_gguf.py (LlamaModel.generate_extra_tensors) bakes rope_type
+  // "llama3" into rope_freqs.weight: 1 for wavelengths under original_context /
+  // high_freq_factor, `factor` above original_context / low_freq_factor, smoothly in between.
+  // Set them as config.rope_freq_factors to write a Llama-3-style file.
+  static std::vector<float> llama3_rope_factors(const ModelConfig& config, float factor = 8.0f,
+                                                float low_freq_factor = 1.0f,
+                                                float high_freq_factor = 4.0f,
+                                                int original_context = 8192);
 };
 
 // The SmolLM2 ChatML chat template (as in the real model's tokenizer.chat_template).

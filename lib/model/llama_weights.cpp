@@ -90,6 +90,16 @@ void dequantize_row(const GgufTensor& tensor, std::int64_t row, float* dst) {
              tensor.shape[0]);
 }
 
+void dequantize_rows(const GgufTensor& tensor, std::int64_t first, std::int64_t count, float* dst) {
+  if (first < 0 || count < 0 || first > tensor.rows() - count) {
+    fail(ErrorCode::invalid_argument, "rows [{}, {}) of tensor '{}' are out of range [0, {})", first,
+         first + count, tensor.name, tensor.rows());
+  }
+  const std::uint64_t row_bytes = tensor.nbytes / static_cast<std::uint64_t>(tensor.rows());
+  dequantize(tensor.type, tensor.data + static_cast<std::uint64_t>(first) * row_bytes, dst,
+             count * tensor.shape[0]);
+}
+
 std::vector<float> dequantize_stacked(std::initializer_list<const GgufTensor*> tensors) {
   std::int64_t elements = 0;
   for (const auto* t : tensors) elements += t->numel();

@@ -48,6 +48,9 @@ Tensor dequantize_to_tensor(const GgufTensor& tensor);
 // Row `row` (shape[0] values) into `dst`, e.g. one token's embedding. Throws
 // Error(invalid_argument) when row is out of range.
 void dequantize_row(const GgufTensor& tensor, std::int64_t row, float* dst);
+// Rows [first, first + count) (shape[0] values each) into `dst`: a large matrix prepared a
+// slice at a time. Throws Error(invalid_argument) when the range is out of bounds.
+void dequantize_rows(const GgufTensor& tensor, std::int64_t first, std::int64_t count, float* dst);
 // Several matrices with the same row width, dequantized and stacked row-wise: the fused Q|K|V
 // and gate|up projections are a single GEMM each.
 std::vector<float> dequantize_stacked(std::initializer_list<const GgufTensor*> tensors);

@@ -69,7 +69,16 @@ MappedFile map_file(const std::string& path) {
   m.data = static_cast<const std::uint8_t*>(p);
   m.size = size;
   m.owner = std::shared_ptr<void>(p, [size](void* q) { ::munmap(q, static_cast<std::size_t>(size)); });
+  m.mapped = true;
   return m;
+}
+
+void release_pages(const void* data, std::uint64_t size) {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<std::uintptr_t>(data) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<std::uintptr_t>(data) + size) / page * page;
+  // Advice only: a failure leaves the pages resident, which is what not calling it would do.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 #else
@@ -83,6 +92,8 @@ MappedFile map_file(const std::string& path) {
   if (bytes.empty()) fail(ErrorCode::io, "cannot map '{}': the file is empty", path);
   return copy_bytes(bytes.data(), bytes.size());
 }
+
+void release_pages(const void*, std::uint64_t) {}
 
 #endif
 

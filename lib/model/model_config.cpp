@@ -2,8 +2,11 @@
 
 #include "util/check.hpp"
 
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace ember::model {
 namespace {
@@ -100,6 +103,63 @@ void check_consistency(const ModelConfig& c, const ConfigReader& r) {
   }
 }
 
+// {arch}.rope.scaling.*, as llama.cpp's llama_model::load_hparams reads them: the type defaults
+// to "linear", the factor to 1 (absent or 0; the older key rope.scale_linear is the fallback),
+// and "none" never scales. ember runs "none" and "linear"; any other type is refused rather than
+// silently run unscaled.
+void read_rope_scaling(ModelConfig& c, const GgufFile& file, const ConfigReader& r) {
+  const std::string prefix = c.architecture + ".rope.";
+  const std::string_view type = file.find_string(prefix + "scaling.type").value_or("linear");
+  if (type == "linear") {
+    c.rope_scaling = RopeScaling::linear;
+  } else if (type == "none") {
+    c.rope_scaling = RopeScaling::none;
+  } else {
+    fail(ErrorCode::unsupported, "{}: {}scaling.type '{}' is not supported (supported: none, linear)",
+         file.path(), prefix, type);
+  }
+  auto factor = file.find_f32(prefix + "scaling.factor");
+  if (!factor) factor = file.find_f32(prefix + "scale_linear");
+  c.rope_scaling_factor = factor.value_or(0.0f) == 0.0f ? 1.0f : *factor;
+  if (!(c.rope_scaling_factor > 0.0f) || !std::isfinite(c.rope_scaling_factor)) {
+    r.invalid(fmt::format("{}scaling.factor {} must be positive and finite", prefix, c.rope_scaling_factor));
+  }
+  // llama.cpp multiplies every cos and sin by it (rope_yarn's mscale): refused, not ignored.
+  const std::string attn_factor = prefix + "scaling.attn_factor";
+  if (const auto f = file.find_f32(attn_factor); f && *f != 1.0f) {
+    fail(ErrorCode::unsupported, "{}: {} = {} is not supported (only 1)", file.path(), attn_factor, *f);
+  }
+  const std::string original = prefix + "scaling.original_context_length";
+  const std::uint32_t context = file.find_u32(original).value_or(0);
+  if (context > kMaxContext) r.invalid(fmt::format("{} = {} is above {}", original, context, kMaxContext));
+  c.rope_original_context = static_cast<int>(context);
+}
+
+// rope_freqs.weight: one divisor of the frequency per rotated pair (llama.cpp creates it with
+// shape {n_rot / 2} and passes it to ggml_rope_ext as freq_factors).
+void read_rope_freq_factors(ModelConfig& c, const GgufFile& file, const ConfigReader& r) {
+  constexpr const char* kName = "rope_freqs.weight";
+  const GgufTensor* t = file.find_tensor(kName);
+  if (t == nullptr) return;
+  const std::int64_t pairs = c.rope_dims / 2;
+  if (t->shape.size() != 1 || t->shape[0] != pairs) {
+    r.invalid(fmt::format("tensor '{}' has shape [{}], expected [{}] (rope.dimension_count {} / 2)",
+                          kName, fmt::join(t->shape, ", "), pairs, c.rope_dims));
+  }
+  if (!ggml_type_info(t->type).dequantizable) {
+    fail(ErrorCode::unsupported, "{}: tensor '{}' has type {}, which ember cannot dequantize",
+         file.path(), kName, ggml_type_info(t->type).name);
+  }
+  std::vector<float> factors(static_cast<std::size_t>(pairs));
+  dequantize(t->type, t->data, factors.data(), pairs);
+  for (std::size_t i = 0; i < factors.size(); ++i) {
+    if (!(factors[i] > 0.0f) || !std::isfinite(factors[i])) {
+      r.invalid(fmt::format("tensor '{}' value {} = {} must be positive and finite", kName, i, factors[i]));
+    }
+  }
+  c.rope_freq_factors = std::move(factors);
+}
+
 }  // namespace
 
 ModelConfig read_model_config(const GgufFile& file) {
@@ -126,7 +186,9 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.vocab = read_vocab(file, r);
   c.tied_embeddings = file.find_tensor("output.weight") == nullptr;
   c.attention_bias = arch.attention_bias;
-  check_consistency(c, r);
+  check_consistency(c, r);  // rope_dims is valid from here on
+  read_rope_scaling(c, file, r);
+  read_rope_freq_factors(c, file, r);
   return c;
 }
 

@@ -6,12 +6,20 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ember::model {
 
 enum class RopeLayout {
   interleaved,  // rotate adjacent pairs (x0,x1),(x2,x3)... : GGUF llama (Q/K permuted at export)
   half,         // rotate (x_i, x_{i+d/2}) : GPT-NeoX style, used by qwen2 GGUFs
+};
+
+// How positions are scaled before they become angles, from {arch}.rope.scaling.type. Only the
+// kinds ember implements exist: a file naming another ("yarn", "longrope") is refused at open.
+enum class RopeScaling {
+  none,    // "none": positions as they are, whatever the factor says
+  linear,  // "linear" (llama.cpp's default when the key is absent): positions / factor
 };
 
 struct ModelConfig {
@@ -26,15 +34,34 @@ struct ModelConfig {
   int rope_dims = 0;     // rotated dimensions per head (== head_dim for these models)
   float rope_base = 10000.0f;
   RopeLayout rope_layout = RopeLayout::interleaved;
+  // The RoPE frequencies, one description for every backend. Pair i (of rope_dims / 2) of a
+  // head at `position` turns by
+  //   theta_i = position * rope_position_scale() * rope_base^(-2i / rope_dims) / factor_i
+  // as ggml's rope computes it (ggml_rope_cache_init divides theta by freq_factors[i], then
+  // rope_yarn multiplies by freq_scale, with no YaRN ramp for linear scaling).
+  RopeScaling rope_scaling = RopeScaling::linear;
+  float rope_scaling_factor = 1.0f;  // {arch}.rope.scaling.factor; 1 when absent
+  int rope_original_context = 0;     // {arch}.rope.scaling.original_context_length; 0 when
+                                     // absent (only YaRN uses it, so it changes nothing here)
+  // factor_i: the tensor rope_freqs.weight (Llama 3.1/3.2's frequency scaling, baked by the
+  // converter), rope_dims / 2 positive values; empty when the file has none (all 1).
+  std::vector<float> rope_freq_factors;
   float rms_eps = 1e-5f;
   int context_length = 0;
   int vocab = 0;
   bool tied_embeddings = false;  // no output.weight: lm_head reuses token_embd
   bool attention_bias = false;   // qwen2: q/k/v projections carry a bias
+
+  // What positions are multiplied by: 1 / rope_scaling_factor for linear scaling, else 1.
+  float rope_position_scale() const {
+    return rope_scaling == RopeScaling::linear ? 1.0f / rope_scaling_factor : 1.0f;
+  }
 };
 
-// Reads and validates the config. Throws Error(unsupported) for an architecture ember does not
-// run (the message lists the supported ones) and Error(invalid_model) for inconsistent values.
+// Reads and validates the config. Throws Error(unsupported) for an architecture, a RoPE
+// scaling type or a RoPE attention factor ember does not run (naming what it supports) and
+// Error(invalid_model) for inconsistent values, a rope_freqs.weight of the wrong length or with
+// a value that is not positive and finite among them.
 ModelConfig read_model_config(const GgufFile& file);
 
 }  // namespace ember::model

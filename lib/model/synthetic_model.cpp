@@ -54,6 +54,29 @@ ModelConfig SyntheticModelSpec::default_model_config() {
   return c;
 }
 
+std::vector<float> SyntheticModelSpec::llama3_rope_factors(const ModelConfig& config, float factor,
+                                                            float low_freq_factor, float high_freq_factor,
+                                                            int original_context) {
+  const int dims = config.rope_dims != 0 ? config.rope_dims : config.head_dim;
+  const double old_context = original_context;
+  const double low_freq_wavelen = old_context / low_freq_factor;
+  const double high_freq_wavelen = old_context / high_freq_factor;
+  std::vector<float> factors;
+  for (int i = 0; i < dims / 2; ++i) {
+    const double freq = 1.0 / std::pow(static_cast<double>(config.rope_base), 2.0 * i / dims);
+    const double wavelen = 2.0 * 3.14159265358979323846 / freq;
+    if (wavelen < high_freq_wavelen) {
+      factors.push_back(1.0f);
+    } else if (wavelen > low_freq_wavelen) {
+      factors.push_back(factor);
+    } else {
+      const double smooth = (old_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      factors.push_back(static_cast<float>(1.0 / ((1.0 - smooth) / factor + smooth)));
+    }
+  }
+  return factors;
+}
+
 namespace {
 
 // The sample the merges are learned from: plain English of the kind a game's characters say.
@@ -222,6 +245,13 @@ ModelConfig checked_config(const SyntheticModelSpec& spec) {
   if (c.vocab < 259) {
     fail(ErrorCode::invalid_argument, "synthetic model: vocab {} < 259 (3 specials + 256 bytes)", c.vocab);
   }
+  if (!c.rope_freq_factors.empty() && static_cast<int>(c.rope_freq_factors.size()) != c.rope_dims / 2) {
+    fail(ErrorCode::invalid_argument, "synthetic model: {} RoPE frequency factors for rope_dims {}",
+         c.rope_freq_factors.size(), c.rope_dims);
+  }
+  if (!(c.rope_scaling_factor > 0.0f)) {
+    fail(ErrorCode::invalid_argument, "synthetic model: RoPE scaling factor {}", c.rope_scaling_factor);
+  }
   return c;
 }
 
@@ -239,6 +269,15 @@ void write_metadata(GgufWriter& w, const ModelConfig& c, const Vocabulary& v) {
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", c.rms_eps);
   w.set_u32(a + ".vocab_size", static_cast<std::uint32_t>(c.vocab));
   w.set_u32(a + ".rope.dimension_count", static_cast<std::uint32_t>(c.rope_dims));
+  if (c.rope_scaling == RopeScaling::none) {
+    w.set_string(a + ".rope.scaling.type", "none");
+  } else if (c.rope_scaling_factor != 1.0f) {
+    w.set_string(a + ".rope.scaling.type", "linear");
+  }
+  if (c.rope_scaling_factor != 1.0f) w.set_f32(a + ".rope.scaling.factor", c.rope_scaling_factor);
+  if (c.rope_original_context != 0) {
+    w.set_u32(a + ".rope.scaling.original_context_length", static_cast<std::uint32_t>(c.rope_original_context));
+  }
   w.set_bool("tokenizer.ggml.add_space_prefix", false);
   w.set_bool("tokenizer.ggml.add_bos_token", false);
   w.set_string("tokenizer.ggml.model", "gpt2");
@@ -263,6 +302,11 @@ void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& r
   auto norm = [&](const std::string& name) {
     w.add_tensor(name, GgmlType::F32, {e}, rng.values(e, 0.1f, 1.0f));
   };
+  // Not drawn from rng: a file with factors has the same weights as one without.
+  if (!c.rope_freq_factors.empty()) {
+    const auto pairs = static_cast<std::int64_t>(c.rope_freq_factors.size());
+    w.add_tensor("rope_freqs.weight", GgmlType::F32, {pairs}, c.rope_freq_factors);
+  }
   w.add_tensor("token_embd.weight", type, {e, c.vocab}, rng.values(e * c.vocab, 1.0f));
   norm("output_norm.weight");
   if (!c.tied_embeddings) matrix("output.weight", e, c.vocab);

@@ -106,6 +106,54 @@ TEST_CASE("qwen2: half RoPE layout and attention biases match the reference") {
   check_paths(c);
 }
 
+// A model with RoPE scaling (rope_freqs.weight, linear scaling) through every CPU path, then
+// against the same weights with `unscaled`'s RoPE (one part of the scaling taken away): the
+// logits must move by far more than any path's tolerance, and each path must stay with the
+// scaled function, so a path that ignored that part would fail here.
+void check_rope_scaling_applied(const model::ModelConfig& config, const model::ModelConfig& unscaled) {
+  check_paths(config);
+  const auto file = synthetic(config, 7), plain_file = synthetic(unscaled, 7);  // same weights
+  const model::ModelConfig c = model::read_model_config(*file), plain = model::read_model_config(*plain_file);
+  REQUIRE(c.rope_freq_factors == config.rope_freq_factors);
+  REQUIRE(c.rope_position_scale() == config.rope_position_scale());
+  REQUIRE(plain.rope_freq_factors == unscaled.rope_freq_factors);
+  REQUIRE(plain.rope_position_scale() == unscaled.rope_position_scale());
+  backend::BackendOptions options;
+  options.threads = 2;
+  const auto tokens = random_tokens(45, c.vocab, 3);
+  const auto ref = run(*backend::cpu::make_reference_backend(file, c, options), tokens, KvCacheType::f32, 45);
+  const auto ref_plain = run(*backend::cpu::make_reference_backend(plain_file, plain, options), tokens,
+                             KvCacheType::f32, 45);
+  const Diff moved = compare(ref_plain, ref, c.vocab);
+  MESSAGE("reference with vs without RoPE scaling: rel ", moved.rel, ", top-1 ", moved.top1);
+  CHECK(moved.rel > 0.01);  // 100 times the fp32 path's tolerance (1e-4)
+  for (GemmPrecision precision : {GemmPrecision::fp32, GemmPrecision::int8}) {
+    CAPTURE(static_cast<int>(precision));
+    const auto fast = run(*backend::cpu::make_kernel_backend(file, c, options, precision), tokens,
+                          KvCacheType::f16, 16);
+    const double to_scaled = compare(fast, ref, c.vocab).rel, to_plain = compare(fast, ref_plain, c.vocab).rel;
+    MESSAGE("kernel backend vs scaled reference: rel ", to_scaled, "; vs unscaled: rel ", to_plain);
+    CHECK(to_scaled < to_plain / 4);  // int8's own error is within check_paths' 0.05, not this
+  }
+}
+
+TEST_CASE("llama 3: RoPE frequency factors match the reference and change the logits") {
+  const model::ModelConfig plain = model::SyntheticModelSpec::tiny_config();
+  model::ModelConfig c = plain;
+  // Llama 3.1's parameters with a 32-token original context, so that the test's positions
+  // reach the pairs the factors slow down: factors 1, 3.3, 8, ..., 8.
+  c.rope_freq_factors = model::SyntheticModelSpec::llama3_rope_factors(c, 8.0f, 1.0f, 4.0f, 32);
+  check_rope_scaling_applied(c, plain);
+}
+
+TEST_CASE("linear RoPE scaling on top of frequency factors matches the reference and changes the logits") {
+  model::ModelConfig factors_only = model::SyntheticModelSpec::tiny_config();
+  factors_only.rope_freq_factors = model::SyntheticModelSpec::llama3_rope_factors(factors_only, 8.0f, 1.0f, 4.0f, 32);
+  model::ModelConfig c = factors_only;
+  c.rope_scaling_factor = 4.0f;  // written as rope.scaling.type "linear", factor 4
+  check_rope_scaling_applied(c, factors_only);
+}
+
 TEST_CASE("a flattened batch of several sequences equals each sequence alone") {
   const auto file = synthetic(model::SyntheticModelSpec::tiny_config(), 11);
   const model::ModelConfig c = model::read_model_config(*file);

@@ -108,6 +108,32 @@ TEST_CASE("whole-model logits: CUDA vs CPU INT8 on the default model, when prese
   compare_with_cpu(model::GgufFile::open(path), "default model", 49152);
 }
 
+TEST_CASE("Llama 3 RoPE frequency factors and linear scaling: CUDA follows the CPU's scaled function") {
+  test::require_cuda_device();
+  model::ModelConfig shape = model::SyntheticModelSpec::tiny_config();
+  shape.rope_freq_factors = model::SyntheticModelSpec::llama3_rope_factors(shape, 8.0f, 1.0f, 4.0f, 32);
+  shape.rope_scaling_factor = 2.0f;
+  const auto file = synthetic(shape, 9);
+  const model::ModelConfig c = model::read_model_config(*file);
+  REQUIRE(c.rope_freq_factors == shape.rope_freq_factors);
+  model::ModelConfig unscaled = c;  // the same file run as if its RoPE were plain
+  unscaled.rope_freq_factors.clear();
+  unscaled.rope_scaling_factor = 1.0f;
+  backend::BackendOptions cpu_options;
+  cpu_options.threads = 4;
+  const auto tokens = random_tokens(60, c.vocab, 4);
+  const auto want = teacher_forced(*backend::cpu::make_kernel_backend(file, c, cpu_options), tokens, 40);
+  const auto wrong = teacher_forced(*backend::cpu::make_kernel_backend(file, unscaled, cpu_options), tokens, 40);
+  for (Precision p : {Precision::int8, Precision::fp16}) {
+    auto gpu = backend::cuda::make_cuda_backend(file, c, cuda_options(p));
+    const auto got = teacher_forced(*gpu, tokens, 40);
+    const Agreement scaled = agreement(got, want, c.vocab), plain = agreement(got, wrong, c.vocab);
+    MESSAGE(gpu->name(), " vs cpu-int8: mean abs ", scaled.mean_abs, " (scaled), ", plain.mean_abs, " (unscaled)");
+    CHECK(scaled.mean_abs < plain.mean_abs / 4);
+    CHECK(scaled.top1 >= 0.9);
+  }
+}
+
 TEST_CASE("CUDA graphs replay exactly what the eager steps compute") {
   test::require_cuda_device();
   const auto file = synthetic(model::SyntheticModelSpec::tiny_config(), 5);

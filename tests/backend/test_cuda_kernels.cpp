@@ -80,12 +80,31 @@ TEST_CASE("rope matches the CPU in both layouts") {
     auto dx = to_device(x);
     auto dpos = to_device(positions);
     auto dcos = to_device(std::vector<float>(rows * rope_dims / 2)), dsin = to_device(std::vector<float>(rows * rope_dims / 2));
-    kc::rope_angles(dpos.as<std::int32_t>(), rows, rope_dims, 10000.0f, dcos.as<float>(), dsin.as<float>(), nullptr);
+    kc::rope_angles(dpos.as<std::int32_t>(), rows, rope_dims, 10000.0f, nullptr, 1.0f, dcos.as<float>(),
+                    dsin.as<float>(), nullptr);
     kc::rope(dx.as<float>(), rows, ld, heads, head_dim, rope_dims, dcos.as<float>(), dsin.as<float>(),
              layout == kh::RopeLayout::interleaved ? kc::RopeLayout::interleaved : kc::RopeLayout::half, nullptr);
     kh::rope(x.data(), rows, ld, heads, head_dim, rope_dims, positions.data(), 10000.0f, layout);
     CHECK(max_abs_diff(to_host<float>(dx, x.size()), x) < 1e-5);
   }
+}
+
+TEST_CASE("rope angles with frequency factors and linear scaling match the CPU") {
+  test::require_cuda_device();
+  const int rope_dims = 64;
+  const std::int64_t rows = 5;
+  const std::vector<std::int32_t> positions{0, 1, 17, 300, 8191};
+  std::vector<float> factors(rope_dims / 2);
+  for (std::size_t i = 0; i < factors.size(); ++i) factors[i] = 1.0f + 0.25f * static_cast<float>(i);
+  const kh::RopeAngles want = kh::rope_angles(positions.data(), rows, rope_dims, 500000.0f, factors.data(), 0.25f);
+  auto dpos = to_device(positions), dfactors = to_device(factors);
+  auto dcos = to_device(std::vector<float>(want.cos.size())), dsin = to_device(std::vector<float>(want.sin.size()));
+  kc::rope_angles(dpos.as<std::int32_t>(), rows, rope_dims, 500000.0f, dfactors.as<float>(), 0.25f, dcos.as<float>(),
+                  dsin.as<float>(), nullptr);
+  CHECK(max_abs_diff(to_host<float>(dcos, want.cos.size()), want.cos) < 1e-6);
+  CHECK(max_abs_diff(to_host<float>(dsin, want.sin.size()), want.sin) < 1e-6);
+  const kh::RopeAngles plain = kh::rope_angles(positions.data(), rows, rope_dims, 500000.0f);
+  CHECK(max_abs_diff(plain.cos, want.cos) > 1e-2);  // the factors and the scale change the angles
 }
 
 TEST_CASE("activation quantization is bit-identical to the CPU's") {

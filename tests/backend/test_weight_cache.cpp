@@ -3,6 +3,7 @@
 // logged, ignored and rewritten, never trusted.
 #include "backend/cpu/kernel_backend.hpp"
 #include "backend/cpu/weight_cache.hpp"
+#include "model/gguf_writer.hpp"
 #include "sequence_runner.hpp"
 #include "test_support.hpp"
 
@@ -70,6 +71,31 @@ TEST_CASE("weight cache: warm logits are bit-identical to cold ones and to no ca
   CHECK(cold.logits == none.logits);
   CHECK(warm.logits == cold.logits);
   fs::remove_all(dir);
+}
+
+TEST_CASE("weight cache: a Llama 3 model's RoPE scaling survives the cache and keys it") {
+  // Calibration runs a forward pass, so the prepared weights depend on the RoPE frequencies; the
+  // factors themselves stay in the model config, read from the file at every open.
+  const fs::path models = test::temp_dir("ember-weight-cache-models");
+  model::SyntheticModelSpec spec;
+  spec.seed = 42;
+  const std::string plain = (models / "plain.gguf").string(), llama3 = (models / "llama3.gguf").string();
+  model::write_synthetic_model(spec, plain);
+  spec.config.rope_freq_factors = model::SyntheticModelSpec::llama3_rope_factors(spec.config, 8.0f, 1.0f, 4.0f, 32);
+  spec.config.rope_scaling_factor = 2.0f;
+  model::write_synthetic_model(spec, llama3);
+  const fs::path dir = test::temp_dir("ember-weight-cache");
+  const Loaded none = load_and_run(llama3, "");
+  const Loaded cold = load_and_run(llama3, dir.string());
+  const Loaded warm = load_and_run(llama3, dir.string());
+  CHECK(logged(warm, "weights read from the cache"));
+  CHECK(cold.logits == none.logits);
+  CHECK(warm.logits == cold.logits);
+  const Loaded unscaled = load_and_run(plain, dir.string());  // same weights, plain RoPE
+  CHECK_FALSE(logged(unscaled, "weights read from the cache"));
+  CHECK(unscaled.logits != warm.logits);
+  fs::remove_all(dir);
+  fs::remove_all(models);
 }
 
 // Damages the cache file with `damage`, then checks the next load ignores it (logging why),

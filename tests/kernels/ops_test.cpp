@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace ember::kernels::cpu;
@@ -96,6 +97,47 @@ TEST_CASE("rope with precomputed angles equals rope from positions") {
   }
   auto c = random_floats(2 * 64, 44);
   CHECK_THROWS_AS(rope(c.data(), 2, 64, 1, 64, angles, RopeLayout::half), ember::Error);  // rows mismatch
+}
+
+TEST_CASE("rope angles with frequency factors and linear scaling follow ggml's formula") {
+  // ggml_rope_cache_init: theta_i = p * base^(-2i/d), divided by freq_factors[i], then times
+  // freq_scale (1 / the linear factor) in rope_yarn. Written out directly in double here.
+  const int rope_dims = 128, half = rope_dims / 2;
+  const double base = 500000.0;  // Llama 3's
+  const std::vector<std::int32_t> pos = {0, 1, 17, 511, 8191, 131071};
+  std::vector<float> factors(half);
+  for (int i = 0; i < half; ++i) factors[static_cast<std::size_t>(i)] = i < 20 ? 1.0f : i > 40 ? 8.0f : 1.0f + 0.3f * (i - 20);
+  for (float linear : {1.0f, 4.0f}) {
+    CAPTURE(linear);
+    const RopeAngles a = rope_angles(pos.data(), 6, rope_dims, static_cast<float>(base), factors.data(), 1.0f / linear);
+    REQUIRE(a.cos.size() == pos.size() * half);
+    double worst = 0.0;
+    for (std::size_t r = 0; r < pos.size(); ++r)
+      for (int i = 0; i < half; ++i) {
+        const double theta = pos[r] / static_cast<double>(linear) * std::pow(base, -2.0 * i / rope_dims) /
+                             factors[static_cast<std::size_t>(i)];
+        const std::size_t at = r * half + static_cast<std::size_t>(i);
+        worst = std::max({worst, std::abs(a.cos[at] - std::cos(theta)), std::abs(a.sin[at] - std::sin(theta))});
+      }
+    CHECK(worst < 1e-6);
+    // The factors really change the slow pairs: without them the angles are far off.
+    const RopeAngles plain = rope_angles(pos.data(), 6, rope_dims, static_cast<float>(base), nullptr, 1.0f / linear);
+    const std::size_t slow = 5 * half + 60;  // position 131071, a pair divided by 8
+    CHECK(std::abs(plain.sin[slow] - a.sin[slow]) > 0.1);
+    CHECK(plain.sin[5 * half + 3] == a.sin[5 * half + 3]);  // a pair with factor 1
+  }
+  // Linear scaling alone: position p at scale 1/4 turns like position p/4.
+  const std::vector<std::int32_t> quarter = {0, 4, 2048};
+  const std::vector<std::int32_t> scaled = {0, 1, 512};
+  const RopeAngles q = rope_angles(quarter.data(), 3, rope_dims, 10000.0f, nullptr, 0.25f);
+  const RopeAngles p = rope_angles(scaled.data(), 3, rope_dims, 10000.0f);
+  for (std::size_t i = 0; i < q.cos.size(); ++i) {
+    REQUIRE(std::abs(q.cos[i] - p.cos[i]) < 1e-6);
+    REQUIRE(std::abs(q.sin[i] - p.sin[i]) < 1e-6);
+  }
+  factors[7] = 0.0f;
+  CHECK_THROWS_AS(rope_angles(pos.data(), 6, rope_dims, 10000.0f, factors.data()), ember::Error);
+  CHECK_THROWS_AS(rope_angles(pos.data(), 6, rope_dims, 10000.0f, nullptr, 0.0f), ember::Error);
 }
 
 TEST_CASE("rope layouts differ on the same input") {

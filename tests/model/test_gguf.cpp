@@ -9,8 +9,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <string>
 
@@ -31,6 +33,28 @@ template <class F> std::string error_of(F&& f, ErrorCode expected) {
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// A valid tiny llama config (head_dim 16: 8 RoPE pairs), then `edit`.
+template <class Edit> std::shared_ptr<const GgufFile> edited_config_file(Edit edit) {
+  GgufWriter g;
+  g.set_string("general.architecture", "llama");
+  g.set_u32("llama.block_count", 2);
+  g.set_u32("llama.context_length", 256);
+  g.set_u32("llama.embedding_length", 64);
+  g.set_u32("llama.feed_forward_length", 128);
+  g.set_u32("llama.attention.head_count", 4);
+  g.set_u32("llama.attention.head_count_kv", 2);
+  g.set_u32("llama.vocab_size", 512);
+  edit(g);
+  const auto bytes = g.bytes();
+  return GgufFile::parse(bytes.data(), bytes.size(), "edited");
+}
+
+// The message of the error read_model_config throws on the edited config (checking its code).
+template <class Edit> std::string config_error(Edit edit, ErrorCode code) {
+  const auto h = edited_config_file(edit);
+  return error_of([&] { read_model_config(*h); }, code);
+}
 
 }  // namespace
 
@@ -195,21 +219,6 @@ TEST_CASE("synthetic qwen2 model has biases and the half RoPE layout; seeds matt
 }
 
 TEST_CASE("model config rejects unsupported architectures and inconsistent shapes") {
-  auto config_error = [](auto edit, ErrorCode code) {
-    GgufWriter g;  // a valid tiny llama config, then one edit
-    g.set_string("general.architecture", "llama");
-    g.set_u32("llama.block_count", 2);
-    g.set_u32("llama.context_length", 256);
-    g.set_u32("llama.embedding_length", 64);
-    g.set_u32("llama.feed_forward_length", 128);
-    g.set_u32("llama.attention.head_count", 4);
-    g.set_u32("llama.attention.head_count_kv", 2);
-    g.set_u32("llama.vocab_size", 512);
-    edit(g);
-    const auto bytes = g.bytes();
-    const auto h = GgufFile::parse(bytes.data(), bytes.size());
-    return error_of([&] { read_model_config(*h); }, code);
-  };
   const auto arch = config_error([](GgufWriter& g) { g.set_string("general.architecture", "gpt2"); },
                                  ErrorCode::unsupported);
   CHECK(contains(arch, "'gpt2'"));
@@ -226,6 +235,108 @@ TEST_CASE("model config rejects unsupported architectures and inconsistent shape
                               ErrorCode::invalid_model), "freq_base"));
   CHECK(contains(config_error([](GgufWriter& g) { g.set_string("llama.context_length", "big"); },
                               ErrorCode::invalid_model), "llama.context_length"));
+}
+
+TEST_CASE("model config reads Llama 3 RoPE frequency factors and linear scaling from a written file") {
+  SyntheticModelSpec spec;
+  const auto plain_image = make_synthetic_model(spec);
+  const auto plain_file = GgufFile::parse(plain_image.data(), plain_image.size());
+  const ModelConfig plain = read_model_config(*plain_file);
+  CHECK(plain.rope_freq_factors.empty());
+  CHECK(plain.rope_scaling == RopeScaling::linear);  // llama.cpp's default type, factor 1
+  CHECK(plain.rope_scaling_factor == 1.0f);
+  CHECK(plain.rope_position_scale() == 1.0f);
+  CHECK(plain.rope_original_context == 0);
+
+  // Llama 3.1's factors (factor 8, low 1, high 4) for a 64-token original context: the fastest
+  // pair keeps its frequency, the slowest is divided by 8, one pair lies in between.
+  const std::vector<float> factors = SyntheticModelSpec::llama3_rope_factors(spec.config, 8.0f, 1.0f, 4.0f, 64);
+  REQUIRE(factors.size() == 8);
+  CHECK(factors.front() == 1.0f);
+  CHECK(factors.back() == 8.0f);
+  CHECK(std::count_if(factors.begin(), factors.end(), [](float f) { return f > 1.0f && f < 8.0f; }) >= 1);
+  spec.config.rope_freq_factors = factors;
+  spec.config.rope_scaling_factor = 4.0f;
+  spec.config.rope_original_context = 8192;
+  const auto dir = ember::test::temp_dir("ember-rope");
+  const std::string path = (dir / "llama3.gguf").string();
+  write_synthetic_model(spec, path);
+  const auto f = GgufFile::open(path);
+  const GgufTensor& t = f->tensor("rope_freqs.weight");
+  CHECK(t.type == GgmlType::F32);
+  CHECK(t.shape == std::vector<std::int64_t>{8});
+  CHECK(f->get_string("llama.rope.scaling.type") == "linear");
+  const ModelConfig c = read_model_config(*f);
+  CHECK(c.rope_freq_factors == factors);
+  CHECK(c.rope_scaling == RopeScaling::linear);
+  CHECK(c.rope_scaling_factor == 4.0f);
+  CHECK(c.rope_position_scale() == 0.25f);
+  CHECK(c.rope_original_context == 8192);
+  // Same seed, same weights: the factors are not drawn from the generator.
+  const LlamaWeights w = map_llama_weights(*f, c);
+  CHECK(dequantize_tensor(*w.layers[1].wq) == dequantize_tensor(*map_llama_weights(*plain_file, plain).layers[1].wq));
+  std::filesystem::remove_all(dir);
+
+  // "none" never scales, whatever the factor; an absent type with a factor is linear, and the
+  // old key rope.scale_linear is read when rope.scaling.factor is absent.
+  const auto none = edited_config_file([](GgufWriter& g) {
+    g.set_string("llama.rope.scaling.type", "none");
+    g.set_f32("llama.rope.scaling.factor", 8.0f);
+  });
+  CHECK(read_model_config(*none).rope_scaling == RopeScaling::none);
+  CHECK(read_model_config(*none).rope_position_scale() == 1.0f);
+  const auto untyped = edited_config_file([](GgufWriter& g) { g.set_f32("llama.rope.scale_linear", 2.0f); });
+  CHECK(read_model_config(*untyped).rope_position_scale() == 0.5f);
+  // A factor of 0 means "not set" to llama.cpp.
+  const auto zero = edited_config_file([](GgufWriter& g) { g.set_f32("llama.rope.scaling.factor", 0.0f); });
+  CHECK(read_model_config(*zero).rope_position_scale() == 1.0f);
+}
+
+TEST_CASE("model config rejects a wrong rope_freqs.weight and RoPE scaling it does not implement") {
+  auto with_factors = [](std::vector<std::int64_t> shape, std::vector<float> values) {
+    return [shape = std::move(shape), values = std::move(values)](GgufWriter& g) {
+      g.add_tensor("rope_freqs.weight", GgmlType::F32, shape, values);
+    };
+  };
+  const std::vector<float> ok(8, 2.0f);
+  CHECK_NOTHROW(read_model_config(*edited_config_file(with_factors({8}, ok))));
+  std::string e = config_error(with_factors({7}, std::vector<float>(7, 2.0f)), ErrorCode::invalid_model);
+  CHECK(contains(e, "'rope_freqs.weight'"));
+  CHECK(contains(e, "[7], expected [8]"));
+  e = config_error(with_factors({16}, std::vector<float>(16, 2.0f)), ErrorCode::invalid_model);
+  CHECK(contains(e, "'rope_freqs.weight'"));
+  CHECK(contains(config_error(with_factors({4, 2}, ok), ErrorCode::invalid_model), "'rope_freqs.weight'"));
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    CAPTURE(bad);
+    std::vector<float> values = ok;
+    values[5] = bad;
+    e = config_error(with_factors({8}, values), ErrorCode::invalid_model);
+    CHECK(contains(e, "'rope_freqs.weight' value 5"));
+  }
+  // With a shorter rope.dimension_count the tensor must shrink with it.
+  CHECK(contains(config_error([&](GgufWriter& g) {
+                   g.set_u32("llama.rope.dimension_count", 8);
+                   with_factors({8}, ok)(g);
+                 }, ErrorCode::invalid_model), "expected [4]"));
+
+  for (const char* type : {"yarn", "longrope", "llama3"}) {
+    CAPTURE(type);
+    e = config_error([&](GgufWriter& g) { g.set_string("llama.rope.scaling.type", type); }, ErrorCode::unsupported);
+    CHECK(contains(e, std::string("'") + type + "'"));
+    CHECK(contains(e, "llama.rope.scaling.type"));
+    CHECK(contains(e, "none, linear"));
+  }
+  // ggml scales every cos and sin by the attention factor; ember does not implement it.
+  CHECK(contains(config_error([](GgufWriter& g) { g.set_f32("llama.rope.scaling.attn_factor", 1.2f); },
+                              ErrorCode::unsupported), "llama.rope.scaling.attn_factor"));
+  CHECK_NOTHROW(read_model_config(*edited_config_file([](GgufWriter& g) {
+    g.set_f32("llama.rope.scaling.attn_factor", 1.0f);
+  })));
+  CHECK(contains(config_error([](GgufWriter& g) { g.set_f32("llama.rope.scaling.factor", -2.0f); },
+                              ErrorCode::invalid_model), "scaling.factor"));
+  CHECK(contains(config_error([](GgufWriter& g) {
+                   g.set_f32("llama.rope.scaling.factor", std::numeric_limits<float>::infinity());
+                 }, ErrorCode::invalid_model), "scaling.factor"));
 }
 
 TEST_CASE("weights map names missing and misshapen tensors") {

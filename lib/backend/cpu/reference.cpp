@@ -53,16 +53,21 @@ void rmsnorm(Matrix& out, const Matrix& x, const Vector& weight, float eps) {
   }
 }
 
-// Rotates each head's first rope_dims values by position-dependent angles.
-void rope(float* head, int rope_dims, int position, float base, model::RopeLayout layout) {
-  const int half = rope_dims / 2;
+// Rotates each head's first rope_dims values by position-dependent angles: pair i turns by
+// position * scale * base^(-2i/rope_dims) / factor_i, where scale is the linear position scaling
+// (1/factor) and factor_i a Llama 3 frequency factor (rope_freqs.weight; 1 when absent).
+void rope(float* head, int position, const model::ModelConfig& config) {
+  const int rope_dims = config.rope_dims, half = rope_dims / 2;
+  const bool interleaved = config.rope_layout == model::RopeLayout::interleaved;
   for (int i = 0; i < half; ++i) {
-    const double theta = position * std::pow(static_cast<double>(base), -2.0 * i / rope_dims);
+    double theta = position * static_cast<double>(config.rope_position_scale()) *
+                   std::pow(static_cast<double>(config.rope_base), -2.0 * i / rope_dims);
+    if (!config.rope_freq_factors.empty()) theta /= config.rope_freq_factors[static_cast<std::size_t>(i)];
     const float c = static_cast<float>(std::cos(theta)), s = static_cast<float>(std::sin(theta));
     // interleaved: pairs (2i, 2i+1) (GGUF llama files, Q/K rows permuted at export);
     // half: pairs (i, i + rope_dims/2) (GPT-NeoX style).
-    const int a = layout == model::RopeLayout::interleaved ? 2 * i : i;
-    const int b = layout == model::RopeLayout::interleaved ? 2 * i + 1 : i + half;
+    const int a = interleaved ? 2 * i : i;
+    const int b = interleaved ? 2 * i + 1 : i + half;
     const float x0 = head[a], x1 = head[b];
     head[a] = x0 * c - x1 * s;
     head[b] = x0 * s + x1 * c;
@@ -136,10 +141,8 @@ class ReferenceBackend final : public Backend {
       v = (h * layer.wv.transpose()).rowwise() + layer.bv.transpose();
       for (int r = 0; r < rows; ++r) {
         const int pos = batch.positions[static_cast<std::size_t>(r)];
-        for (int head = 0; head < config_.heads; ++head)
-          rope(q.row(r).data() + head * hd, config_.rope_dims, pos, config_.rope_base, config_.rope_layout);
-        for (int head = 0; head < config_.kv_heads; ++head)
-          rope(k.row(r).data() + head * hd, config_.rope_dims, pos, config_.rope_base, config_.rope_layout);
+        for (int head = 0; head < config_.heads; ++head) rope(q.row(r).data() + head * hd, pos, config_);
+        for (int head = 0; head < config_.kv_heads; ++head) rope(k.row(r).data() + head * hd, pos, config_);
         // The slot's K/V: element (slot, kv_head, i) of the layer's [blocks*block_size, kv_heads, hd].
         const std::size_t base = static_cast<std::size_t>(batch.slots[static_cast<std::size_t>(r)]) *
                                  static_cast<std::size_t>(config_.kv_heads * hd);

@@ -187,6 +187,7 @@ class CudaBackend final : public Backend {
     q_dim_ = config_.heads * config_.head_dim;
     kv_dim_ = config_.kv_heads * config_.head_dim;
     token_embd_ = upload(device_, model::dequantize_tensor(*w.token_embd), "token_embd");
+    if (!config_.rope_freq_factors.empty()) rope_freq_factors_ = upload(device_, config_.rope_freq_factors, "rope_freqs");
     output_norm_ = upload(device_, model::dequantize_vector(w.output_norm, d), "output_norm");
     const float total = static_cast<float>(w.layers.size() + 1);
     for (std::size_t l = 0; l < w.layers.size(); ++l) {
@@ -306,7 +307,8 @@ class CudaBackend final : public Backend {
 
     k::gather_rows(token_embd_.as<float>(), meta + at.tokens, rows, d, x, s);
     // The rotation angles depend only on the positions: once per step, not per layer.
-    k::rope_angles(meta + at.positions, rows, config_.rope_dims, config_.rope_base, cos, sin, s);
+    k::rope_angles(meta + at.positions, rows, config_.rope_dims, config_.rope_base,
+                   rope_freq_factors_.as<float>(), config_.rope_position_scale(), cos, sin, s);
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       const Layer& layer = layers_[l];
       k::rmsnorm(x, layer.attn_norm.as<float>(), rows, d, config_.rms_eps, h, s);
@@ -345,6 +347,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Stream> stream_;
   std::unique_ptr<k::Blas> blas_;
   DeviceBuffer token_embd_, output_norm_;
+  DeviceBuffer rope_freq_factors_;  // null (all factors 1) unless the model has rope_freqs.weight
   std::vector<Layer> layers_;
   Linear lm_head_;
   Scratch scratch_;
