@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <random>
+#include <string>
 
 namespace ember::bench {
 namespace {
@@ -12,6 +14,18 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
+
+// A "Vm...:  123 kB" line of /proc/self/status, in MiB; 0 when absent.
+double status_mb(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind(key + ":", 0) == 0) return std::stod(line.substr(key.size() + 1)) / 1024.0;
+  return 0;
+}
+
+// Resets the peak resident memory (VmHWM) to the current one (Linux 4.0 and later).
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
 LoadRun open_once(const std::string& model, int threads, const std::string& cache_dir) {
   LoadRun run;
@@ -31,9 +45,12 @@ LoadRun open_once(const std::string& model, int threads, const std::string& cach
     }
     return true;
   };
+  reset_peak_rss();
   const auto t0 = Clock::now();
   Engine engine = Engine::open(model, options);
   run.open_ms = ms_since(t0);
+  run.peak_rss_mb = status_mb("VmHWM");
+  run.resident_mb = status_mb("VmRSS");
   if (!phase.empty()) run.phase_ms[phase] += std::chrono::duration<double, std::milli>(Clock::now() - phase_start).count();
   // ember-generate's default question: a ~40-token chat prompt, so the first prefill takes the
   // oneDNN path (prompts of up to 8 tokens would take the GEMV and skip its JIT compilation).

@@ -14,6 +14,8 @@ struct LoadRun {
   double open_ms = 0;                     // Engine::open()
   double first_token_ms = 0;              // open() start to the first token of a chat prompt
   std::map<std::string, double> phase_ms; // time in each LoadPhase, from the progress callback
+  double peak_rss_mb = 0;                 // the process's peak resident memory during open()
+  double resident_mb = 0;                 // resident memory right after open()
 };
 
 struct LoadResult {
@@ -21,6 +23,9 @@ struct LoadResult {
   std::vector<LoadRun> warm;  // the cache file from the cold run before
 };
 
+// Peak and resident memory come from /proc/self/status (VmHWM, VmRSS); the peak is reset
+// before each open (/proc/self/clear_refs), so each run's peak is its own. 0 where the kernel
+// does not say.
 // `repeats` cold and warm opens, interleaved (cold, warm, cold, warm...), each cold one with a
 // fresh cache directory in the system's temporary directory, removed afterwards.
 LoadResult run_load(const std::string& model, int threads, int repeats);

@@ -2,11 +2,13 @@
 // of a named shape, and its configuration as JSON for benchmarks/torch_generate.py, so the GPU
 // check runs from the source tree alone (no download, no model file).
 //
-//   ember-make-synthetic SHAPE OUT.gguf OUT.json  (SHAPE: default or 1b; --help for usage)
+//   ember-make-synthetic SHAPE OUT.gguf OUT.json  (SHAPE: default, 1b, 3b or 8b; --help)
 //
 // default: the default model's shape (SmolLM2-135M: 30 layers, width 576, ffn 1536, 9 heads,
 // 3 KV heads, vocab 49152). 1b: Llama-3.2-1B-like (16 layers, width 2048, ffn 8192, 32 heads,
-// 8 KV heads, vocab 32000). Matrices are Q4_1, as in the default model file.
+// 8 KV heads, vocab 32000). 3b: Llama-3.2-3B (28 layers, width 3072, ffn 8192, 24 heads of 128,
+// 8 KV heads, vocab 128256, tied). 8b: Llama-3.1-8B (32 layers, width 4096, ffn 14336, 32
+// heads, 8 KV heads, vocab 128256, untied). Matrices are Q4_1, as in the default model file.
 #include "../examples/common/cli.hpp"
 #include "model/gguf_writer.hpp"
 
@@ -26,8 +28,17 @@ ember::model::ModelConfig shape(const std::string& name) {
     c.head_dim = c.embedding / c.heads;
     c.rope_dims = c.head_dim;
     c.rope_base = 500000.0f;
+  } else if (name == "3b" || name == "8b") {
+    const bool big = name == "8b";
+    c.layers = big ? 32 : 28, c.embedding = big ? 4096 : 3072, c.ffn = big ? 14336 : 8192;
+    c.heads = big ? 32 : 24, c.kv_heads = 8, c.vocab = 128256;
+    c.head_dim = 128;
+    c.rope_dims = c.head_dim;
+    c.rope_base = 500000.0f;
+    c.context_length = 8192;
+    c.tied_embeddings = !big;
   } else if (name != "default") {
-    throw std::runtime_error("unknown shape '" + name + "' (default or 1b)");
+    throw std::runtime_error("unknown shape '" + name + "' (default, 1b, 3b or 8b)");
   }
   c.name = "ember-synthetic-" + name;
   return c;
@@ -44,12 +55,13 @@ int main(int argc, char** argv) {
       "benchmarks/torch_generate.py.",
       "SHAPE OUT.gguf OUT.json");
   cli.positional("SHAPE", shape_name,
-                 "default: the default model's shape (SmolLM2-135M); 1b: Llama-3.2-1B-like")
+                 "default: the default model's shape (SmolLM2-135M); 1b: Llama-3.2-1B-like; "
+                 "3b: Llama-3.2-3B; 8b: Llama-3.1-8B")
       .positional("OUT.gguf", gguf_path, "the model file to write")
       .positional("OUT.json", json_path, "the configuration file to write");
   cli.parse(argc, argv);
-  if (shape_name != "default" && shape_name != "1b")
-    cli.fail("unknown shape '" + shape_name + "' (default or 1b)");
+  if (shape_name != "default" && shape_name != "1b" && shape_name != "3b" && shape_name != "8b")
+    cli.fail("unknown shape '" + shape_name + "' (default, 1b, 3b or 8b)");
   try {
     ember::model::SyntheticModelSpec spec;
     spec.config = shape(shape_name);
