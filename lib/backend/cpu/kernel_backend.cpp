@@ -412,7 +412,10 @@ class KernelBackend final : public Backend {
       const std::int64_t d = config_.embedding, ffn = config_.ffn;
       const auto linear = [&](const std::string& name, std::int64_t out, std::int64_t in) {
         const CachedLinear c = cache.linear(name, out, in);
-        return k::make_int8_linear(ctx_, c.q, c.scales, out, in, activations_for(name));
+        auto built = k::make_int8_linear(ctx_, c.q, c.scales, out, in, activations_for(name));
+        // Packed into the linear's own layouts: the file's pages may leave resident memory.
+        model::release_pages(c.q, static_cast<std::uint64_t>(out * in));
+        return built;
       };
       layers_.resize(w.layers.size());
       for (std::size_t l = 0; l < layers_.size(); ++l) {
