@@ -2,9 +2,7 @@
 // every configuration runs in the same process, interleaved, repeated, and reported as median,
 // min and max.
 //
-//   ember-bench [--model PATH] [--device cpu|cuda] [--threads N] [--precision int8|fp32|fp16|both]
-//               [--workload pp512|tg128|tg128x32[,...]|all|shared|chat|load] [--repeats R]
-//               [--requests N] [--configs LETTERS] [--turns N] [--no-bandwidth] [--json FILE]
+//   ember-bench [--model PATH] [--device cpu|cuda] [--workload W[,...]] ...  (--help lists all)
 //
 // pp512: prompt processing of 512 tokens (tokens/s of the prefill step).
 // tg128: generation of 128 tokens after a 16-token prompt (tokens/s of the decode steps).
@@ -12,9 +10,11 @@
 // --device cuda runs on the first GPU; "both" precisions are int8 and the device's baseline
 // (fp32 on the CPU, fp16 on CUDA).
 // It also measures this machine's memory read bandwidth and reports the generation ceiling it
-// implies: bandwidth / weight bytes read per generated token, once at the end (best of 5) and
-// just before each tg128 run, paired with it (--no-bandwidth skips that, and its 1 GiB buffer,
-// when peak memory is being measured).
+// implies: bandwidth / weight bytes read per generated token. The bandwidth is measured two
+// independent ways side by side (bandwidth_probe.hpp) just before each tg128 run, paired with it,
+// and at the end; the ceiling is the best of all those readings, with a warning when the two ways
+// disagree or a run beats the ceiling (--no-bandwidth skips that, and its 1 GiB buffer, when peak
+// memory is being measured).
 // shared: N requests (default 32) arriving together, each a 512-token common system prompt plus
 // 32 unique tokens, 64 generated tokens each, under four configurations: (a) fp32 one at a time
 // without prefix cache (the plain-engine baseline), (b) int8 one at a time, (c) int8 with
@@ -29,7 +29,8 @@
 // prepared and the cache written) and again with that cache, interleaved, with the time of each
 // load phase and from open() to the first token of a short prompt. Process start-up (dynamic
 // linking) is not included: time `ember-generate --weight-cache DIR --max-tokens 1` for that.
-#include "../examples/common/default_model.hpp"
+#include "../examples/common/cli.hpp"
+#include "bandwidth_probe.hpp"
 #include "load_workload.hpp"
 #include "serving_workload.hpp"
 
@@ -50,8 +51,6 @@
 #include <thread>
 #include <vector>
 
-#include <sys/mman.h>
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -71,62 +70,77 @@ struct Args {
   std::string json_path;
 };
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "error: %s\nusage: ember-bench [--model PATH] [--device cpu|cuda] [--threads N] "
-               "[--precision int8|fp32|fp16|both] [--workload pp512|tg128|tg128x32|all|shared|chat|load] "
-               "[--repeats R] [--requests N] [--configs LETTERS] [--turns N] [--no-bandwidth] "
-               "[--json FILE]\n",
-               problem.c_str());
-  std::exit(2);
+// --workload: one name or a comma-separated list (e.g. pp512,tg128,tg128x32); all = pp512,tg128;
+// shared, chat and load only alone.
+std::vector<std::string> parse_workloads(const std::string& list) {
+  std::vector<std::string> workloads;
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t end = std::min(list.find(',', at), list.size());
+    const std::string w = list.substr(at, end - at);
+    if (w == "pp512" || w == "tg128" || w == "tg128x32" || ((w == "shared" || w == "chat" || w == "load") && list == w)) workloads.push_back(w);
+    else if (w == "all") workloads.insert(workloads.end(), {"pp512", "tg128"});
+    else throw std::invalid_argument("--workload must be pp512, tg128, tg128x32 (or a list of them), all, shared, chat or load");
+    at = end + 1;
+  }
+  return workloads;
 }
 
 Args parse(int argc, char** argv) {
   Args a;
-  a.model = ember_examples::default_model_path();
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage("missing value after " + flag);
-      return argv[++i];
-    };
-    if (flag == "--model") a.model = value();
-    else if (flag == "--threads") a.threads = std::atoi(value().c_str());
-    else if (flag == "--repeats") a.repeats = std::max(1, std::atoi(value().c_str()));
-    else if (flag == "--json") a.json_path = value();
-    else if (flag == "--requests") a.requests = std::max(1, std::atoi(value().c_str()));
-    else if (flag == "--turns") a.turns = std::max(1, std::atoi(value().c_str()));
-    else if (flag == "--no-bandwidth") a.bandwidth = false;
-    else if (flag == "--configs") {
-      a.configs = value();
-      if (a.configs.empty() || a.configs.find_first_not_of("abcd") != std::string::npos)
-        usage("--configs takes letters among a, b, c, d");
-    }
-    else if (flag == "--device") {
-      const std::string d = value();
-      if (d == "cuda") a.device = ember::Device::cuda(0);
-      else if (d != "cpu") usage("--device must be cpu or cuda");
-    } else if (flag == "--precision") {
-      const std::string p = value();
-      a.both_precisions = p == "both";
-      if (p == "int8") a.precisions = {ember::Precision::int8};
-      else if (p == "fp32") a.precisions = {ember::Precision::fp32};
-      else if (p == "fp16") a.precisions = {ember::Precision::fp16};
-      else if (p != "both") usage("--precision must be int8, fp32, fp16 or both");
-    } else if (flag == "--workload") {
-      // One name or a comma-separated list (e.g. pp512,tg128,tg128x32); all = pp512,tg128.
-      const std::string list = value();
-      a.workloads.clear();
-      for (std::size_t at = 0; at <= list.size();) {
-        const std::size_t end = std::min(list.find(',', at), list.size());
-        const std::string w = list.substr(at, end - at);
-        if (w == "pp512" || w == "tg128" || w == "tg128x32" || ((w == "shared" || w == "chat" || w == "load") && list == w)) a.workloads.push_back(w);
-        else if (w == "all") a.workloads.insert(a.workloads.end(), {"pp512", "tg128"});
-        else usage("--workload must be pp512, tg128, tg128x32 (or a list of them), all, shared, chat or load");
-        at = end + 1;
-      }
-    } else usage("unknown flag " + flag);
-  }
+  ember_examples::EngineFlags engine_flags;
+  engine_flags.options.threads = a.threads;
+  bool no_bandwidth = false;
+  ember_examples::CommandLine cli(
+      "ember-bench",
+      "End-to-end throughput of the public API on a model, as ratios you can trust: every "
+      "configuration runs in the same process, interleaved, repeated, and reported as median, min "
+      "and max. The workloads are described at the top of benchmarks/ember_bench.cpp.");
+  engine_flags.declare(cli, ember_examples::EngineFlags::model | ember_examples::EngineFlags::threads);
+  cli.option("--device", "cpu|cuda", "where the model runs; cuda: the first GPU", "cpu",
+             [&a](const std::string& d) {
+               if (d == "cuda") a.device = ember::Device::cuda(0);
+               else if (d == "cpu") a.device = ember::Device::cpu();
+               else throw std::invalid_argument("--device must be cpu or cuda");
+             })
+      .option("--precision", "int8|fp32|fp16|both",
+              "numeric path of the matrix products; both: int8 and the device's baseline (fp32 on "
+              "the CPU, fp16 on CUDA)",
+              "both",
+              [&a](const std::string& p) {
+                a.both_precisions = p == "both";
+                if (p == "int8") a.precisions = {ember::Precision::int8};
+                else if (p == "fp32") a.precisions = {ember::Precision::fp32};
+                else if (p == "fp16") a.precisions = {ember::Precision::fp16};
+                else if (p != "both") throw std::invalid_argument("--precision must be int8, fp32, fp16 or both");
+              })
+      .option("--workload", "W[,...]",
+              "pp512, tg128, tg128x32 or a comma-separated list of them; all = pp512,tg128; or "
+              "one of shared, chat, load",
+              "pp512,tg128",
+              [&a](const std::string& list) { a.workloads = parse_workloads(list); })
+      .option("--repeats", "R", a.repeats, "runs of each configuration (cold start: of each load)")
+      .option("--requests", "N", a.requests, "requests arriving together in the shared workload")
+      .option("--configs", "LETTERS",
+              "configurations of the shared and chat workloads, among a (fp32 one at a time), b "
+              "(int8 one at a time), c (int8, batching), d (int8, batching, prefix cache)",
+              a.configs,
+              [&a](const std::string& letters) {
+                if (letters.empty() || letters.find_first_not_of("abcd") != std::string::npos)
+                  throw std::invalid_argument("--configs takes letters among a, b, c, d");
+                a.configs = letters;
+              })
+      .option("--turns", "N", a.turns, "turns of the chat conversation")
+      .flag("--no-bandwidth", no_bandwidth,
+            "skip the memory-bandwidth probe and its 1 GiB buffer (when peak memory is measured)")
+      .option("--json", "FILE", a.json_path, "also write the results to FILE as JSON");
+  cli.parse(argc, argv);
+  a.model = engine_flags.model_path;
+  ember_examples::require_model_file(cli.program(), a.model);
+  a.threads = engine_flags.options.threads;
+  a.repeats = std::max(1, a.repeats);
+  a.requests = std::max(1, a.requests);
+  a.turns = std::max(1, a.turns);
+  a.bandwidth = !no_bandwidth;
   if (a.both_precisions && a.device.type == ember::DeviceType::cuda)
     a.precisions = {ember::Precision::int8, ember::Precision::fp16};
   return a;
@@ -175,71 +189,10 @@ double run_once(ember::Engine& engine, const std::string& workload, int salt) {
   return (c.generated_tokens - 1) / (c.timings.decode_ms / 1000.0);
 }
 
-// Read bandwidth in bytes/s: `threads` threads summing a buffer much larger than the caches,
-// the best of `passes` passes. It is meant to be the most this machine reads, so that the
-// ceiling it implies is not flattering:
-//  - the buffer asks for transparent huge pages, where the kernel offers them (madvise mode):
-//    on the dev box 2 MiB pages read 9 % faster with 2 threads than 4 KiB ones (34 vs 31 GB/s),
-//    25 % faster with 1;
-//  - each measurement first waits for the engine's OpenMP workers to stop spinning: libgomp's
-//    idle threads spin for a while after a parallel region, and a probe that starts then
-//    shares the cores with them and reads low.
-class BandwidthProbe {
- public:
-  explicit BandwidthProbe(int threads);
-  double measure(int passes) const;
-
- private:
-  static constexpr std::size_t kBytes = std::size_t{1} << 30;  // 1 GiB
-  static constexpr std::size_t kWords = kBytes / sizeof(std::uint64_t);
-  struct Free {
-    void operator()(std::uint64_t* p) const { std::free(p); }
-  };
-  int threads_;
-  std::unique_ptr<std::uint64_t[], Free> buffer_;
-};
-
-BandwidthProbe::BandwidthProbe(int threads)
-    : threads_(threads), buffer_(static_cast<std::uint64_t*>(std::aligned_alloc(std::size_t{2} << 20, kBytes))) {
-  if (!buffer_) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-  madvise(buffer_.get(), kBytes, MADV_HUGEPAGE);  // advice only: 4 KiB pages if refused
-#endif
-  std::fill(buffer_.get(), buffer_.get() + kWords, std::uint64_t{1});
-}
-
-double BandwidthProbe::measure(int passes) const {
-  const std::size_t n = kWords;
-  const int threads = threads_;
-  const std::uint64_t* buffer = buffer_.get();
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // idle OpenMP workers park
-  double best = 0;
-  for (int pass = 0; pass < passes; ++pass) {
-    std::vector<std::uint64_t> sums(static_cast<std::size_t>(threads));
-    const auto t0 = Clock::now();
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        const std::size_t begin = n / threads * t, end = t + 1 == threads ? n : n / threads * (t + 1);
-        std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (std::size_t i = begin; i + 4 <= end; i += 4) {
-          s0 += buffer[i];
-          s1 += buffer[i + 1];
-          s2 += buffer[i + 2];
-          s3 += buffer[i + 3];
-        }
-        sums[static_cast<std::size_t>(t)] = s0 + s1 + s2 + s3;
-      });
-    }
-    for (auto& th : pool) th.join();
-    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    std::uint64_t total = 0;
-    for (auto s : sums) total += s;
-    if (total != n) std::fprintf(stderr, "bandwidth check sum mismatch\n");
-    best = std::max(best, static_cast<double>(n * sizeof(std::uint64_t)) / seconds);
-  }
-  return best;
-}
+// Passes of each bandwidth method (bandwidth_probe.hpp): before each tg128 run (~0.4 s at
+// 30 GB/s, pauses included, against the run's ~0.6 s), and once at the end.
+constexpr int kPairedPasses = 3;
+constexpr int kFinalPasses = 8;
 
 // Weight bytes a decode step reads: every matrix once (1 byte a weight in INT8, 4 in FP32; the
 // per-channel scales are negligible), plus one embedding row.
@@ -263,6 +216,52 @@ Stats stats_of(std::vector<double> v) {
 
 const char* name(ember::Precision p) {
   return p == ember::Precision::int8 ? "int8" : (p == ember::Precision::fp16 ? "fp16" : "fp32");
+}
+
+// The ceiling of one tg128 configuration, printed under its row and added to its JSON entry `j`:
+// its runs (tokens/s) against `reading` (the best of `passes` passes a method) and each against
+// the reading just before it (`before`), and a warning if any run beat its ceiling.
+void add_ceiling(nlohmann::json& j, const std::vector<double>& runs, double bytes,
+                 const ember::bench::BandwidthProbe& probe, const ember::bench::BandwidthReading& reading,
+                 int passes, const std::vector<ember::bench::BandwidthReading>& before, const std::string& what) {
+  const double bandwidth = reading.ceiling();
+  const Stats s = stats_of(runs);
+  j["bandwidth_bytes_per_s"] = bandwidth;  // the probe's ceiling: the larger of its two methods
+  j["bandwidth_probe"] = ember::bench::to_json(probe, reading, passes);
+  j["bandwidth_ceiling_tokens_per_s"] = bandwidth / bytes;
+  j["fraction_of_ceiling"] = s.median / (bandwidth / bytes);
+  std::vector<double> fractions, ceilings, openmp, pinned;  // run i against the reading before it
+  int disagreeing = 0;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    fractions.push_back(runs[i] * bytes / before[i].ceiling());
+    ceilings.push_back(before[i].ceiling());
+    openmp.push_back(before[i].openmp);
+    pinned.push_back(before[i].pinned);
+    disagreeing += before[i].disagreement() > ember::bench::kBandwidthDisagreement;
+  }
+  const Stats paired = stats_of(fractions), o = stats_of(openmp), q = stats_of(pinned);
+  j["fraction_of_ceiling_paired"] = {{"median", paired.median}, {"min", paired.min}, {"max", paired.max}};
+  j["bandwidth_before_each_run"] = ceilings;
+  j["bandwidth_before_each_run_openmp"] = openmp;
+  j["bandwidth_before_each_run_pinned"] = pinned;
+  j["bandwidth_passes_before_each_run"] = kPairedPasses;
+  std::printf("         %.1f MB of weights per token; read bandwidth %.1f GB/s -> ceiling %.0f tokens/s; "
+              "reached %.0f %%\n", bytes / 1e6, bandwidth / 1e9, bandwidth / bytes, 100.0 * s.median / (bandwidth / bytes));
+  std::printf("         each run against the bandwidth measured just before it: median %.0f %% "
+              "(min %.0f, max %.0f)\n", 100.0 * paired.median, 100.0 * paired.min, 100.0 * paired.max);
+  std::printf("         bandwidth before the runs (best of %d passes each): OpenMP median %.1f GB/s "
+              "[%.1f, %.1f], pinned %.1f [%.1f, %.1f]; %d of %zu readings disagree by > %.0f %%\n",
+              kPairedPasses, o.median / 1e9, o.min / 1e9, o.max / 1e9, q.median / 1e9, q.min / 1e9,
+              q.max / 1e9, disagreeing, runs.size(), 100 * ember::bench::kBandwidthDisagreement);
+  std::vector<std::string> warnings;
+  if (const std::string w = ember::bench::disagreement_warning(reading); !w.empty()) warnings.push_back(w);
+  // Any run faster than a ceiling, its own or the final one, means that ceiling is wrong.
+  const double worst = std::max(paired.max, s.max * bytes / bandwidth);
+  if (const std::string w = ember::bench::over_ceiling_warning(what, worst, bytes); !w.empty()) {
+    std::printf("         %s\n", w.c_str());
+    warnings.push_back(w);
+  }
+  j["warnings"] = warnings;
 }
 
 }  // namespace
@@ -347,16 +346,20 @@ nlohmann::json run_load(const Args& args) {
   const std::pair<const char*, const std::vector<ember::bench::LoadRun>*> kinds[] = {
       {"cold (no cache)", &result.cold}, {"warm (cache)", &result.warm}};
   for (const auto& [kind, runs] : kinds) {
-    std::vector<double> open, first;
+    std::vector<double> open, first, peak, resident;
     std::map<std::string, std::vector<double>> phases;
     for (const auto& r : *runs) {
       open.push_back(r.open_ms);
       first.push_back(r.first_token_ms);
+      peak.push_back(r.peak_rss_mb);
+      resident.push_back(r.resident_mb);
       for (const auto& [phase, ms] : r.phase_ms) phases[phase].push_back(ms);
     }
-    const Stats o = stats_of(open), f = stats_of(first);
+    const Stats o = stats_of(open), f = stats_of(first), p = stats_of(peak), res = stats_of(resident);
     std::printf("%-16s open %7.0f [%.0f, %.0f]  open to first token %7.0f [%.0f, %.0f]\n", kind, o.median,
                 o.min, o.max, f.median, f.min, f.max);
+    std::printf("%16s peak RSS during open %.0f MiB, resident after open %.0f MiB (medians; peak / "
+                "resident %.2f)\n", "", p.median, res.median, res.median > 0 ? p.median / res.median : 0.0);
     nlohmann::json phase_json;
     std::printf("%16s", "");
     for (const auto& [phase, values] : phases) {
@@ -367,7 +370,9 @@ nlohmann::json run_load(const Args& args) {
     out.push_back({{"engine", "ember"}, {"workload", "load"}, {"cache", kind}, {"threads", args.threads},
                    {"open_ms", {{"median", o.median}, {"min", o.min}, {"max", o.max}}},
                    {"open_to_first_token_ms", {{"median", f.median}, {"min", f.min}, {"max", f.max}}},
-                   {"phase_ms_median", phase_json}, {"open_runs_ms", open}});
+                   {"phase_ms_median", phase_json}, {"open_runs_ms", open},
+                   {"peak_rss_mib", {{"median", p.median}, {"min", p.min}, {"max", p.max}}},
+                   {"resident_after_open_mib", {{"median", res.median}, {"min", res.min}, {"max", res.max}}}});
   }
   return out;
 }
@@ -398,23 +403,38 @@ int main(int argc, char** argv) {
     }
     const bool on_cpu = args.device.type == ember::DeviceType::cpu;
     const bool ceiling = on_cpu && args.bandwidth;  // host memory only
-    std::optional<BandwidthProbe> probe;
+    std::optional<ember::bench::BandwidthProbe> probe;
     if (ceiling) probe.emplace(args.threads);
     // Interleaved: repeat r runs every (workload, precision) before repeat r+1 starts, so machine
     // drift hits all configurations alike. One warm-up run each first. Each tg128 run is paired
     // with a bandwidth measurement just before it: on a shared machine the bandwidth drifts by
     // 20 % within a minute, so a ceiling measured at another moment says little about a run.
-    std::map<std::pair<std::string, ember::Precision>, std::vector<double>> runs, bandwidths;
+    std::map<std::pair<std::string, ember::Precision>, std::vector<double>> runs;
+    std::map<std::pair<std::string, ember::Precision>, std::vector<ember::bench::BandwidthReading>> bandwidths;
     for (int r = -1; r < args.repeats; ++r)
       for (const auto& w : args.workloads)
         for (auto p : args.precisions) {
-          const double bandwidth_now = probe && w == "tg128" && r >= 0 ? probe->measure(2) : 0.0;
+          const bool paired = probe && w == "tg128" && r >= 0;
+          const auto bandwidth_now = paired ? probe->measure(kPairedPasses) : ember::bench::BandwidthReading{};
           const double tps = run_once(engines.at(p), w, r + 2);
           if (r < 0) continue;
           runs[{w, p}].push_back(tps);
-          if (bandwidth_now > 0) bandwidths[{w, p}].push_back(bandwidth_now);
+          if (paired) bandwidths[{w, p}].push_back(bandwidth_now);
         }
-    const double bandwidth = probe ? probe->measure(5) : 0.0;
+    // The ceiling is the most the machine was seen to read: each method's best pass, at the end
+    // and before every run (on a shared machine a single moment's reading may be a low one).
+    auto reading = probe ? probe->measure(kFinalPasses) : ember::bench::BandwidthReading{};
+    int passes = kFinalPasses;
+    for (const auto& [key, before] : bandwidths)
+      for (const auto& b : before) {
+        reading.keep_best(b);
+        passes += kPairedPasses;
+      }
+    if (probe) {
+      std::printf("%s\n", ember::bench::describe(*probe, reading, passes).c_str());
+      const std::string warning = ember::bench::disagreement_warning(reading);
+      if (!warning.empty()) std::printf("%s\n", warning.c_str());
+    }
     const char* device = on_cpu ? "cpu" : "cuda";
     nlohmann::json out = nlohmann::json::array();
     std::printf("%-8s %-6s %-7s %10s %10s %10s\n", "engine", "prec", "work", "median", "min", "max");
@@ -429,19 +449,7 @@ int main(int argc, char** argv) {
       if (key.first == "tg128" && ceiling) {
         const double bytes = weight_bytes_per_token(engines.at(key.second).info(), key.second);
         j["weight_bytes_per_token"] = bytes;
-        j["bandwidth_bytes_per_s"] = bandwidth;
-        j["bandwidth_ceiling_tokens_per_s"] = bandwidth / bytes;
-        j["fraction_of_ceiling"] = s.median / (bandwidth / bytes);
-        std::vector<double> fractions;  // run i against the bandwidth measured just before it
-        for (std::size_t i = 0; i < values.size(); ++i) fractions.push_back(values[i] * bytes / bandwidths[key][i]);
-        const Stats paired = stats_of(fractions);
-        j["fraction_of_ceiling_paired"] = {{"median", paired.median}, {"min", paired.min}, {"max", paired.max}};
-        j["bandwidth_before_each_run"] = bandwidths[key];
-        std::printf("         %.1f MB of weights per token; read bandwidth %.1f GB/s -> ceiling %.0f tokens/s; "
-                    "reached %.0f %%\n", bytes / 1e6, bandwidth / 1e9, bandwidth / bytes,
-                    100.0 * s.median / (bandwidth / bytes));
-        std::printf("         each run against the bandwidth measured just before it: median %.0f %% "
-                    "(min %.0f, max %.0f)\n", 100.0 * paired.median, 100.0 * paired.min, 100.0 * paired.max);
+        add_ceiling(j, values, bytes, *probe, reading, passes, bandwidths[key], std::string(name(key.second)) + " tg128");
       }
       out.push_back(j);
     }
