@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
 export EMBER_MODEL=${EMBER_MODEL:-$(scripts/fetch-model.sh)}
+# Gemma 3 270M, the second real model (its golden test skips without it).
+export EMBER_GEMMA3_MODEL=${EMBER_GEMMA3_MODEL:-$(scripts/fetch-model.sh gemma3)}
 jobs=${EMBER_JOBS:-$(nproc)}
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_TESTS=ON -DEMBER_EXAMPLES=ON \

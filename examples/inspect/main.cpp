@@ -69,6 +69,18 @@ void print_config(const GgufFile& file) {
                c.context_length, "vocab", c.vocab);
     fmt::print("  {:<16}{}\n  {:<16}{}\n", "tied_embeddings", c.tied_embeddings, "attention_bias",
                c.attention_bias);
+    fmt::print("  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n", "qk_norm", c.qk_norm, "post_norms",
+               c.post_norms, "feed_forward",
+               c.feed_forward == ember::model::FeedForward::geglu ? "geglu" : "swiglu",
+               "embedding_scale", c.embedding_scale);
+    if (c.sliding_window > 0)
+      fmt::print("  {:<16}{} keys on the sliding layers (all but every {}th), RoPE base {} on them\n", "sliding_window",
+                 c.sliding_window, c.sliding_window_pattern, c.rope_base_sliding);
+    if (c.rope_scaling_factor != 1.0f || !c.rope_freq_factors.empty())
+      fmt::print("  {:<16}{} x{}{}\n", "rope_scaling",
+                 c.rope_scaling == ember::model::RopeScaling::linear ? "linear" : "none",
+                 c.rope_scaling_factor,
+                 c.rope_freq_factors.empty() ? "" : fmt::format(", {} frequency factors", c.rope_freq_factors.size()));
   } catch (const ember::Error& e) {
     // A well-formed file of another architecture is still worth listing.
     fmt::print("\nhyper-parameters: not available ({}: {})\n", ember::to_string(e.code()), e.what());

@@ -66,13 +66,21 @@ void prefetch_block(const T* slice, std::int64_t stride, int rows, int head_dim)
 // prefetching, 556-572 one block ahead, 470-620 two ahead on a noisy machine).
 constexpr int kPrefetchBlocks = 2;
 
+// The chunk grid: a block's tokens in chunks of kKeyChunk from the block's first token. The
+// start of the chunk holding token t.
+std::int64_t chunk_floor(std::int64_t t, int block_size) {
+  const std::int64_t block_start = t / block_size * block_size;
+  return block_start + (t - block_start) / kKeyChunk * kKeyChunk;
+}
+
 // Calls fn(t0, pointer to token t0's kv_head slice, keys) for each chunk of at most kKeyChunk
-// keys holding tokens t0..t0+keys-1 of begin..end-1, where begin is the first token of a block.
-// (Token t0 + j is at pointer + j * token_stride.) Chunks never cross a block, and their bounds
-// depend only on the positions, never on the batch. Walking block by block avoids a 64-bit
-// division per token. The same blocks of the caches in `ahead` (null entries skipped: none when
-// the lines are already cached, V as well as K while K is scored) are prefetched
-// kPrefetchBlocks ahead.
+// keys holding tokens t0..t0+keys-1 of begin..end-1, where begin is on the chunk grid (see
+// chunk_floor). (Token t0 + j is at pointer + j * token_stride.) Chunks never cross a block, and
+// they are the grid's chunks (the last one cut at end), so a token's place in its chunk depends
+// only on its position, never on the batch. Walking block by block avoids a 64-bit division per
+// token; blocks before begin's are not touched, nor their block_table entries. The same blocks of
+// the caches in `ahead` (null entries skipped: none when the lines are already cached, V as well
+// as K while K is scored) are prefetched kPrefetchBlocks ahead.
 template <class T, class Fn>
 void for_each_chunk(const T* cache, std::array<const T*, 2> ahead, const std::int32_t* blocks,
                     std::int64_t begin, std::int64_t end, int kv_head, const KvLayout& l, Fn&& fn) {
@@ -82,20 +90,24 @@ void for_each_chunk(const T* cache, std::array<const T*, 2> ahead, const std::in
     return base + static_cast<std::int64_t>(blocks[b]) * l.block_size * stride +
            static_cast<std::int64_t>(kv_head) * l.head_dim;
   };
-  const auto prefetch = [&](std::int64_t b) {  // block b, if the range reaches it
-    const std::int64_t t0 = b * l.block_size;
-    if (t0 >= end) return;
-    const int rows = static_cast<int>(std::min<std::int64_t>(end - t0, l.block_size));
+  const auto prefetch = [&](std::int64_t b) {  // block b's part of the range, if any
+    const std::int64_t from = std::max(begin, b * l.block_size);
+    const std::int64_t to = std::min(end, (b + 1) * l.block_size);
+    if (from >= to) return;
     for (const T* base : ahead)
-      if (base != nullptr) prefetch_block(slice(base, b), stride, rows, l.head_dim);
+      if (base != nullptr)
+        prefetch_block(slice(base, b) + (from - b * l.block_size) * stride, stride,
+                       static_cast<int>(to - from), l.head_dim);
   };
   for (std::int64_t b = first; b < first + kPrefetchBlocks; ++b) prefetch(b);
-  for (std::int64_t b = first, t0 = begin; t0 < end; ++b, t0 += l.block_size) {
+  for (std::int64_t b = first, t0 = begin; t0 < end; ++b) {
     prefetch(b + kPrefetchBlocks);
-    const T* p = slice(cache, b);
-    const int count = static_cast<int>(std::min<std::int64_t>(end - t0, l.block_size));
+    const std::int64_t block_end = std::min(end, (b + 1) * l.block_size);
+    const T* p = slice(cache, b) + (t0 - b * l.block_size) * stride;
+    const int count = static_cast<int>(block_end - t0);
     for (int c = 0; c < count; c += kKeyChunk)
       fn(t0 + c, p + c * stride, std::min(kKeyChunk, count - c));
+    t0 = block_end;
   }
 }
 
@@ -123,19 +135,20 @@ std::int64_t scores_stride(std::int64_t n) {
 // L2) once per query head.
 constexpr int kTileRows = 8;
 
-// A query's positions 0..n-1 are attended in kSegments segments split at a block boundary (the
-// first half of its blocks, rounded up, then the rest), each with its own softmax maximum and
-// sum, and the two are merged at the end, as flash-decoding does on GPUs. A task is one tile and
-// one segment, for every KV head:
+// A query's visible positions (visible_of) are attended in kSegments segments split at a block
+// boundary (the first half of the blocks they touch, rounded up, then the rest), each with its
+// own softmax maximum and sum, and the two are merged at the end, as flash-decoding does on
+// GPUs. A task is one tile and one segment, for every KV head:
 //  - one decode row is two tasks of near-equal work for two threads, where one task per KV head
-//    split the default model's 3 heads 2:1 between them;
+//    split the default model's 3 heads 2:1 between them (with a window, the halves are of the
+//    window's blocks, so they stay even however long the context);
 //  - a task reads whole token rows of K and V, contiguous within a block, which the hardware
 //    prefetcher follows, where a KV head's slice is 2 of every 6 cache lines of a row.
-// The split depends only on the query's own position, so each row's arithmetic is the same in
-// any batch, decode row or prefill chunk, and so is its output. attention_bench, f16, 2 threads,
-// against one task per (tile, KV head), two interleaved runs: decode at 512 positions 34 / 33
-// -> 20 / 21 us, 8 such rows 208 / 185 -> 145 / 162 us, a 512-token prefill 4.2 / 3.9 -> 3.3 /
-// 3.4 ms. In ember-bench tg128 decode attention took 290-445 us per step against 385-540.
+// The split depends only on the query's own position and the window, so each row's arithmetic is
+// the same in any batch, decode row or prefill chunk, and so is its output. attention_bench, f16,
+// 2 threads, against one task per (tile, KV head), two interleaved runs: decode at 512 positions
+// 34 / 33 -> 20 / 21 us, 8 such rows 208 / 185 -> 145 / 162 us, a 512-token prefill 4.2 / 3.9 ->
+// 3.3 / 3.4 ms. In ember-bench tg128 decode attention took 290-445 us per step against 385-540.
 constexpr int kSegments = 2;
 
 struct Span {
@@ -143,10 +156,20 @@ struct Span {
   bool empty() const { return begin >= end; }
 };
 
-Span segment_of(std::int64_t n, int segment, int block_size) {
-  const std::int64_t blocks = (n + block_size - 1) / block_size;
-  const std::int64_t split = std::min(n, (blocks + 1) / 2 * block_size);
-  return segment == 0 ? Span{0, split} : Span{split, n};
+// The key positions a query at `position` sees: p - window < t <= p (llama.cpp's
+// LLAMA_SWA_TYPE_STANDARD, is_masked_swa), or 0..p without a window.
+Span visible_of(std::int32_t position, int window) {
+  const std::int64_t end = static_cast<std::int64_t>(position) + 1;
+  return {window > 0 ? std::max<std::int64_t>(0, end - window) : 0, end};
+}
+
+// Segment 0 is never empty; segment 1 is when `visible` lies in one block. Without a window
+// (visible.begin == 0) this is the split of 0..n-1 by halves of its blocks.
+Span segment_of(Span visible, int segment, int block_size) {
+  const std::int64_t first = visible.begin / block_size;
+  const std::int64_t blocks = (visible.end + block_size - 1) / block_size - first;
+  const std::int64_t split = std::min(visible.end, (first + (blocks + 1) / 2) * block_size);
+  return segment == 0 ? Span{visible.begin, split} : Span{split, visible.end};
 }
 
 using Tile = AttentionWorkspace::Tile;
@@ -204,6 +227,7 @@ struct TaskArgs {
   const std::int32_t* blocks;
   int group;
   KvLayout layout;
+  int window;
   float scale;
   Partials partials;
   const VecOps* ops;
@@ -214,12 +238,13 @@ using RowSpans = std::array<Span, kTileRows>;
 
 // One segment of the rows of one tile for one kv head: the `group` query heads that share this
 // KV head (grouped-query attention) times the tile's rows. rows[r] is row r's part of the
-// segment, `span` covers them all.
-// Per chunk of keys, scores for every query whose segment holds the chunk; e^(s - max) per query
+// segment, `span` covers them all and starts on the chunk grid (a window's first block is
+// partial: a row's part may start inside a chunk).
+// Per chunk of keys, scores for every query whose segment meets the chunk; e^(s - max) per query
 // over its segment; then the sum of those terms times V, chunk by chunk. Every query's
 // arithmetic is the same whatever else is in its tile or batch (dot_keys scores a key the same
-// however many keys share its chunk; the exponentials and the V sum run over its own segment in
-// order), so each row's output is batch invariant.
+// however many keys share its chunk, and chunks are the fixed grid's; the exponentials and the V
+// sum run over its own segment in order), so each row's output is batch invariant.
 template <class T>
 void attend_head(const TaskArgs& a, const Tile& tile, int segment, const RowSpans& rows, Span span,
                  const T* k_cache, const T* v_cache, int kv_head, bool warm, float* scratch) {
@@ -247,7 +272,7 @@ void attend_head(const TaskArgs& a, const Tile& tile, int segment, const RowSpan
     const float* kf = chunk_as_f32(k, stride, keys, d, chunk, *a.ops, ldk);
     for (int i = 0; i < queries; ++i) {
       const Span r = range_of(i);
-      if (t0 >= r.begin && t0 < r.end)
+      if (t0 < r.end && t0 + keys > r.begin)  // the scores before r.begin go unused
         a.ops->dot_keys_f32(scaled_q + i * d, kf, ldk, keys, d, scores + i * ld + (t0 - span.begin));
     }
   });
@@ -260,16 +285,25 @@ void attend_head(const TaskArgs& a, const Tile& tile, int segment, const RowSpan
     partial[1] = terms.sum;
     std::memset(partial + 2, 0, sizeof(float) * static_cast<std::size_t>(d));
   }
-  // Per chunk, each query's sum stays in registers across the chunk's V rows.
+  // Per chunk, each query's sum stays in registers across the chunk's V rows. A chunk that starts
+  // before the query's segment (the window's first key is inside it) is a branch of its own:
+  // working out those offsets for every chunk made the no-window 512-token prefill 3.5% slower
+  // (f32, 1 thread, old and new code alternating in one process).
   for_each_chunk(v_cache, v_ahead, a.blocks, span.begin, span.end, kv_head, l, [&](std::int64_t t0, const T* v, int keys) {
     std::int64_t ldv = 0;
     const float* vf = chunk_as_f32(v, stride, keys, d, chunk, *a.ops, ldv);
     for (int i = 0; i < queries; ++i) {
       const Span r = range_of(i);
-      if (t0 < r.begin || t0 >= r.end) continue;
-      const int used = static_cast<int>(std::min<std::int64_t>(keys, r.end - t0));
-      a.ops->axpy_rows_f32(scores + i * ld + (t0 - span.begin), vf, ldv, used,
-                           a.partials.at(row_of(i), head_of(i), segment) + 2, d);
+      if (t0 >= r.end) continue;
+      float* sum = a.partials.at(row_of(i), head_of(i), segment) + 2;
+      if (t0 >= r.begin) {
+        const int used = static_cast<int>(std::min<std::int64_t>(keys, r.end - t0));
+        a.ops->axpy_rows_f32(scores + i * ld + (t0 - span.begin), vf, ldv, used, sum, d);
+      } else if (t0 + keys > r.begin) {
+        const int used = static_cast<int>(std::min<std::int64_t>(t0 + keys, r.end) - r.begin);
+        a.ops->axpy_rows_f32(scores + i * ld + (r.begin - span.begin), vf + (r.begin - t0) * ldv, ldv,
+                             used, sum, d);
+      }
     }
   });
 }
@@ -282,12 +316,17 @@ void attend_task(const TaskArgs& a, const Tile& tile, int segment, const T* k_ca
   RowSpans rows{};  // once per task, not per chunk and query
   Span span{std::numeric_limits<std::int64_t>::max(), 0};
   for (int r = 0; r < tile.rows; ++r) {
-    const Span s = segment_of(a.positions[tile.row_begin + r] + 1, segment, l.block_size);
+    const Span visible = visible_of(a.positions[tile.row_begin + r], a.window);
+    const Span s = segment_of(visible, segment, l.block_size);
     rows[static_cast<std::size_t>(r)] = s;
     if (s.empty()) continue;
     span = {std::min(span.begin, s.begin), std::max(span.end, s.end)};
   }
   if (span.empty()) return;  // a short sequence: everything is in the other segment
+  // Chunks from the block's fixed grid, not from the first key some row of the tile sees: a row's
+  // V rows are summed one chunk per axpy_rows_f32 call, and the AVX-512 one (even and odd rows in
+  // two accumulators) gives other bits for another grouping of the same rows.
+  span.begin = chunk_floor(span.begin, l.block_size);
   // A decode row's K and V were written a step ago, and the weights streamed since have evicted
   // them from every cache. Scoring chunk by chunk then waits on memory: the prefetches ahead of
   // it are dropped while the core's miss buffers are full. Reading every line first, with
@@ -305,13 +344,13 @@ void attend_task(const TaskArgs& a, const Tile& tile, int segment, const T* k_ca
     attend_head(a, tile, segment, rows, span, k_cache, v_cache, kv_head, warm, scratch);
 }
 
-// out = the query's segments merged: each segment's terms scaled to the larger maximum, divided
-// by their total. The same arithmetic for every query, in any batch.
-void merge_segments(const Partials& p, std::int64_t row, int head, std::int64_t n, int block_size,
-                    float* out) {
+// out = the query's segments merged (only the first when `one_segment`, the second being empty):
+// each segment's terms scaled to the larger maximum, divided by their total. The same arithmetic
+// for every query, in any batch.
+void merge_segments(const Partials& p, std::int64_t row, int head, bool one_segment, float* out) {
   const int d = p.head_dim;
   const float* first = p.at(row, head, 0);
-  if (segment_of(n, 1, block_size).empty()) {
+  if (one_segment) {
     const float inv = 1.0f / first[1];
     for (int e = 0; e < d; ++e) out[e] = first[2 + e] * inv;
     return;
@@ -321,6 +360,19 @@ void merge_segments(const Partials& p, std::int64_t row, int head, std::int64_t 
   const float w1 = exp_approx(first[0] - mx), w2 = exp_approx(second[0] - mx);
   const float inv = 1.0f / (first[1] * w1 + second[1] * w2);
   for (int e = 0; e < d; ++e) out[e] = (first[2 + e] * w1 + second[2 + e] * w2) * inv;
+}
+
+// The most keys one task of the tile spans (attend_task's span, at most): from the chunk holding
+// its rows' first visible key to their last.
+std::int64_t tile_keys(const Tile& tile, const std::int32_t* positions, int window,
+                       int block_size) {
+  std::int64_t begin = std::numeric_limits<std::int64_t>::max(), end = 0;
+  for (std::int32_t r = tile.row_begin; r < tile.row_begin + tile.rows; ++r) {
+    const Span v = visible_of(positions[r], window);
+    begin = std::min(begin, v.begin);
+    end = std::max(end, v.end);
+  }
+  return end - chunk_floor(begin, block_size);
 }
 
 std::int64_t scratch_floats(int queries, int head_dim, std::int64_t longest) {
@@ -352,8 +404,12 @@ void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t ro
 void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* positions,
                      const AttentionSeq* seqs, int seq_count, int heads, const KvLayout& layout,
                      const void* k_cache, const void* v_cache, float* out, std::int64_t ldo,
-                     CpuContext& ctx, AttentionWorkspace& ws) {
+                     CpuContext& ctx, AttentionWorkspace& ws, const AttentionOptions& options) {
   check_layout(layout);
+  if (options.window < 0)
+    fail(ErrorCode::invalid_argument, "attention: window={} is negative", options.window);
+  if (!std::isfinite(options.scale))
+    fail(ErrorCode::invalid_argument, "attention: scale={} is not finite", options.scale);
   if (heads <= 0 || heads % layout.kv_heads != 0)
     fail(ErrorCode::invalid_argument, "attention: heads={} is not a multiple of kv_heads={}",
          heads, layout.kv_heads);
@@ -363,7 +419,7 @@ void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* posit
          ldo, width);
 
   ws.tiles.clear();
-  std::int64_t longest = 0, rows = 0;
+  std::int64_t rows = 0;
   for (int s = 0; s < seq_count; ++s) {
     const AttentionSeq& seq = seqs[s];
     const std::int64_t capacity = static_cast<std::int64_t>(seq.block_count) * layout.block_size;
@@ -372,7 +428,6 @@ void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* posit
         fail(ErrorCode::invalid_argument,
              "attention: row {} position {} outside its sequence's {} blocks of {}", r,
              positions[r], seq.block_count, layout.block_size);
-      longest = std::max<std::int64_t>(longest, positions[r] + 1);
     }
     rows = std::max<std::int64_t>(rows, seq.row_begin + seq.row_count);
     for (std::int32_t r = 0; r < seq.row_count; r += kTileRows)
@@ -381,6 +436,9 @@ void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* posit
   // The last tiles of a prefill attend to the most positions: handing them out first balances
   // the threads' shares better. The order changes no result.
   std::reverse(ws.tiles.begin(), ws.tiles.end());
+  std::int64_t longest = 0;  // keys of the longest task
+  for (const Tile& tile : ws.tiles)
+    longest = std::max(longest, tile_keys(tile, positions, options.window, layout.block_size));
 
   const int group = heads / layout.kv_heads;
   const std::int64_t per_thread = whole_lines(scratch_floats(kTileRows * group, layout.head_dim, longest));
@@ -388,8 +446,12 @@ void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* posit
   float* const scratch_base = line_aligned(ws.scratch, per_thread * threads);
   const Partials partials{line_aligned(ws.partials, Partials::floats(rows, heads, layout.head_dim)),
                           rows, heads, layout.head_dim};
-  const TaskArgs args{q, ldq, positions, nullptr, group, layout,
-                      1.0f / std::sqrt(static_cast<float>(layout.head_dim)), partials, &vec_ops()};
+  const float scale = options.scale != 0.0f
+                          ? options.scale
+                          : 1.0f / std::sqrt(static_cast<float>(layout.head_dim));
+  const VecOps* ops = options.ops != nullptr ? options.ops : &vec_ops();
+  const TaskArgs args{q, ldq, positions, nullptr, group, layout, options.window, scale, partials,
+                      ops};
   const std::vector<Tile>& tiles = ws.tiles;
   const auto n_tiles = static_cast<std::int64_t>(tiles.size());
   const std::int64_t n_tasks = n_tiles * kSegments;
@@ -413,10 +475,13 @@ void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* posit
 #pragma omp for schedule(static)
     for (std::int64_t t = 0; t < n_tiles; ++t) {
       const Tile& tile = tiles[static_cast<std::size_t>(t)];
-      for (std::int32_t r = tile.row_begin; r < tile.row_begin + tile.rows; ++r)
+      for (std::int32_t r = tile.row_begin; r < tile.row_begin + tile.rows; ++r) {
+        const Span visible = visible_of(positions[r], options.window);
+        const bool one_segment = segment_of(visible, 1, layout.block_size).empty();
         for (int h = 0; h < heads; ++h)
-          merge_segments(args.partials, r, h, positions[r] + 1, layout.block_size,
+          merge_segments(args.partials, r, h, one_segment,
                          out + r * ldo + static_cast<std::int64_t>(h) * layout.head_dim);
+      }
     }
   }
 }

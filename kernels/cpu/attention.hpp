@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/cpu/context.hpp"
+#include "kernels/cpu/simd.hpp"
 #include "kernels/kv_layout.hpp"
 
 #include <cstdint>
@@ -42,18 +43,34 @@ struct AttentionWorkspace {
   std::vector<float> scratch;   // each thread's scaled queries, scores and FP32 chunk
 };
 
-// For every row r of every sequence, q[r] (heads*head_dim at q + r*ldq) attends causally to KV
-// positions 0..positions[r] of its sequence; head h reads kv head h / (heads / kv_heads)
-// (grouped-query). Softmax in FP32 with scale 1/sqrt(head_dim). out[r] (heads*head_dim at
-// out + r*ldo) = sum_t p_t * V[t]. Rows not covered by any sequence are left untouched.
-// Each query attends to the first and the second half of its blocks separately, and the two
-// are merged (attention.cpp says why); parallel over (tile of rows, half) with ctx.threads. The
-// query heads sharing a KV head are done together so K/V are read once per group. Throws
-// ErrorCode::invalid_argument when a position is outside the sequence's blocks or the head
-// counts do not divide.
+// How paged_attention masks and scales; the defaults are plain causal attention.
+struct AttentionOptions {
+  // Sliding window (llama.cpp's LLAMA_SWA_TYPE_STANDARD): a query at position p sees key
+  // positions t with p - window < t <= p, `window` keys counting its own. 0: every t <= p.
+  int window = 0;
+  // Factor on q.k before the softmax. 0: 1/sqrt(head_dim).
+  float scale = 0.0f;
+  // The inner loops to use. Null: vec_ops(), this CPU's fastest; tests pass each ISA's.
+  const VecOps* ops = nullptr;
+};
+
+// For every row r of every sequence, q[r] (heads*head_dim at q + r*ldq) attends causally to the
+// KV positions of its sequence that options.window leaves visible to positions[r] (all of
+// 0..positions[r] by default); head h reads kv head h / (heads / kv_heads) (grouped-query).
+// Softmax in FP32 of options.scale * q.k. out[r] (heads*head_dim at out + r*ldo) = sum_t p_t *
+// V[t]. Rows not covered by any sequence are left untouched. Blocks wholly before the windows of
+// all of a sequence's rows are not read, nor are their block_table entries (a row's first visible
+// block is entry max(0, positions[r] - window + 1) / block_size), so they may be reused.
+// Each query attends to the first and the second half of its visible blocks separately, and the
+// two are merged (attention.cpp says why); parallel over (tile of rows, half) with ctx.threads.
+// The query heads sharing a KV head are done together so K/V are read once per group. A row's
+// output depends only on its own query, position and KV, never on the rest of the batch. Throws
+// ErrorCode::invalid_argument when a position is outside the sequence's blocks, the head counts
+// do not divide, the window is negative or the scale is not finite.
 void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* positions,
                      const AttentionSeq* seqs, int seq_count, int heads, const KvLayout& layout,
                      const void* k_cache, const void* v_cache, float* out, std::int64_t ldo,
-                     CpuContext& ctx, AttentionWorkspace& workspace);
+                     CpuContext& ctx, AttentionWorkspace& workspace,
+                     const AttentionOptions& options = {});
 
 }  // namespace ember::kernels::cpu

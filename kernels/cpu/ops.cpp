@@ -32,6 +32,18 @@ EMBER_CLONES void silu_mul_row(const float* g, const float* u, std::int64_t n, f
   for (std::int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + exp_approx(-g[i])) * u[i];
 }
 
+// gelu's tanh approximation, 0.5 x (1 + tanh(y)) with y = sqrt(2/pi) (x + 0.044715 x^3),
+// computed as x / (1 + e^(-2y)) (the same value): no cancellation in 1 + tanh(y) for negative x.
+EMBER_CLONES void gelu_mul_row(const float* g, const float* u, std::int64_t n, float* out) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float x = g[i];
+    const float y = kSqrt2OverPi * (x + 0.044715f * x * x * x);
+    out[i] = x / (1.0f + exp_approx(-2.0f * y)) * u[i];
+  }
+}
+
 // Rotates one row (all heads) with precomputed cos/sin of its position.
 void rope_row(float* x, int heads, int head_dim, int half_dims, const float* cs, const float* sn,
               RopeLayout layout) {
@@ -57,6 +69,20 @@ void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_
     const float* xr = x + r * cols;
     const float mean = sum_squares(xr, cols) / static_cast<float>(cols);
     scale_by(xr, weight, 1.0f / std::sqrt(mean + eps), cols, out + r * cols);
+  });
+}
+
+void rmsnorm_heads(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
+                   const float* weight, float eps, int threads) {
+  if (rows < 0 || heads <= 0 || head_dim <= 0 || ld < std::int64_t{heads} * head_dim)
+    fail(ErrorCode::invalid_argument, "rmsnorm_heads: bad shape rows={} ld={} heads={} head_dim={}", rows,
+         ld, heads, head_dim);
+  for_rows(rows, threads, rows * heads * head_dim >= kParallelElements, [&](std::int64_t r) {
+    for (int h = 0; h < heads; ++h) {
+      float* v = x + r * ld + std::int64_t{h} * head_dim;
+      const float mean = sum_squares(v, head_dim) / static_cast<float>(head_dim);
+      scale_by(v, weight, 1.0f / std::sqrt(mean + eps), head_dim, v);
+    }
   });
 }
 
@@ -113,6 +139,15 @@ void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
     fail(ErrorCode::invalid_argument, "rope: rope_dims={} > head_dim={}", rope_dims, head_dim);
   rope(x, rows, ld, heads, head_dim, rope_angles(positions, rows, rope_dims, base), layout,
        threads);
+}
+
+void gelu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out, int threads) {
+  if (rows < 0 || ffn <= 0)
+    fail(ErrorCode::invalid_argument, "gelu_mul: bad shape rows={} ffn={}", rows, ffn);
+  for_rows(rows, threads, rows * ffn >= kParallelElements, [&](std::int64_t r) {
+    const float* g = gate_up + r * 2 * ffn;
+    gelu_mul_row(g, g + ffn, ffn, out + r * ffn);
+  });
 }
 
 void silu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out, int threads) {

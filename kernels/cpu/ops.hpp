@@ -1,5 +1,5 @@
-// Element-wise and row-wise transformer ops in FP32: RMSNorm, rotary position embedding and
-// SiLU(gate)*up. Row-major; `threads` is the OpenMP thread count (CpuContext::threads), rows are
+// Element-wise and row-wise transformer ops in FP32: RMSNorm (of rows and of heads), rotary
+// position embedding, SiLU(gate)*up and GELU(gate)*up. Row-major; `threads` is the OpenMP thread count (CpuContext::threads), rows are
 // split between threads only when the work is large enough to pay for the fork.
 #pragma once
 
@@ -12,6 +12,12 @@ namespace ember::kernels::cpu {
 // alias x.
 void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_t cols, float eps,
              float* out, int threads = 1);
+
+// rmsnorm over each head_dim slice of rows of heads*head_dim values at x + r*ld, in place, with
+// one weight [head_dim] for every head: the q/k norm of Qwen3 and Gemma 3 on the q or k part
+// of fused qkv rows.
+void rmsnorm_heads(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
+                   const float* weight, float eps, int threads = 1);
 
 // Which elements of a head form a rotated pair: (2i, 2i+1) — GGUF llama, whose Q/K rows the
 // converter permuted — or (i, i + rope_dims/2) — the NeoX/HF layout.
@@ -46,6 +52,9 @@ void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
 // gate_up rows are [gate(ffn) | up(ffn)] (dense, row stride 2*ffn); out[r, i] =
 // silu(gate[i]) * up[i] with silu(g) = g / (1 + e^-g), out dense [rows, ffn].
 void silu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out,
+              int threads = 1);
+// The same with gelu (tanh approximation) for silu: GeGLU (Gemma).
+void gelu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out,
               int threads = 1);
 
 }  // namespace ember::kernels::cpu

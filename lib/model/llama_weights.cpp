@@ -59,6 +59,14 @@ LlamaWeights map_llama_weights(const GgufFile& file, const ModelConfig& c) {
       l.bk = w.get(p + "attn_k.bias", {kv});
       l.bv = w.get(p + "attn_v.bias", {kv});
     }
+    if (c.qk_norm) {
+      l.q_norm = w.get(p + "attn_q_norm.weight", {c.head_dim});
+      l.k_norm = w.get(p + "attn_k_norm.weight", {c.head_dim});
+    }
+    if (c.post_norms) {
+      l.post_attn_norm = w.get(p + "post_attention_norm.weight", {e});
+      l.post_ffn_norm = w.get(p + "post_ffw_norm.weight", {e});
+    }
     l.ffn_norm = w.get(p + "ffn_norm.weight", {e});
     l.w_gate = w.get(p + "ffn_gate.weight", {e, c.ffn});
     l.w_up = w.get(p + "ffn_up.weight", {e, c.ffn});

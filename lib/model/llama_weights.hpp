@@ -22,7 +22,11 @@ struct LayerWeights {
   const GgufTensor* bq = nullptr;         // [heads * head_dim]; nullptr unless attention_bias
   const GgufTensor* bk = nullptr;         // [kv_heads * head_dim]
   const GgufTensor* bv = nullptr;         // [kv_heads * head_dim]
+  const GgufTensor* q_norm = nullptr;     // [head_dim]; nullptr unless qk_norm
+  const GgufTensor* k_norm = nullptr;     // [head_dim]
+  const GgufTensor* post_attn_norm = nullptr;  // [embedding]; nullptr unless post_norms
   const GgufTensor* ffn_norm = nullptr;   // [embedding]
+  const GgufTensor* post_ffn_norm = nullptr;   // [embedding]; nullptr unless post_norms
   const GgufTensor* w_gate = nullptr;     // [embedding, ffn]
   const GgufTensor* w_up = nullptr;       // [embedding, ffn]
   const GgufTensor* w_down = nullptr;     // [ffn, embedding]

@@ -19,23 +19,37 @@ constexpr std::uint32_t kMaxHeads = 1024;
 constexpr std::uint32_t kMaxVocab = 1u << 22;
 constexpr std::uint32_t kMaxContext = 1u << 24;
 
+// What each architecture's GGUF files leave unsaid: the parts of the layer that llama.cpp
+// hard-codes per architecture (src/llama-model.cpp, src/llama-arch.cpp).
 struct ArchInfo {
   const char* name;
   RopeLayout rope_layout;
   bool attention_bias;
+  bool qk_norm;
+  bool post_norms;
+  FeedForward feed_forward;
+  bool scaled_embeddings;  // embeddings * sqrt(width)
+  int sliding_window_pattern;  // when the file has no {arch}.attention.sliding_window_pattern
+  float rope_base_sliding;
 };
 
 constexpr ArchInfo kArchitectures[] = {
-    {"llama", RopeLayout::interleaved, false},
-    {"qwen2", RopeLayout::half, true},
+    {"llama", RopeLayout::interleaved, false, false, false, FeedForward::swiglu, false, 0, 0.0f},
+    {"qwen2", RopeLayout::half, true, false, false, FeedForward::swiglu, false, 0, 0.0f},
+    {"qwen3", RopeLayout::half, false, true, false, FeedForward::swiglu, false, 0, 0.0f},
+    // Gemma 3: five sliding layers (RoPE base 10000) then one global, llama.cpp's
+    // set_swa_pattern(6) and rope_freq_base_train_swa. Its converter already added Gemma's
+    // "1 +" to the RMSNorm weights.
+    {"gemma3", RopeLayout::half, false, true, true, FeedForward::geglu, true, 6, 10000.0f},
 };
 
 const ArchInfo& architecture(const GgufFile& file, std::string_view name) {
   for (const ArchInfo& a : kArchitectures) {
     if (name == a.name) return a;
   }
-  fail(ErrorCode::unsupported, "{}: architecture '{}' is not supported (supported: llama, qwen2)",
-       file.path(), name);
+  fail(ErrorCode::unsupported,
+       "{}: architecture '{}' is not supported (supported: llama, qwen2, qwen3, gemma3)", file.path(),
+       name);
 }
 
 class ConfigReader {
@@ -186,6 +200,18 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.vocab = read_vocab(file, r);
   c.tied_embeddings = file.find_tensor("output.weight") == nullptr;
   c.attention_bias = arch.attention_bias;
+  c.qk_norm = arch.qk_norm;
+  c.post_norms = arch.post_norms;
+  c.feed_forward = arch.feed_forward;
+  c.embedding_scale = arch.scaled_embeddings ? std::sqrt(static_cast<float>(c.embedding)) : 1.0f;
+  // Only where llama.cpp reads it: a Mistral file's llama.attention.sliding_window changes
+  // nothing in llama.cpp either.
+  if (arch.sliding_window_pattern > 0) {
+    c.sliding_window = r.optional(".attention.sliding_window", 0, kMaxContext);
+    c.sliding_window_pattern =
+        r.optional(".attention.sliding_window_pattern", arch.sliding_window_pattern, kMaxLayers);
+    c.rope_base_sliding = arch.rope_base_sliding;
+  }
   check_consistency(c, r);  // rope_dims is valid from here on
   read_rope_scaling(c, file, r);
   read_rope_freq_factors(c, file, r);

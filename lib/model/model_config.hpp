@@ -1,5 +1,7 @@
-// Hyper-parameters of a Llama-family decoder, read from GGUF metadata and checked for
-// consistency with the tensor shapes.
+// Hyper-parameters of a decoder and the description of its architecture, read from GGUF
+// metadata and checked for consistency with the tensor shapes. An architecture is data: every
+// backend runs the same layer (norm -> attention -> [post-norm] -> residual -> norm ->
+// feed-forward -> [post-norm] -> residual) and reads here which variant of each part it is.
 #pragma once
 
 #include "model/gguf.hpp"
@@ -22,8 +24,14 @@ enum class RopeScaling {
   linear,  // "linear" (llama.cpp's default when the key is absent): positions / factor
 };
 
+// The gated feed-forward's activation: act(gate) * up.
+enum class FeedForward {
+  swiglu,  // silu(gate) * up: Llama, Qwen
+  geglu,   // gelu(gate) * up, gelu's tanh approximation: Gemma
+};
+
 struct ModelConfig {
-  std::string architecture;  // "llama" or "qwen2"
+  std::string architecture;  // "llama", "qwen2", "qwen3" or "gemma3"
   std::string name;
   int layers = 0;
   int embedding = 0;     // model width
@@ -52,9 +60,42 @@ struct ModelConfig {
   bool tied_embeddings = false;  // no output.weight: lm_head reuses token_embd
   bool attention_bias = false;   // qwen2: q/k/v projections carry a bias
 
+  // ---- what differs between architectures ----
+  bool qk_norm = false;     // qwen3, gemma3: an RMSNorm over each head of q and of k, before
+                            // RoPE (attn_q_norm, attn_k_norm: [head_dim])
+  bool post_norms = false;  // gemma3: an RMSNorm of the attention output and of the
+                            // feed-forward output before each residual add
+                            // (post_attention_norm, post_ffw_norm: [embedding])
+  FeedForward feed_forward = FeedForward::swiglu;
+  float embedding_scale = 1.0f;  // token embeddings are multiplied by it (Gemma: sqrt(width))
+  // Sliding-window attention (gemma3): a sliding layer's query at position p sees the keys at
+  // p - sliding_window < t <= p. Layer l slides unless (l + 1) is a multiple of
+  // sliding_window_pattern; 0 = no layer slides.
+  int sliding_window = 0;
+  int sliding_window_pattern = 0;
+  float rope_base_sliding = 0.0f;  // the RoPE base of sliding layers; 0 = rope_base
+
+  bool sliding(int layer) const {
+    return sliding_window > 0 && sliding_window_pattern > 0 && (layer + 1) % sliding_window_pattern != 0;
+  }
+  // Keys a layer's queries see: sliding_window, or 0 (all earlier positions).
+  int attention_window(int layer) const { return sliding(layer) ? sliding_window : 0; }
+
   // What positions are multiplied by: 1 / rope_scaling_factor for linear scaling, else 1.
   float rope_position_scale() const {
     return rope_scaling == RopeScaling::linear ? 1.0f / rope_scaling_factor : 1.0f;
+  }
+  // Layer l's RoPE: sliding layers have a base of their own and no position scaling (as
+  // llama.cpp runs gemma3: rope_freq_base_train_swa, freq_scale_swa = 1).
+  float layer_rope_base(int layer) const {
+    return sliding(layer) && rope_base_sliding > 0.0f ? rope_base_sliding : rope_base;
+  }
+  float layer_rope_position_scale(int layer) const {
+    return sliding(layer) ? 1.0f : rope_position_scale();
+  }
+  // Whether every layer turns by the same angles (one set of angles per step serves them all).
+  bool uniform_rope() const {
+    return sliding_window == 0 || (rope_base_sliding == 0.0f && rope_position_scale() == 1.0f);
   }
 };
 

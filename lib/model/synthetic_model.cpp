@@ -225,8 +225,9 @@ class Random {
 
 ModelConfig checked_config(const SyntheticModelSpec& spec) {
   ModelConfig c = spec.config;
-  if (c.architecture != "llama" && c.architecture != "qwen2") {
-    fail(ErrorCode::invalid_argument, "synthetic model: architecture '{}' (llama or qwen2)",
+  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3" &&
+      c.architecture != "gemma3") {
+    fail(ErrorCode::invalid_argument, "synthetic model: architecture '{}' (llama, qwen2, qwen3 or gemma3)",
          c.architecture);
   }
   if (c.layers <= 0 || c.embedding <= 0 || c.ffn <= 0 || c.heads <= 0 || c.kv_heads <= 0 ||
@@ -238,9 +239,14 @@ ModelConfig checked_config(const SyntheticModelSpec& spec) {
   }
   if (c.head_dim == 0) c.head_dim = c.embedding / c.heads;
   if (c.rope_dims == 0) c.rope_dims = c.head_dim;
-  if (c.head_dim * c.heads != c.embedding) {
+  // Qwen3 and Gemma 3 heads are wider or narrower than embedding / heads (key_length says so).
+  const bool own_head_dim = c.architecture == "qwen3" || c.architecture == "gemma3";
+  if (c.head_dim * c.heads != c.embedding && !own_head_dim) {
     fail(ErrorCode::invalid_argument, "synthetic model: embedding {} != {} heads x {}", c.embedding,
          c.heads, c.head_dim);
+  }
+  if (c.sliding_window > 0 && c.architecture != "gemma3") {
+    fail(ErrorCode::invalid_argument, "synthetic model: a sliding window needs architecture gemma3");
   }
   if (c.vocab < 259) {
     fail(ErrorCode::invalid_argument, "synthetic model: vocab {} < 259 (3 specials + 256 bytes)", c.vocab);
@@ -269,6 +275,15 @@ void write_metadata(GgufWriter& w, const ModelConfig& c, const Vocabulary& v) {
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", c.rms_eps);
   w.set_u32(a + ".vocab_size", static_cast<std::uint32_t>(c.vocab));
   w.set_u32(a + ".rope.dimension_count", static_cast<std::uint32_t>(c.rope_dims));
+  if (c.head_dim * c.heads != c.embedding) {
+    w.set_u32(a + ".attention.key_length", static_cast<std::uint32_t>(c.head_dim));
+    w.set_u32(a + ".attention.value_length", static_cast<std::uint32_t>(c.head_dim));
+  }
+  if (c.sliding_window > 0) {
+    w.set_u32(a + ".attention.sliding_window", static_cast<std::uint32_t>(c.sliding_window));
+    if (c.sliding_window_pattern > 0)
+      w.set_u32(a + ".attention.sliding_window_pattern", static_cast<std::uint32_t>(c.sliding_window_pattern));
+  }
   if (c.rope_scaling == RopeScaling::none) {
     w.set_string(a + ".rope.scaling.type", "none");
   } else if (c.rope_scaling_factor != 1.0f) {
@@ -299,20 +314,22 @@ void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& r
   auto matrix = [&](const std::string& name, std::int64_t in, std::int64_t out) {
     w.add_tensor(name, type, {in, out}, rng.values(in * out, 1.0f / std::sqrt(static_cast<float>(in))));
   };
-  auto norm = [&](const std::string& name) {
-    w.add_tensor(name, GgmlType::F32, {e}, rng.values(e, 0.1f, 1.0f));
+  auto norm = [&](const std::string& name, std::int64_t size) {
+    w.add_tensor(name, GgmlType::F32, {size}, rng.values(size, 0.1f, 1.0f));
   };
+  const bool qk_norm = c.architecture == "qwen3" || c.architecture == "gemma3";
+  const bool post_norms = c.architecture == "gemma3";
   // Not drawn from rng: a file with factors has the same weights as one without.
   if (!c.rope_freq_factors.empty()) {
     const auto pairs = static_cast<std::int64_t>(c.rope_freq_factors.size());
     w.add_tensor("rope_freqs.weight", GgmlType::F32, {pairs}, c.rope_freq_factors);
   }
   w.add_tensor("token_embd.weight", type, {e, c.vocab}, rng.values(e * c.vocab, 1.0f));
-  norm("output_norm.weight");
+  norm("output_norm.weight", e);
   if (!c.tied_embeddings) matrix("output.weight", e, c.vocab);
   for (int i = 0; i < c.layers; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
-    norm(p + "attn_norm.weight");
+    norm(p + "attn_norm.weight", e);
     matrix(p + "attn_q.weight", e, q);
     matrix(p + "attn_k.weight", e, kv);
     matrix(p + "attn_v.weight", e, kv);
@@ -322,7 +339,15 @@ void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& r
       w.add_tensor(p + "attn_k.bias", GgmlType::F32, {kv}, rng.values(kv, 0.1f));
       w.add_tensor(p + "attn_v.bias", GgmlType::F32, {kv}, rng.values(kv, 0.1f));
     }
-    norm(p + "ffn_norm.weight");
+    if (qk_norm) {
+      norm(p + "attn_q_norm.weight", c.head_dim);
+      norm(p + "attn_k_norm.weight", c.head_dim);
+    }
+    if (post_norms) {
+      norm(p + "post_attention_norm.weight", e);
+      norm(p + "post_ffw_norm.weight", e);
+    }
+    norm(p + "ffn_norm.weight", e);
     matrix(p + "ffn_gate.weight", e, c.ffn);
     matrix(p + "ffn_up.weight", e, c.ffn);
     matrix(p + "ffn_down.weight", c.ffn, e);

@@ -40,17 +40,10 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
   config_ = model::read_model_config(*file_);
   progress.report(LoadPhase::tokenizer, 0.0f);
   tokenizer_ = tokenizer::Tokenizer::from_gguf(*file_);
-  if (auto source = file_->find_string("tokenizer.chat_template")) {
-    try {
-      const auto& tok = *tokenizer_;
-      chat_template_ = tokenizer::ChatTemplate::detect(
-          *source, tok.bos() >= 0 ? tok.token_text(tok.bos()) : std::string(),
-          tok.eos() >= 0 ? tok.token_text(tok.eos()) : std::string());
-    } catch (const Error& e) {
-      chat_template_error_ = e.what();  // raw prompts still work; chat() reports this
-    }
-  } else {
-    chat_template_error_ = "the model file has no chat template (tokenizer.chat_template)";
+  try {
+    chat_template_ = tokenizer::ChatTemplate::from_gguf(*file_, *tokenizer_);
+  } catch (const Error& e) {
+    chat_template_error_ = e.what();  // raw prompts still work; chat() reports this
   }
 
   progress.report(LoadPhase::tokenizer, 1.0f);

@@ -55,7 +55,7 @@ struct Candidate {
 
 class BpeTokenizer final : public Tokenizer {
  public:
-  explicit BpeTokenizer(const Vocab& vocab) : Tokenizer(vocab) {
+  explicit BpeTokenizer(Vocab& vocab) : Tokenizer(vocab) {
     pre_ = pre_tokenizer_from_name(vocab.pre);
     ignore_merges_ = pre_ == PreTokenizer::llama3;  // Llama 3 keeps whole-word vocabulary hits
     add_bos_ = vocab.add_bos.value_or(pre_ == PreTokenizer::llama3);
@@ -107,7 +107,7 @@ class BpeTokenizer final : public Tokenizer {
   };
 
   SymbolId lookup_symbol(const std::string& text) const {
-    if (auto it = token_to_id_.find(text); it != token_to_id_.end()) return it->second;
+    if (const TokenId id = lookup(text); id >= 0) return id;
     if (auto it = extra_ids_.find(text); it != extra_ids_.end()) return it->second;
     return -1;
   }
@@ -149,8 +149,8 @@ class BpeTokenizer final : public Tokenizer {
     if (ignore_merges_) {
       std::string mapped;
       for (unsigned char b : word) mapped += byte_text_[b];
-      if (auto it = token_to_id_.find(mapped); it != token_to_id_.end()) {
-        out.push_back(it->second);
+      if (const TokenId id = lookup(mapped); id >= 0) {
+        out.push_back(id);
         return;
       }
     }
@@ -193,9 +193,7 @@ class BpeTokenizer final : public Tokenizer {
     }
     const std::string& text = id >= 0 ? extra_texts_[id - vocab_size()] : byte_text_[first_byte];
     for (char ch : text) {
-      if (auto it = token_to_id_.find(std::string_view(&ch, 1)); it != token_to_id_.end()) {
-        out.push_back(it->second);
-      }
+      if (const TokenId id = lookup(std::string_view(&ch, 1)); id >= 0) out.push_back(id);
     }
   }
 
@@ -231,7 +229,7 @@ class BpeTokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::shared_ptr<const Tokenizer> make_bpe_tokenizer(const Vocab& vocab) {
+std::shared_ptr<const Tokenizer> make_bpe_tokenizer(Vocab& vocab) {
   return std::make_shared<BpeTokenizer>(vocab);
 }
 

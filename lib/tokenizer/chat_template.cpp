@@ -1,7 +1,11 @@
 #include "tokenizer/chat_template.hpp"
 
+#include "model/gguf.hpp"
+#include "tokenizer/tokenizer.hpp"
 #include "tokenizer/unicode.hpp"
 #include "util/check.hpp"
+
+#include <algorithm>
 
 namespace ember::tokenizer {
 namespace {
@@ -61,6 +65,29 @@ std::string find_default_system(std::string_view source) {
   return unescape_jinja(source.substr(start, close - start));
 }
 
+constexpr std::string_view kSupported =
+    "supported: ChatML (<|im_start|>: SmolLM2, Qwen2), Llama 3 (<|start_header_id|>), Gemma "
+    "(<start_of_turn>), Llama 2 ([INST] with <<SYS>>), Mistral ([INST])";
+
+// The first characters of a template, on one line, to name it in an error.
+std::string excerpt(std::string_view source) {
+  constexpr std::size_t kMax = 60;
+  std::size_t end = std::min(source.size(), kMax);
+  auto continuation = [&](std::size_t i) {
+    return (static_cast<unsigned char>(source[i]) & 0xC0) == 0x80;
+  };
+  while (end > 0 && end < source.size() && continuation(end)) --end;  // not inside a character
+  std::string out;
+  for (char ch : source.substr(0, end)) {
+    if (ch == '\n') {
+      out += "\\n";
+    } else if (static_cast<unsigned char>(ch) >= 0x20 || ch == '\t') {
+      out.push_back(ch);
+    }
+  }
+  return sanitize_utf8(out) + (end < source.size() ? "..." : "");
+}
+
 [[noreturn]] void fail_alternation() {
   fail(ErrorCode::invalid_argument,
        "the chat template needs roles that alternate user/assistant/user/assistant/...");
@@ -96,11 +123,37 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string bos_text,
     t.format_ = contains(source, "<<SYS>>") ? ChatFormat::llama2 : ChatFormat::mistral;
   } else {
     fail(ErrorCode::unsupported,
-         "the model's chat template is not one ember renders; supported: ChatML "
-         "(<|im_start|>: SmolLM2, Qwen2), Llama 3 (<|start_header_id|>), Gemma "
-         "(<start_of_turn>), Llama 2 ([INST] with <<SYS>>), Mistral ([INST])");
+         "the model's chat template ('{}', {} bytes) is not one ember renders; {}",
+         excerpt(source), source.size(), kSupported);
   }
   return t;
+}
+
+ChatTemplate ChatTemplate::for_model(std::optional<std::string_view> source,
+                                     std::string_view architecture, std::string bos_text,
+                                     std::string eos_text) {
+  if (source) return detect(*source, std::move(bos_text), std::move(eos_text));
+  // Architectures whose every instruction-tuned model uses one format. Gemma 3's template puts
+  // a system message in front of the first user turn (tests/data/tokenizer/templates/gemma3.jinja).
+  if (architecture == "gemma3") {
+    ChatTemplate t;
+    t.format_ = ChatFormat::gemma;
+    t.system_allowed_ = true;
+    t.bos_text_ = std::move(bos_text);
+    t.eos_text_ = std::move(eos_text);
+    return t;
+  }
+  fail(ErrorCode::unsupported,
+       "the model file has no chat template (tokenizer.chat_template) and ember knows none for "
+       "its architecture '{}' (only gemma3 has a default); {}",
+       architecture, kSupported);
+}
+
+ChatTemplate ChatTemplate::from_gguf(const model::GgufFile& file, const Tokenizer& tokenizer) {
+  auto text_of = [&](TokenId id) { return id >= 0 ? tokenizer.token_text(id) : std::string(); };
+  return for_model(file.find_string("tokenizer.chat_template"),
+                   file.find_string("general.architecture").value_or(""),
+                   text_of(tokenizer.bos()), text_of(tokenizer.eos()));
 }
 
 std::string ChatTemplate::render(const std::vector<Message>& messages,

@@ -1,16 +1,22 @@
 // Chat templates: the Jinja template in `tokenizer.chat_template` is recognised as one of the
-// formats in use (ChatML for SmolLM2/Qwen2, Llama 3, Gemma, Llama 2 and Mistral [INST]) and
-// rendered natively, producing exactly what a Jinja2 rendering of that template produces
-// (tests/tokenizer/chat_template_test.cpp compares against Jinja2 output byte for byte).
+// formats in use (ChatML for SmolLM2/Qwen2, Llama 3, Gemma, Llama 2 and Mistral [INST]), or the
+// format is chosen by architecture when the file has none, and rendered natively, producing
+// exactly what a Jinja2 rendering of that template produces (tests/tokenizer/chat_template_test.cpp
+// compares against Jinja2 output byte for byte).
 //
-// Thread-safety: immutable after detect(); render() may run on any number of threads.
+// Thread-safety: immutable once made; render() may run on any number of threads.
 #pragma once
 
 #include <ember/ember.hpp>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace ember::model {
+class GgufFile;
+}
 
 namespace ember::tokenizer {
 
@@ -24,11 +30,23 @@ enum class ChatFormat {
 
 const char* to_string(ChatFormat format);
 
+class Tokenizer;
+
 class ChatTemplate {
  public:
+  // The one way a model's chat template is chosen: the file's tokenizer.chat_template,
+  // recognised by detect(); a file without one gets the format its general.architecture is
+  // known to use (gemma3: Gemma 3's template; gemma-3-270m-q4_k_m.gguf has no template). Throws
+  // Error(unsupported) naming the template or the architecture when neither gives a format.
+  static ChatTemplate from_gguf(const model::GgufFile& file, const Tokenizer& tokenizer);
+  // The same from plain values: `jinja_source` is the template (nullopt: the file has none).
+  static ChatTemplate for_model(std::optional<std::string_view> jinja_source,
+                                std::string_view architecture, std::string bos_text = {},
+                                std::string eos_text = {});
+
   // Recognises `jinja_source`. `bos_text`/`eos_text` are the texts of the model's BOS/EOS tokens
-  // (the templates' bos_token/eos_token). Throws Error(unsupported) naming the formats ember
-  // renders when the template is none of them.
+  // (the templates' bos_token/eos_token). Throws Error(unsupported) naming the template (its
+  // start and size) and the formats ember renders when it is none of them.
   static ChatTemplate detect(std::string_view jinja_source, std::string bos_text = {},
                              std::string eos_text = {});
 

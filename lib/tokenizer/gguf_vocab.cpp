@@ -42,13 +42,25 @@ Vocab read_vocab(const model::GgufFile& file) {
   v.eos = find_id(file, "tokenizer.ggml.eos_token_id");
   v.eot = find_id(file, "tokenizer.ggml.eot_token_id");
   v.unknown = find_id(file, "tokenizer.ggml.unknown_token_id");
+  v.eom = find_id(file, "tokenizer.ggml.eom_token_id");
+  // The fill-in-the-middle ids have older names too (llama.cpp reads both; the later wins).
+  auto fim_id = [&](std::string_view key, std::string_view old_key) {
+    const TokenId old = find_id(file, old_key);
+    return old >= 0 ? old : find_id(file, key);
+  };
+  v.fim_pre = fim_id("tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id");
+  v.fim_suf = fim_id("tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id");
+  v.fim_mid = fim_id("tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id");
+  v.fim_pad = find_id(file, "tokenizer.ggml.fim_pad_token_id");
+  v.fim_rep = find_id(file, "tokenizer.ggml.fim_rep_token_id");
+  v.fim_sep = find_id(file, "tokenizer.ggml.fim_sep_token_id");
   v.add_bos = file.find_bool("tokenizer.ggml.add_bos_token");
   v.add_space_prefix = file.find_bool("tokenizer.ggml.add_space_prefix");
   return v;
 }
 
 std::shared_ptr<const Tokenizer> Tokenizer::from_gguf(const model::GgufFile& file) {
-  return from_vocab(read_vocab(file));
+  return from_vocab(read_vocab(file));  // the rvalue overload: the token texts are not copied
 }
 
 }  // namespace ember::tokenizer

@@ -34,12 +34,12 @@ struct Candidate {
 
 class SpmTokenizer final : public Tokenizer {
  public:
-  explicit SpmTokenizer(const Vocab& vocab) : Tokenizer(vocab), unknown_(vocab.unknown) {
+  explicit SpmTokenizer(Vocab& vocab) : Tokenizer(vocab), unknown_(vocab.unknown) {
     if (vocab.scores.size() != tokens_.size()) {
       fail(ErrorCode::invalid_model, "tokenizer.ggml.scores has {} entries for {} tokens",
            vocab.scores.size(), tokens_.size());
     }
-    scores_ = vocab.scores;
+    scores_ = std::move(vocab.scores);
     add_bos_ = vocab.add_bos.value_or(true);
     add_space_prefix_ = vocab.add_space_prefix.value_or(true);
     strip_space_prefix_ = add_space_prefix_;
@@ -88,9 +88,8 @@ class SpmTokenizer final : public Tokenizer {
     auto try_pair = [&](std::int32_t left, std::int32_t right) {
       if (left < 0 || right < 0) return;
       const std::size_t size = symbols[left].size + symbols[right].size;
-      auto id = find_token(std::string_view(text).substr(symbols[left].offset, size));
-      if (!id) return;
-      queue.push({scores_[*id], left, right, size});
+      const TokenId id = lookup(std::string_view(text).substr(symbols[left].offset, size));
+      if (id >= 0) queue.push({scores_[id], left, right, size});
     };
     for (std::int32_t i = 1; i < static_cast<std::int32_t>(symbols.size()); ++i) try_pair(i - 1, i);
 
@@ -117,8 +116,8 @@ class SpmTokenizer final : public Tokenizer {
   // Every merged symbol is a vocabulary entry; a single character that is not is spelled with
   // byte tokens (or the unknown token when the vocabulary has no byte tokens).
   void emit(std::string_view piece, std::vector<TokenId>& out) const {
-    if (auto id = find_token(piece)) {
-      out.push_back(*id);
+    if (const TokenId id = lookup(piece); id >= 0) {
+      out.push_back(id);
       return;
     }
     for (unsigned char b : piece) {
@@ -155,7 +154,7 @@ class SpmTokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::shared_ptr<const Tokenizer> make_spm_tokenizer(const Vocab& vocab) {
+std::shared_ptr<const Tokenizer> make_spm_tokenizer(Vocab& vocab) {
   return std::make_shared<SpmTokenizer>(vocab);
 }
 

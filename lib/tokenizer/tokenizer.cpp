@@ -1,19 +1,13 @@
 #include "tokenizer/tokenizer.hpp"
 
+#include "tokenizer/special_tokens.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
 #include "util/check.hpp"
 
 #include <algorithm>
-#include <array>
 
 namespace ember::tokenizer {
 namespace {
-
-// Texts that end a turn in the chat formats ember knows (llama.cpp treats the same set as
-// end-of-generation when the vocabulary has them).
-constexpr std::array<std::string_view, 10> kEndOfGenerationTexts = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-    "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>"};
 
 bool is_special_type(TokenType t) {
   return t == TokenType::control || t == TokenType::user_defined || t == TokenType::unknown;
@@ -27,7 +21,8 @@ struct Fragment {
 
 }  // namespace
 
-Tokenizer::Tokenizer(const Vocab& vocab) : tokens_(vocab.tokens) {
+Tokenizer::Tokenizer(Vocab& vocab) : tokens_(std::move(vocab.tokens)) {
+  vocab.tokens.clear();
   const auto n = static_cast<TokenId>(tokens_.size());
   if (n == 0) fail(ErrorCode::invalid_model, "tokenizer.ggml.tokens is empty");
   if (!vocab.types.empty() && vocab.types.size() != tokens_.size()) {
@@ -46,38 +41,39 @@ Tokenizer::Tokenizer(const Vocab& vocab) : tokens_(vocab.tokens) {
   check_special(vocab.eos, "eos_token_id");
   check_special(vocab.eot, "eot_token_id");
   check_special(vocab.unknown, "unknown_token_id");
+  check_special(vocab.eom, "eom_token_id");
+  check_special(vocab.fim_pre, "fim_pre_token_id");
+  check_special(vocab.fim_suf, "fim_suf_token_id");
+  check_special(vocab.fim_mid, "fim_mid_token_id");
+  check_special(vocab.fim_pad, "fim_pad_token_id");
+  check_special(vocab.fim_rep, "fim_rep_token_id");
+  check_special(vocab.fim_sep, "fim_sep_token_id");
   bos_ = vocab.bos;
   eos_ = vocab.eos;
 
-  token_to_id_.reserve(tokens_.size());
-  for (TokenId id = 0; id < n; ++id) token_to_id_[tokens_[id]] = id;
+  index_.build(tokens_);
+  end_of_generation_ = detail::apply_llama_cpp_special_rules(vocab, tokens_, index_, types_);
 
-  // End of generation: eos, eot, and the turn-ending tokens of the known chat formats. Those are
-  // control tokens (llama.cpp promotes them too, so their text never leaks into output).
-  auto add_eog = [this](TokenId id) {
-    if (id >= 0 && std::find(end_of_generation_.begin(), end_of_generation_.end(), id) ==
-                       end_of_generation_.end()) {
-      end_of_generation_.push_back(id);
-    }
-  };
-  add_eog(eos_);
-  add_eog(vocab.eot);
-  for (std::string_view text : kEndOfGenerationTexts) {
-    if (auto id = find_token(text)) {
-      if (types_[*id] != TokenType::control) types_[*id] = TokenType::control;
-      add_eog(*id);
-    }
-  }
-
+  // llama.cpp sorts its special-token cache with std::sort (not stable) by text length; the
+  // same algorithm over the same ids gives the same order of equal-length tokens, which decides
+  // between overlapping matches. Tokens with empty text are sorted along but never match.
   for (TokenId id = 0; id < n; ++id) {
-    if (is_special_type(types_[id]) && !tokens_[id].empty()) special_tokens_.push_back(id);
+    if (is_special_type(types_[id])) special_tokens_.push_back(id);
   }
-  std::stable_sort(special_tokens_.begin(), special_tokens_.end(), [this](TokenId a, TokenId b) {
+  std::sort(special_tokens_.begin(), special_tokens_.end(), [this](TokenId a, TokenId b) {
     return tokens_[a].size() > tokens_[b].size();
   });
+  std::vector<std::string_view> texts;
+  texts.reserve(special_tokens_.size());
+  for (TokenId id : special_tokens_) texts.emplace_back(tokens_[id]);
+  special_matcher_.build(texts);
 }
 
 std::shared_ptr<const Tokenizer> Tokenizer::from_vocab(const Vocab& vocab) {
+  return from_vocab(Vocab(vocab));
+}
+
+std::shared_ptr<const Tokenizer> Tokenizer::from_vocab(Vocab&& vocab) {
   if (vocab.model == "gpt2") return detail::make_bpe_tokenizer(vocab);
   if (vocab.model == "llama") return detail::make_spm_tokenizer(vocab);
   fail(ErrorCode::unsupported,
@@ -88,12 +84,22 @@ std::shared_ptr<const Tokenizer> Tokenizer::from_vocab(const Vocab& vocab) {
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special,
                                        bool add_bos) const {
-  // Special tokens are cut out longest first, each everywhere in the remaining plain text,
-  // which is the order llama.cpp uses (it decides overlapping matches the same way).
+  // Only the special tokens that occur in the text can split it; finding them is one pass.
+  std::vector<int> present;
+  special_matcher_.find_all(
+      text,
+      [&](int entry) {
+        return parse_special || types_[special_tokens_[static_cast<std::size_t>(entry)]] ==
+                                    TokenType::user_defined;
+      },
+      present);
+
+  // Then llama.cpp's partition: each present special token in order (longest first) is cut out
+  // everywhere in the remaining plain text, left to right.
   std::vector<Fragment> fragments{{text}};
   std::vector<Fragment> next;
-  for (TokenId id : special_tokens_) {
-    if (!parse_special && types_[id] != TokenType::user_defined) continue;
+  for (int entry : present) {
+    const TokenId id = special_tokens_[static_cast<std::size_t>(entry)];
     const std::string& special = tokens_[id];
     next.clear();
     for (const Fragment& f : fragments) {
@@ -118,7 +124,7 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special
   for (const Fragment& f : fragments) {
     if (f.token >= 0) {
       out.push_back(f.token);
-    } else {
+    } else if (!f.text.empty()) {
       encode_text(f.text, out);
     }
   }
@@ -157,14 +163,13 @@ TokenType Tokenizer::token_type(TokenId id) const {
 }
 
 std::optional<TokenId> Tokenizer::find_token(std::string_view text) const {
-  auto it = token_to_id_.find(text);
-  if (it == token_to_id_.end()) return std::nullopt;
-  return it->second;
+  const TokenId id = index_.find(text);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
 bool Tokenizer::is_end_of_generation(TokenId id) const {
-  return std::find(end_of_generation_.begin(), end_of_generation_.end(), id) !=
-         end_of_generation_.end();
+  return std::binary_search(end_of_generation_.begin(), end_of_generation_.end(), id);
 }
 
 }  // namespace ember::tokenizer

@@ -1,6 +1,7 @@
 // Tokenizers read from GGUF metadata: byte-level BPE (`tokenizer.ggml.model = gpt2`, with the
 // pre-tokenizer `tokenizer.ggml.pre` names) and SentencePiece BPE with byte fallback (`llama`).
-// Both reproduce llama.cpp's token ids (tests/tokenizer/golden_test.cpp checks it).
+// Both reproduce llama.cpp's token ids, end-of-generation set and token types
+// (tests/tokenizer/golden_test.cpp for SmolLM2, gemma3_test.cpp for Gemma 3 check it).
 //
 // The algorithms see only a Vocab (plain vectors); from_gguf() merely fills one from the file.
 //
@@ -14,8 +15,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
+
+#include "tokenizer/token_index.hpp"
 
 namespace ember::model {
 class GgufFile;
@@ -38,6 +40,10 @@ struct Vocab {
   std::vector<TokenType> types;         // tokenizer.ggml.token_type; empty = all normal
   std::vector<std::string> merges;      // tokenizer.ggml.merges "left right", rank = index (gpt2)
   TokenId bos = -1, eos = -1, eot = -1, unknown = -1;  // -1 = none
+  // End of message and fill-in-the-middle ids (tokenizer.ggml.eom_token_id, fim_*_token_id):
+  // llama.cpp finds them by text when the file does not name them (see special_tokens.hpp).
+  TokenId eom = -1, fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1,
+          fim_sep = -1;
   std::optional<bool> add_bos;          // tokenizer.ggml.add_bos_token; default by model
   std::optional<bool> add_space_prefix; // tokenizer.ggml.add_space_prefix (llama; default true)
 };
@@ -51,16 +57,21 @@ class Tokenizer {
   // Builds the tokenizer from the file's tokenizer.* metadata. Throws Error(unsupported) for an
   // unknown tokenizer model or pre-tokenizer, Error(invalid_model) for inconsistent metadata.
   static std::shared_ptr<const Tokenizer> from_gguf(const model::GgufFile& file);
-  // The same from plain values (tests, tools, models from elsewhere).
+  // The same from plain values (tests, tools, models from elsewhere); the rvalue form takes
+  // the token texts over instead of copying them.
   static std::shared_ptr<const Tokenizer> from_vocab(const Vocab& vocab);
+  static std::shared_ptr<const Tokenizer> from_vocab(Vocab&& vocab);
 
   virtual ~Tokenizer() = default;
+  Tokenizer(const Tokenizer&) = delete;  // the text index points into tokens_
+  Tokenizer& operator=(const Tokenizer&) = delete;
 
   // Text to ids. With `parse_special`, the text of control tokens (e.g. "<|im_end|>") becomes
   // those tokens; user-defined tokens are always recognised (as llama.cpp does); the text between
-  // them is tokenized normally. `add_bos` prepends BOS when the model asks for it
-  // (tokenizer.ggml.add_bos_token). Never throws on any bytes: invalid UTF-8 is handled as
-  // llama.cpp handles it (each undecodable byte is tokenized as U+FFFD).
+  // them is tokenized normally. Special tokens are cut out longest first, in llama.cpp's order.
+  // `add_bos` prepends BOS when the model asks for it (tokenizer.ggml.add_bos_token). Never
+  // throws on any bytes: invalid UTF-8 is handled as llama.cpp handles it (byte-level BPE: each
+  // undecodable byte is tokenized as U+FFFD; SentencePiece: the bytes become byte tokens).
   std::vector<TokenId> encode(std::string_view text, bool parse_special,
                               bool add_bos = false) const;
 
@@ -76,27 +87,30 @@ class Tokenizer {
   std::optional<TokenId> find_token(std::string_view text) const;  // exact vocabulary entry
   TokenId bos() const { return bos_; }
   TokenId eos() const { return eos_; }
-  // End-of-generation tokens: eos plus e.g. <|im_end|>, <|eot_id|>, <end_of_turn>.
+  // End-of-generation tokens, llama.cpp's set: eos, eot, eom, and the tokens whose text ends a
+  // turn in a known chat format (<|im_end|>, <|eot_id|>, <end_of_turn>, ...; special_tokens.cpp).
   bool is_end_of_generation(TokenId id) const;
   const std::vector<TokenId>& end_of_generation_tokens() const { return end_of_generation_; }
   bool add_bos() const { return add_bos_; }
 
  protected:
-  explicit Tokenizer(const Vocab& vocab);
+  // Takes the token texts out of `vocab` (the other fields stay for the derived class).
+  explicit Tokenizer(Vocab& vocab);
   void check_id(TokenId id) const;
   // Tokenizes one run of plain text (no special tokens in it), appending to `out`.
   virtual void encode_text(std::string_view text, std::vector<TokenId>& out) const = 0;
 
+  // The id of the vocabulary entry `text`, or -1 (later duplicates win, as in llama.cpp).
+  TokenId lookup(std::string_view text) const { return index_.find(text); }
+
   std::vector<std::string> tokens_;
-  std::vector<TokenType> types_;
-  struct TextHash {  // lets token_to_id_ be searched with a string_view, without a copy
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  // Later duplicates win, as in llama.cpp.
-  std::unordered_map<std::string, TokenId, TextHash, std::equal_to<>> token_to_id_;
-  std::vector<TokenId> end_of_generation_;
-  std::vector<TokenId> special_tokens_;  // control/user-defined/unknown, longest text first
+  std::vector<TokenType> types_;  // after llama.cpp's text rules (special_tokens.hpp)
+  detail::TokenIndex index_;
+  std::vector<TokenId> end_of_generation_;  // ascending
+  // Control, user-defined and unknown tokens, longest text first, in llama.cpp's order; the
+  // matcher's entry i is special_tokens_[i].
+  std::vector<TokenId> special_tokens_;
+  detail::SpecialTokenMatcher special_matcher_;
   TokenId bos_ = -1, eos_ = -1;
   bool add_bos_ = false;
   bool strip_space_prefix_ = false;  // decode() drops the space encode() put in front

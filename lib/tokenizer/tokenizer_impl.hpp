@@ -7,7 +7,8 @@
 
 namespace ember::tokenizer::detail {
 
-std::shared_ptr<const Tokenizer> make_bpe_tokenizer(const Vocab& vocab);  // model "gpt2"
-std::shared_ptr<const Tokenizer> make_spm_tokenizer(const Vocab& vocab);  // model "llama"
+// Both take the token texts out of `vocab`.
+std::shared_ptr<const Tokenizer> make_bpe_tokenizer(Vocab& vocab);  // model "gpt2"
+std::shared_ptr<const Tokenizer> make_spm_tokenizer(Vocab& vocab);  // model "llama"
 
 }  // namespace ember::tokenizer::detail

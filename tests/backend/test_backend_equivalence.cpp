@@ -106,6 +106,62 @@ TEST_CASE("qwen2: half RoPE layout and attention biases match the reference") {
   check_paths(c);
 }
 
+TEST_CASE("qwen3: q/k norm and a head width of its own match the reference") {
+  model::ModelConfig c = model::SyntheticModelSpec::tiny_config();
+  c.architecture = "qwen3";
+  c.head_dim = 32;  // 4 heads of 32 on a width of 64: key_length says so
+  c.rope_dims = 32;
+  check_paths(c);
+  const model::ModelConfig read = model::read_model_config(*synthetic(c, 7));
+  CHECK(read.qk_norm);
+  CHECK(read.head_dim == 32);
+  CHECK(read.rope_layout == model::RopeLayout::half);
+}
+
+// Gemma 3's layer: q/k norm, post-norms, GeGLU, scaled embeddings and, on a 2-layer model with a
+// pattern of 2, a sliding layer (window 8, RoPE base 10000) then a global one (base 1e6).
+model::ModelConfig gemma3_config(int window) {
+  model::ModelConfig c = model::SyntheticModelSpec::tiny_config();
+  c.architecture = "gemma3";
+  c.head_dim = 32;
+  c.rope_dims = 32;
+  c.rope_base = 1e6f;
+  c.sliding_window = window;
+  c.sliding_window_pattern = 2;
+  return c;
+}
+
+TEST_CASE("gemma3: post-norms, GeGLU, scaled embeddings and sliding-window layers match the reference") {
+  check_paths(gemma3_config(8));
+  const auto file = synthetic(gemma3_config(8), 7);
+  const model::ModelConfig c = model::read_model_config(*file);
+  CHECK(c.qk_norm);
+  CHECK(c.post_norms);
+  CHECK(c.feed_forward == model::FeedForward::geglu);
+  CHECK(c.embedding_scale == doctest::Approx(8.0f));  // sqrt(64)
+  CHECK(c.sliding(0));
+  CHECK_FALSE(c.sliding(1));
+  CHECK(c.attention_window(0) == 8);
+  CHECK(c.layer_rope_base(0) == 10000.0f);
+  CHECK(c.layer_rope_base(1) == 1e6f);
+  // The window and the sliding layers' own RoPE base change the function: the same weights with
+  // a window longer than the sequence (every layer sees everything) give other logits, and the
+  // kernel path follows the windowed reference, not the unwindowed one.
+  const auto unwindowed_file = synthetic(gemma3_config(4096), 7);
+  const model::ModelConfig u = model::read_model_config(*unwindowed_file);
+  backend::BackendOptions options;
+  options.threads = 2;
+  const auto tokens = random_tokens(45, c.vocab, 3);
+  auto reference = backend::cpu::make_reference_backend(file, c, options);
+  auto unwindowed = backend::cpu::make_reference_backend(unwindowed_file, u, options);
+  auto fp32 = backend::cpu::make_kernel_backend(file, c, options, GemmPrecision::fp32);
+  const auto ref = run(*reference, tokens, KvCacheType::f32, 45);
+  const Diff moved = compare(run(*unwindowed, tokens, KvCacheType::f32, 45), ref, c.vocab);
+  MESSAGE("gemma3: window 8 vs 4096 on 45 tokens: rel ", moved.rel);
+  CHECK(moved.rel > 0.01);
+  CHECK(compare(run(*fp32, tokens, KvCacheType::f32, 7), ref, c.vocab).rel < 1e-4);
+}
+
 // A model with RoPE scaling (rope_freqs.weight, linear scaling) through every CPU path, then
 // against the same weights with `unscaled`'s RoPE (one part of the scaling taken away): the
 // logits must move by far more than any path's tolerance, and each path must stay with the

@@ -1,6 +1,7 @@
-// The default model against llama.cpp (goldens made by tests/reference/make_model_goldens.py):
+// A real model against llama.cpp (goldens made by tests/reference/make_model_goldens.py):
 // teacher-forced next-token agreement and KL divergence, greedy continuations, and the INT8
-// path's perplexity against the FP32 path's.
+// path's perplexity against the FP32 path's. Built twice: for the default model (SmolLM2, golden
+// prefix smollm2) and, with EMBER_GOLDEN_GEMMA3, for Gemma 3 270M (prefix gemma3).
 #include "backend/calibration_text.hpp"
 #include "backend/cpu/kernel_backend.hpp"
 #include "backend/cpu/reference.hpp"
@@ -31,10 +32,35 @@ struct Model {
   std::unique_ptr<backend::Backend> fp32, int8;
 };
 
+// What each model must reach. Against llama.cpp on F32 weights (the same function as ember's
+// fp32 path) the bounds are the issues' targets; against llama.cpp on the quantized file (which
+// quantizes every activation to 8 bits for its dot products, an approximation of its own) they
+// sit a little under what was measured, so a regression shows.
+struct Bounds {
+  double fp32_top1, int8_top1, fp32_kl, int8_kl;  // vs llama.cpp on F32 weights
+  double fp32_q_top1, int8_q_top1, int8_q_kl;     // vs llama.cpp on the quantized file
+};
+
+#if defined(EMBER_GOLDEN_GEMMA3)
+constexpr const char* kPrefix = "gemma3";
+std::string require_model() { return test::require_gemma3_model(); }
+// Measured: fp32 100 %, KL 2e-6; int8 96.1 %, KL 0.0068; on the Q4_K_M file fp32 95.9 %,
+// int8 94.7 %, KL 0.0102.
+constexpr Bounds kBounds{0.99, 0.94, 0.001, 0.01, 0.95, 0.935, 0.015};
+#else
+constexpr const char* kPrefix = "smollm2";
+std::string require_model() { return test::require_default_model(); }
+// Measured: fp32 99.9 %, KL ~0; int8 96.0 %, KL 0.0029; on the Q4_1 file fp32 96.8 %, int8
+// 94.7 %, KL 0.0043.
+constexpr Bounds kBounds{0.97, 0.94, 0.001, 0.01, 0.965, 0.935, 0.01};
+#endif
+
+std::string golden_name(const char* suffix) { return std::string(kPrefix) + suffix; }
+
 Model& default_model() {
   static Model m = [] {
     Model model;
-    model.file = model::GgufFile::open(test::require_default_model());
+    model.file = model::GgufFile::open(require_model());
     model.config = model::read_model_config(*model.file);
     backend::BackendOptions options;
     options.threads = 2;
@@ -105,37 +131,37 @@ void report(const std::string& path, const std::string& reference, const Teacher
 
 // Two references (tests/reference/make_model_goldens.py): llama.cpp on an F32 copy of the
 // model's weights computes the same function as ember's fp32 path, so it is the one the targets
-// of the CPU-inference issue are checked against (97 % fp32, 94 % int8). llama.cpp on the Q4_1
-// file itself quantizes every activation to 8 bits (Q8_1) for its dot products, an approximation
-// of its own: agreement with it is reported and guarded, and its misses sit at its near-ties.
+// of the issues are checked against. llama.cpp on the quantized file itself quantizes every
+// activation to 8 bits (Q8_1) for its dot products, an approximation of its own: agreement with
+// it is reported and guarded, and its misses sit at its near-ties.
 TEST_CASE("teacher-forced agreement with llama.cpp, KL divergence and perplexity") {
   Model& m = default_model();
-  const json exact = load_golden("smollm2_f32_teacher_forced.json");
-  const json q4_1 = load_golden("smollm2_teacher_forced.json");
+  const json exact = load_golden(golden_name("_f32_teacher_forced.json"));
+  const json quantized = load_golden(golden_name("_teacher_forced.json"));
   REQUIRE(exact["positions"].size() >= 1000);
-  REQUIRE(exact["tokens"] == q4_1["tokens"]);
+  REQUIRE(exact["tokens"] == quantized["tokens"]);
   const int vocab = m.config.vocab;
   const auto fp32_logits = teacher_forced_logits(*m.fp32, exact);
   const auto int8_logits = teacher_forced_logits(*m.int8, exact);
   const TeacherForced fp32 = score(fp32_logits, vocab, exact), int8 = score(int8_logits, vocab, exact);
-  const TeacherForced fp32_q = score(fp32_logits, vocab, q4_1), int8_q = score(int8_logits, vocab, q4_1);
+  const TeacherForced fp32_q = score(fp32_logits, vocab, quantized), int8_q = score(int8_logits, vocab, quantized);
   report("fp32", "llama.cpp on F32 weights", fp32);
   report("int8", "llama.cpp on F32 weights", int8);
-  report("fp32", "llama.cpp on the Q4_1 file", fp32_q);
-  report("int8", "llama.cpp on the Q4_1 file", int8_q);
-  CHECK(fp32.top1 >= 0.97);
-  CHECK(int8.top1 >= 0.94);
-  CHECK(fp32.kl < 0.001);
-  CHECK(int8.kl < 0.01);
-  CHECK(fp32_q.top1 >= 0.965);  // measured 96.8 % (fp32 vs F32 llama.cpp: 99.9 %, KL ~0)
-  CHECK(int8_q.top1 >= 0.935);  // measured 94.5 % (int8 vs F32 llama.cpp: 95.6 %, KL 0.0033)
-  CHECK(int8_q.kl < 0.01);
+  report("fp32", "llama.cpp on the quantized file", fp32_q);
+  report("int8", "llama.cpp on the quantized file", int8_q);
+  CHECK(fp32.top1 >= kBounds.fp32_top1);
+  CHECK(int8.top1 >= kBounds.int8_top1);
+  CHECK(fp32.kl < kBounds.fp32_kl);
+  CHECK(int8.kl < kBounds.int8_kl);
+  CHECK(fp32_q.top1 >= kBounds.fp32_q_top1);
+  CHECK(int8_q.top1 >= kBounds.int8_q_top1);
+  CHECK(int8_q.kl < kBounds.int8_q_kl);
   CHECK(std::fabs(int8.perplexity / fp32.perplexity - 1.0) <= 0.03);
 }
 
 TEST_CASE("greedy continuations equal llama.cpp's (F32 weights) up to near-ties") {
   Model& m = default_model();
-  const json golden = load_golden("smollm2_f32_greedy.json");
+  const json golden = load_golden(golden_name("_f32_greedy.json"));
   const auto& cases = golden["cases"];
   REQUIRE(cases.size() >= 20);
   const int vocab = m.config.vocab;

@@ -163,6 +163,43 @@ TEST_CASE("silu_mul matches silu(gate) * up") {
   CHECK(worst < 1e-5);
 }
 
+TEST_CASE("gelu_mul matches gelu(gate) * up with gelu's tanh approximation") {
+  const std::int64_t rows = 29, ffn = 2048;
+  const auto gu = random_floats(static_cast<std::size_t>(rows * 2 * ffn), 52, -12.0f, 12.0f);
+  std::vector<float> out(static_cast<std::size_t>(rows * ffn));
+  gelu_mul(gu.data(), rows, ffn, out.data(), 2);
+  double worst = 0.0;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < ffn; ++i) {
+      const double g = gu[static_cast<std::size_t>(r * 2 * ffn + i)], u = gu[static_cast<std::size_t>(r * 2 * ffn + ffn + i)];
+      const double want = 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g))) * u;
+      // Relative where the value is large; absolute near gelu's zero crossing and its tail.
+      worst = std::max(worst, std::abs(out[static_cast<std::size_t>(r * ffn + i)] - want) / (std::abs(want) + 1e-3));
+    }
+  CHECK(worst < 1e-5);
+}
+
+TEST_CASE("rmsnorm_heads normalises each head of strided rows with one weight") {
+  const std::int64_t rows = 5, heads = 3, head_dim = 16, ld = 80;  // 48 values, then 32 others
+  auto x = random_floats(static_cast<std::size_t>(rows * ld), 53, -3.0f, 3.0f);
+  const auto w = random_floats(static_cast<std::size_t>(head_dim), 54, 0.5f, 1.5f);
+  const auto before = x;
+  rmsnorm_heads(x.data(), rows, ld, heads, head_dim, w.data(), 1e-6f, 2);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const float* in = before.data() + r * ld + h * head_dim;
+      double ss = 0;
+      for (std::int64_t i = 0; i < head_dim; ++i) ss += double(in[i]) * in[i];
+      const double inv = 1.0 / std::sqrt(ss / head_dim + 1e-6);
+      for (std::int64_t i = 0; i < head_dim; ++i)
+        CHECK(x[static_cast<std::size_t>(r * ld + h * head_dim + i)] == doctest::Approx(in[i] * inv * w[static_cast<std::size_t>(i)]).epsilon(1e-5));
+    }
+    for (std::int64_t i = heads * head_dim; i < ld; ++i)  // the rest of the row is untouched
+      CHECK(x[static_cast<std::size_t>(r * ld + i)] == before[static_cast<std::size_t>(r * ld + i)]);
+  }
+  CHECK_THROWS_AS(rmsnorm_heads(x.data(), 1, 40, 3, 16, w.data(), 1e-6f), ember::Error);  // ld too small
+}
+
 TEST_CASE("ops reject bad shapes") {
   float x[4] = {};
   const std::int32_t p = 0;

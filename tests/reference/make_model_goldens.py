@@ -4,14 +4,20 @@
 Run with the reference venv's python (tests/reference/setup_venv.sh prints its path):
 
     python tests/reference/make_model_goldens.py --model PATH --out tests/data/reference
+    python tests/reference/make_model_goldens.py --model GEMMA.gguf --out tests/data/reference \
+        --prefix gemma3 --bos --chat-template tests/data/tokenizer/templates/gemma3.jinja
 
-Writes four files into --out (formats in tests/reference/README.md):
-  smollm2_teacher_forced.json  top-32 logits and the full-vocabulary log-sum-exp at every
+Writes four files into --out (formats in tests/reference/README.md), PREFIX smollm2 by default:
+  PREFIX_teacher_forced.json   top-32 logits and the full-vocabulary log-sum-exp at every
                                position of teacher_text.txt
-  smollm2_greedy.json          48-token greedy continuations of fixed prompts, argmax taken here
+  PREFIX_greedy.json           48-token greedy continuations of fixed prompts, argmax taken here
                                from llama.cpp's logits (no sampler), with the top-2 logit gaps
-  smollm2_f32_*.json           the same two, with llama.cpp running an F32 copy of the model's
+  PREFIX_f32_*.json            the same two, with llama.cpp running an F32 copy of the model's
                                weights (dequantized here with the gguf package)
+
+--bos starts the teacher text and the raw prompts with the model's BOS token (Gemma expects
+it); --chat-template renders the chat prompts with that file when the GGUF carries no
+tokenizer.chat_template (Gemma 3's files do not).
 
 Why two references: on the Q4_1 file llama.cpp quantizes every activation to 8 bits (Q8_1) before
 its dot products, an approximation of its own; on the F32 copy it computes the same function as
@@ -74,13 +80,13 @@ def sha256_of(path):
     return digest.hexdigest()
 
 
-def render_chat(template_source, system, user):
+def render_chat(template_source, system, user, bos_token):
     """Renders one exchange with the GGUF's own chat template, as llama.cpp users would."""
     messages = ([{"role": "system", "content": system}] if system is not None else []) + [
         {"role": "user", "content": user}
     ]
     template = jinja2.Environment(loader=jinja2.BaseLoader()).from_string(template_source)
-    return template.render(messages=messages, add_generation_prompt=True)
+    return template.render(messages=messages, add_generation_prompt=True, bos_token=bos_token)
 
 
 def logits_of_last(llm):
@@ -99,8 +105,8 @@ def top_k(row, k):
     return ids
 
 
-def teacher_forced(llm, text):
-    tokens = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+def teacher_forced(llm, text, bos):
+    tokens = llm.tokenize(text.encode("utf-8"), add_bos=bos, special=False)
     if len(tokens) > N_CTX:
         sys.exit(f"teacher text has {len(tokens)} tokens, more than n_ctx={N_CTX}")
     llm.reset()
@@ -156,13 +162,14 @@ def write_f32_copy(src, dst):
     writer.close()
 
 
-def write_goldens(model_path, out_dir, prefix, text):
+def write_goldens(model_path, out_dir, prefix, text, bos=False, chat_template=None):
     model_sha = sha256_of(model_path)
     llm = Llama(model_path, n_ctx=N_CTX, n_threads=N_THREADS, n_threads_batch=N_THREADS,
                 logits_all=True, verbose=False)
-    template = llm.metadata["tokenizer.chat_template"]
+    template = chat_template or llm.metadata["tokenizer.chat_template"]
 
-    tokens, positions = teacher_forced(llm, text)
+    bos_text = llm.detokenize([llm.token_bos()], special=True).decode("utf-8")
+    tokens, positions = teacher_forced(llm, text, bos)
     teacher = {
         "model": os.path.basename(model_path),
         "model_sha256": model_sha,
@@ -175,9 +182,10 @@ def write_goldens(model_path, out_dir, prefix, text):
 
     cases = []
     prompts = [(p, False) for p in RAW_PROMPTS] + \
-              [(render_chat(template, s, u), True) for s, u in CHAT_PROMPTS]
+              [(render_chat(template, s, u, bos_text), True) for s, u in CHAT_PROMPTS]
     for prompt, special in prompts:
-        prompt_tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=special)
+        # A chat template writes its own BOS where the model wants one.
+        prompt_tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=bos and not special, special=special)
         continuation, gaps = greedy(llm, prompt_tokens)
         cases.append({"prompt": prompt, "special": special, "prompt_tokens": prompt_tokens,
                       "continuation": continuation, "top2_gaps": gaps})
@@ -207,16 +215,27 @@ def main():
                         help="teacher-forcing text (default: OUT/teacher_text.txt)")
     parser.add_argument("--f32-copy", default=None,
                         help="where to write the F32 copy of the model (default: beside --model)")
+    parser.add_argument("--prefix", default="smollm2", help="names of the files written")
+    parser.add_argument("--bos", action="store_true", help="start texts with the BOS token")
+    parser.add_argument("--chat-template", default=None,
+                        help="a Jinja chat template file, for a GGUF without tokenizer.chat_template")
+    parser.add_argument("--skip-quantized", action="store_true",
+                        help="only the F32 copy's goldens")
     args = parser.parse_args()
 
     text_path = args.text or os.path.join(args.out, "teacher_text.txt")
     with open(text_path, encoding="utf-8") as f:
         text = f.read()
-    write_goldens(args.model, args.out, "smollm2", text)
+    template = None
+    if args.chat_template:
+        with open(args.chat_template, encoding="utf-8") as f:
+            template = f.read()
+    if not args.skip_quantized:
+        write_goldens(args.model, args.out, args.prefix, text, args.bos, template)
     f32_path = args.f32_copy or os.path.splitext(args.model)[0] + ".F32.gguf"
     if not os.path.exists(f32_path):
         write_f32_copy(args.model, f32_path)
-    write_goldens(f32_path, args.out, "smollm2_f32", text)
+    write_goldens(f32_path, args.out, args.prefix + "_f32", text, args.bos, template)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,23 @@
 #!/usr/bin/env python3
-"""Token-id goldens of the default model's tokenizer, from llama.cpp (llama-cpp-python).
+"""Tokenizer goldens from llama.cpp (llama-cpp-python, vocab_only=True) for every model it finds.
 
-Reads tests/data/tokenizer/corpus.json (writes it first with --write-corpus) and writes
-tests/data/tokenizer/smollm2_goldens.json: for every corpus string the ids llama.cpp gives with
-parse_special false and true, BOS not added. Run with the reference venv:
-    /root/.cache/ember/venv-ref/bin/python tests/reference/make_tokenizer_goldens.py [--write-corpus]
+Reads tests/data/tokenizer/corpus.json (writes it first with --write-corpus) and writes, for each
+model below whose file exists, tests/data/tokenizer/<name>_goldens.json:
+  - cases[i]: the ids llama.cpp gives corpus string i with parse_special false ("plain") and true
+    ("special"), BOS not added; "plain_text"/"special_text" where llama_detokenize of those ids
+    (rendering control tokens in the special case) differs from the string itself;
+  - with_bos: the ids of the first 40 strings with add_bos=True, special=True;
+  - eog: every id llama_vocab_is_eog calls end of generation;
+  - type_changes: [id, type] for every token whose llama.cpp attributes, as a GGUF token type,
+    differ from tokenizer.ggml.token_type (llama.cpp retypes tokens by their text);
+  - bos, eos, add_bos, vocab_size.
+Models: smollm2 ($EMBER_MODEL, else ~/.cache/ember/SmolLM2-135M-Instruct.Q4_1.gguf) and gemma3
+($EMBER_GEMMA3_MODEL, else ~/.cache/ember/gemma-3-270m-q4_k_m.gguf); --models a,b picks some.
+Run with the reference venv:
+    ~/.cache/ember/venv-ref/bin/python tests/reference/make_tokenizer_goldens.py [--write-corpus]
 Corpus entries are {"text": str} or, for bytes that are not valid UTF-8, {"hex": str}.
 """
+import ctypes
 import json
 import os
 import random
@@ -14,8 +25,12 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "data", "tokenizer")
-MODEL = os.environ.get("EMBER_MODEL",
-                       os.path.expanduser("~/.cache/ember/SmolLM2-135M-Instruct.Q4_1.gguf"))
+CACHE = os.path.expanduser("~/.cache/ember")
+# name: (environment variable, default file, golden file)
+MODELS = {
+    "smollm2": ("EMBER_MODEL", "SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2_goldens.json"),
+    "gemma3": ("EMBER_GEMMA3_MODEL", "gemma-3-270m-q4_k_m.gguf", "gemma3_goldens.json"),
+}
 
 PROSE = [
     "Hello world", "Hello, world!", "The quick brown fox jumps over the lazy dog.",
@@ -93,6 +108,28 @@ SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>",
             " <|im_end|> ", "\n<|im_end|>\n", "<|endoftext|><|endoftext|>", "<s>[INST] hi [/INST]",
             "<start_of_turn>user", "<|eot_id|>", "<|im_end|>😀<|im_start|>日本"]
 
+# Gemma 3's special and user-defined tokens (control tokens, the chat format, HTML tags, runs of
+# spaces, tabs and newlines), its space mark written in text, and look-alikes that must not match.
+GEMMA = ["<start_of_turn>", "<end_of_turn>", "<bos>", "<eos>", "<pad>", "<unk>", "<mask>",
+         "[multimodal]", "</s>", "<s>", "text</s>more</s>", "<start_of_image>", "<end_of_image>",
+         "<image_soft_token>", "<unused0>", "<unused99>", "<unused6241>", "<unused6242>",
+         "<start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\n",
+         "<bos><start_of_turn>user\nYou are terse.\n\nWhat is 2+2?<end_of_turn>\n"
+         "<start_of_turn>model\n4<end_of_turn>\n<start_of_turn>model\n",
+         "abc<start_of_turn>def<end_of_turn>ghi", "<start_of_turn><end_of_turn><start_of_turn>",
+         "<start_of_turn", "end_of_turn>", "<start_of_turn >", "<START_OF_TURN>", "< start_of_turn>",
+         "  <end_of_turn>  ", "\n<start_of_turn>model\n", "<end_of_turn>\n\n\n<eos>",
+         "<table><tr><td>1</td><td>2</td></tr></table>", "<h1>Title</h1>\n<h2>Sub</h2>",
+         "<b>bold</b> <i>it</i> <u>u</u> <strong>s</strong> <em>e</em> <code>x</code>",
+         "<div><span>x</span><a>link</a><img></div>", "<html><body><ul><li>a</li></ul></body></html>",
+         "<blockquote>q</blockquote><sub>2</sub><sup>3</sup><bbox>", "<td><th><tr>", "<tdd>", "<t d>",
+         "<0x41><0xFF>", "\u2581", "\u2581\u2581hello\u2581world", "\u2581 mixed \u2581",
+         " " * 40, "\t" * 40, "\n" * 40, "x" + "\t" * 33 + "y", "x" + " " * 32 + "y",
+         "\t \t  \t   \t", "a \n b \t c", "word   ", "\r\n\r\n", "\r", " \n\n ", "\n\n\n\n\n\n",
+         "def f():\n\tif x:\n\t\treturn 1\n\n\n\nclass C:\n    pass\n",
+         "Ünïcödé 日本語 🙂\ttab", "한국어와 中文 和 日本語 mixed with English.",
+         "😀😃😄😁🙂🙃😉😊😇🥰😍🤩😘😗☺️😚😙🥲😋😛😜🤪😝🤑🤗🤭🫢🫣🤫🤔"]
+
 # Not "f4908080": it decodes (leniently) past U+10FFFF and llama.cpp aborts on it.
 INVALID_HEX = ["ff", "fe", "c0", "c080", "c3", "c328", "a0a1", "e282", "e228a1", "f09f", "f09f98",
                "f0288cbc", "eda080", "edbfbf", "fffe", "80", "bf", "c0af",
@@ -131,7 +168,7 @@ def generated_strings():
 
 def build_corpus():
     entries = [{"text": ""}]
-    for s in PROSE + CODE + NUMBERS + SPECIALS + generated_strings():
+    for s in PROSE + CODE + NUMBERS + SPECIALS + GEMMA + generated_strings():
         entries.append({"text": s})
     for h in INVALID_HEX:
         entries.append({"hex": h})
@@ -144,6 +181,74 @@ def entry_bytes(entry):
     return bytes.fromhex(entry["hex"]) if "hex" in entry else entry["text"].encode("utf-8")
 
 
+# llama_token_attr bits (llama.h) -> the GGUF token type they stand for. A control bit wins:
+# llama.cpp treats a token with it as control whatever else it has (e.g. a user-defined "</s>"
+# promoted to end of generation).
+ATTR_UNKNOWN, ATTR_UNUSED, ATTR_NORMAL, ATTR_CONTROL, ATTR_USER_DEFINED, ATTR_BYTE = (
+    1 << 0, 1 << 1, 1 << 2, 1 << 3, 1 << 4, 1 << 5)
+
+
+def attr_type(attr):
+    for bit, gguf_type in ((ATTR_CONTROL, 3), (ATTR_USER_DEFINED, 4), (ATTR_UNKNOWN, 2),
+                           (ATTR_BYTE, 6), (ATTR_NORMAL, 1), (ATTR_UNUSED, 5)):
+        if attr & bit:
+            return gguf_type
+    return 0
+
+
+def detokenize(llama_cpp, vocab, ids, special):
+    """llama_detokenize: remove_special=False, unparse_special=special."""
+    arr = (llama_cpp.llama_token * max(len(ids), 1))(*ids)
+    size = 64 + 64 * len(ids)
+    while True:
+        buf = (ctypes.c_char * size)()
+        n = llama_cpp.llama_detokenize(vocab, arr, len(ids), buf, size, False, special)
+        if n >= 0:
+            return bytes(buf[:n])
+        size = -n
+
+
+def text_or_hex(data):
+    try:
+        return {"text": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"hex": data.hex()}
+
+
+def make_goldens(llama_cpp, name, path, corpus):
+    from gguf import GGUFReader
+    llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+    vocab = llama_cpp.llama_model_get_vocab(llm.model)
+    cases = []
+    for entry in corpus:
+        data = entry_bytes(entry)
+        case = {"plain": llm.tokenize(data, add_bos=False, special=False),
+                "special": llm.tokenize(data, add_bos=False, special=True)}
+        for key, ids, special in (("plain_text", case["plain"], False),
+                                  ("special_text", case["special"], True)):
+            decoded = detokenize(llama_cpp, vocab, ids, special)
+            if decoded != data:
+                case[key] = text_or_hex(decoded)
+        cases.append(case)
+    n_vocab = llm.n_vocab()
+    field = GGUFReader(path).fields["tokenizer.ggml.token_type"]
+    gguf_types = [int(field.parts[i][0]) for i in field.data]
+    type_changes = []
+    for i in range(n_vocab):
+        t = attr_type(llama_cpp.llama_vocab_get_attr(vocab, i))
+        if t != gguf_types[i]:
+            type_changes.append([i, t])
+    return {"model": os.path.basename(path), "generator": "llama-cpp-python " + llama_cpp.__version__,
+            "note": "cases[i] are the ids of corpus.json strings[i]; see make_tokenizer_goldens.py",
+            "vocab_size": n_vocab, "bos": llama_cpp.llama_vocab_bos(vocab),
+            "eos": llama_cpp.llama_vocab_eos(vocab),
+            "add_bos": bool(llama_cpp.llama_vocab_get_add_bos(vocab)),
+            "eog": [i for i in range(n_vocab) if llama_cpp.llama_vocab_is_eog(vocab, i)],
+            "type_changes": type_changes,
+            "with_bos": [llm.tokenize(entry_bytes(e), add_bos=True, special=True) for e in corpus[:40]],
+            "cases": cases}
+
+
 def main():
     corpus_path = os.path.join(DATA, "corpus.json")
     if "--write-corpus" in sys.argv or not os.path.exists(corpus_path):
@@ -153,21 +258,24 @@ def main():
             f.write("\n")
     with open(corpus_path, encoding="utf-8") as f:
         corpus = json.load(f)["strings"]
+    names = list(MODELS)
+    if "--models" in sys.argv:
+        names = sys.argv[sys.argv.index("--models") + 1].split(",")
 
     import llama_cpp
-    llm = llama_cpp.Llama(model_path=MODEL, vocab_only=True, verbose=False)
-    cases = []
-    for i, entry in enumerate(corpus):
-        data = entry_bytes(entry)
-        cases.append({"plain": llm.tokenize(data, add_bos=False, special=False),
-                      "special": llm.tokenize(data, add_bos=False, special=True)})
-    out = {"model": os.path.basename(MODEL), "generator": "llama-cpp-python " + llama_cpp.__version__,
-           "note": "cases[i] are the ids of corpus.json strings[i]", "cases": cases}
-    path = os.path.join(DATA, "smollm2_goldens.json")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(out, f, separators=(",", ":"))
-        f.write("\n")
-    print(f"wrote {path}: {len(cases)} strings")
+    for name in names:
+        env, default, golden = MODELS[name]
+        path = os.environ.get(env) or os.path.join(CACHE, default)
+        if not os.path.exists(path):
+            print(f"skipped {name}: no {path} (set {env} or run scripts/fetch-model.sh)")
+            continue
+        out = make_goldens(llama_cpp, name, path, corpus)
+        out_path = os.path.join(DATA, golden)
+        with open(out_path, "w", encoding="utf-8") as f:
+            json.dump(out, f, separators=(",", ":"), ensure_ascii=False)
+            f.write("\n")
+        print(f"wrote {out_path}: {len(out['cases'])} strings, eog {out['eog']}, "
+              f"{len(out['type_changes'])} retyped tokens")
 
 
 if __name__ == "__main__":

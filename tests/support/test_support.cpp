@@ -9,17 +9,42 @@
 
 namespace ember::test {
 
-std::string default_model_path() {
-  if (const char* env = std::getenv("EMBER_MODEL"); env != nullptr && *env != '\0') return env;
+namespace {
+
+// `file` in scripts/fetch-model.sh's cache (EMBER_MODEL_DIR, else ~/.cache/ember), or "".
+std::string cached_model(const char* file) {
   std::filesystem::path dir;
   if (const char* d = std::getenv("EMBER_MODEL_DIR"); d != nullptr && *d != '\0') {
     dir = d;
   } else if (const char* home = std::getenv("HOME"); home != nullptr) {
     dir = std::filesystem::path(home) / ".cache" / "ember";
   }
-  auto candidate = dir / "SmolLM2-135M-Instruct.Q4_1.gguf";
+  auto candidate = dir / file;
   std::error_code ec;
   return std::filesystem::is_regular_file(candidate, ec) ? candidate.string() : std::string();
+}
+
+}  // namespace
+
+std::string default_model_path() {
+  if (const char* env = std::getenv("EMBER_MODEL"); env != nullptr && *env != '\0') return env;
+  return cached_model("SmolLM2-135M-Instruct.Q4_1.gguf");
+}
+
+std::string gemma3_model_path() {
+  if (const char* env = std::getenv("EMBER_GEMMA3_MODEL"); env != nullptr && *env != '\0') return env;
+  return cached_model("gemma-3-270m-q4_k_m.gguf");
+}
+
+std::string require_gemma3_model() {
+  std::string path = gemma3_model_path();
+  if (path.empty()) {
+    std::fprintf(stderr,
+                 "SKIPPED: Gemma 3 270M is not available; run scripts/fetch-model.sh gemma3 or set "
+                 "EMBER_GEMMA3_MODEL\n");
+    std::exit(77);
+  }
+  return path;
 }
 
 Device test_device() {

@@ -17,6 +17,10 @@ std::string default_model_path();
 // Exits the test program with ctest's skip code (77) and a message when the default model is
 // missing: a skip, never a pass that checked nothing.
 std::string require_default_model();
+// Gemma 3 270M (scripts/fetch-model.sh gemma3): $EMBER_GEMMA3_MODEL, else the fetched file in the
+// model cache; "" when absent. require_...() exits with 77 (ctest's SKIP) instead.
+std::string gemma3_model_path();
+std::string require_gemma3_model();
 
 // The device the engine tests run on: Device::cuda() when $EMBER_TEST_DEVICE is "cuda" (ctest
 // registers CUDA twins of device-independent tests that way), else the CPU.

@@ -86,5 +86,54 @@ TEST_CASE("an unknown template is Error(unsupported) naming the supported format
     CHECK(what.find("Llama 3") != std::string::npos);
     CHECK(what.find("Gemma") != std::string::npos);
     CHECK(what.find("Mistral") != std::string::npos);
+    // It names the template it could not match: its start and its size.
+    CHECK(what.find("'{% for m in messages %}{{ m.role }}: {{ m.content }}\\n{% endf...'") !=
+          std::string::npos);
+    CHECK(what.find("65 bytes") != std::string::npos);
+  }
+}
+
+TEST_CASE("a file's template decides; without one, the architecture does (gemma3 -> Gemma 3)") {
+  const std::string smollm2 = read_file(test::data_path("tokenizer/templates/smollm2.jinja"));
+  // A template in the file wins over the architecture.
+  CHECK(ChatTemplate::for_model(smollm2, "gemma3").format() == tokenizer::ChatFormat::chatml);
+  const std::string gemma2 = read_file(test::data_path("tokenizer/templates/gemma2.jinja"));
+  const ChatTemplate g2 = ChatTemplate::for_model(gemma2, "gemma2", "<bos>", "<eos>");
+  CHECK(g2.format() == tokenizer::ChatFormat::gemma);
+  CHECK_THROWS_AS(g2.render({{"system", "S"}, {"user", "U"}}, true), Error);  // no system role
+
+  // No template: Gemma 3's, system folded into the first user turn, assistant written "model".
+  const ChatTemplate g3 = ChatTemplate::for_model(std::nullopt, "gemma3", "<bos>", "<eos>");
+  CHECK(g3.format() == tokenizer::ChatFormat::gemma);
+  CHECK(g3.render({{"system", "Be brief."}, {"user", " Hi "}, {"assistant", "Hello."},
+                   {"user", "Bye"}},
+                  true) ==
+        "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello."
+        "<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
+  CHECK(g3.render({{"user", "Hi"}}, false) == "<bos><start_of_turn>user\nHi<end_of_turn>\n");
+  // It renders exactly what Gemma 3's own template renders (the Jinja2 goldens).
+  const auto goldens =
+      nlohmann::json::parse(read_file(test::data_path("tokenizer/chat_template_goldens.json")));
+  int compared = 0;
+  for (const auto& t : goldens.at("templates")) {
+    if (t.at("name") != "gemma3") continue;
+    for (const auto& c : t.at("cases")) {
+      if (c.contains("error")) continue;
+      CHECK(g3.render(messages_of(c.at("messages")), c.at("add_generation_prompt")) ==
+            c.at("output").get<std::string>());
+      ++compared;
+    }
+  }
+  CHECK(compared >= 20);
+
+  // No template and no known format for the architecture: the error names the architecture.
+  try {
+    ChatTemplate::for_model(std::nullopt, "llama");
+    FAIL("for_model invented a template for a llama file without one");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::unsupported);
+    const std::string what = e.what();
+    CHECK(what.find("no chat template") != std::string::npos);
+    CHECK(what.find("'llama'") != std::string::npos);
   }
 }

@@ -1,57 +1,24 @@
 // The default model's tokenizer against llama.cpp: every corpus string, with and without
 // parse_special, must give exactly the ids in tests/data/tokenizer/smollm2_goldens.json
-// (written by tests/reference/make_tokenizer_goldens.py).
+// (written by tests/reference/make_tokenizer_goldens.py), decode must give llama_detokenize's
+// text, and the end-of-generation set and token types must be llama.cpp's.
+#include "golden_support.hpp"
 #include "model/gguf.hpp"
-#include "test_support.hpp"
-#include "tokenizer/tokenizer.hpp"
-#include "tokenizer/unicode.hpp"
-
-#include <doctest/doctest.h>
-#include <nlohmann/json.hpp>
-
-#include <cstdio>
-#include <fstream>
 
 using namespace ember;
 using tokenizer::TokenId;
 
 namespace {
 
-nlohmann::json read_json(const std::string& name) {
-  std::ifstream in(test::data_path("tokenizer/" + name));
-  REQUIRE(in.good());
-  return nlohmann::json::parse(in);
-}
-
-std::string from_hex(const std::string& hex) {
-  std::string out;
-  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  }
-  return out;
-}
-
 struct Case {
   std::string bytes;
   bool valid_utf8;
-  std::vector<TokenId> plain, special;
 };
 
 std::vector<Case> load_cases() {
-  const nlohmann::json corpus = read_json("corpus.json");
-  const nlohmann::json goldens = read_json("smollm2_goldens.json");
-  const auto& strings = corpus.at("strings");
-  const auto& ids = goldens.at("cases");
-  REQUIRE(strings.size() == ids.size());
   std::vector<Case> cases;
-  for (std::size_t i = 0; i < strings.size(); ++i) {
-    Case c;
-    c.valid_utf8 = strings[i].contains("text");
-    c.bytes = c.valid_utf8 ? strings[i]["text"].get<std::string>()
-                           : from_hex(strings[i]["hex"].get<std::string>());
-    c.plain = ids[i].at("plain").get<std::vector<TokenId>>();
-    c.special = ids[i].at("special").get<std::vector<TokenId>>();
-    cases.push_back(std::move(c));
+  for (const auto& c : test::load_goldens("smollm2_goldens.json").cases) {
+    cases.push_back({c.bytes, c.valid_utf8});
   }
   return cases;
 }
@@ -66,20 +33,20 @@ std::shared_ptr<const tokenizer::Tokenizer> default_tokenizer() {
 
 TEST_CASE("SmolLM2 token ids equal llama.cpp's for the whole corpus, both special modes") {
   const auto tok = default_tokenizer();
-  const std::vector<Case> cases = load_cases();
-  REQUIRE(cases.size() >= 300);
-  int matched_plain = 0, matched_special = 0;
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    const Case& c = cases[i];
-    const auto plain = tok->encode(c.bytes, /*parse_special=*/false);
-    const auto special = tok->encode(c.bytes, /*parse_special=*/true);
-    matched_plain += plain == c.plain;
-    matched_special += special == c.special;
-    CHECK_MESSAGE(plain == c.plain, "plain mismatch at corpus index " << i);
-    CHECK_MESSAGE(special == c.special, "parse_special mismatch at corpus index " << i);
-  }
-  std::printf("tokenizer goldens: parse_special=false %d/%zu matched, parse_special=true %d/%zu matched\n",
-              matched_plain, cases.size(), matched_special, cases.size());
+  const test::ModelGoldens g = test::load_goldens("smollm2_goldens.json");
+  REQUIRE(g.cases.size() >= 300);
+  test::check_token_ids(*tok, g, "SmolLM2");
+}
+
+TEST_CASE("SmolLM2 decode of llama.cpp's ids equals llama_detokenize") {
+  test::check_decode(*default_tokenizer(), test::load_goldens("smollm2_goldens.json"), "SmolLM2");
+}
+
+TEST_CASE("SmolLM2 special ids, end of generation and token types are llama.cpp's") {
+  const auto file = model::GgufFile::open(test::require_default_model());
+  const auto tok = tokenizer::Tokenizer::from_gguf(*file);
+  test::check_special_tokens(*tok, tokenizer::read_vocab(*file),
+                             test::load_goldens("smollm2_goldens.json"));
 }
 
 TEST_CASE("decode(encode(s)) == s for every valid UTF-8 corpus string") {

@@ -23,6 +23,8 @@ namespace k = ember::kernels::cpu;
 
 struct Layer {
   std::vector<float> attn_norm, ffn_norm, qkv_bias;  // qkv_bias empty unless the model has one
+  std::vector<float> q_norm, k_norm;                 // [head_dim]; empty unless qk_norm
+  std::vector<float> post_attn_norm, post_ffn_norm;  // empty unless post_norms
   std::unique_ptr<k::Linear> qkv, wo, gate_up, down;
 };
 
@@ -79,7 +81,11 @@ class KernelBackend final : public Backend {
     KvCache* kv = nullptr;
     k::KvLayout layout;
     k::RopeLayout rope_layout;
-    k::RopeAngles angles;
+    k::RopeAngles angles;          // every layer's, or the global layers' (uniform_rope() false)
+    k::RopeAngles sliding_angles;  // the sliding layers' when they turn by other angles
+    const k::RopeAngles& for_layer(const model::ModelConfig& c, int layer) const {
+      return !c.uniform_rope() && c.sliding(layer) ? sliding_angles : angles;
+    }
   };
 
   // Embeds the batch's tokens into x_ and sets up what its layers share.
@@ -89,6 +95,8 @@ class KernelBackend final : public Backend {
     resize_scratch(rows);
     for (std::int64_t r = 0; r < rows; ++r)
       model::dequantize_row(*token_embd_, batch.tokens[static_cast<std::size_t>(r)], x_.data() + r * d);
+    if (config_.embedding_scale != 1.0f)
+      for (std::int64_t i = 0; i < rows * d; ++i) x_[static_cast<std::size_t>(i)] *= config_.embedding_scale;
 
     seqs_.clear();
     for (const SequenceSlice& s : batch.sequences)
@@ -104,7 +112,14 @@ class KernelBackend final : public Backend {
         k::rope_angles(positions, rows, config_.rope_dims, config_.rope_base,
                        config_.rope_freq_factors.empty() ? nullptr : config_.rope_freq_factors.data(),
                        config_.rope_position_scale());
-    return Step{rows, positions, batch.slots.data(), &kv, layout, rope_layout, angles};
+    Step step{rows, positions, batch.slots.data(), &kv, layout, rope_layout, angles, {}};
+    if (!config_.uniform_rope()) {
+      const int sliding_layer = 0;  // every sliding layer turns alike
+      step.sliding_angles = k::rope_angles(positions, rows, config_.rope_dims, config_.layer_rope_base(sliding_layer),
+                                           config_.rope_freq_factors.empty() ? nullptr : config_.rope_freq_factors.data(),
+                                           config_.layer_rope_position_scale(sliding_layer));
+    }
+    return step;
   }
 
   // Layer l on x_ (the step's hidden states), in place.
@@ -119,22 +134,43 @@ class KernelBackend final : public Backend {
     float* q = qkv_.data();
     float* kk = q + q_dim_;
     float* v = kk + kv_dim_;
-    k::rope(q, rows, qkv_dim, config_.heads, config_.head_dim, step.angles, step.rope_layout, ctx_.threads);
-    k::rope(kk, rows, qkv_dim, config_.kv_heads, config_.head_dim, step.angles, step.rope_layout, ctx_.threads);
+    if (config_.qk_norm) {
+      k::rmsnorm_heads(q, rows, qkv_dim, config_.heads, config_.head_dim, layer.q_norm.data(), config_.rms_eps, ctx_.threads);
+      k::rmsnorm_heads(kk, rows, qkv_dim, config_.kv_heads, config_.head_dim, layer.k_norm.data(), config_.rms_eps, ctx_.threads);
+    }
+    const k::RopeAngles& angles = step.for_layer(config_, static_cast<int>(l));
+    k::rope(q, rows, qkv_dim, config_.heads, config_.head_dim, angles, step.rope_layout, ctx_.threads);
+    k::rope(kk, rows, qkv_dim, config_.kv_heads, config_.head_dim, angles, step.rope_layout, ctx_.threads);
     void* k_cache = step.kv->keys(static_cast<int>(l));
     void* v_cache = step.kv->values(static_cast<int>(l));
     k::store_kv(kk, v, qkv_dim, rows, step.slots, step.layout, k_cache, v_cache);
     k::paged_attention(q, qkv_dim, step.positions, seqs_.data(), static_cast<int>(seqs_.size()),
-                       config_.heads, step.layout, k_cache, v_cache, attn_.data(), q_dim_, ctx_, attention_);
+                       config_.heads, step.layout, k_cache, v_cache, attn_.data(), q_dim_, ctx_, attention_,
+                       {.window = config_.attention_window(static_cast<int>(l))});
     if (observed) observed->wo_in.observe(attn_.data(), rows, q_dim_);
-    layer.wo->forward(ctx_, attn_.data(), rows, x_.data(), /*accumulate=*/true);
+    residual_add(*layer.wo, attn_.data(), rows, layer.post_attn_norm);
 
     k::rmsnorm(x_.data(), layer.ffn_norm.data(), rows, d, config_.rms_eps, h_.data(), ctx_.threads);
     if (observed) observed->gate_up_in.observe(h_.data(), rows, d);
     layer.gate_up->forward(ctx_, h_.data(), rows, gate_up_.data());
-    k::silu_mul(gate_up_.data(), rows, config_.ffn, act_.data(), ctx_.threads);
+    if (config_.feed_forward == model::FeedForward::geglu)
+      k::gelu_mul(gate_up_.data(), rows, config_.ffn, act_.data(), ctx_.threads);
+    else
+      k::silu_mul(gate_up_.data(), rows, config_.ffn, act_.data(), ctx_.threads);
     if (observed) observed->down_in.observe(act_.data(), rows, config_.ffn);
-    layer.down->forward(ctx_, act_.data(), rows, x_.data(), /*accumulate=*/true);
+    residual_add(*layer.down, act_.data(), rows, layer.post_ffn_norm);
+  }
+
+  // x_ += linear(in), or, with a post-norm (post_norms), x_ += rmsnorm(linear(in)).
+  void residual_add(k::Linear& linear, const float* in, std::int64_t rows, const std::vector<float>& post_norm) {
+    if (post_norm.empty()) {
+      linear.forward(ctx_, in, rows, x_.data(), /*accumulate=*/true);
+      return;
+    }
+    const std::int64_t d = config_.embedding;
+    linear.forward(ctx_, in, rows, h_.data());
+    k::rmsnorm(h_.data(), post_norm.data(), rows, d, config_.rms_eps, h_.data(), ctx_.threads);
+    for (std::int64_t i = 0; i < rows * d; ++i) x_[static_cast<std::size_t>(i)] += h_[static_cast<std::size_t>(i)];
   }
 
   // The final norm of the rows `logit_rows` of x_ into h_ (the lm_head's input); their count.
@@ -179,6 +215,14 @@ class KernelBackend final : public Backend {
       Layer& layer = layers_[l];
       layer.attn_norm = model::dequantize_vector(lw.attn_norm, d);
       layer.ffn_norm = model::dequantize_vector(lw.ffn_norm, d);
+      if (lw.q_norm != nullptr) {
+        layer.q_norm = model::dequantize_vector(lw.q_norm, config_.head_dim);
+        layer.k_norm = model::dequantize_vector(lw.k_norm, config_.head_dim);
+      }
+      if (lw.post_attn_norm != nullptr) {
+        layer.post_attn_norm = model::dequantize_vector(lw.post_attn_norm, d);
+        layer.post_ffn_norm = model::dequantize_vector(lw.post_ffn_norm, d);
+      }
       if (lw.bq != nullptr) {
         layer.qkv_bias = model::dequantize_vector(lw.bq, q_dim_);
         const auto bk = model::dequantize_vector(lw.bk, kv_dim_), bv = model::dequantize_vector(lw.bv, kv_dim_);
@@ -392,6 +436,14 @@ class KernelBackend final : public Backend {
       cache.add_vector(layer_name(l, "attn_norm"), layers_[l].attn_norm);
       cache.add_vector(layer_name(l, "ffn_norm"), layers_[l].ffn_norm);
       if (!layers_[l].qkv_bias.empty()) cache.add_vector(layer_name(l, "qkv_bias"), layers_[l].qkv_bias);
+      if (!layers_[l].q_norm.empty()) {
+        cache.add_vector(layer_name(l, "q_norm"), layers_[l].q_norm);
+        cache.add_vector(layer_name(l, "k_norm"), layers_[l].k_norm);
+      }
+      if (!layers_[l].post_attn_norm.empty()) {
+        cache.add_vector(layer_name(l, "post_attn_norm"), layers_[l].post_attn_norm);
+        cache.add_vector(layer_name(l, "post_ffn_norm"), layers_[l].post_ffn_norm);
+      }
     }
     cache.add_vector("output_norm", output_norm_);
   }
@@ -423,6 +475,14 @@ class KernelBackend final : public Backend {
         layer.attn_norm = cache.vector(layer_name(l, "attn_norm"), d);
         layer.ffn_norm = cache.vector(layer_name(l, "ffn_norm"), d);
         if (w.layers[l].bq != nullptr) layer.qkv_bias = cache.vector(layer_name(l, "qkv_bias"), q_dim_ + 2 * kv_dim_);
+        if (w.layers[l].q_norm != nullptr) {
+          layer.q_norm = cache.vector(layer_name(l, "q_norm"), config_.head_dim);
+          layer.k_norm = cache.vector(layer_name(l, "k_norm"), config_.head_dim);
+        }
+        if (w.layers[l].post_attn_norm != nullptr) {
+          layer.post_attn_norm = cache.vector(layer_name(l, "post_attn_norm"), d);
+          layer.post_ffn_norm = cache.vector(layer_name(l, "post_ffn_norm"), d);
+        }
         layer.qkv = linear(layer_name(l, "qkv"), q_dim_ + 2 * kv_dim_, d);
         layer.wo = linear(layer_name(l, "wo"), d, q_dim_);
         layer.gate_up = linear(layer_name(l, "gate_up"), 2 * ffn, d);
