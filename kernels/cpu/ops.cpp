@@ -141,22 +141,27 @@ void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
        threads);
 }
 
-void gelu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out, int threads) {
-  if (rows < 0 || ffn <= 0)
-    fail(ErrorCode::invalid_argument, "gelu_mul: bad shape rows={} ffn={}", rows, ffn);
+namespace {
+
+// act(gate) * up over rows of [gate(ffn) | up(ffn)], `act_mul_row` one row's worth.
+template <class ActMulRow>
+void gated_mul(const char* name, const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out,
+               int threads, ActMulRow act_mul_row) {
+  if (rows < 0 || ffn <= 0) fail(ErrorCode::invalid_argument, "{}: bad shape rows={} ffn={}", name, rows, ffn);
   for_rows(rows, threads, rows * ffn >= kParallelElements, [&](std::int64_t r) {
     const float* g = gate_up + r * 2 * ffn;
-    gelu_mul_row(g, g + ffn, ffn, out + r * ffn);
+    act_mul_row(g, g + ffn, ffn, out + r * ffn);
   });
 }
 
+}  // namespace
+
+void gelu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out, int threads) {
+  gated_mul("gelu_mul", gate_up, rows, ffn, out, threads, gelu_mul_row);
+}
+
 void silu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out, int threads) {
-  if (rows < 0 || ffn <= 0)
-    fail(ErrorCode::invalid_argument, "silu_mul: bad shape rows={} ffn={}", rows, ffn);
-  for_rows(rows, threads, rows * ffn >= kParallelElements, [&](std::int64_t r) {
-    const float* g = gate_up + r * 2 * ffn;
-    silu_mul_row(g, g + ffn, ffn, out + r * ffn);
-  });
+  gated_mul("silu_mul", gate_up, rows, ffn, out, threads, silu_mul_row);
 }
 
 }  // namespace ember::kernels::cpu
