@@ -9,6 +9,9 @@
 // 8 KV heads, vocab 32000). 3b: Llama-3.2-3B (28 layers, width 3072, ffn 8192, 24 heads of 128,
 // 8 KV heads, vocab 128256, tied). 8b: Llama-3.1-8B (32 layers, width 4096, ffn 14336, 32
 // heads, 8 KV heads, vocab 128256, untied). Matrices are Q4_1, as in the default model file.
+// llama3, qwen2, qwen3, gemma3: the small models of each architecture that
+// tests/reference/make_arch_goldens.py runs through llama.cpp (SyntheticModelSpec::
+// architecture_config), in F32 so that both engines compute from the very same weights.
 #include "../examples/common/cli.hpp"
 #include "model/gguf_writer.hpp"
 
@@ -38,10 +41,14 @@ ember::model::ModelConfig shape(const std::string& name) {
     c.context_length = 8192;
     c.tied_embeddings = !big;
   } else if (name != "default") {
-    throw std::runtime_error("unknown shape '" + name + "' (default, 1b, 3b or 8b)");
+    return ember::model::SyntheticModelSpec::architecture_config(name);
   }
   c.name = "ember-synthetic-" + name;
   return c;
+}
+
+bool architecture_shape(const std::string& name) {
+  return name == "llama3" || name == "qwen2" || name == "qwen3" || name == "gemma3";
 }
 
 }  // namespace
@@ -56,16 +63,18 @@ int main(int argc, char** argv) {
       "SHAPE OUT.gguf OUT.json");
   cli.positional("SHAPE", shape_name,
                  "default: the default model's shape (SmolLM2-135M); 1b: Llama-3.2-1B-like; "
-                 "3b: Llama-3.2-3B; 8b: Llama-3.1-8B")
+                 "3b: Llama-3.2-3B; 8b: Llama-3.1-8B; llama3, qwen2, qwen3, gemma3: small F32 models of "
+                 "each architecture, for goldens")
       .positional("OUT.gguf", gguf_path, "the model file to write")
       .positional("OUT.json", json_path, "the configuration file to write");
   cli.parse(argc, argv);
-  if (shape_name != "default" && shape_name != "1b" && shape_name != "3b" && shape_name != "8b")
-    cli.fail("unknown shape '" + shape_name + "' (default, 1b, 3b or 8b)");
+  if (shape_name != "default" && shape_name != "1b" && shape_name != "3b" && shape_name != "8b" &&
+      !architecture_shape(shape_name))
+    cli.fail("unknown shape '" + shape_name + "' (default, 1b, 3b, 8b, llama3, qwen2, qwen3 or gemma3)");
   try {
     ember::model::SyntheticModelSpec spec;
     spec.config = shape(shape_name);
-    spec.weight_type = ember::model::GgmlType::Q4_1;
+    spec.weight_type = architecture_shape(shape_name) ? ember::model::GgmlType::F32 : ember::model::GgmlType::Q4_1;
     ember::model::write_synthetic_model(spec, gguf_path);
     const auto& c = spec.config;
     // Hugging Face LlamaConfig field names, for a randomly initialised twin in PyTorch.

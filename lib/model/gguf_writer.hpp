@@ -64,7 +64,7 @@ class GgufWriter {
 // {arch}.rope.scaling.type and .factor, a non-zero rope_original_context as
 // .rope.scaling.original_context_length; the default (linear, factor 1) writes no key.
 struct SyntheticModelSpec {
-  ModelConfig config = tiny_config();     // shape; architecture "llama" or "qwen2"
+  ModelConfig config = tiny_config();     // shape; architecture llama, qwen2, qwen3 or gemma3
   GgmlType weight_type = GgmlType::Q8_0;  // type of the matrices (and token_embd)
   std::uint64_t seed = 1;
 
@@ -73,6 +73,12 @@ struct SyntheticModelSpec {
   // The default model's shape (SmolLM2-135M): 30 layers, width 576, ffn 1536, 9 heads of 64,
   // 3 KV heads, vocab 49152, RoPE base 100000, context 2048, tied.
   static ModelConfig default_model_config();
+  // A small model of each architecture ember runs, for goldens from llama.cpp on the very same
+  // file (tests/reference/make_arch_goldens.py): "llama3" (Llama 3.1-style frequency factors,
+  // untied output), "qwen2" (biases), "qwen3" (q/k norm, 32-wide heads on a width of 64),
+  // "gemma3" (6 layers: five sliding ones with a window of 8, then a global one). Throws
+  // Error(invalid_argument) for another name.
+  static ModelConfig architecture_config(const std::string& name);
 
   // Llama 3.1/3.2's RoPE frequency factors for `config`'s rope_dims and rope_base, computed as
   // llama.cpp's convert_hf_to_gguf.py (LlamaModel.generate_extra_tensors) bakes rope_type

@@ -39,6 +39,34 @@ ModelConfig SyntheticModelSpec::tiny_config() {
   return c;
 }
 
+ModelConfig SyntheticModelSpec::architecture_config(const std::string& name) {
+  ModelConfig c = tiny_config();
+  c.name = "ember-synthetic-" + name;
+  c.context_length = 512;
+  if (name == "llama3") {
+    c.rope_base = 500000.0f;
+    c.tied_embeddings = false;
+    c.rope_freq_factors = llama3_rope_factors(c, 8.0f, 1.0f, 4.0f, 64);
+  } else if (name == "qwen2") {
+    c.architecture = "qwen2";
+  } else if (name == "qwen3" || name == "gemma3") {
+    c.architecture = name;
+    c.head_dim = 32;
+    c.rope_dims = 32;
+    c.rope_base = 1000000.0f;
+    if (name == "gemma3") {
+      c.layers = 6;
+      c.kv_heads = 1;
+      c.rms_eps = 1e-6f;
+      c.sliding_window = 8;
+      c.sliding_window_pattern = 6;
+    }
+  } else {
+    fail(ErrorCode::invalid_argument, "no architecture test model '{}' (llama3, qwen2, qwen3, gemma3)", name);
+  }
+  return c;
+}
+
 ModelConfig SyntheticModelSpec::default_model_config() {
   ModelConfig c = tiny_config();
   c.layers = 30;
