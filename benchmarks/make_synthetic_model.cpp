@@ -1,4 +1,4 @@
-// ember-make-synthetic: writes a synthetic Llama model (random weights, ember's own GGUF writer)
+// ember-make-synthetic: writes a synthetic model (random weights, ember's own GGUF writer)
 // of a named shape, and its configuration as JSON for benchmarks/torch_generate.py, so the GPU
 // check runs from the source tree alone (no download, no model file).
 //
@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
   std::string shape_name, gguf_path, json_path;
   ember_examples::CommandLine cli(
       "ember-make-synthetic",
-      "Writes a synthetic Llama model (random weights, Q4_1 matrices) of a named shape, and its "
+      "Writes a synthetic model (random weights, ember's GGUF writer) of a named shape: Llama "
+      "shapes with Q4_1 matrices, or a small F32 model of one architecture; and its "
       "configuration as JSON (Hugging Face LlamaConfig field names) for "
       "benchmarks/torch_generate.py.",
       "SHAPE OUT.gguf OUT.json");
