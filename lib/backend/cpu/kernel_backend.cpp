@@ -1,5 +1,6 @@
 #include "backend/cpu/kernel_backend.hpp"
 
+#include "backend/cpu/memory_plan.hpp"
 #include "backend/cpu/smoothing.hpp"
 #include "backend/cpu/weight_cache.hpp"
 
@@ -34,6 +35,7 @@ class KernelBackend final : public Backend {
                 const BackendOptions& options, GemmPrecision gemm)
       : file_(std::move(file)), config_(config), ctx_(options.threads), gemm_(gemm) {
     const model::LlamaWeights w = model::map_llama_weights(*file_, config_);
+    check_fits(plan_memory(config_, gemm_), available_memory(), config_);
     q_dim_ = config_.heads * config_.head_dim;
     kv_dim_ = config_.kv_heads * config_.head_dim;
     token_embd_ = w.token_embd;

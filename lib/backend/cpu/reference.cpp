@@ -6,6 +6,7 @@
 // Shapes: d = model width, rows = tokens in the batch, hd = head_dim.
 #include "backend/cpu/reference.hpp"
 
+#include "backend/cpu/memory_plan.hpp"
 #include "model/llama_weights.hpp"
 #include "util/check.hpp"
 #include "util/fp16.hpp"
@@ -111,6 +112,7 @@ class ReferenceBackend final : public Backend {
                    const BackendOptions& options)
       : file_(std::move(file)), config_(config), threads_(options.threads) {
     const model::LlamaWeights w = model::map_llama_weights(*file_, config_);
+    check_fits(plan_memory(config_, GemmPrecision::fp32), available_memory(), config_);
     if (options.progress) options.progress->plan({{LoadPhase::weights, 1}});  // nothing else to do
     token_embd_ = w.token_embd;
     output_ = load_matrix(*w.output);

@@ -1,0 +1,49 @@
+#include "backend/cpu/memory_plan.hpp"
+
+#include "util/check.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+namespace ember::backend::cpu {
+
+MemoryPlan plan_memory(const model::ModelConfig& c, GemmPrecision gemm) {
+  const std::uint64_t d = static_cast<std::uint64_t>(c.embedding), ffn = static_cast<std::uint64_t>(c.ffn);
+  const std::uint64_t q = static_cast<std::uint64_t>(c.heads) * static_cast<std::uint64_t>(c.head_dim);
+  const std::uint64_t kv = static_cast<std::uint64_t>(c.kv_heads) * static_cast<std::uint64_t>(c.head_dim);
+  const std::uint64_t layer = d * (q + 2 * kv) + q * d + d * 2 * ffn + ffn * d;  // weights per layer
+  const std::uint64_t lm_head = static_cast<std::uint64_t>(c.vocab) * d;
+  const std::uint64_t weights = layer * static_cast<std::uint64_t>(c.layers) + lm_head;
+  MemoryPlan plan;
+  if (gemm == GemmPrecision::int8) {
+    plan.prepared_bytes = 2 * weights;  // two layouts of one byte a weight; scales are noise
+    plan.transient_bytes = std::max(2 * 4 * layer, lm_head);
+  } else {
+    plan.prepared_bytes = 4 * weights;
+    plan.transient_bytes = 4 * layer;
+  }
+  return plan;
+}
+
+std::uint64_t available_memory() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+void check_fits(const MemoryPlan& plan, std::uint64_t available, const model::ModelConfig& config) {
+  if (available == 0 || plan.total() <= available) return;
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  fail(ErrorCode::out_of_memory,
+       "model '{}' ({} layers, width {}, vocabulary {}) needs about {:.1f} GiB to open ({:.1f} GiB of "
+       "prepared weights, {:.1f} GiB more while preparing them); {:.1f} GiB are available",
+       config.name, config.layers, config.embedding, config.vocab, plan.total() / kGiB,
+       plan.prepared_bytes / kGiB, plan.transient_bytes / kGiB, available / kGiB);
+}
+
+}  // namespace ember::backend::cpu
