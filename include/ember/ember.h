@@ -177,6 +177,8 @@ typedef struct ember_engine_options {
   int32_t max_prompt_tokens;         /* limits; 0 = none of its own (see ember.hpp) */
   int32_t max_generated_tokens;
   int32_t max_requests;              /* in flight at most; beyond: EMBER_ERROR_BUSY */
+  const char* chat_template;         /* a Jinja chat template instead of the file's; NULL or
+                                        "" = the file's own. Read during ember_engine_open(). */
 } ember_engine_options;
 
 /* Fills the first `struct_size` bytes of `options` with the library's defaults and sets

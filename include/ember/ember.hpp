@@ -138,6 +138,11 @@ struct EngineOptions {
                                   // prefix cache at open; "" = none. A corrupt, truncated or
                                   // foreign store makes open() throw, naming the problem
   LoadProgressCallback on_load_progress;  // loading bar and cancellation of open(); may be empty
+  std::string chat_template;     // a Jinja chat template to use instead of the model file's
+                                 // (for a file without one, or with a wrong one): recognised
+                                 // as the file's would be (ChatML, Llama 3, Gemma, Llama 2,
+                                 // Mistral); one ember does not render makes open() throw
+                                 // Error(unsupported) naming it. "" = the file's own
   std::string weight_cache_dir;  // INT8 only: a directory where open() keeps the prepared INT8
                                  // weights (one file per model, ember version and CPU weight
                                  // range), so the next open of the same model skips dequantize,

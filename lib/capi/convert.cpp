@@ -170,6 +170,7 @@ EngineOptions to_cpp(const ember_engine_options& in) {
   if (o.prefix_store_path != nullptr) out.prefix_store_path = o.prefix_store_path;
   out.on_load_progress = to_cpp(o.on_load_progress, o.load_progress_user_data);
   if (o.weight_cache_dir != nullptr) out.weight_cache_dir = o.weight_cache_dir;
+  if (o.chat_template != nullptr) out.chat_template = o.chat_template;
   out.max_prompt_tokens = o.max_prompt_tokens;
   out.max_generated_tokens = o.max_generated_tokens;
   out.max_requests = o.max_requests;

@@ -40,10 +40,15 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
   config_ = model::read_model_config(*file_);
   progress.report(LoadPhase::tokenizer, 0.0f);
   tokenizer_ = tokenizer::Tokenizer::from_gguf(*file_);
-  try {
-    chat_template_ = tokenizer::ChatTemplate::from_gguf(*file_, *tokenizer_);
-  } catch (const Error& e) {
-    chat_template_error_ = e.what();  // raw prompts still work; chat() reports this
+  if (!options.chat_template.empty()) {
+    // Asked for by name: a template ember cannot render fails the open, not a later chat().
+    chat_template_ = tokenizer::ChatTemplate::from_gguf(*file_, *tokenizer_, options.chat_template);
+  } else {
+    try {
+      chat_template_ = tokenizer::ChatTemplate::from_gguf(*file_, *tokenizer_);
+    } catch (const Error& e) {
+      chat_template_error_ = e.what();  // raw prompts still work; chat() reports this
+    }
   }
 
   progress.report(LoadPhase::tokenizer, 1.0f);

@@ -149,8 +149,10 @@ ChatTemplate ChatTemplate::for_model(std::optional<std::string_view> source,
        architecture, kSupported);
 }
 
-ChatTemplate ChatTemplate::from_gguf(const model::GgufFile& file, const Tokenizer& tokenizer) {
+ChatTemplate ChatTemplate::from_gguf(const model::GgufFile& file, const Tokenizer& tokenizer,
+                                     std::string_view replacement) {
   auto text_of = [&](TokenId id) { return id >= 0 ? tokenizer.token_text(id) : std::string(); };
+  if (!replacement.empty()) return detect(replacement, text_of(tokenizer.bos()), text_of(tokenizer.eos()));
   return for_model(file.find_string("tokenizer.chat_template"),
                    file.find_string("general.architecture").value_or(""),
                    text_of(tokenizer.bos()), text_of(tokenizer.eos()));

@@ -38,7 +38,9 @@ class ChatTemplate {
   // recognised by detect(); a file without one gets the format its general.architecture is
   // known to use (gemma3: Gemma 3's template; gemma-3-270m-q4_k_m.gguf has no template). Throws
   // Error(unsupported) naming the template or the architecture when neither gives a format.
-  static ChatTemplate from_gguf(const model::GgufFile& file, const Tokenizer& tokenizer);
+  // A non-empty `replacement` (EngineOptions::chat_template) is used instead of the file's.
+  static ChatTemplate from_gguf(const model::GgufFile& file, const Tokenizer& tokenizer,
+                                std::string_view replacement = {});
   // The same from plain values: `jinja_source` is the template (nullopt: the file has none).
   static ChatTemplate for_model(std::optional<std::string_view> jinja_source,
                                 std::string_view architecture, std::string bos_text = {},

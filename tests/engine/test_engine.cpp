@@ -7,6 +7,8 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 namespace ember {
@@ -222,6 +224,35 @@ TEST_CASE("exact response cache: a repeated deterministic request skips inferenc
   Engine plain = Engine::open(model_path(), small_options());
   plain.generate(r);
   CHECK_FALSE(plain.generate(r).from_response_cache);
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+TEST_CASE("EngineOptions::chat_template replaces the file's template; one ember cannot render fails open") {
+  const std::vector<Message> chat = {{"system", "Be brief."}, {"user", "Hi"}};
+  EngineOptions o = small_options();
+  const std::string chatml = Engine::open(model_path(), o).apply_chat_template(chat);
+  CHECK(chatml.find("<|im_start|>user\nHi<|im_end|>") != std::string::npos);  // the file's ChatML
+
+  std::ifstream in(test::data_path("tokenizer/templates/gemma3.jinja"));
+  REQUIRE(in.good());
+  o.chat_template.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  const std::string gemma = Engine::open(model_path(), o).apply_chat_template(chat);
+  CHECK(gemma.find("<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n") != std::string::npos);
+  CHECK(gemma.find("<|im_start|>user") == std::string::npos);  // (the synthetic BOS is <|im_start|>)
+
+  o.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}";
+  try {
+    Engine::open(model_path(), o);
+    FAIL("an unknown chat template was accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::unsupported);
+    CHECK(std::string(e.what()).find("{% for m in messages %}") != std::string::npos);
+  }
 }
 
 }  // namespace
