@@ -109,15 +109,20 @@ void dequantize_rows(const GgufTensor& tensor, std::int64_t first, std::int64_t 
 }
 
 std::vector<float> dequantize_stacked(std::initializer_list<const GgufTensor*> tensors) {
+  std::vector<float> w;
+  dequantize_stacked(tensors, w);
+  return w;
+}
+
+void dequantize_stacked(std::initializer_list<const GgufTensor*> tensors, std::vector<float>& out) {
   std::int64_t elements = 0;
   for (const auto* t : tensors) elements += t->numel();
-  std::vector<float> w(static_cast<std::size_t>(elements));
-  float* dst = w.data();
+  out.resize(static_cast<std::size_t>(elements));  // keeps its capacity when it shrinks
+  float* dst = out.data();
   for (const auto* t : tensors) {
     dequantize(t->type, t->data, dst, t->numel());
     dst += t->numel();
   }
-  return w;
 }
 
 std::vector<float> dequantize_vector(const GgufTensor* tensor, std::int64_t size) {

@@ -58,6 +58,9 @@ void dequantize_rows(const GgufTensor& tensor, std::int64_t first, std::int64_t 
 // Several matrices with the same row width, dequantized and stacked row-wise: the fused Q|K|V
 // and gate|up projections are a single GEMM each.
 std::vector<float> dequantize_stacked(std::initializer_list<const GgufTensor*> tensors);
+// The same into `out`, whose memory is reused when it is large enough: a loader that prepares
+// one layer after another keeps its pages instead of having the OS clear fresh ones each time.
+void dequantize_stacked(std::initializer_list<const GgufTensor*> tensors, std::vector<float>& out);
 // A vector of `size` values, all zero when `tensor` is nullptr (an absent bias).
 std::vector<float> dequantize_vector(const GgufTensor* tensor, std::int64_t size);
 

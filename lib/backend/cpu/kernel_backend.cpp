@@ -237,13 +237,13 @@ class KernelBackend final : public Backend {
       calibration = begin_calibration(calibration_tokens);
 
     cache_ = cache;
+    Matrices m;  // one layer's FP32 matrices, their memory reused by the next layer
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       const model::LayerWeights& lw = w.layers[l];
-      Matrices m;
-      m.qkv = model::dequantize_stacked({lw.wq, lw.wk, lw.wv});
-      m.wo = model::dequantize_tensor(*lw.wo);
-      m.gate_up = model::dequantize_stacked({lw.w_gate, lw.w_up});
-      m.down = model::dequantize_tensor(*lw.w_down);
+      model::dequantize_stacked({lw.wq, lw.wk, lw.wv}, m.qkv);
+      model::dequantize_stacked({lw.wo}, m.wo);
+      model::dequantize_stacked({lw.w_gate, lw.w_up}, m.gate_up);
+      model::dequantize_stacked({lw.w_down}, m.down);
       if (calibration) {
         build_layer(l, m, GemmPrecision::fp32);
         observed_ = &calibration->ranges;
@@ -256,6 +256,7 @@ class KernelBackend final : public Backend {
         file_->release(*t);
       report(LoadPhase::weights, static_cast<float>(l + 1) / (layers_.size() + 1));
     }
+    m = {};  // before the lm_head's own buffers
     ChannelRange lm_head_in;
     if (calibration) {
       observed_ = &calibration->ranges;
