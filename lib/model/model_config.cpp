@@ -19,21 +19,7 @@ constexpr std::uint32_t kMaxHeads = 1024;
 constexpr std::uint32_t kMaxVocab = 1u << 22;
 constexpr std::uint32_t kMaxContext = 1u << 24;
 
-// What each architecture's GGUF files leave unsaid: the parts of the layer that llama.cpp
-// hard-codes per architecture (src/llama-model.cpp, src/llama-arch.cpp).
-struct ArchInfo {
-  const char* name;
-  RopeLayout rope_layout;
-  bool attention_bias;
-  bool qk_norm;
-  bool post_norms;
-  FeedForward feed_forward;
-  bool scaled_embeddings;  // embeddings * sqrt(width)
-  int sliding_window_pattern;  // when the file has no {arch}.attention.sliding_window_pattern
-  float rope_base_sliding;
-};
-
-constexpr ArchInfo kArchitectures[] = {
+constexpr ArchitectureTraits kArchitectures[] = {
     {"llama", RopeLayout::interleaved, false, false, false, FeedForward::swiglu, false, 0, 0.0f},
     {"qwen2", RopeLayout::half, true, false, false, FeedForward::swiglu, false, 0, 0.0f},
     {"qwen3", RopeLayout::half, false, true, false, FeedForward::swiglu, false, 0, 0.0f},
@@ -43,13 +29,10 @@ constexpr ArchInfo kArchitectures[] = {
     {"gemma3", RopeLayout::half, false, true, true, FeedForward::geglu, true, 6, 10000.0f},
 };
 
-const ArchInfo& architecture(const GgufFile& file, std::string_view name) {
-  for (const ArchInfo& a : kArchitectures) {
-    if (name == a.name) return a;
-  }
-  fail(ErrorCode::unsupported,
-       "{}: architecture '{}' is not supported (supported: llama, qwen2, qwen3, gemma3)", file.path(),
-       name);
+const ArchitectureTraits& architecture(const GgufFile& file, std::string_view name) {
+  if (const ArchitectureTraits* a = find_architecture(name)) return *a;
+  fail(ErrorCode::unsupported, "{}: architecture '{}' is not supported (supported: {})", file.path(),
+       name, supported_architectures());
 }
 
 class ConfigReader {
@@ -176,10 +159,22 @@ void read_rope_freq_factors(ModelConfig& c, const GgufFile& file, const ConfigRe
 
 }  // namespace
 
+const ArchitectureTraits* find_architecture(std::string_view name) {
+  for (const ArchitectureTraits& a : kArchitectures)
+    if (name == a.name) return &a;
+  return nullptr;
+}
+
+std::string supported_architectures() {
+  std::string names;
+  for (const ArchitectureTraits& a : kArchitectures) names += (names.empty() ? "" : ", ") + std::string(a.name);
+  return names;
+}
+
 ModelConfig read_model_config(const GgufFile& file) {
   ModelConfig c;
   c.architecture = std::string(file.get_string("general.architecture"));
-  const ArchInfo& arch = architecture(file, c.architecture);
+  const ArchitectureTraits& arch = architecture(file, c.architecture);
   c.name = std::string(file.find_string("general.name").value_or(""));
   const ConfigReader r(file, c.architecture);
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ember::model {
@@ -98,6 +99,27 @@ struct ModelConfig {
     return sliding_window == 0 || (rope_base_sliding == 0.0f && rope_position_scale() == 1.0f);
   }
 };
+
+// What each architecture's GGUF files leave unsaid: the parts of the layer that llama.cpp
+// hard-codes per architecture (src/llama-model.cpp, src/llama-arch.cpp). read_model_config()
+// copies them into the config; the synthetic-model writer writes the tensors they imply.
+struct ArchitectureTraits {
+  const char* name;
+  RopeLayout rope_layout;
+  bool attention_bias;
+  bool qk_norm;
+  bool post_norms;
+  FeedForward feed_forward;
+  bool scaled_embeddings;      // embeddings * sqrt(width)
+  int sliding_window_pattern;  // when the file has no {arch}.attention.sliding_window_pattern;
+                               // 0: the architecture has no sliding layers
+  float rope_base_sliding;
+};
+
+// The traits of `name` ("llama", "qwen2", ...), or nullptr for one ember does not run.
+const ArchitectureTraits* find_architecture(std::string_view name);
+// "llama, qwen2, ...": the architectures ember runs, for error messages.
+std::string supported_architectures();
 
 // Reads and validates the config. Throws Error(unsupported) for an architecture, a RoPE
 // scaling type or a RoPE attention factor ember does not run (naming what it supports) and

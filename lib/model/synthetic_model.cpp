@@ -253,10 +253,10 @@ class Random {
 
 ModelConfig checked_config(const SyntheticModelSpec& spec) {
   ModelConfig c = spec.config;
-  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3" &&
-      c.architecture != "gemma3") {
-    fail(ErrorCode::invalid_argument, "synthetic model: architecture '{}' (llama, qwen2, qwen3 or gemma3)",
-         c.architecture);
+  const ArchitectureTraits* arch = find_architecture(c.architecture);
+  if (arch == nullptr) {
+    fail(ErrorCode::invalid_argument, "synthetic model: architecture '{}' ({})", c.architecture,
+         supported_architectures());
   }
   if (c.layers <= 0 || c.embedding <= 0 || c.ffn <= 0 || c.heads <= 0 || c.kv_heads <= 0 ||
       c.context_length <= 0) {
@@ -267,14 +267,14 @@ ModelConfig checked_config(const SyntheticModelSpec& spec) {
   }
   if (c.head_dim == 0) c.head_dim = c.embedding / c.heads;
   if (c.rope_dims == 0) c.rope_dims = c.head_dim;
-  // Qwen3 and Gemma 3 heads are wider or narrower than embedding / heads (key_length says so).
-  const bool own_head_dim = c.architecture == "qwen3" || c.architecture == "gemma3";
-  if (c.head_dim * c.heads != c.embedding && !own_head_dim) {
+  // Heads normed on their own (Qwen3, Gemma 3) are wider or narrower than embedding / heads
+  // (key_length says so).
+  if (c.head_dim * c.heads != c.embedding && !arch->qk_norm) {
     fail(ErrorCode::invalid_argument, "synthetic model: embedding {} != {} heads x {}", c.embedding,
          c.heads, c.head_dim);
   }
-  if (c.sliding_window > 0 && c.architecture != "gemma3") {
-    fail(ErrorCode::invalid_argument, "synthetic model: a sliding window needs architecture gemma3");
+  if (c.sliding_window > 0 && arch->sliding_window_pattern == 0) {
+    fail(ErrorCode::invalid_argument, "synthetic model: architecture '{}' has no sliding layers", c.architecture);
   }
   if (c.vocab < 259) {
     fail(ErrorCode::invalid_argument, "synthetic model: vocab {} < 259 (3 specials + 256 bytes)", c.vocab);
@@ -345,8 +345,7 @@ void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& r
   auto norm = [&](const std::string& name, std::int64_t size) {
     w.add_tensor(name, GgmlType::F32, {size}, rng.values(size, 0.1f, 1.0f));
   };
-  const bool qk_norm = c.architecture == "qwen3" || c.architecture == "gemma3";
-  const bool post_norms = c.architecture == "gemma3";
+  const ArchitectureTraits& arch = *find_architecture(c.architecture);  // checked_config() checked
   // Not drawn from rng: a file with factors has the same weights as one without.
   if (!c.rope_freq_factors.empty()) {
     const auto pairs = static_cast<std::int64_t>(c.rope_freq_factors.size());
@@ -362,16 +361,16 @@ void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& r
     matrix(p + "attn_k.weight", e, kv);
     matrix(p + "attn_v.weight", e, kv);
     matrix(p + "attn_output.weight", q, e);
-    if (c.architecture == "qwen2") {
+    if (arch.attention_bias) {
       w.add_tensor(p + "attn_q.bias", GgmlType::F32, {q}, rng.values(q, 0.1f));
       w.add_tensor(p + "attn_k.bias", GgmlType::F32, {kv}, rng.values(kv, 0.1f));
       w.add_tensor(p + "attn_v.bias", GgmlType::F32, {kv}, rng.values(kv, 0.1f));
     }
-    if (qk_norm) {
+    if (arch.qk_norm) {
       norm(p + "attn_q_norm.weight", c.head_dim);
       norm(p + "attn_k_norm.weight", c.head_dim);
     }
-    if (post_norms) {
+    if (arch.post_norms) {
       norm(p + "post_attention_norm.weight", e);
       norm(p + "post_ffw_norm.weight", e);
     }

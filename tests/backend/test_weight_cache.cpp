@@ -129,6 +129,25 @@ void flip_byte(const fs::path& path, std::uint64_t offset) {
   f.write(&c, 1);
 }
 
+TEST_CASE("weight cache: a gemma3 model (q/k norm, post-norms read from the model) is bit-identical warm") {
+  const fs::path models = test::temp_dir("ember-weight-cache-models");
+  model::SyntheticModelSpec spec;
+  spec.seed = 42;
+  spec.config = model::SyntheticModelSpec::architecture_config("gemma3");
+  const std::string gemma = (models / "gemma3.gguf").string();
+  model::write_synthetic_model(spec, gemma);
+  const fs::path dir = test::temp_dir("ember-weight-cache");
+  const Loaded none = load_and_run(gemma, "");
+  const Loaded cold = load_and_run(gemma, dir.string());
+  const Loaded warm = load_and_run(gemma, dir.string());
+  CHECK(logged(warm, "weights read from the cache"));
+  REQUIRE(!none.logits.empty());
+  CHECK(cold.logits == none.logits);
+  CHECK(warm.logits == cold.logits);
+  fs::remove_all(dir);
+  fs::remove_all(models);
+}
+
 TEST_CASE("weight cache: a flipped byte in the weights is caught by the checksum") {
   check_rejected([](const fs::path& p) { flip_byte(p, fs::file_size(p) / 2); }, "checksum mismatch");
 }

@@ -110,16 +110,16 @@ class KernelBackend final : public Backend {
                                  ? k::RopeLayout::interleaved : k::RopeLayout::half;
     const std::int32_t* positions = batch.positions.data();
     // The rotation angles depend only on the positions: once per step, not per layer.
-    const k::RopeAngles angles =
-        k::rope_angles(positions, rows, config_.rope_dims, config_.rope_base,
-                       config_.rope_freq_factors.empty() ? nullptr : config_.rope_freq_factors.data(),
-                       config_.rope_position_scale());
-    Step step{rows, positions, batch.slots.data(), &kv, layout, rope_layout, angles, {}};
+    const float* factors = config_.rope_freq_factors.empty() ? nullptr : config_.rope_freq_factors.data();
+    const auto angles_of = [&](float base, float position_scale) {
+      return k::rope_angles(positions, rows, config_.rope_dims, base, factors, position_scale);
+    };
+    Step step{rows, positions, batch.slots.data(), &kv, layout, rope_layout,
+              angles_of(config_.rope_base, config_.rope_position_scale()), {}};
     if (!config_.uniform_rope()) {
       const int sliding_layer = 0;  // every sliding layer turns alike
-      step.sliding_angles = k::rope_angles(positions, rows, config_.rope_dims, config_.layer_rope_base(sliding_layer),
-                                           config_.rope_freq_factors.empty() ? nullptr : config_.rope_freq_factors.data(),
-                                           config_.layer_rope_position_scale(sliding_layer));
+      step.sliding_angles = angles_of(config_.layer_rope_base(sliding_layer),
+                                      config_.layer_rope_position_scale(sliding_layer));
     }
     return step;
   }
@@ -217,14 +217,7 @@ class KernelBackend final : public Backend {
       Layer& layer = layers_[l];
       layer.attn_norm = model::dequantize_vector(lw.attn_norm, d);
       layer.ffn_norm = model::dequantize_vector(lw.ffn_norm, d);
-      if (lw.q_norm != nullptr) {
-        layer.q_norm = model::dequantize_vector(lw.q_norm, config_.head_dim);
-        layer.k_norm = model::dequantize_vector(lw.k_norm, config_.head_dim);
-      }
-      if (lw.post_attn_norm != nullptr) {
-        layer.post_attn_norm = model::dequantize_vector(lw.post_attn_norm, d);
-        layer.post_ffn_norm = model::dequantize_vector(lw.post_ffn_norm, d);
-      }
+      read_unsmoothed_norms(lw, layer);
       if (lw.bq != nullptr) {
         layer.qkv_bias = model::dequantize_vector(lw.bq, q_dim_);
         const auto bk = model::dequantize_vector(lw.bk, kv_dim_), bv = model::dequantize_vector(lw.bv, kv_dim_);
@@ -439,14 +432,6 @@ class KernelBackend final : public Backend {
       cache.add_vector(layer_name(l, "attn_norm"), layers_[l].attn_norm);
       cache.add_vector(layer_name(l, "ffn_norm"), layers_[l].ffn_norm);
       if (!layers_[l].qkv_bias.empty()) cache.add_vector(layer_name(l, "qkv_bias"), layers_[l].qkv_bias);
-      if (!layers_[l].q_norm.empty()) {
-        cache.add_vector(layer_name(l, "q_norm"), layers_[l].q_norm);
-        cache.add_vector(layer_name(l, "k_norm"), layers_[l].k_norm);
-      }
-      if (!layers_[l].post_attn_norm.empty()) {
-        cache.add_vector(layer_name(l, "post_attn_norm"), layers_[l].post_attn_norm);
-        cache.add_vector(layer_name(l, "post_ffn_norm"), layers_[l].post_ffn_norm);
-      }
     }
     cache.add_vector("output_norm", output_norm_);
   }
@@ -478,14 +463,7 @@ class KernelBackend final : public Backend {
         layer.attn_norm = cache.vector(layer_name(l, "attn_norm"), d);
         layer.ffn_norm = cache.vector(layer_name(l, "ffn_norm"), d);
         if (w.layers[l].bq != nullptr) layer.qkv_bias = cache.vector(layer_name(l, "qkv_bias"), q_dim_ + 2 * kv_dim_);
-        if (w.layers[l].q_norm != nullptr) {
-          layer.q_norm = cache.vector(layer_name(l, "q_norm"), config_.head_dim);
-          layer.k_norm = cache.vector(layer_name(l, "k_norm"), config_.head_dim);
-        }
-        if (w.layers[l].post_attn_norm != nullptr) {
-          layer.post_attn_norm = cache.vector(layer_name(l, "post_attn_norm"), d);
-          layer.post_ffn_norm = cache.vector(layer_name(l, "post_ffn_norm"), d);
-        }
+        read_unsmoothed_norms(w.layers[l], layer);
         layer.qkv = linear(layer_name(l, "qkv"), q_dim_ + 2 * kv_dim_, d);
         layer.wo = linear(layer_name(l, "wo"), d, q_dim_);
         layer.gate_up = linear(layer_name(l, "gate_up"), 2 * ffn, d);
@@ -507,6 +485,19 @@ class KernelBackend final : public Backend {
       ctx_.decode_weights = std::make_shared<k::WeightArena>();
       if (progress_) progress_->plan_preparation();
       return false;
+    }
+  }
+
+  // The norms smoothing never touches (q/k norm, post-norms): read from the model on every
+  // open, cold or warm, so the weight cache holds only what preparation changed.
+  void read_unsmoothed_norms(const model::LayerWeights& lw, Layer& layer) const {
+    if (lw.q_norm != nullptr) {
+      layer.q_norm = model::dequantize_vector(lw.q_norm, config_.head_dim);
+      layer.k_norm = model::dequantize_vector(lw.k_norm, config_.head_dim);
+    }
+    if (lw.post_attn_norm != nullptr) {
+      layer.post_attn_norm = model::dequantize_vector(lw.post_attn_norm, config_.embedding);
+      layer.post_ffn_norm = model::dequantize_vector(lw.post_ffn_norm, config_.embedding);
     }
   }
 
