@@ -4,13 +4,14 @@
 #pragma once
 
 #include "kernels/cpu/context.hpp"
-#include "kernels/cpu/simd.hpp"
 #include "kernels/kv_layout.hpp"
 
 #include <cstdint>
 #include <vector>
 
 namespace ember::kernels::cpu {
+
+struct VecOps;  // kernels/cpu/simd.hpp
 
 using kernels::KvDType;
 using kernels::KvLayout;

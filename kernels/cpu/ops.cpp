@@ -59,6 +59,12 @@ void rope_row(float* x, int heads, int head_dim, int half_dims, const float* cs,
   }
 }
 
+// out = x / sqrt(mean(x^2) + eps) * w over n values; out may alias x.
+void rmsnorm_row(const float* x, const float* w, std::int64_t n, float eps, float* out) {
+  const float mean = sum_squares(x, n) / static_cast<float>(n);
+  scale_by(x, w, 1.0f / std::sqrt(mean + eps), n, out);
+}
+
 }  // namespace
 
 void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_t cols, float eps,
@@ -66,9 +72,7 @@ void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_
   if (rows < 0 || cols <= 0)
     fail(ErrorCode::invalid_argument, "rmsnorm: bad shape rows={} cols={}", rows, cols);
   for_rows(rows, threads, rows * cols >= kParallelElements, [&](std::int64_t r) {
-    const float* xr = x + r * cols;
-    const float mean = sum_squares(xr, cols) / static_cast<float>(cols);
-    scale_by(xr, weight, 1.0f / std::sqrt(mean + eps), cols, out + r * cols);
+    rmsnorm_row(x + r * cols, weight, cols, eps, out + r * cols);
   });
 }
 
@@ -80,8 +84,7 @@ void rmsnorm_heads(float* x, std::int64_t rows, std::int64_t ld, int heads, int 
   for_rows(rows, threads, rows * heads * head_dim >= kParallelElements, [&](std::int64_t r) {
     for (int h = 0; h < heads; ++h) {
       float* v = x + r * ld + std::int64_t{h} * head_dim;
-      const float mean = sum_squares(v, head_dim) / static_cast<float>(head_dim);
-      scale_by(v, weight, 1.0f / std::sqrt(mean + eps), head_dim, v);
+      rmsnorm_row(v, weight, head_dim, eps, v);
     }
   });
 }

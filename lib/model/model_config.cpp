@@ -199,6 +199,10 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.post_norms = arch.post_norms;
   c.feed_forward = arch.feed_forward;
   c.embedding_scale = arch.scaled_embeddings ? std::sqrt(static_cast<float>(c.embedding)) : 1.0f;
+  // llama.cpp (llama-model.cpp, LLM_ARCH_GEMMA3): query_pre_attn_scalar is embedding / heads
+  // for the 27B model, recognised by its 62 layers, and head_dim for every other size.
+  if (c.architecture == "gemma3" && c.layers == 62)
+    c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.embedding / c.heads));
   // Only where llama.cpp reads it: a Mistral file's llama.attention.sliding_window changes
   // nothing in llama.cpp either.
   if (arch.sliding_window_pattern > 0) {

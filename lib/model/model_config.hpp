@@ -75,6 +75,9 @@ struct ModelConfig {
   int sliding_window = 0;
   int sliding_window_pattern = 0;
   float rope_base_sliding = 0.0f;  // the RoPE base of sliding layers; 0 = rope_base
+  // The factor on q.k before the softmax; 0 = 1/sqrt(head_dim). Gemma 3 27B's is
+  // 1/sqrt(embedding / heads) (llama.cpp's f_attention_scale for its 62 layers).
+  float attention_scale = 0.0f;
 
   bool sliding(int layer) const {
     return sliding_window > 0 && sliding_window_pattern > 0 && (layer + 1) % sliding_window_pattern != 0;

@@ -40,15 +40,13 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
   config_ = model::read_model_config(*file_);
   progress.report(LoadPhase::tokenizer, 0.0f);
   tokenizer_ = tokenizer::Tokenizer::from_gguf(*file_);
-  if (!options.chat_template.empty()) {
-    // Asked for by name: a template ember cannot render fails the open, not a later chat().
+  try {
     chat_template_ = tokenizer::ChatTemplate::from_gguf(*file_, *tokenizer_, options.chat_template);
-  } else {
-    try {
-      chat_template_ = tokenizer::ChatTemplate::from_gguf(*file_, *tokenizer_);
-    } catch (const Error& e) {
-      chat_template_error_ = e.what();  // raw prompts still work; chat() reports this
-    }
+  } catch (const Error& e) {
+    // A template the host asked for fails the open; the file's own only fails chat(), as raw
+    // prompts still work.
+    if (!options.chat_template.empty()) throw;
+    chat_template_error_ = e.what();
   }
 
   progress.report(LoadPhase::tokenizer, 1.0f);

@@ -135,14 +135,7 @@ ChatTemplate ChatTemplate::for_model(std::optional<std::string_view> source,
   if (source) return detect(*source, std::move(bos_text), std::move(eos_text));
   // Architectures whose every instruction-tuned model uses one format. Gemma 3's template puts
   // a system message in front of the first user turn (tests/data/tokenizer/templates/gemma3.jinja).
-  if (architecture == "gemma3") {
-    ChatTemplate t;
-    t.format_ = ChatFormat::gemma;
-    t.system_allowed_ = true;
-    t.bos_text_ = std::move(bos_text);
-    t.eos_text_ = std::move(eos_text);
-    return t;
-  }
+  if (architecture == "gemma3") return detect("<start_of_turn>", std::move(bos_text), std::move(eos_text));
   fail(ErrorCode::unsupported,
        "the model file has no chat template (tokenizer.chat_template) and ember knows none for "
        "its architecture '{}' (only gemma3 has a default); {}",
@@ -152,10 +145,10 @@ ChatTemplate ChatTemplate::for_model(std::optional<std::string_view> source,
 ChatTemplate ChatTemplate::from_gguf(const model::GgufFile& file, const Tokenizer& tokenizer,
                                      std::string_view replacement) {
   auto text_of = [&](TokenId id) { return id >= 0 ? tokenizer.token_text(id) : std::string(); };
-  if (!replacement.empty()) return detect(replacement, text_of(tokenizer.bos()), text_of(tokenizer.eos()));
+  std::string bos = text_of(tokenizer.bos()), eos = text_of(tokenizer.eos());
+  if (!replacement.empty()) return detect(replacement, std::move(bos), std::move(eos));
   return for_model(file.find_string("tokenizer.chat_template"),
-                   file.find_string("general.architecture").value_or(""),
-                   text_of(tokenizer.bos()), text_of(tokenizer.eos()));
+                   file.find_string("general.architecture").value_or(""), std::move(bos), std::move(eos));
 }
 
 std::string ChatTemplate::render(const std::vector<Message>& messages,

@@ -8,26 +8,6 @@
 
 namespace ember::tokenizer::detail {
 
-// Eight bytes at a time through the splitmix64 finaliser, the length mixed into the seed. Token
-// texts are short (most under 16 bytes), so this is a few multiplies per lookup. The values
-// are never stored, so the byte order of the platform does not matter.
-std::uint64_t TokenIndex::hash(std::string_view text) {
-  std::uint64_t h = mix64(text.size() + kHashGolden);
-  const char* p = text.data();
-  std::size_t n = text.size();
-  for (; n >= 8; p += 8, n -= 8) {
-    std::uint64_t w;
-    std::memcpy(&w, p, 8);
-    h = mix64(h ^ w);
-  }
-  if (n > 0) {
-    std::uint64_t w = 0;
-    std::memcpy(&w, p, n);
-    h = mix64(h ^ w ^ kHashGolden);
-  }
-  return h;
-}
-
 void TokenIndex::build(const std::vector<std::string>& tokens) {
   tokens_ = &tokens;
   // At most half full: probe runs stay short and a miss usually stops at the first empty slot.

@@ -12,6 +12,8 @@
 // Thread-safety: both are immutable after build(); their finds may run on any number of threads.
 #pragma once
 
+#include "util/hash.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -39,9 +41,9 @@ class TokenIndex {
     }
   }
 
-  static std::uint64_t hash(std::string_view text);
-
  private:
+  static std::uint64_t hash(std::string_view text) { return hash_bytes(text.data(), text.size()); }
+
   void prefetch(std::uint64_t h) const {
 #if defined(__GNUC__) || defined(__clang__)
     __builtin_prefetch(&slots_[h & mask_], 1);

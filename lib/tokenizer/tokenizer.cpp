@@ -41,13 +41,11 @@ Tokenizer::Tokenizer(Vocab& vocab) : tokens_(std::move(vocab.tokens)) {
   check_special(vocab.eos, "eos_token_id");
   check_special(vocab.eot, "eot_token_id");
   check_special(vocab.unknown, "unknown_token_id");
-  check_special(vocab.eom, "eom_token_id");
-  check_special(vocab.fim_pre, "fim_pre_token_id");
-  check_special(vocab.fim_suf, "fim_suf_token_id");
-  check_special(vocab.fim_mid, "fim_mid_token_id");
-  check_special(vocab.fim_pad, "fim_pad_token_id");
-  check_special(vocab.fim_rep, "fim_rep_token_id");
-  check_special(vocab.fim_sep, "fim_sep_token_id");
+  // The ids ember only uses to end generation: one outside the vocabulary is ignored, as
+  // llama.cpp ignores it (with a warning) and loads the file.
+  for (TokenId* id : {&vocab.eom, &vocab.fim_pre, &vocab.fim_suf, &vocab.fim_mid, &vocab.fim_pad,
+                      &vocab.fim_rep, &vocab.fim_sep})
+    if (*id < -1 || *id >= n) *id = -1;
   bos_ = vocab.bos;
   eos_ = vocab.eos;
 

@@ -74,4 +74,11 @@ class Hasher {
   std::uint64_t length_ = 0;
 };
 
+// Hasher's value of one buffer, for a lookup key hashed in one go.
+inline std::uint64_t hash_bytes(const void* data, std::size_t size) {
+  Hasher h;
+  h.update(data, size);
+  return h.value();
+}
+
 }  // namespace ember

@@ -162,6 +162,15 @@ TEST_CASE("gemma3: post-norms, GeGLU, scaled embeddings and sliding-window layer
   CHECK(compare(run(*fp32, tokens, KvCacheType::f32, 7), ref, c.vocab).rel < 1e-4);
 }
 
+TEST_CASE("gemma3 27B's attention scale (62 layers: 1/sqrt(width / heads)) is read and applied alike") {
+  model::ModelConfig c = gemma3_config(8);
+  c.layers = 62;
+  const model::ModelConfig read = model::read_model_config(*synthetic(c, 7));
+  CHECK(read.attention_scale == doctest::Approx(0.25f));  // 1/sqrt(64 / 4), not 1/sqrt(32)
+  CHECK(model::read_model_config(*synthetic(gemma3_config(8), 7)).attention_scale == 0.0f);
+  check_paths(c);
+}
+
 // A model with RoPE scaling (rope_freqs.weight, linear scaling) through every CPU path, then
 // against the same weights with `unscaled`'s RoPE (one part of the scaling taken away): the
 // logits must move by far more than any path's tolerance, and each path must stay with the

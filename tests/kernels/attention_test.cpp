@@ -1,6 +1,7 @@
 #include "kernel_test_util.hpp"
 #include <ember/ember.hpp>
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/simd.hpp"
 #include "util/fp16.hpp"
 
 #include <doctest/doctest.h>

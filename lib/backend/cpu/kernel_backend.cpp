@@ -148,7 +148,7 @@ class KernelBackend final : public Backend {
     k::store_kv(kk, v, qkv_dim, rows, step.slots, step.layout, k_cache, v_cache);
     k::paged_attention(q, qkv_dim, step.positions, seqs_.data(), static_cast<int>(seqs_.size()),
                        config_.heads, step.layout, k_cache, v_cache, attn_.data(), q_dim_, ctx_, attention_,
-                       {.window = config_.attention_window(static_cast<int>(l))});
+                       {.window = config_.attention_window(static_cast<int>(l)), .scale = config_.attention_scale});
     if (observed) observed->wo_in.observe(attn_.data(), rows, q_dim_);
     residual_add(*layer.wo, attn_.data(), rows, layer.post_attn_norm);
 

@@ -225,7 +225,8 @@ class ReferenceBackend final : public Backend {
   void attention(const Batch& batch, const KvCache& kv, int layer, const Matrix& q, Matrix& out) const {
     const KvGeometry& g = kv.geometry();
     const int hd = config_.head_dim, group = config_.heads / config_.kv_heads;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const float scale = config_.attention_scale > 0.0f ? config_.attention_scale
+                                                       : 1.0f / std::sqrt(static_cast<float>(hd));
     const int window = config_.attention_window(layer);
     Matrix keys, values;
     for (const SequenceSlice& seq : batch.sequences) {

@@ -11,6 +11,8 @@
 #include "util/check.hpp"
 #include "util/fp16.hpp"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -147,12 +149,16 @@ class CudaBackend final : public Backend {
     if (precision_ == Precision::fp32)
       fail(ErrorCode::unsupported, "precision fp32 is the CPU reference path; on CUDA use int8 or fp16");
     // The CUDA graph runs the Llama/Qwen2 layer only so far: refuse, never approximate.
-    if (c.qk_norm || c.post_norms || c.feed_forward != model::FeedForward::swiglu || c.sliding_window > 0 ||
-        c.embedding_scale != 1.0f)
-      fail(ErrorCode::unsupported,
-           "CUDA backend: architecture '{}' needs{}{}{}{} which the CUDA backend does not run yet; use the CPU",
-           c.architecture, c.qk_norm ? " q/k norm," : "", c.post_norms ? " post-norms," : "",
-           c.feed_forward != model::FeedForward::swiglu ? " GeGLU," : "", c.sliding_window > 0 ? " sliding-window attention" : "");
+    std::vector<std::string_view> missing;
+    if (c.qk_norm) missing.push_back("q/k norm");
+    if (c.post_norms) missing.push_back("post-norms");
+    if (c.feed_forward != model::FeedForward::swiglu) missing.push_back("GeGLU");
+    if (c.sliding_window > 0) missing.push_back("sliding-window attention");
+    if (c.embedding_scale != 1.0f) missing.push_back("scaled embeddings");
+    if (c.attention_scale != 0.0f) missing.push_back("an attention scale of its own");
+    if (!missing.empty())
+      fail(ErrorCode::unsupported, "CUDA backend: architecture '{}' needs {}, which the CUDA backend does not run yet; use the CPU",
+           c.architecture, fmt::join(missing, ", "));
     if (c.head_dim > k::kMaxHeadDim || c.heads % c.kv_heads != 0 || c.rope_dims % 2 != 0)
       fail(ErrorCode::unsupported, "CUDA backend: head_dim {} (at most {}), heads {} / kv_heads {}, rope_dims {}",
            c.head_dim, k::kMaxHeadDim, c.heads, c.kv_heads, c.rope_dims);
