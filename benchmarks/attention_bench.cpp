@@ -3,7 +3,8 @@
 // tokens. Prefill: one 512-row sequence attending causally (512x512). f16 and f32 KV.
 // With a sliding window (Gemma 3's 512 keys): decode rows over 4096 cached tokens, and a
 // 512-row prefill chunk at positions 3584..4095; each row sees 512 keys, so these should cost
-// about what decode_ctx512 and twice what prefill_512x512 do, not 8x.
+// about what decode_ctx512 and twice what prefill_512x512 do, not the 8x (decode) or ~15x
+// (prefill) that reading every cached key would.
 // Counter KvBytes: K and V bytes read per second. Threads: $EMBER_BENCH_THREADS, default 2.
 #include "kernels/cpu/attention.hpp"
 

@@ -1,5 +1,7 @@
 #include "bandwidth_probe.hpp"
 
+#include "kernels/cpu/simd.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -26,7 +28,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kBufferBytes = std::size_t{1} << 30;  // 1 GiB: far beyond any L3
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
 // Slices start on 4 KiB boundaries, so every worker's loads are aligned and whole.
 constexpr std::size_t kSliceWords = 4096 / sizeof(std::uint64_t);
 // libgomp's idle workers spin for a while after a parallel region (decode's, or the OpenMP
@@ -83,15 +84,6 @@ __attribute__((target("avx2"))) std::uint64_t read_avx2(const std::uint64_t* p, 
   return s;
 }
 #endif
-
-bool cpu_has(BandwidthLoads loads) {
-#ifdef EMBER_PROBE_X86
-  __builtin_cpu_init();
-  if (loads == BandwidthLoads::avx512) return __builtin_cpu_supports("avx512f");
-  if (loads == BandwidthLoads::avx2) return __builtin_cpu_supports("avx2");
-#endif
-  return loads == BandwidthLoads::baseline;
-}
 
 // [begin, end) of worker t of `team` over n words.
 std::pair<std::size_t, std::size_t> slice(std::size_t n, int t, int team) {
@@ -163,44 +155,34 @@ void BandwidthReading::keep_best(const BandwidthReading& other) {
   pinned = std::max(pinned, other.pinned);
 }
 
-BandwidthProbe::BandwidthProbe(int threads, BandwidthLoads loads)
+BandwidthProbe::BandwidthProbe(int threads)
     : threads_(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
       bytes_(kBufferBytes),
       cpus_(allowed_cpus()) {
-  if (loads == BandwidthLoads::best)
-    loads = cpu_has(BandwidthLoads::avx512) ? BandwidthLoads::avx512
-            : cpu_has(BandwidthLoads::avx2) ? BandwidthLoads::avx2 : BandwidthLoads::baseline;
-  if (!cpu_has(loads)) loads = BandwidthLoads::baseline;
+  namespace k = kernels::cpu;
   read_ = read_baseline;
   loads_name_ = "baseline";
 #ifdef EMBER_PROBE_X86
-  if (loads == BandwidthLoads::avx512) read_ = read_avx512, loads_name_ = "avx512";
-  if (loads == BandwidthLoads::avx2) read_ = read_avx2, loads_name_ = "avx2";
+  const k::Isa isa = k::best_isa();
+  if (isa == k::Isa::avx512) read_ = read_avx512, loads_name_ = "avx512";
+  if (isa == k::Isa::avx2) read_ = read_avx2, loads_name_ = "avx2";
 #endif
 
-  // A reserved pool of explicit huge pages if there is one; otherwise transparent huge pages,
-  // where the kernel offers them (madvise mode): on the dev box 2 MiB pages read 9 % faster with
-  // 2 threads than 4 KiB ones (34 vs 31 GB/s), 25 % faster with 1.
+  // A reserved pool of explicit huge pages if there is one; otherwise the weight arena's
+  // transparent huge pages, the memory decode streams its weights from.
   void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
   hugetlb_ = p != MAP_FAILED;
   if (!hugetlb_) {
-    // 2 MiB-aligned, so that every 2 MiB of it can be one page: map a page more, trim both ends.
-    p = mmap(nullptr, bytes_ + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    const auto raw = reinterpret_cast<std::uintptr_t>(p);
-    const std::uintptr_t aligned = (raw + kHugePage - 1) & ~(kHugePage - 1);
-    if (aligned > raw) munmap(p, aligned - raw);
-    munmap(reinterpret_cast<void*>(aligned + bytes_), raw + kHugePage - aligned);
-    p = reinterpret_cast<void*>(aligned);
-#ifdef MADV_HUGEPAGE
-    madvise(p, bytes_, MADV_HUGEPAGE);  // advice only: 4 KiB pages if refused
-#endif
+    arena_ = std::make_unique<k::WeightArena>();
+    p = arena_->allocate(bytes_);
   }
   buffer_ = static_cast<std::uint64_t*>(p);
   std::fill(buffer_, buffer_ + bytes_ / sizeof(std::uint64_t), std::uint64_t{1});
 }
 
-BandwidthProbe::~BandwidthProbe() { munmap(buffer_, bytes_); }
+BandwidthProbe::~BandwidthProbe() {
+  if (hugetlb_) munmap(buffer_, bytes_);
+}
 
 double BandwidthProbe::openmp_pass() const {
   const std::size_t n = bytes_ / sizeof(std::uint64_t);

@@ -13,10 +13,13 @@
 // and the reading says so.
 #pragma once
 
+#include "kernels/cpu/weight_arena.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,16 +40,13 @@ struct BandwidthReading {
   void keep_best(const BandwidthReading& other);
 };
 
-// The width of the read loop.
-enum class BandwidthLoads { best, avx512, avx2, baseline };
-
 // Owns the buffer (1 GiB, in 2 MiB pages where the kernel gives them). Not thread-safe: one
 // measurement at a time.
 class BandwidthProbe {
  public:
-  // threads <= 0: one per hardware thread, as the engine resolves it. `loads` other than best
-  // forces a narrower loop (the CPU must have it), to compare the widths.
-  explicit BandwidthProbe(int threads, BandwidthLoads loads = BandwidthLoads::best);
+  // threads <= 0: one per hardware thread, as the engine resolves it. The read loop is the
+  // widest this CPU runs (kernels/cpu/simd.hpp's best_isa(), as the decode kernels choose).
+  explicit BandwidthProbe(int threads);
   ~BandwidthProbe();
   BandwidthProbe(const BandwidthProbe&) = delete;
   BandwidthProbe& operator=(const BandwidthProbe&) = delete;
@@ -73,6 +73,8 @@ class BandwidthProbe {
   std::size_t bytes_;
   std::uint64_t* buffer_ = nullptr;
   bool hugetlb_ = false;
+  // Without a reserved pool, the buffer lives where decode's weights do.
+  std::unique_ptr<kernels::cpu::WeightArena> arena_;
   ReadFn read_;
   const char* loads_name_;
   std::vector<int> cpus_;

@@ -24,8 +24,13 @@ double status_mb(const std::string& key) {
   return 0;
 }
 
-// Resets the peak resident memory (VmHWM) to the current one (Linux 4.0 and later).
-void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+// Resets the peak resident memory (VmHWM) to the current one (Linux 4.0 and later); false where
+// the kernel refuses, and the peak is then the process's whole life's.
+bool reset_peak_rss() {
+  std::ofstream clear_refs("/proc/self/clear_refs");
+  clear_refs << "5" << std::flush;
+  return clear_refs.good();
+}
 
 LoadRun open_once(const std::string& model, int threads, const std::string& cache_dir) {
   LoadRun run;
@@ -45,11 +50,11 @@ LoadRun open_once(const std::string& model, int threads, const std::string& cach
     }
     return true;
   };
-  reset_peak_rss();
+  const bool peak_reset = reset_peak_rss();
   const auto t0 = Clock::now();
   Engine engine = Engine::open(model, options);
   run.open_ms = ms_since(t0);
-  run.peak_rss_mb = status_mb("VmHWM");
+  run.peak_rss_mb = peak_reset ? status_mb("VmHWM") : 0;
   run.resident_mb = status_mb("VmRSS");
   if (!phase.empty()) run.phase_ms[phase] += std::chrono::duration<double, std::milli>(Clock::now() - phase_start).count();
   // ember-generate's default question: a ~40-token chat prompt, so the first prefill takes the

@@ -2,7 +2,7 @@
 // of a named shape, and its configuration as JSON for benchmarks/torch_generate.py, so the GPU
 // check runs from the source tree alone (no download, no model file).
 //
-//   ember-make-synthetic SHAPE OUT.gguf OUT.json  (SHAPE: default, 1b, 3b or 8b; --help)
+//   ember-make-synthetic SHAPE OUT.gguf OUT.json  (--help lists the shapes)
 //
 // default: the default model's shape (SmolLM2-135M: 30 layers, width 576, ffn 1536, 9 heads,
 // 3 KV heads, vocab 49152). 1b: Llama-3.2-1B-like (16 layers, width 2048, ffn 8192, 32 heads,
@@ -24,8 +24,13 @@
 
 namespace {
 
-ember::model::ModelConfig shape(const std::string& name) {
-  ember::model::ModelConfig c = ember::model::SyntheticModelSpec::default_model_config();
+// A Llama shape with Q4_1 matrices, or for any other name the architecture test model of that
+// name in F32 (SyntheticModelSpec::architecture_config throws invalid_argument naming them).
+ember::model::SyntheticModelSpec shape(const std::string& name) {
+  ember::model::SyntheticModelSpec spec;
+  spec.weight_type = ember::model::GgmlType::Q4_1;
+  ember::model::ModelConfig& c = spec.config;
+  c = ember::model::SyntheticModelSpec::default_model_config();
   if (name == "1b") {
     c.layers = 16, c.embedding = 2048, c.ffn = 8192, c.heads = 32, c.kv_heads = 8, c.vocab = 32000;
     c.head_dim = c.embedding / c.heads;
@@ -41,14 +46,12 @@ ember::model::ModelConfig shape(const std::string& name) {
     c.context_length = 8192;
     c.tied_embeddings = !big;
   } else if (name != "default") {
-    return ember::model::SyntheticModelSpec::architecture_config(name);
+    c = ember::model::SyntheticModelSpec::architecture_config(name);
+    spec.weight_type = ember::model::GgmlType::F32;
+    return spec;
   }
   c.name = "ember-synthetic-" + name;
-  return c;
-}
-
-bool architecture_shape(const std::string& name) {
-  return name == "llama3" || name == "qwen2" || name == "qwen3" || name == "gemma3";
+  return spec;
 }
 
 }  // namespace
@@ -69,13 +72,13 @@ int main(int argc, char** argv) {
       .positional("OUT.gguf", gguf_path, "the model file to write")
       .positional("OUT.json", json_path, "the configuration file to write");
   cli.parse(argc, argv);
-  if (shape_name != "default" && shape_name != "1b" && shape_name != "3b" && shape_name != "8b" &&
-      !architecture_shape(shape_name))
-    cli.fail("unknown shape '" + shape_name + "' (default, 1b, 3b, 8b, llama3, qwen2, qwen3 or gemma3)");
+  ember::model::SyntheticModelSpec spec;
   try {
-    ember::model::SyntheticModelSpec spec;
-    spec.config = shape(shape_name);
-    spec.weight_type = architecture_shape(shape_name) ? ember::model::GgmlType::F32 : ember::model::GgmlType::Q4_1;
+    spec = shape(shape_name);
+  } catch (const ember::Error& e) {
+    cli.fail("unknown shape: " + std::string(e.what()) + "; or a Llama shape: default, 1b, 3b, 8b");
+  }
+  try {
     ember::model::write_synthetic_model(spec, gguf_path);
     const auto& c = spec.config;
     // Hugging Face LlamaConfig field names, for a randomly initialised twin in PyTorch.

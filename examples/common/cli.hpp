@@ -11,6 +11,7 @@
 
 #include "default_model.hpp"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -137,7 +138,8 @@ class CommandLine {
             throw std::out_of_range(value);
           result = static_cast<T>(v);
         } else {
-          if (!value.empty() && value[0] == '-') throw std::out_of_range(value);
+          const std::size_t first = value.find_first_not_of(" \t\n\v\f\r");
+          if (first != std::string::npos && value[first] == '-') throw std::out_of_range(value);
           const unsigned long long v = std::stoull(value, &used);
           if (v > std::numeric_limits<T>::max()) throw std::out_of_range(value);
           result = static_cast<T>(v);
@@ -285,7 +287,8 @@ struct EngineFlags {
       cli.option("--kv-cache-mb", "MB", "memory of the paged KV cache, in MiB",
                  std::to_string(kv_cache_mb_), [this](const std::string& v) {
                    kv_cache_mb_ = CommandLine::parse<std::size_t>("--kv-cache-mb", v);
-                   if (kv_cache_mb_ == 0) throw std::invalid_argument("--kv-cache-mb must be at least 1");
+                   if (kv_cache_mb_ == 0 || kv_cache_mb_ > (SIZE_MAX >> 20))
+                     throw std::invalid_argument("--kv-cache-mb must be at least 1 and fit in memory");
                    options.kv_cache_bytes = kv_cache_mb_ << 20;
                  });
     }
