@@ -10,7 +10,6 @@
 // not return logits.
 #include "../examples/common/cli.hpp"
 #include "backend/backend.hpp"
-#include "backend/calibration_text.hpp"
 #include "model/gguf.hpp"
 #include "model/model_config.hpp"
 #include "tests/support/sequence_runner.hpp"
@@ -102,7 +101,9 @@ std::unique_ptr<ember::backend::Backend> make_backend(const Args& args,
   options.threads = args.threads;
   if (args.precision == ember::Precision::int8) {
     const auto tokenizer = ember::tokenizer::Tokenizer::from_gguf(*file);
-    options.calibration_tokens = tokenizer->encode(ember::backend::kCalibrationText, true, tokenizer->add_bos());
+    options.tokenize = [tokenizer](std::string_view text) {
+      return tokenizer->encode(text, true, tokenizer->add_bos());
+    };
   }
   return ember::backend::make_cpu_backend(std::move(file), config, options);
 }

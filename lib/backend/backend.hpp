@@ -1,5 +1,5 @@
 // The Backend interface: one implementation per device and precision, all running the same
-// Llama-family forward pass over a flattened Batch and a paged KvCache.
+// decoder graph (model/decoder_graph.hpp) over a flattened Batch and a paged KvCache.
 //
 // Thread-safety: a backend's weights are immutable after construction, but forward() uses
 // per-backend scratch buffers: calls must not overlap (the engine serialises them).
@@ -13,8 +13,10 @@
 
 #include <ember/ember.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ember::backend {
@@ -45,9 +47,10 @@ struct BackendOptions {
   // The most rows a forward() is expected to get (the engine's token budget): a GPU backend
   // allocates its scratch for this many at open, so running out of memory fails there.
   int max_batch_rows = 512;
-  // A short text (token ids) on which the INT8 path observes activation ranges at load to
-  // smooth them (backend/cpu/smoothing.hpp); empty: no smoothing.
-  std::vector<std::int32_t> calibration_tokens;
+  // The model's tokenizer, lent for the load: the INT8 path tokenizes its own calibration text
+  // (backend/cpu/calibration_text.hpp) with it and observes the activation ranges of that text
+  // to smooth them (backend/cpu/smoothing.hpp). Null: no smoothing.
+  std::function<std::vector<std::int32_t>(std::string_view text)> tokenize;
   // Load progress (phases and cancellation); null = not reported.
   LoadProgress* progress = nullptr;
   // INT8 only: the directory of the packed-weight cache (backend/cpu/weight_cache.hpp); "" = off.

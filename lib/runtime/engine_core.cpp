@@ -1,6 +1,5 @@
 #include "runtime/engine_core.hpp"
 
-#include "backend/calibration_text.hpp"
 
 #include "util/check.hpp"
 
@@ -60,8 +59,9 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
   backend_options.device = options.device;
   backend_options.precision = options.precision;
   backend_options.max_batch_rows = options.max_batch_tokens;
-  backend_options.calibration_tokens =
-      tokenizer_->encode(backend::kCalibrationText, /*parse_special=*/true, tokenizer_->add_bos());
+  backend_options.tokenize = [this](std::string_view text) {
+    return tokenizer_->encode(text, /*parse_special=*/true, tokenizer_->add_bos());
+  };
   backend_options.threads = options.threads > 0 ? options.threads
                                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   backend_options.progress = &progress;

@@ -65,7 +65,7 @@ void check_paths(const model::ModelConfig& config) {
   auto fp32 = backend::cpu::make_kernel_backend(file, c, options, GemmPrecision::fp32);
   auto int8 = backend::cpu::make_kernel_backend(file, c, options, GemmPrecision::int8);
   backend::BackendOptions calibrated = options;
-  calibrated.calibration_tokens = random_tokens(40, c.vocab, 9);
+  calibrated.tokenize = [&](std::string_view) { return random_tokens(40, c.vocab, 9); };
   auto smoothed = backend::cpu::make_kernel_backend(file, c, calibrated, GemmPrecision::int8);
   const auto tokens = random_tokens(45, c.vocab, 3);  // not a multiple of the block size
 

@@ -2,7 +2,6 @@
 // teacher-forced next-token agreement and KL divergence, greedy continuations, and the INT8
 // path's perplexity against the FP32 path's. Built twice: for the default model (SmolLM2, golden
 // prefix smollm2) and, with EMBER_GOLDEN_GEMMA3, for Gemma 3 270M (prefix gemma3).
-#include "backend/calibration_text.hpp"
 #include "backend/cpu/kernel_backend.hpp"
 #include "backend/cpu/reference.hpp"
 #include "sequence_runner.hpp"
@@ -67,7 +66,7 @@ Model& default_model() {
     model.fp32 = backend::cpu::make_reference_backend(model.file, model.config, options);
     // The INT8 backend exactly as the engine builds it: smoothing calibrated on the built-in text.
     const auto tokenizer = tokenizer::Tokenizer::from_gguf(*model.file);
-    options.calibration_tokens = tokenizer->encode(backend::kCalibrationText, true, tokenizer->add_bos());
+    options.tokenize = [tokenizer](std::string_view text) { return tokenizer->encode(text, true, tokenizer->add_bos()); };
     model.int8 = backend::cpu::make_kernel_backend(model.file, model.config, options);
     return model;
   }();

@@ -31,7 +31,11 @@ Loaded load_and_run(const std::string& model, const std::string& dir) {
   Loaded out;
   backend::BackendOptions options;
   options.threads = 2;
-  for (int i = 0; i < 48; ++i) options.calibration_tokens.push_back(3 + (i * 37) % (config.vocab - 3));
+  options.tokenize = [vocab = config.vocab](std::string_view) {
+    std::vector<std::int32_t> tokens;
+    for (int i = 0; i < 48; ++i) tokens.push_back(3 + (i * 37) % (vocab - 3));
+    return tokens;
+  };
   options.weight_cache_dir = dir;
   options.log = [&](LogLevel, std::string_view m) { out.log.emplace_back(m); };
   auto backend = backend::cpu::make_kernel_backend(file, config, options);

@@ -4,7 +4,7 @@
 // a sanitizer report or an allocation over the fuzzer's cap is a finding.
 #include "fuzz_support.hpp"
 #include "model/gguf.hpp"
-#include "model/llama_weights.hpp"
+#include "model/decoder_tensors.hpp"
 #include "model/model_config.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -76,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   ignore_error([&] {
     const ModelConfig config = read_model_config(*file);
     FUZZ_CHECK(config.layers > 0 && config.embedding > 0 && config.vocab > 0);
-    (void)map_llama_weights(*file, config);
+    (void)map_decoder_tensors(*file, config);
   });
   ignore_error([&] {
     const auto tokenizer = ember::tokenizer::Tokenizer::from_gguf(*file);

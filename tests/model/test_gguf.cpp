@@ -2,7 +2,7 @@
 // synthetic models.
 #include "model/gguf.hpp"
 #include "model/gguf_writer.hpp"
-#include "model/llama_weights.hpp"
+#include "model/decoder_tensors.hpp"
 #include "model/model_config.hpp"
 #include "model/quantize.hpp"
 #include "tests/support/test_support.hpp"
@@ -180,7 +180,7 @@ TEST_CASE("synthetic llama model: file round trip, config, tokenizer metadata, w
   CHECK(f->get_u32("tokenizer.ggml.eos_token_id") == 2);
   CHECK(f->get_string("tokenizer.chat_template") == kSmolLmChatTemplate);
 
-  const LlamaWeights w = map_llama_weights(*f, c);
+  const DecoderTensors w = map_decoder_tensors(*f, c);
   REQUIRE(w.layers.size() == 2);
   CHECK(w.output != w.token_embd);
   CHECK(w.layers[1].w_down->shape == std::vector<std::int64_t>{128, 64});
@@ -207,7 +207,7 @@ TEST_CASE("synthetic qwen2 model has biases and the half RoPE layout; seeds matt
   CHECK(c.rope_layout == RopeLayout::half);
   CHECK(c.attention_bias);
   CHECK(c.tied_embeddings);
-  const LlamaWeights w = map_llama_weights(*f, c);
+  const DecoderTensors w = map_decoder_tensors(*f, c);
   CHECK(w.output == w.token_embd);
   REQUIRE(w.layers[1].bk != nullptr);
   CHECK(w.layers[1].bk->shape == std::vector<std::int64_t>{32});
@@ -273,8 +273,8 @@ TEST_CASE("model config reads Llama 3 RoPE frequency factors and linear scaling 
   CHECK(c.rope_position_scale() == 0.25f);
   CHECK(c.rope_original_context == 8192);
   // Same seed, same weights: the factors are not drawn from the generator.
-  const LlamaWeights w = map_llama_weights(*f, c);
-  CHECK(dequantize_tensor(*w.layers[1].wq) == dequantize_tensor(*map_llama_weights(*plain_file, plain).layers[1].wq));
+  const DecoderTensors w = map_decoder_tensors(*f, c);
+  CHECK(dequantize_tensor(*w.layers[1].wq) == dequantize_tensor(*map_decoder_tensors(*plain_file, plain).layers[1].wq));
   std::filesystem::remove_all(dir);
 
   // "none" never scales, whatever the factor; an absent type with a factor is linear, and the
@@ -345,11 +345,11 @@ TEST_CASE("weights map names missing and misshapen tensors") {
   const auto f = GgufFile::parse(image.data(), image.size());
   ModelConfig c = read_model_config(*f);
   c.layers = 3;  // the file has 2
-  CHECK(contains(error_of([&] { map_llama_weights(*f, c); }, ErrorCode::invalid_model),
+  CHECK(contains(error_of([&] { map_decoder_tensors(*f, c); }, ErrorCode::invalid_model),
                  "'blk.2.attn_norm.weight' is missing"));
   c = read_model_config(*f);
   c.ffn = 96;
-  CHECK(contains(error_of([&] { map_llama_weights(*f, c); }, ErrorCode::invalid_model),
+  CHECK(contains(error_of([&] { map_decoder_tensors(*f, c); }, ErrorCode::invalid_model),
                  "'blk.0.ffn_gate.weight' has shape [64, 128], expected [64, 96]"));
 }
 

@@ -1,7 +1,7 @@
 // The default model (SmolLM2-135M-Instruct Q4_1): its config, weights map and a dequantized
 // row. Skipped (exit 77) when the model is not downloaded.
 #include "model/gguf.hpp"
-#include "model/llama_weights.hpp"
+#include "model/decoder_tensors.hpp"
 #include "model/model_config.hpp"
 #include "tests/support/test_support.hpp"
 
@@ -31,7 +31,7 @@ TEST_CASE("SmolLM2-135M config, tensors and weights") {
   CHECK(c.tied_embeddings);
   CHECK(c.rope_layout == RopeLayout::interleaved);
 
-  const LlamaWeights w = map_llama_weights(*f, c);
+  const DecoderTensors w = map_decoder_tensors(*f, c);
   CHECK(w.token_embd->type == GgmlType::Q8_0);
   CHECK(w.output == w.token_embd);
   CHECK(w.layers[29].w_down->type == GgmlType::Q4_1);

@@ -1,4 +1,4 @@
-// The optimised CPU backend: the same forward pass as reference.cpp, built from kernels/cpu with
+// The optimised CPU backend: the decoder graph over CpuOps (cpu_ops.hpp), built from kernels/cpu with
 // fused projections (Q|K|V and gate|up are one GEMM each) and INT8 (or, for testing the rest of
 // the pipeline, FP32) matrix products through oneDNN.
 #pragma once

@@ -19,15 +19,6 @@ struct ChannelRange {
   void observe(const float* x, std::int64_t rows, std::int64_t cols);
 };
 
-// Observed ranges of every Linear input of one layer, and of the lm_head input.
-struct LayerRanges {
-  ChannelRange qkv_in, wo_in, gate_up_in, down_in;
-};
-struct CalibrationRanges {
-  std::vector<LayerRanges> layers;
-  ChannelRange lm_head_in;
-};
-
 // Per-input-channel factors for activations with ranges `act` and weights w ([out, in]).
 std::vector<float> smoothing_factors(const ChannelRange& act, const float* w, std::int64_t out,
                                      std::int64_t in, float alpha);

@@ -7,7 +7,7 @@
 #include "kernels/cuda/check.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/ops.hpp"
-#include "model/llama_weights.hpp"
+#include "model/decoder_graph.hpp"
 #include "util/check.hpp"
 #include "util/fp16.hpp"
 
@@ -33,9 +33,10 @@ struct Linear {
   DeviceBuffer weights, scales;
 };
 
-struct Layer {
-  DeviceBuffer attn_norm, ffn_norm, qkv_bias;  // qkv_bias empty unless the model has one
-  Linear qkv, wo, gate_up, down;               // Q|K|V and gate|up fused, as on the CPU
+// One placed weight of the graph: a linear for the matrices, FP32 values for the vectors.
+struct DeviceWeight {
+  DeviceBuffer values;
+  Linear linear;
 };
 
 // The per-step inputs, packed into one host buffer and copied with one transfer. Offsets (in
@@ -48,7 +49,9 @@ struct MetaLayout {
         block_tables(4 * rows + n_out) {}
 };
 
-class CudaBackend final : public Backend {
+// Places the weights on the device and runs the decoder graph (model/decoder_graph.hpp) with
+// its ops on the backend's stream: the whole graph is what a CUDA graph records.
+class CudaBackend final : public Backend, private model::DecoderOps {
  public:
   CudaBackend(std::shared_ptr<const model::GgufFile> file, const model::ModelConfig& config,
               const BackendOptions& options, bool use_graphs)
@@ -195,35 +198,31 @@ class CudaBackend final : public Backend {
   }
 
   void load_weights(const model::GgufFile& file, const BackendOptions& options) {
-    const model::LlamaWeights w = model::map_llama_weights(file, config_);
-    const std::int64_t d = config_.embedding, ffn = config_.ffn;
+    const model::DecoderTensors tensors = model::map_decoder_tensors(file, config_);
     q_dim_ = config_.heads * config_.head_dim;
     kv_dim_ = config_.kv_heads * config_.head_dim;
-    token_embd_ = upload(device_, model::dequantize_tensor(*w.token_embd), "token_embd");
+    token_embd_ = upload(device_, model::dequantize_tensor(*tensors.token_embd), "token_embd");
     if (!config_.rope_freq_factors.empty()) rope_freq_factors_ = upload(device_, config_.rope_freq_factors, "rope_freqs");
-    output_norm_ = upload(device_, model::dequantize_vector(w.output_norm, d), "output_norm");
-    const float total = static_cast<float>(w.layers.size() + 1);
-    for (std::size_t l = 0; l < w.layers.size(); ++l) {
-      const model::LayerWeights& lw = w.layers[l];
-      Layer layer;
-      layer.attn_norm = upload(device_, model::dequantize_vector(lw.attn_norm, d), "attn_norm");
-      layer.ffn_norm = upload(device_, model::dequantize_vector(lw.ffn_norm, d), "ffn_norm");
-      if (lw.bq != nullptr) {
-        std::vector<float> bias = model::dequantize_vector(lw.bq, q_dim_);
-        for (const auto* b : {lw.bk, lw.bv}) {
-          const auto part = model::dequantize_vector(b, kv_dim_);
-          bias.insert(bias.end(), part.begin(), part.end());
-        }
-        layer.qkv_bias = upload(device_, bias, "qkv bias");
+    weights_ = model::WeightTable<DeviceWeight>(config_.layers);
+    const auto place = [&](const model::GraphWeight& w) {
+      std::vector<float> values;
+      values.reserve(static_cast<std::size_t>(w.rows * w.cols));
+      for (const model::GgufTensor* t : w.sources) {
+        const std::vector<float> part = model::dequantize_tensor(*t);
+        values.insert(values.end(), part.begin(), part.end());
       }
-      layer.qkv = make_linear(model::dequantize_stacked({lw.wq, lw.wk, lw.wv}), q_dim_ + 2 * kv_dim_, d, "attn_qkv");
-      layer.wo = make_linear(model::dequantize_tensor(*lw.wo), d, q_dim_, "attn_output");
-      layer.gate_up = make_linear(model::dequantize_stacked({lw.w_gate, lw.w_up}), 2 * ffn, d, "ffn_gate_up");
-      layer.down = make_linear(model::dequantize_tensor(*lw.w_down), d, ffn, "ffn_down");
-      layers_.push_back(std::move(layer));
+      const std::string what = fmt::format("weight {} of layer {}", static_cast<int>(w.ref.id), w.ref.layer);
+      if (w.is_matrix())
+        weights_[w.ref].linear = make_linear(values, w.rows, w.cols, what.c_str());
+      else
+        weights_[w.ref].values = upload(device_, values, what.c_str());
+    };
+    const float total = static_cast<float>(config_.layers + 1);
+    for (int l = 0; l < config_.layers; ++l) {
+      for (const model::GraphWeight& w : model::layer_weights(tensors, config_, l)) place(w);
       if (options.progress) options.progress->report(LoadPhase::weights, static_cast<float>(l + 1) / total);
     }
-    lm_head_ = make_linear(model::dequantize_tensor(*w.output), config_.vocab, d, "output");
+    for (const model::GraphWeight& w : model::head_weights(tensors, config_)) place(w);
     if (options.progress) options.progress->report(LoadPhase::weights, 1.0f);
   }
 
@@ -306,50 +305,106 @@ class CudaBackend final : public Backend {
   // The whole forward pass on the stream, reading the batch from scratch_.meta (the part a
   // graph records).
   void run(std::int64_t rows, std::int64_t n_out, const KvCache& kv) {
-    cudaStream_t s = stream_->get();
     const KvGeometry& g = kv.geometry();
-    const MetaLayout at(rows, n_out);
-    const std::int32_t* meta = scratch_.meta.as<std::int32_t>();
-    const std::int64_t d = config_.embedding, qkv_dim = q_dim_ + 2 * kv_dim_;
-    float *x = scratch_.x.as<float>(), *h = scratch_.h.as<float>(), *qkv = scratch_.qkv.as<float>();
-    float *attn = scratch_.attn.as<float>(), *cos = scratch_.cos.as<float>(), *sin = scratch_.sin.as<float>();
-    const k::KvLayout layout{g.block_size, config_.kv_heads, config_.head_dim,
-                             g.type == KvCacheType::f16 ? k::KvDType::f16 : k::KvDType::f32};
-    const auto rope_layout = config_.rope_layout == model::RopeLayout::interleaved ? k::RopeLayout::interleaved
-                                                                                   : k::RopeLayout::half;
-
-    k::gather_rows(token_embd_.as<float>(), meta + at.tokens, rows, d, x, s);
-    // The rotation angles depend only on the positions: once per step, not per layer.
-    k::rope_angles(meta + at.positions, rows, config_.rope_dims, config_.rope_base,
-                   rope_freq_factors_.as<float>(), config_.rope_position_scale(), cos, sin, s);
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      const Layer& layer = layers_[l];
-      k::rmsnorm(x, layer.attn_norm.as<float>(), rows, d, config_.rms_eps, h, s);
-      linear(layer.qkv, h, rows, qkv, false);
-      if (layer.qkv_bias.get() != nullptr) k::add_bias(qkv, rows, qkv_dim, layer.qkv_bias.as<float>(), s);
-      float* q = qkv;
-      float* kk = q + q_dim_;
-      float* v = kk + kv_dim_;
-      k::rope(q, rows, qkv_dim, config_.heads, config_.head_dim, config_.rope_dims, cos, sin, rope_layout, s);
-      k::rope(kk, rows, qkv_dim, config_.kv_heads, config_.head_dim, config_.rope_dims, cos, sin, rope_layout, s);
-      void* k_cache = kv.keys(static_cast<int>(l));
-      void* v_cache = kv.values(static_cast<int>(l));
-      k::store_kv(kk, v, qkv_dim, rows, meta + at.slots, layout, k_cache, v_cache, s);
-      k::paged_attention(q, qkv_dim, meta + at.positions, meta + at.row_tables, meta + at.block_tables, rows,
-                         config_.heads, layout, k_cache, v_cache, attn, q_dim_, s);
-      linear(layer.wo, attn, rows, x, true);
-
-      k::rmsnorm(x, layer.ffn_norm.as<float>(), rows, d, config_.rms_eps, h, s);
-      linear(layer.gate_up, h, rows, scratch_.gate_up.as<float>(), false);
-      k::silu_mul(scratch_.gate_up.as<float>(), rows, config_.ffn, scratch_.act.as<float>(), s);
-      linear(layer.down, scratch_.act.as<float>(), rows, x, true);
-    }
-    // Only the rows that need logits go through the final norm and the vocabulary projection.
-    if (n_out == 0) return;
-    k::gather_rows(x, meta + at.logit_rows, n_out, d, attn, s);  // attn is free scratch now
-    k::rmsnorm(attn, output_norm_.as<float>(), n_out, d, config_.rms_eps, h, s);
-    linear(lm_head_, h, n_out, scratch_.logits.as<float>(), false);
+    step_ = {rows, n_out, &kv, MetaLayout(rows, n_out),
+             {g.block_size, config_.kv_heads, config_.head_dim, g.type == KvCacheType::f16 ? k::KvDType::f16 : k::KvDType::f32}};
+    model::run_decoder(config_, *this, rows, n_out);
   }
+
+  // ---- the graph's ops (model::DecoderOps) on the stream ----
+
+  const std::int32_t* meta(std::int64_t offset) const { return scratch_.meta.as<std::int32_t>() + offset; }
+
+  float* at(model::Activation a) {
+    switch (a) {
+      case model::Activation::x: return scratch_.x.as<float>();
+      case model::Activation::h: return scratch_.h.as<float>();
+      case model::Activation::qkv: return scratch_.qkv.as<float>();
+      case model::Activation::attn:
+      case model::Activation::logit_input: return scratch_.attn.as<float>();  // free after the layers
+      case model::Activation::gate_up: return scratch_.gate_up.as<float>();
+      case model::Activation::act: return scratch_.act.as<float>();
+      case model::Activation::logits: return scratch_.logits.as<float>();
+    }
+    return nullptr;
+  }
+
+  float* part(model::QkvPart p) { return at(model::Activation::qkv) + (p == model::QkvPart::q ? 0 : q_dim_); }
+
+  [[noreturn]] void missing(const char* op) const {
+    fail(ErrorCode::unsupported, "CUDA backend: {} is not implemented for architecture '{}'", op, config_.architecture);
+  }
+
+  void embed(float scale) override {
+    if (scale != 1.0f) missing("scaled embeddings");
+    k::gather_rows(token_embd_.as<float>(), meta(step_.at.tokens), step_.rows, config_.embedding,
+                   at(model::Activation::x), stream_->get());
+  }
+
+  void rope_angles(model::RopeAngleSet set, float base, float position_scale) override {
+    if (set != model::RopeAngleSet::global) missing("a second set of RoPE angles (sliding layers)");
+    k::rope_angles(meta(step_.at.positions), step_.rows, config_.rope_dims, base, rope_freq_factors_.as<float>(),
+                   position_scale, scratch_.cos.as<float>(), scratch_.sin.as<float>(), stream_->get());
+  }
+
+  void rmsnorm(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows) override {
+    k::rmsnorm(at(in), weights_[weight].values.as<float>(), rows, config_.embedding, config_.rms_eps, at(out),
+               stream_->get());
+  }
+
+  void rmsnorm_heads(model::WeightRef, model::QkvPart) override { missing("q/k norm"); }
+
+  void linear(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows,
+              bool accumulate) override {
+    linear(weights_[weight].linear, at(in), rows, at(out), accumulate);
+  }
+
+  void add_bias(model::WeightRef bias, model::Activation a) override {
+    EMBER_ASSERT(a == model::Activation::qkv);
+    k::add_bias(at(a), step_.rows, q_dim_ + 2 * kv_dim_, weights_[bias].values.as<float>(), stream_->get());
+  }
+
+  void add(model::Activation, model::Activation) override { missing("post-norms"); }
+
+  void rope(model::QkvPart p, model::RopeAngleSet) override {
+    const int heads = p == model::QkvPart::q ? config_.heads : config_.kv_heads;
+    const auto layout = config_.rope_layout == model::RopeLayout::interleaved ? k::RopeLayout::interleaved
+                                                                               : k::RopeLayout::half;
+    k::rope(part(p), step_.rows, q_dim_ + 2 * kv_dim_, heads, config_.head_dim, config_.rope_dims,
+            scratch_.cos.as<float>(), scratch_.sin.as<float>(), layout, stream_->get());
+  }
+
+  void store_kv(int layer) override {
+    k::store_kv(part(model::QkvPart::k), part(model::QkvPart::k) + kv_dim_, q_dim_ + 2 * kv_dim_, step_.rows,
+                meta(step_.at.slots), step_.layout, step_.kv->keys(layer), step_.kv->values(layer), stream_->get());
+  }
+
+  void attention(int layer, int window, float scale) override {
+    if (window != 0) missing("sliding-window attention");
+    if (scale != 0.0f) missing("an attention scale of its own");
+    k::paged_attention(part(model::QkvPart::q), q_dim_ + 2 * kv_dim_, meta(step_.at.positions),
+                       meta(step_.at.row_tables), meta(step_.at.block_tables), step_.rows, config_.heads,
+                       step_.layout, step_.kv->keys(layer), step_.kv->values(layer), at(model::Activation::attn),
+                       q_dim_, stream_->get());
+  }
+
+  void gated_activation(model::FeedForward kind) override {
+    if (kind != model::FeedForward::swiglu) missing("GeGLU");
+    k::silu_mul(at(model::Activation::gate_up), step_.rows, config_.ffn, at(model::Activation::act), stream_->get());
+  }
+
+  void gather_logit_rows() override {
+    k::gather_rows(at(model::Activation::x), meta(step_.at.logit_rows), step_.n_out, config_.embedding,
+                   at(model::Activation::logit_input), stream_->get());
+  }
+
+  // What the ops of one step read.
+  struct Step {
+    std::int64_t rows = 0, n_out = 0;
+    const KvCache* kv = nullptr;
+    MetaLayout at{0, 0};
+    k::KvLayout layout{};
+  };
 
   model::ModelConfig config_;
   int device_;
@@ -359,10 +414,10 @@ class CudaBackend final : public Backend {
   std::int64_t q_dim_ = 0, kv_dim_ = 0;
   std::unique_ptr<Stream> stream_;
   std::unique_ptr<k::Blas> blas_;
-  DeviceBuffer token_embd_, output_norm_;
+  DeviceBuffer token_embd_;
   DeviceBuffer rope_freq_factors_;  // null (all factors 1) unless the model has rope_freqs.weight
-  std::vector<Layer> layers_;
-  Linear lm_head_;
+  model::WeightTable<DeviceWeight> weights_;
+  Step step_;
   Scratch scratch_;
   std::vector<std::int32_t> meta_;
   GraphCache graphs_;

@@ -1,5 +1,5 @@
-// The weight tensors of a Llama-family model, located and shape-checked once, plus helpers to
-// dequantize them. Matrices are in ggml order: a weight W with shape [in, out] has `out` rows
+// The weight tensors of a decoder (every architecture ModelConfig describes), located and
+// shape-checked once, plus helpers to dequantize them. Matrices are in ggml order: a weight W with shape [in, out] has `out` rows
 // of `in` contiguous values (y = W x computes one dot product per row).
 #pragma once
 
@@ -32,7 +32,7 @@ struct LayerWeights {
   const GgufTensor* w_down = nullptr;     // [ffn, embedding]
 };
 
-struct LlamaWeights {
+struct DecoderTensors {
   const GgufTensor* token_embd = nullptr;   // [embedding, vocab]
   const GgufTensor* output_norm = nullptr;  // [embedding]
   const GgufTensor* output = nullptr;       // [embedding, vocab]; == token_embd when tied
@@ -42,7 +42,7 @@ struct LlamaWeights {
 // Finds every tensor of `config`'s model in `file` and checks its shape and that its type can
 // be dequantized. Throws Error(invalid_model) naming a missing or misshapen tensor and
 // Error(unsupported) for a tensor type ember cannot convert.
-LlamaWeights map_llama_weights(const GgufFile& file, const ModelConfig& config);
+DecoderTensors map_decoder_tensors(const GgufFile& file, const ModelConfig& config);
 
 // The whole tensor in FP32 (numel() values, rows of shape[0]).
 std::vector<float> dequantize_tensor(const GgufTensor& tensor);

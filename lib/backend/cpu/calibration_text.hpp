@@ -4,7 +4,7 @@
 // It is not the evaluation text of the golden tests.
 #pragma once
 
-namespace ember::backend {
+namespace ember::backend::cpu {
 
 inline constexpr const char* kCalibrationText =
     "The morning train left the valley at six, carrying milk, letters and three students who "
@@ -21,4 +21,4 @@ inline constexpr const char* kCalibrationText =
     "Dear committee, I am writing to support the proposal for a new library in the east "
     "district. Our children deserve a quiet place to read, learn and meet one another.";
 
-}  // namespace ember::backend
+}  // namespace ember::backend::cpu

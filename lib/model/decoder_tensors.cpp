@@ -1,4 +1,4 @@
-#include "model/llama_weights.hpp"
+#include "model/decoder_tensors.hpp"
 
 #include "util/check.hpp"
 
@@ -37,11 +37,11 @@ class WeightFinder {
 
 }  // namespace
 
-LlamaWeights map_llama_weights(const GgufFile& file, const ModelConfig& c) {
+DecoderTensors map_decoder_tensors(const GgufFile& file, const ModelConfig& c) {
   const WeightFinder w(file);
   const std::int64_t e = c.embedding, q = std::int64_t{c.heads} * c.head_dim;
   const std::int64_t kv = std::int64_t{c.kv_heads} * c.head_dim;
-  LlamaWeights out;
+  DecoderTensors out;
   out.token_embd = w.get("token_embd.weight", {e, c.vocab});
   out.output_norm = w.get("output_norm.weight", {e});
   out.output = c.tied_embeddings ? out.token_embd : w.get("output.weight", {e, c.vocab});

@@ -1,0 +1,160 @@
+#include "backend/cpu/cpu_ops.hpp"
+
+#include "util/check.hpp"
+
+#include <algorithm>
+
+namespace ember::backend::cpu {
+
+namespace k = ember::kernels::cpu;
+using model::Activation;
+
+CpuOps::CpuOps(const model::ModelConfig& config, const CpuWeights& weights, const model::GgufTensor& token_embd,
+               k::CpuContext& ctx, LinearInputObserver* observer)
+    : config_(config), weights_(weights), token_embd_(token_embd), ctx_(ctx), observer_(observer),
+      q_dim_(std::int64_t{config.heads} * config.head_dim), kv_dim_(std::int64_t{config.kv_heads} * config.head_dim),
+      qkv_dim_(q_dim_ + 2 * kv_dim_) {}
+
+void CpuOps::begin(const Batch& batch, KvCache& kv, std::vector<float>* logits) {
+  const KvGeometry& g = kv.geometry();
+  batch_ = &batch;
+  kv_ = &kv;
+  logits_ = logits;
+  rows_ = batch.rows();
+  resize_scratch(rows_);
+  if (logits_ != nullptr) logits_->resize(batch.logit_rows.size() * static_cast<std::size_t>(config_.vocab));
+  seqs_.clear();
+  for (const SequenceSlice& s : batch.sequences)
+    seqs_.push_back({s.row_begin, s.row_count, s.block_table.data(), static_cast<std::int32_t>(s.block_table.size())});
+  layout_ = {g.block_size, config_.kv_heads, config_.head_dim,
+             g.type == KvCacheType::f16 ? k::KvDType::f16 : k::KvDType::f32};
+  k::bind_threads(ctx_);  // this thread's OpenMP regions, oneDNN's included
+}
+
+float* CpuOps::at(Activation a) {
+  switch (a) {
+    case Activation::x: return x_.data();
+    case Activation::h: return h_.data();
+    case Activation::qkv: return qkv_.data();
+    case Activation::attn: return attn_.data();
+    case Activation::gate_up: return gate_up_.data();
+    case Activation::act: return act_.data();
+    case Activation::logit_input: return attn_.data();  // free once the last layer has run
+    case Activation::logits:
+      EMBER_ASSERT(logits_ != nullptr);
+      return logits_->data();
+  }
+  return nullptr;
+}
+
+const float* CpuOps::data(Activation a) const { return const_cast<CpuOps*>(this)->at(a); }
+
+std::int64_t CpuOps::width(Activation a) const {
+  switch (a) {
+    case Activation::x:
+    case Activation::h:
+    case Activation::logit_input: return config_.embedding;
+    case Activation::qkv: return qkv_dim_;
+    case Activation::attn: return q_dim_;
+    case Activation::gate_up: return 2 * std::int64_t{config_.ffn};
+    case Activation::act: return config_.ffn;
+    case Activation::logits: return config_.vocab;
+  }
+  return 0;
+}
+
+float* CpuOps::part(model::QkvPart p) { return qkv_.data() + (p == model::QkvPart::q ? 0 : q_dim_); }
+
+void CpuOps::embed(float scale) {
+  const std::int64_t d = config_.embedding;
+  for (std::int64_t r = 0; r < rows_; ++r)
+    model::dequantize_row(token_embd_, batch_->tokens[static_cast<std::size_t>(r)], x_.data() + r * d);
+  if (scale != 1.0f)
+    for (std::int64_t i = 0; i < rows_ * d; ++i) x_[static_cast<std::size_t>(i)] *= scale;
+}
+
+void CpuOps::rope_angles(model::RopeAngleSet set, float base, float position_scale) {
+  const float* factors = config_.rope_freq_factors.empty() ? nullptr : config_.rope_freq_factors.data();
+  angles_[static_cast<std::size_t>(set)] =
+      k::rope_angles(batch_->positions.data(), rows_, config_.rope_dims, base, factors, position_scale);
+}
+
+void CpuOps::rmsnorm(model::WeightRef weight, Activation in, Activation out, std::int64_t rows) {
+  k::rmsnorm(at(in), weights_[weight].values.data(), rows, config_.embedding, config_.rms_eps, at(out), ctx_.threads);
+}
+
+void CpuOps::rmsnorm_heads(model::WeightRef weight, model::QkvPart p) {
+  const int heads = p == model::QkvPart::q ? config_.heads : config_.kv_heads;
+  k::rmsnorm_heads(part(p), rows_, qkv_dim_, heads, config_.head_dim, weights_[weight].values.data(),
+                   config_.rms_eps, ctx_.threads);
+}
+
+void CpuOps::linear(model::WeightRef weight, Activation in, Activation out, std::int64_t rows, bool accumulate) {
+  if (observer_ != nullptr) observer_->observe(weight, at(in), rows, width(in));
+  weights_[weight].linear->forward(ctx_, at(in), rows, at(out), accumulate);
+}
+
+void CpuOps::add_bias(model::WeightRef bias, Activation a) {
+  const std::vector<float>& b = weights_[bias].values;
+  const std::int64_t n = width(a);
+  float* y = at(a);
+  for (std::int64_t r = 0; r < rows_; ++r)
+    for (std::int64_t i = 0; i < n; ++i) y[r * n + i] += b[static_cast<std::size_t>(i)];
+}
+
+void CpuOps::add(Activation from, Activation into) {
+  const float* src = at(from);
+  float* dst = at(into);
+  for (std::int64_t i = 0; i < rows_ * width(into); ++i) dst[i] += src[i];
+}
+
+void CpuOps::rope(model::QkvPart p, model::RopeAngleSet set) {
+  const int heads = p == model::QkvPart::q ? config_.heads : config_.kv_heads;
+  const auto layout = config_.rope_layout == model::RopeLayout::interleaved ? k::RopeLayout::interleaved
+                                                                             : k::RopeLayout::half;
+  k::rope(part(p), rows_, qkv_dim_, heads, config_.head_dim, angles_[static_cast<std::size_t>(set)], layout,
+          ctx_.threads);
+}
+
+void CpuOps::store_kv(int layer) {
+  k::store_kv(part(model::QkvPart::k), part(model::QkvPart::k) + kv_dim_, qkv_dim_, rows_, batch_->slots.data(),
+              layout_, kv_->keys(layer), kv_->values(layer));
+}
+
+void CpuOps::attention(int layer, int window, float scale) {
+  k::paged_attention(part(model::QkvPart::q), qkv_dim_, batch_->positions.data(), seqs_.data(),
+                     static_cast<int>(seqs_.size()), config_.heads, layout_, kv_->keys(layer), kv_->values(layer),
+                     attn_.data(), q_dim_, ctx_, attention_, {.window = window, .scale = scale});
+}
+
+void CpuOps::gated_activation(model::FeedForward kind) {
+  if (kind == model::FeedForward::geglu)
+    k::gelu_mul(gate_up_.data(), rows_, config_.ffn, act_.data(), ctx_.threads);
+  else
+    k::silu_mul(gate_up_.data(), rows_, config_.ffn, act_.data(), ctx_.threads);
+}
+
+void CpuOps::gather_logit_rows() {
+  const std::int64_t d = config_.embedding;
+  float* dst = at(Activation::logit_input);
+  for (std::size_t i = 0; i < batch_->logit_rows.size(); ++i) {
+    const float* src = x_.data() + batch_->logit_rows[i] * d;
+    std::copy(src, src + d, dst + static_cast<std::int64_t>(i) * d);
+  }
+}
+
+// Scratch grows to the largest batch seen and is reused: no allocation per step.
+void CpuOps::resize_scratch(std::int64_t rows) {
+  const auto grow = [](std::vector<float>& v, std::int64_t n) {
+    if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
+  };
+  const std::int64_t d = config_.embedding;
+  grow(x_, rows * d);
+  grow(h_, rows * d);
+  grow(qkv_, rows * qkv_dim_);
+  grow(attn_, rows * std::max(q_dim_, d));  // attn, then the logit rows of x
+  grow(gate_up_, rows * 2 * config_.ffn);
+  grow(act_, rows * config_.ffn);
+}
+
+}  // namespace ember::backend::cpu

@@ -1,0 +1,90 @@
+// The decoder graph's ops on the CPU (model/decoder_graph.hpp), built from kernels/cpu: the
+// weights as the CPU backend placed them (fused Q|K|V and gate|up linears in INT8 or FP32, FP32
+// vectors) and the activations of one step in scratch that grows to the largest batch seen.
+//
+// Thread-safety: one CpuOps runs one step at a time; the weights it reads are shared read-only.
+#pragma once
+
+#include "backend/batch.hpp"
+#include "backend/kv_cache.hpp"
+#include "model/decoder_graph.hpp"
+
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/context.hpp"
+#include "kernels/cpu/linear.hpp"
+#include "kernels/cpu/ops.hpp"
+
+#include <array>
+#include <memory>
+#include <vector>
+
+namespace ember::backend::cpu {
+
+// One placed weight: a linear for the matrices, FP32 values for the vectors.
+struct CpuWeight {
+  std::vector<float> values;
+  std::unique_ptr<kernels::cpu::Linear> linear;
+};
+using CpuWeights = model::WeightTable<CpuWeight>;
+
+// Sees the input of every linear as the ops run: how calibration observes activation ranges.
+class LinearInputObserver {
+ public:
+  virtual ~LinearInputObserver() = default;
+  virtual void observe(model::WeightRef linear, const float* x, std::int64_t rows, std::int64_t cols) = 0;
+};
+
+class CpuOps final : public model::DecoderOps {
+ public:
+  // observer: told every linear's input (null: nobody). token_embd, weights and ctx must outlive
+  // the ops.
+  CpuOps(const model::ModelConfig& config, const CpuWeights& weights, const model::GgufTensor& token_embd,
+         kernels::cpu::CpuContext& ctx, LinearInputObserver* observer = nullptr);
+
+  // Starts a step over `batch` (validated against kv by the caller): K/V go to kv, logits to
+  // `logits` (resized to [logit rows, vocab]; null when the step computes none).
+  void begin(const Batch& batch, KvCache& kv, std::vector<float>* logits);
+  // A step's activation (after the op that writes it), e.g. the lm_head's input for calibration.
+  const float* data(model::Activation a) const;
+
+  void embed(float scale) override;
+  void rope_angles(model::RopeAngleSet set, float base, float position_scale) override;
+  void rmsnorm(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows) override;
+  void rmsnorm_heads(model::WeightRef weight, model::QkvPart part) override;
+  void linear(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows,
+              bool accumulate) override;
+  void add_bias(model::WeightRef bias, model::Activation a) override;
+  void add(model::Activation from, model::Activation into) override;
+  void rope(model::QkvPart part, model::RopeAngleSet set) override;
+  void store_kv(int layer) override;
+  void attention(int layer, int window, float scale) override;
+  void gated_activation(model::FeedForward kind) override;
+  void gather_logit_rows() override;
+
+ private:
+  float* at(model::Activation a);
+  std::int64_t width(model::Activation a) const;
+  float* part(model::QkvPart p);
+  void resize_scratch(std::int64_t rows);
+
+  const model::ModelConfig& config_;
+  const CpuWeights& weights_;
+  const model::GgufTensor& token_embd_;
+  kernels::cpu::CpuContext& ctx_;
+  LinearInputObserver* observer_;
+  std::int64_t q_dim_, kv_dim_, qkv_dim_;
+
+  // The step.
+  const Batch* batch_ = nullptr;
+  KvCache* kv_ = nullptr;
+  std::vector<float>* logits_ = nullptr;
+  std::int64_t rows_ = 0;
+  kernels::cpu::KvLayout layout_{};
+  std::array<kernels::cpu::RopeAngles, 2> angles_;  // by RopeAngleSet
+  std::vector<kernels::cpu::AttentionSeq> seqs_;
+
+  std::vector<float> x_, h_, qkv_, attn_, gate_up_, act_;
+  kernels::cpu::AttentionWorkspace attention_;
+};
+
+}  // namespace ember::backend::cpu

@@ -1,0 +1,374 @@
+#include "backend/cpu/weight_preparation.hpp"
+
+#include "backend/cpu/calibration_text.hpp"
+#include "backend/cpu/smoothing.hpp"
+#include "backend/cpu/weight_cache.hpp"
+#include "kernels/cpu/quantize.hpp"
+#include "util/check.hpp"
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+#include <string_view>
+
+namespace ember::backend::cpu {
+namespace {
+
+namespace k = ember::kernels::cpu;
+using model::GraphWeight;
+using model::WeightId;
+using model::WeightRef;
+
+// Bump when the preparation (dequantize, smoothing, quantization) changes what it produces
+// without a change of ember's version: a cache written by the old code must not be read.
+constexpr int kPreparationRevision = 2;
+
+// A weight's name in the weight cache.
+std::string cache_name(WeightRef r) {
+  static constexpr std::array<const char*, model::kWeightIdCount> kNames = {
+      "attn_norm", "qkv", "qkv_bias", "q_norm", "k_norm", "wo", "post_attn_norm",
+      "ffn_norm", "gate_up", "down", "post_ffn_norm", "output_norm", "lm_head"};
+  const char* name = kNames[static_cast<std::size_t>(r.id)];
+  return r.layer < 0 ? std::string(name) : fmt::format("blk.{}.{}", r.layer, name);
+}
+
+// Whether preparation changes a weight (smoothing folds its factors into it): those are in the
+// weight cache; the others are read from the model on every open, cold or warm.
+bool prepared(WeightId id) {
+  return id != WeightId::q_norm && id != WeightId::k_norm && id != WeightId::post_attn_norm &&
+         id != WeightId::post_ffn_norm;
+}
+
+// Where one INT8 term per activation row loses too much, the input is quantized as two terms
+// (kernels/cpu/linear.hpp, ActivationQuant::residual). Measured on the default model, 1,464
+// teacher-forced positions against llama.cpp on the Q4_1 file (top-1 agreement, mean KL): one
+// term everywhere 92.4 %, 0.0116; two terms for the down projection and lm_head 94.1 %,
+// 0.0068; two terms everywhere 94.9 %, 0.0038 (what the INT8 weights alone leave) at twice
+// the prefill GEMM work. Against llama.cpp on F32 weights, two terms for down and lm_head:
+// 94.5 %, KL 0.0052; adding qkv: 94.9 %, 0.0039 (gate_up instead: 95.4 %, 0.0043, at three
+// times qkv's extra work; wo instead: 93.9 %, 0.0054). The down projection's input (the SwiGLU
+// product), the final norm's output and the attention norm's output carry the largest
+// outliers; lm_head runs on logit rows only and decode streams the weights once for both
+// terms, so the three cost about 40 % more prefill GEMM work and little else.
+k::ActivationQuant activations_for(WeightId id) {
+  const bool two_terms = id == WeightId::qkv || id == WeightId::down || id == WeightId::lm_head;
+  return two_terms ? k::ActivationQuant::residual : k::ActivationQuant::per_row;
+}
+
+// Measured on the default model, 400 teacher-forced positions against llama.cpp, one INT8
+// term everywhere: no smoothing 87.0 % top-1 agreement, KL 0.032; alpha 0.3 / 0.4 / 0.5 /
+// 0.65 / 0.8: KL 0.021 / 0.016 / 0.015 / 0.018 / 0.028. The linears with two-term inputs
+// (activations_for) need no help with activation outliers, and a smaller alpha suits their
+// weights: over 1,464 positions against llama.cpp on F32 weights, alpha 0.3 / 0.35 / 0.4 /
+// 0.45 / 0.5 / 0.65 for them gave top-1 96.1 / 95.6 / 96.2 / 95.8 / 94.9 / 93.7 %, KL 0.0075 /
+// 0.0033 / 0.0071 / 0.0035 / 0.0039 / 0.0102 (KL hangs on a few positions, hence its jumps).
+float smoothing_alpha(WeightId id) { return activations_for(id) == k::ActivationQuant::residual ? 0.35f : 0.5f; }
+
+// The input ranges of one layer's linears (and the lm_head's), as calibration observes them.
+class RangeObserver final : public LinearInputObserver {
+ public:
+  void observe(WeightRef linear, const float* x, std::int64_t rows, std::int64_t cols) override {
+    ranges_[static_cast<std::size_t>(linear.id)].observe(x, rows, cols);
+  }
+  const ChannelRange& of(WeightId id) const { return ranges_[static_cast<std::size_t>(id)]; }
+  void clear() { ranges_ = {}; }
+
+ private:
+  std::array<ChannelRange, model::kWeightIdCount> ranges_;
+};
+
+// The calibration text's forward pass, run a layer at a time while the weights are prepared.
+struct Calibration {
+  Batch batch;
+  std::unique_ptr<KvCache> kv;
+  RangeObserver observer;
+  std::unique_ptr<CpuOps> ops;
+};
+
+class Preparer {
+ public:
+  Preparer(const model::GgufFile& file, const model::ModelConfig& config, const model::DecoderTensors& tensors,
+           k::CpuContext& ctx, const BackendOptions& options, GemmPrecision gemm)
+      : file_(file), config_(config), tensors_(tensors), ctx_(ctx), options_(options), gemm_(gemm),
+        weights_(config.layers) {}
+
+  CpuWeights run() {
+    std::vector<std::int32_t> calibration_tokens;
+    if (gemm_ == GemmPrecision::int8 && options_.tokenize) calibration_tokens = options_.tokenize(kCalibrationText);
+    std::unique_ptr<WeightCacheWriter> cache;
+    if (gemm_ == GemmPrecision::int8 && !options_.weight_cache_dir.empty()) {
+      const WeightCacheFile cache_file =
+          weight_cache_file(options_.weight_cache_dir, file_, recipe(calibration_tokens));
+      if (restore(cache_file)) return std::move(weights_);
+      cache = std::make_unique<WeightCacheWriter>(cache_file, options_.log);
+    }
+    prepare(calibration_tokens, cache.get());
+    if (cache) cache->commit();
+    report(LoadPhase::cache, 1.0f);
+    return std::move(weights_);
+  }
+
+ private:
+  // The FP32 matrices of one layer, kept only while that layer is prepared; their memory is
+  // reused by the next layer.
+  using Matrices = std::array<std::vector<float>, model::kWeightIdCount>;
+
+  void prepare(const std::vector<std::int32_t>& calibration_tokens, WeightCacheWriter* cache) {
+    report(LoadPhase::weights, 0.0f);
+    std::unique_ptr<Calibration> calibration;
+    if (!calibration_tokens.empty()) calibration = begin_calibration(calibration_tokens);
+    Matrices m;
+    for (int l = 0; l < config_.layers; ++l) {
+      const std::vector<GraphWeight> layer = model::layer_weights(tensors_, config_, l);
+      for (const GraphWeight& w : layer) {
+        if (w.is_matrix())
+          dequantize(w, m[static_cast<std::size_t>(w.ref.id)]);
+        else
+          weights_[w.ref].values = dequantize(w);
+      }
+      if (calibration) {
+        for (const GraphWeight& w : layer)
+          if (w.is_matrix()) build(w, m, GemmPrecision::fp32, nullptr);
+        calibration->observer.clear();
+        model::run_layer(config_, l, *calibration->ops, calibration->batch.rows());
+        smooth_layer(l, calibration->observer, m);
+      }
+      for (const GraphWeight& w : layer)
+        if (w.is_matrix()) build(w, m, gemm_, cache);
+      for (const GraphWeight& w : layer)
+        for (const model::GgufTensor* t : w.sources) file_.release(*t);
+      report(LoadPhase::weights, static_cast<float>(l + 1) / (config_.layers + 1));
+    }
+    m = {};  // before the lm_head's own buffers
+    const std::vector<GraphWeight> head = model::head_weights(tensors_, config_);
+    weights_[head[0].ref].values = dequantize(head[0]);
+    ChannelRange lm_head_in;
+    if (calibration) {
+      calibration->observer.clear();
+      const auto n = static_cast<std::int64_t>(calibration->batch.logit_rows.size());
+      model::run_final_norm(config_, *calibration->ops, n);
+      lm_head_in.observe(calibration->ops->data(model::Activation::h), n, config_.embedding);
+      calibration.reset();
+    }
+    prepare_lm_head(head[1], lm_head_in, cache);
+    // Tied or not, the embedding rows a step reads fault back in one page at a time.
+    file_.release(*tensors_.output);
+    if (cache)  // the vectors as smoothing left them
+      for (int l = -1; l < config_.layers; ++l)
+        for (const GraphWeight& w : l < 0 ? head : model::layer_weights(tensors_, config_, l))
+          if (!w.is_matrix() && prepared(w.ref.id)) cache->add_vector(cache_name(w.ref), weights_[w.ref].values);
+    report(LoadPhase::weights, 1.0f);
+  }
+
+  std::unique_ptr<Calibration> begin_calibration(const std::vector<std::int32_t>& tokens) {
+    auto c = std::make_unique<Calibration>();
+    const int n = static_cast<int>(tokens.size());
+    const KvGeometry g{config_.layers, config_.kv_heads, config_.head_dim, 16, (n + 15) / 16, KvCacheType::f32};
+    c->kv = std::make_unique<KvCache>(g);
+    c->batch.sequences.push_back({0, n, {}});
+    for (int i = 0; i < n; ++i) {
+      c->batch.tokens.push_back(tokens[static_cast<std::size_t>(i)]);
+      c->batch.positions.push_back(i);
+      c->batch.slots.push_back(i);
+      c->batch.logit_rows.push_back(i);
+    }
+    for (int b = 0; b < g.block_count; ++b) c->batch.sequences[0].block_table.push_back(b);
+    validate_batch(c->batch, g.block_count, g.block_size, config_.vocab);
+    c->ops = std::make_unique<CpuOps>(config_, weights_, *tensors_.token_embd, ctx_, &c->observer);
+    c->ops->begin(c->batch, *c->kv, nullptr);
+    model::begin_step(config_, *c->ops);
+    return c;
+  }
+
+  static void dequantize(const GraphWeight& w, std::vector<float>& out) {
+    std::int64_t elements = 0;
+    for (const auto* t : w.sources) elements += t->numel();
+    EMBER_ASSERT(elements == w.rows * w.cols);
+    out.resize(static_cast<std::size_t>(elements));  // keeps its capacity when it shrinks
+    float* dst = out.data();
+    for (const auto* t : w.sources) {
+      model::dequantize(t->type, t->data, dst, t->numel());
+      dst += t->numel();
+    }
+  }
+  static std::vector<float> dequantize(const GraphWeight& w) {
+    std::vector<float> v;
+    dequantize(w, v);
+    return v;
+  }
+
+  void build(const GraphWeight& w, const Matrices& m, GemmPrecision precision, WeightCacheWriter* cache) {
+    const std::vector<float>& values = m[static_cast<std::size_t>(w.ref.id)];
+    std::unique_ptr<k::Linear>& linear = weights_[w.ref].linear;
+    if (precision == GemmPrecision::fp32) {
+      linear = k::make_fp32_linear(ctx_, values.data(), w.rows, w.cols);
+      return;
+    }
+    const k::QuantizedWeights q = k::quantize_int8_weights(ctx_, values.data(), w.rows, w.cols);
+    if (cache != nullptr) cache->add_linear(cache_name(w.ref), w.rows, w.cols, q.q.data(), q.scales.data());
+    linear = k::make_int8_linear(ctx_, q.q.data(), q.scales.data(), w.rows, w.cols, activations_for(w.ref.id));
+  }
+
+  // Folds layer l's smoothing factors into its matrices and norms (backend/cpu/smoothing.hpp).
+  void smooth_layer(int l, const RangeObserver& r, Matrices& m) {
+    const std::int64_t d = config_.embedding, ffn = config_.ffn;
+    const std::int64_t q_dim = std::int64_t{config_.heads} * config_.head_dim;
+    const std::int64_t kv_dim = std::int64_t{config_.kv_heads} * config_.head_dim, qkv_rows = q_dim + 2 * kv_dim;
+    const int hd = config_.head_dim, group = config_.heads / config_.kv_heads;
+    std::vector<float>& qkv = m[static_cast<std::size_t>(WeightId::qkv)];
+    std::vector<float>& wo = m[static_cast<std::size_t>(WeightId::wo)];
+    std::vector<float>& gate_up = m[static_cast<std::size_t>(WeightId::gate_up)];
+    std::vector<float>& down = m[static_cast<std::size_t>(WeightId::down)];
+    // Inputs that come out of an RMSNorm: its weight takes the 1/s.
+    auto s = smoothing_factors(r.of(WeightId::qkv), qkv.data(), qkv_rows, d, smoothing_alpha(WeightId::qkv));
+    scale_columns(qkv.data(), qkv_rows, d, s);
+    divide(weights_[{l, WeightId::attn_norm}].values, s);
+    s = smoothing_factors(r.of(WeightId::gate_up), gate_up.data(), 2 * ffn, d, smoothing_alpha(WeightId::gate_up));
+    scale_columns(gate_up.data(), 2 * ffn, d, s);
+    divide(weights_[{l, WeightId::ffn_norm}].values, s);
+    // act(gate) * up is linear in up: up's output rows take the 1/s of the down input.
+    s = smoothing_factors(r.of(WeightId::down), down.data(), d, ffn, smoothing_alpha(WeightId::down));
+    scale_columns(down.data(), d, ffn, s);
+    for (std::int64_t j = 0; j < ffn; ++j)
+      for (std::int64_t i = 0; i < d; ++i) gate_up[static_cast<std::size_t>((ffn + j) * d + i)] /= s[static_cast<std::size_t>(j)];
+    // The attention output is linear in V: V's rows take the 1/s of the output projection's
+    // input. Query heads sharing a KV head must share the factor (the largest of the group).
+    std::vector<float>* bias = config_.attention_bias ? &weights_[{l, WeightId::qkv_bias}].values : nullptr;
+    s = smoothing_factors(r.of(WeightId::wo), wo.data(), d, q_dim, smoothing_alpha(WeightId::wo));
+    for (int kvh = 0; kvh < config_.kv_heads; ++kvh)
+      for (int i = 0; i < hd; ++i) {
+        float shared = 0;
+        for (int h = kvh * group; h < (kvh + 1) * group; ++h) shared = std::max(shared, s[static_cast<std::size_t>(h * hd + i)]);
+        for (int h = kvh * group; h < (kvh + 1) * group; ++h) s[static_cast<std::size_t>(h * hd + i)] = shared;
+        const std::int64_t v_row = q_dim + kv_dim + kvh * hd + i;
+        for (std::int64_t c = 0; c < d; ++c) qkv[static_cast<std::size_t>(v_row * d + c)] /= shared;
+        if (bias != nullptr) (*bias)[static_cast<std::size_t>(v_row)] /= shared;
+      }
+    scale_columns(wo.data(), d, q_dim, s);
+  }
+
+  // The lm_head from its tensor a slice of rows at a time on the INT8 path: the smoothing
+  // factors need each column's maximum over all rows, so the slices are dequantized twice (once
+  // for the maxima, once to quantize) rather than held in FP32.
+  void prepare_lm_head(const GraphWeight& w, const ChannelRange& input_range, WeightCacheWriter* cache) {
+    const std::int64_t vocab = w.rows, d = w.cols;
+    const model::GgufTensor& tensor = *w.sources.at(0);
+    if (gemm_ == GemmPrecision::fp32) {
+      weights_[w.ref].linear = k::make_fp32_linear(ctx_, model::dequantize_tensor(tensor).data(), vocab, d);
+      return;
+    }
+    constexpr std::int64_t kSliceRows = 4096;
+    std::vector<float> slice(static_cast<std::size_t>(std::min(vocab, kSliceRows) * d));
+    const auto for_each_slice = [&](auto&& visit) {
+      for (std::int64_t first = 0; first < vocab; first += kSliceRows) {
+        const std::int64_t count = std::min(kSliceRows, vocab - first);
+        model::dequantize_rows(tensor, first, count, slice.data());
+        visit(first, count);
+      }
+    };
+    std::vector<float> s(static_cast<std::size_t>(d), 1.0f);
+    if (!input_range.max_abs.empty()) {
+      std::vector<float> column_max(static_cast<std::size_t>(d), 0.0f);
+      for_each_slice([&](std::int64_t, std::int64_t count) { column_abs_max(slice.data(), count, d, column_max); });
+      s = smoothing_factors(input_range, column_max, smoothing_alpha(WeightId::lm_head));
+      divide(weights_[{-1, WeightId::output_norm}].values, s);
+    }
+    k::QuantizedWeights q{vocab, d, std::vector<std::int8_t>(static_cast<std::size_t>(vocab * d)),
+                          std::vector<float>(static_cast<std::size_t>(vocab))};
+    for_each_slice([&](std::int64_t first, std::int64_t count) {
+      scale_columns(slice.data(), count, d, s);
+      k::quantize_weights_s8(slice.data(), count, d, q.q.data() + first * d, q.scales.data() + first, ctx_.threads,
+                             k::int8_weight_range());
+    });
+    if (cache != nullptr) cache->add_linear(cache_name(w.ref), vocab, d, q.q.data(), q.scales.data());
+    weights_[w.ref].linear =
+        k::make_int8_linear(ctx_, q.q.data(), q.scales.data(), vocab, d, activations_for(WeightId::lm_head));
+  }
+
+  // ---- the packed-weight cache (weight_cache.hpp) ----
+
+  std::string recipe(const std::vector<std::int32_t>& calibration_tokens) const {
+    Hasher calibration;
+    calibration.update(calibration_tokens.data(), calibration_tokens.size() * sizeof(std::int32_t));
+    std::string r = fmt::format("cpu-int8 preparation {}, calibration {} tokens {:016x}", kPreparationRevision,
+                                calibration_tokens.size(), calibration.value());
+    // The smoothing factors come from a forward pass, so they depend on the RoPE frequencies;
+    // the model identity covers the scaling metadata but samples rope_freqs.weight's values
+    // only by chance. Named only when not the plain RoPE, so other models keep their key.
+    const float scale = config_.rope_position_scale();
+    if (!calibration_tokens.empty() && (!config_.rope_freq_factors.empty() || scale != 1.0f)) {
+      Hasher rope;
+      rope.update(config_.rope_freq_factors.data(), config_.rope_freq_factors.size() * sizeof(float));
+      rope.update(&scale, sizeof(scale));
+      r += fmt::format(", rope {:016x}", rope.value());
+    }
+    return r;
+  }
+
+  // Places every weight from the cache file; false (logged) when there is none or it cannot be
+  // used, and the caller prepares the weights from the model instead.
+  bool restore(const WeightCacheFile& cache_file) {
+    const auto say = [&](LogLevel level, const std::string& message) {
+      if (options_.log) options_.log(level, message);
+    };
+    std::error_code ec;
+    if (!std::filesystem::exists(cache_file.path, ec)) {
+      say(LogLevel::info, fmt::format("no weight cache at {}: preparing the weights and writing it", cache_file.path));
+      return false;
+    }
+    try {
+      if (options_.progress) options_.progress->plan({{LoadPhase::cache, 1}});
+      report(LoadPhase::cache, 0.0f);
+      const WeightCacheReader cache(cache_file);  // validated whole before anything is built
+      const auto place = [&](const GraphWeight& w) {
+        if (!w.is_matrix()) {
+          weights_[w.ref].values = prepared(w.ref.id) ? cache.vector(cache_name(w.ref), w.cols) : dequantize(w);
+          return;
+        }
+        const CachedLinear c = cache.linear(cache_name(w.ref), w.rows, w.cols);
+        weights_[w.ref].linear = k::make_int8_linear(ctx_, c.q, c.scales, w.rows, w.cols, activations_for(w.ref.id));
+        // Packed into the linear's own layouts: the file's pages may leave resident memory.
+        model::release_pages(c.q, static_cast<std::uint64_t>(w.rows * w.cols));
+      };
+      for (int l = 0; l < config_.layers; ++l) {
+        for (const GraphWeight& w : model::layer_weights(tensors_, config_, l)) place(w);
+        report(LoadPhase::cache, static_cast<float>(l + 1) / (config_.layers + 1));
+      }
+      for (const GraphWeight& w : model::head_weights(tensors_, config_)) place(w);
+      report(LoadPhase::cache, 1.0f);
+      say(LogLevel::info, fmt::format("weights read from the cache {}", cache_file.path));
+      return true;
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::cancelled) throw;
+      say(LogLevel::warning, fmt::format("weight cache ignored, rewriting it: {}", e.what()));
+      weights_ = CpuWeights(config_.layers);
+      // The arena never frees single blocks: a fresh one, so the linears built before the
+      // failure do not keep their memory (the old arena goes with its last user).
+      ctx_.decode_weights = std::make_shared<k::WeightArena>();
+      if (options_.progress) options_.progress->plan_preparation();
+      return false;
+    }
+  }
+
+  void report(LoadPhase phase, float fraction) const {
+    if (options_.progress) options_.progress->report(phase, fraction);
+  }
+
+  const model::GgufFile& file_;
+  const model::ModelConfig& config_;
+  const model::DecoderTensors& tensors_;
+  k::CpuContext& ctx_;
+  const BackendOptions& options_;
+  GemmPrecision gemm_;
+  CpuWeights weights_;
+};
+
+}  // namespace
+
+CpuWeights prepare_cpu_weights(const model::GgufFile& file, const model::ModelConfig& config,
+                               const model::DecoderTensors& tensors, k::CpuContext& ctx,
+                               const BackendOptions& options, GemmPrecision gemm) {
+  return Preparer(file, config, tensors, ctx, options, gemm).run();
+}
+
+}  // namespace ember::backend::cpu

@@ -1,0 +1,132 @@
+// The decoder's layer graph, written once for every architecture and every device. The graph
+// reads the architecture from ModelConfig (which norms, which attention window and scale, which
+// RoPE angles, which feed-forward activation) and asks a DecoderOps for each step of it; a
+// device implements the ops over its own memory and weights and never needs to know which model
+// it runs. One step of the graph over a batch of `rows` tokens:
+//
+//   x = embed(tokens) * embedding_scale
+//   per layer:  h = rmsnorm(x, attn_norm);  qkv = h Wqkvᵀ [+ qkv_bias]
+//               [q, k = rmsnorm of each head (q_norm, k_norm)];  q, k = rope(q, k)
+//               store k, v in the KV cache;  attn = paged attention of q (window, scale)
+//               x += [rmsnorm](attn Woᵀ)                       (post_attn_norm)
+//               h = rmsnorm(x, ffn_norm);  gate_up = h Wgate_upᵀ;  act = act(gate) * up
+//               x += [rmsnorm](act Wdownᵀ)                     (post_ffn_norm)
+//   logits = rmsnorm(x[logit rows], output_norm) W_lm_headᵀ
+#pragma once
+
+#include "model/decoder_tensors.hpp"
+#include "model/model_config.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace ember::model {
+
+// The weights the graph reads. Q|K|V and gate|up are each one fused matrix, their rows stacked
+// in that order (graph_weights() says from which tensors): one GEMM instead of three or two.
+enum class WeightId {
+  attn_norm, qkv, qkv_bias, q_norm, k_norm, wo, post_attn_norm,
+  ffn_norm, gate_up, down, post_ffn_norm,
+  output_norm, lm_head,  // the model's own, outside the layers (layer -1)
+};
+
+inline constexpr int kWeightIdCount = static_cast<int>(WeightId::lm_head) + 1;
+
+struct WeightRef {
+  int layer = -1;
+  WeightId id = WeightId::attn_norm;
+  bool operator==(const WeightRef&) const = default;
+};
+
+// A device's weights (of type T) found by WeightRef, for a model of `layers` layers.
+template <class T>
+class WeightTable {
+ public:
+  WeightTable() = default;
+  explicit WeightTable(int layers) : slots_(static_cast<std::size_t>(layers + 1) * kWeightIdCount) {}
+  T& operator[](WeightRef r) { return slots_.at(index(r)); }
+  const T& operator[](WeightRef r) const { return slots_.at(index(r)); }
+
+ private:
+  static std::size_t index(WeightRef r) {
+    return static_cast<std::size_t>(r.layer + 1) * kWeightIdCount + static_cast<std::size_t>(r.id);
+  }
+  std::vector<T> slots_;
+};
+
+// One weight of the graph: what it is, its shape ([rows, cols]; a vector has rows == 1) and the
+// file's tensors it is made of, stacked row-wise.
+struct GraphWeight {
+  WeightRef ref;
+  std::int64_t rows = 0, cols = 0;
+  std::vector<const GgufTensor*> sources;
+  bool is_matrix() const { return ref.id == WeightId::qkv || ref.id == WeightId::wo || ref.id == WeightId::gate_up ||
+                                  ref.id == WeightId::down || ref.id == WeightId::lm_head; }
+};
+
+// Layer `layer`'s weights (those its architecture has), in the order the graph first reads them.
+std::vector<GraphWeight> layer_weights(const DecoderTensors& tensors, const ModelConfig& config, int layer);
+// output_norm and lm_head.
+std::vector<GraphWeight> head_weights(const DecoderTensors& tensors, const ModelConfig& config);
+
+// The activations of one step, each [rows, width] with its own width: x and h [embedding], qkv
+// [q_dim + 2 kv_dim], attn [q_dim], gate_up [2 ffn], act [ffn]; `logit_input` holds the rows of
+// x that need logits, and `logits` their [vocab] rows.
+enum class Activation { x, h, qkv, attn, gate_up, act, logit_input, logits };
+
+// The q or the k part of the qkv rows.
+enum class QkvPart { q, k };
+
+// The rotation angles of a step: every layer's, or (when sliding layers turn by other angles,
+// ModelConfig::uniform_rope() false) the sliding layers' own set.
+enum class RopeAngleSet { global, sliding };
+
+// What the graph asks a device to do. Every call is on the current step's rows (begin() said how
+// many, and which need logits); widths come from the model's shape. An implementation that lacks
+// an op throws Error(unsupported) naming it (and should refuse the model at open instead).
+class DecoderOps {
+ public:
+  virtual ~DecoderOps() = default;
+
+  // x = the embedding rows of the step's tokens, times `scale`.
+  virtual void embed(float scale) = 0;
+  // Computes the angles of the step's positions for `set` once, for every layer that uses it:
+  // pair i of a head at position p turns by p * position_scale * base^(-2i/rope_dims) /
+  // freq_factors[i] (freq_factors: ModelConfig::rope_freq_factors, empty for all 1).
+  virtual void rope_angles(RopeAngleSet set, float base, float position_scale) = 0;
+  // out = rmsnorm(in) * weight, row by row, in `rows` rows (out may be in).
+  virtual void rmsnorm(WeightRef weight, Activation in, Activation out, std::int64_t rows) = 0;
+  // The same over each head_dim slice of the q or k part of qkv, in place.
+  virtual void rmsnorm_heads(WeightRef weight, QkvPart part) = 0;
+  // out = in Wᵀ (out += in Wᵀ when accumulate), in `rows` rows.
+  virtual void linear(WeightRef weight, Activation in, Activation out, std::int64_t rows, bool accumulate) = 0;
+  // a += bias, every row.
+  virtual void add_bias(WeightRef bias, Activation a) = 0;
+  // into += from, every row.
+  virtual void add(Activation from, Activation into) = 0;
+  // Rotates the q or k part of qkv by the angles of `set`, in place.
+  virtual void rope(QkvPart part, RopeAngleSet set) = 0;
+  // Writes the k and v parts of qkv into layer `layer`'s KV cache, at the rows' slots.
+  virtual void store_kv(int layer) = 0;
+  // attn = causal paged attention of the q part of qkv over layer `layer`'s cache: a query at
+  // position p sees the keys at p - window < t <= p (window 0: all t <= p), scores scaled by
+  // `scale` (0: 1/sqrt(head_dim)).
+  virtual void attention(int layer, int window, float scale) = 0;
+  // act = act(gate) * up of the gate_up rows.
+  virtual void gated_activation(FeedForward kind) = 0;
+  // logit_input = the rows of x that need logits.
+  virtual void gather_logit_rows() = 0;
+};
+
+// The graph, a piece at a time: a host that must stop between layers (a frame budget) runs
+// begin_step, then run_layer for each layer as time allows, then run_head.
+void begin_step(const ModelConfig& config, DecoderOps& ops);
+void run_layer(const ModelConfig& config, int layer, DecoderOps& ops, std::int64_t rows);
+void run_head(const ModelConfig& config, DecoderOps& ops, std::int64_t logit_rows);
+// The head's first part: h = rmsnorm(x[logit rows], output_norm), the lm_head's input (what
+// calibration observes).
+void run_final_norm(const ModelConfig& config, DecoderOps& ops, std::int64_t logit_rows);
+// All of it.
+void run_decoder(const ModelConfig& config, DecoderOps& ops, std::int64_t rows, std::int64_t logit_rows);
+
+}  // namespace ember::model
