@@ -20,6 +20,7 @@
 namespace {
 
 using namespace ember::kernels::cpu;
+using ember::KvCacheType;
 
 constexpr int kHeads = 9, kKvHeads = 3, kHeadDim = 64, kBlock = 16, kContext = 512;
 constexpr int kLongContext = 4096, kWindow = 512;
@@ -31,13 +32,13 @@ int bench_threads() {
 
 // seqs sequences of `context` tokens each in a shuffled pool; rows_per_seq query rows at the
 // last positions of each; window: AttentionOptions::window.
-void bm_attention(benchmark::State& state, KvDType dtype, int seqs, int rows_per_seq, int context = kContext,
+void bm_attention(benchmark::State& state, KvCacheType dtype, int seqs, int rows_per_seq, int context = kContext,
                   int window = 0) {
   const KvLayout layout{kBlock, kKvHeads, kHeadDim, dtype};
   const int blocks_per_seq = context / kBlock;
   const int total_blocks = seqs * blocks_per_seq;
   const std::size_t values = static_cast<std::size_t>(total_blocks) * kBlock * kKvHeads * kHeadDim;
-  const std::size_t elem = dtype == KvDType::f16 ? 2 : 4;
+  const std::size_t elem = dtype == KvCacheType::f16 ? 2 : 4;
   std::vector<unsigned char> k(values * elem), v(values * elem);
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -84,8 +85,8 @@ void bm_attention(benchmark::State& state, KvDType dtype, int seqs, int rows_per
 }
 
 const bool registered = [] {
-  for (KvDType dt : {KvDType::f16, KvDType::f32}) {
-    const std::string tag = dt == KvDType::f16 ? "f16" : "f32";
+  for (KvCacheType dt : {KvCacheType::f16, KvCacheType::f32}) {
+    const std::string tag = dt == KvCacheType::f16 ? "f16" : "f32";
     for (int seqs : {1, 8})
       benchmark::RegisterBenchmark(("decode_ctx512_" + tag + "/seqs:" + std::to_string(seqs)).c_str(),
                                    [dt, seqs](benchmark::State& st) { bm_attention(st, dt, seqs, 1); })

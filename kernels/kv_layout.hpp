@@ -3,15 +3,15 @@
 // block block_table[t / block_size] at offset t % block_size.
 #pragma once
 
-namespace ember::kernels {
+#include <ember/ember.hpp>  // KvCacheType
 
-enum class KvDType { f16, f32 };
+namespace ember::kernels {
 
 struct KvLayout {
   int block_size;
   int kv_heads;
   int head_dim;
-  KvDType dtype;
+  KvCacheType dtype;  // the engine's KV type (ember::KvCacheType), defined once
 };
 
 }  // namespace ember::kernels

@@ -391,7 +391,7 @@ void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t ro
   for (std::int64_t r = 0; r < rows; ++r) {
     if (slots[r] < 0) continue;
     const std::int64_t at = static_cast<std::int64_t>(slots[r]) * n;
-    if (layout.dtype == KvDType::f16) {
+    if (layout.dtype == KvCacheType::f16) {
       ops.to_f16(k + r * ldkv, static_cast<std::uint16_t*>(k_cache) + at, static_cast<int>(n));
       ops.to_f16(v + r * ldkv, static_cast<std::uint16_t*>(v_cache) + at, static_cast<int>(n));
     } else {
@@ -465,7 +465,7 @@ void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* posit
       TaskArgs a = args;
       a.blocks = seqs[tile.seq].block_table;
       const int segment = static_cast<int>(i % kSegments);
-      if (layout.dtype == KvDType::f16)
+      if (layout.dtype == KvCacheType::f16)
         attend_task(a, tile, segment, static_cast<const std::uint16_t*>(k_cache),
                     static_cast<const std::uint16_t*>(v_cache), scratch);
       else

@@ -13,7 +13,6 @@ namespace ember::kernels::cpu {
 
 struct VecOps;  // kernels/cpu/simd.hpp
 
-using kernels::KvDType;
 using kernels::KvLayout;
 
 // Writes K and V of `rows` new tokens: k and v rows of kv_heads*head_dim floats at k + r*ldkv

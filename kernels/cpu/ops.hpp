@@ -3,6 +3,8 @@
 // split between threads only when the work is large enough to pay for the fork.
 #pragma once
 
+#include "util/rope_layout.hpp"
+
 #include <cstdint>
 #include <vector>
 
@@ -19,9 +21,7 @@ void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_
 void rmsnorm_heads(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
                    const float* weight, float eps, int threads = 1);
 
-// Which elements of a head form a rotated pair: (2i, 2i+1) — GGUF llama, whose Q/K rows the
-// converter permuted — or (i, i + rope_dims/2) — the NeoX/HF layout.
-enum class RopeLayout { interleaved, half };
+using ember::RopeLayout;  // util/rope_layout.hpp
 
 // In place on rows of heads*head_dim values at x + r*ld (the q or k part of a fused qkv row).
 // Pair i of the first rope_dims dims of each head turns by positions[r] * base^(-2i/rope_dims);

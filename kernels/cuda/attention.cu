@@ -105,7 +105,7 @@ void launch(const float* q, std::int64_t ldq, const std::int32_t* positions,
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(heads));
   const int group = heads / layout.kv_heads;
   const float scale = 1.0f / sqrtf(static_cast<float>(layout.head_dim));
-  if (layout.dtype == KvDType::f16)
+  if (layout.dtype == KvCacheType::f16)
     paged_attention_kernel<DimsPerLane><<<grid, kWarps * 32, 0, stream>>>(
         q, ldq, positions, row_tables, block_tables, group, layout,
         static_cast<const std::uint16_t*>(k_cache), static_cast<const std::uint16_t*>(v_cache),

@@ -233,7 +233,7 @@ void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t ro
               cudaStream_t stream) {
   if (rows <= 0) return;
   const std::int64_t width = static_cast<std::int64_t>(layout.kv_heads) * layout.head_dim;
-  if (layout.dtype == KvDType::f16)
+  if (layout.dtype == KvCacheType::f16)
     store_kv_kernel<<<grid_for(rows * width), kThreads, 0, stream>>>(
         k, v, ldkv, rows, slots, width, static_cast<std::uint16_t*>(k_cache),
         static_cast<std::uint16_t*>(v_cache));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "kernels/kv_layout.hpp"
+#include "util/rope_layout.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -30,7 +31,7 @@ void rope_angles(const std::int32_t* positions, std::int64_t rows, int rope_dims
                  cudaStream_t stream);
 
 // Pairs (2i, 2i+1) — GGUF llama — or (i, i + rope_dims/2) — NeoX/HF.
-enum class RopeLayout { interleaved, half };
+using ember::RopeLayout;  // util/rope_layout.hpp
 
 // In place on rows of heads*head_dim values at x + r*ld, with angles from rope_angles().
 void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, int rope_dims,
@@ -59,7 +60,6 @@ void to_f16(const float* x, std::int64_t n, std::uint16_t* out, cudaStream_t str
 
 // ---- paged KV cache --------------------------------------------------------------------------
 
-using kernels::KvDType;   // kernels/kv_layout.hpp: the layout the CPU kernels share
 using kernels::KvLayout;
 
 // Writes rows of K and V (kv_heads*head_dim floats at k + r*ldkv and v + r*ldkv) into their

@@ -17,7 +17,7 @@ std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const model::GgufFile>
     fail(ErrorCode::unsupported, "precision fp16 runs on CUDA only; on the CPU use int8 or fp32");
   if (options.precision == Precision::fp32)
     return cpu::make_reference_backend(std::move(file), config, options);
-  return cpu::make_kernel_backend(std::move(file), config, options, cpu::GemmPrecision::int8);
+  return cpu::make_kernel_backend(std::move(file), config, options, Precision::int8);
 }
 
 std::unique_ptr<Backend> make_backend(std::shared_ptr<const model::GgufFile> file,

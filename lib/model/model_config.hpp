@@ -5,6 +5,7 @@
 #pragma once
 
 #include "model/gguf.hpp"
+#include "util/rope_layout.hpp"
 
 #include <cstdint>
 #include <string>
@@ -13,10 +14,7 @@
 
 namespace ember::model {
 
-enum class RopeLayout {
-  interleaved,  // rotate adjacent pairs (x0,x1),(x2,x3)... : GGUF llama (Q/K permuted at export)
-  half,         // rotate (x_i, x_{i+d/2}) : GPT-NeoX style, used by qwen2 GGUFs
-};
+using ember::RopeLayout;  // util/rope_layout.hpp
 
 // How positions are scaled before they become angles, from {arch}.rope.scaling.type. Only the
 // kinds ember implements exist: a file naming another ("yarn", "longrope") is refused at open.

@@ -68,7 +68,7 @@ void check_architecture(const std::string& name) {
   backend::BackendOptions options;
   options.threads = 2;
   auto reference = backend::cpu::make_reference_backend(file, c, options);
-  auto kernels = backend::cpu::make_kernel_backend(file, c, options, backend::cpu::GemmPrecision::fp32);
+  auto kernels = backend::cpu::make_kernel_backend(file, c, options, Precision::fp32);
   for (auto* b : {reference.get(), kernels.get()}) {
     const Agreement a = against_llama_cpp(*b, golden);
     MESSAGE(name, " ", b->name(), " vs llama.cpp: max abs logit difference ", a.max_abs, ", mean ",

@@ -16,7 +16,6 @@
 namespace ember {
 namespace {
 
-using backend::cpu::GemmPrecision;
 
 std::shared_ptr<const model::GgufFile> synthetic(const model::ModelConfig& config, std::uint64_t seed) {
   model::SyntheticModelSpec spec;
@@ -62,11 +61,11 @@ void check_paths(const model::ModelConfig& config) {
   backend::BackendOptions options;
   options.threads = 2;
   auto reference = backend::cpu::make_reference_backend(file, c, options);
-  auto fp32 = backend::cpu::make_kernel_backend(file, c, options, GemmPrecision::fp32);
-  auto int8 = backend::cpu::make_kernel_backend(file, c, options, GemmPrecision::int8);
+  auto fp32 = backend::cpu::make_kernel_backend(file, c, options, Precision::fp32);
+  auto int8 = backend::cpu::make_kernel_backend(file, c, options, Precision::int8);
   backend::BackendOptions calibrated = options;
   calibrated.tokenize = [&](std::string_view) { return random_tokens(40, c.vocab, 9); };
-  auto smoothed = backend::cpu::make_kernel_backend(file, c, calibrated, GemmPrecision::int8);
+  auto smoothed = backend::cpu::make_kernel_backend(file, c, calibrated, Precision::int8);
   const auto tokens = random_tokens(45, c.vocab, 3);  // not a multiple of the block size
 
   const auto ref = run(*reference, tokens, KvCacheType::f32, 45);
@@ -154,7 +153,7 @@ TEST_CASE("gemma3: post-norms, GeGLU, scaled embeddings and sliding-window layer
   const auto tokens = random_tokens(45, c.vocab, 3);
   auto reference = backend::cpu::make_reference_backend(file, c, options);
   auto unwindowed = backend::cpu::make_reference_backend(unwindowed_file, u, options);
-  auto fp32 = backend::cpu::make_kernel_backend(file, c, options, GemmPrecision::fp32);
+  auto fp32 = backend::cpu::make_kernel_backend(file, c, options, Precision::fp32);
   const auto ref = run(*reference, tokens, KvCacheType::f32, 45);
   const Diff moved = compare(run(*unwindowed, tokens, KvCacheType::f32, 45), ref, c.vocab);
   MESSAGE("gemma3: window 8 vs 4096 on 45 tokens: rel ", moved.rel);
@@ -192,7 +191,7 @@ void check_rope_scaling_applied(const model::ModelConfig& config, const model::M
   const Diff moved = compare(ref_plain, ref, c.vocab);
   MESSAGE("reference with vs without RoPE scaling: rel ", moved.rel, ", top-1 ", moved.top1);
   CHECK(moved.rel > 0.01);  // 100 times the fp32 path's tolerance (1e-4)
-  for (GemmPrecision precision : {GemmPrecision::fp32, GemmPrecision::int8}) {
+  for (Precision precision : {Precision::fp32, Precision::int8}) {
     CAPTURE(static_cast<int>(precision));
     const auto fast = run(*backend::cpu::make_kernel_backend(file, c, options, precision), tokens,
                           KvCacheType::f16, 16);
@@ -224,7 +223,7 @@ TEST_CASE("a flattened batch of several sequences equals each sequence alone") {
   const model::ModelConfig c = model::read_model_config(*file);
   backend::BackendOptions options;
   options.threads = 2;
-  for (GemmPrecision precision : {GemmPrecision::fp32, GemmPrecision::int8}) {
+  for (Precision precision : {Precision::fp32, Precision::int8}) {
     auto b = backend::cpu::make_kernel_backend(file, c, options, precision);
     const auto a_tokens = random_tokens(21, c.vocab, 1), b_tokens = random_tokens(5, c.vocab, 2);
     // Alone: A prefilled then decoding its 21st token; B prefilled in one go.
@@ -274,7 +273,7 @@ TEST_CASE("a flattened batch of several sequences equals each sequence alone") {
 TEST_CASE("a batch with inconsistent indices is rejected, not trusted") {
   const auto file = synthetic(model::SyntheticModelSpec::tiny_config(), 5);
   const model::ModelConfig c = model::read_model_config(*file);
-  auto b = backend::cpu::make_kernel_backend(file, c, {}, GemmPrecision::int8);
+  auto b = backend::cpu::make_kernel_backend(file, c, {}, Precision::int8);
   backend::KvGeometry g{c.layers, c.kv_heads, c.head_dim, 4, 4, KvCacheType::f16};
   backend::KvCache kv(g);
   std::vector<float> logits;

@@ -168,7 +168,7 @@ TEST_CASE("INT8 GEMM with per-row x per-column scales, FP16 GEMM") {
 }
 
 // Two sequences over scattered blocks, a prefill chunk and a decode row, grouped-query heads.
-void check_attention(kh::KvDType dtype, int head_dim) {
+void check_attention(KvCacheType dtype, int head_dim) {
   const int heads = 9, kv_heads = 3, block_size = 16, blocks = 12;
   const kh::KvLayout cpu_layout{block_size, kv_heads, head_dim, dtype};
   const kc::KvLayout gpu_layout = cpu_layout;  // one layout type for both devices
@@ -186,7 +186,7 @@ void check_attention(kh::KvDType dtype, int head_dim) {
   const std::int64_t rows = static_cast<std::int64_t>(positions.size()), width = heads * head_dim;
   const std::int64_t ldqkv = width + 2 * kv_heads * head_dim;
   const auto qkv = random_floats(rows * ldqkv, 9);
-  const std::size_t elem = dtype == kh::KvDType::f16 ? 2 : 4;
+  const std::size_t elem = dtype == KvCacheType::f16 ? 2 : 4;
   const std::size_t cache_bytes = static_cast<std::size_t>(blocks * block_size * kv_heads * head_dim) * elem;
   std::vector<std::uint8_t> k_cache(cache_bytes), v_cache(cache_bytes);
   const float* k = qkv.data() + width;
@@ -223,9 +223,9 @@ void check_attention(kh::KvDType dtype, int head_dim) {
 
 TEST_CASE("KV store and paged attention match the CPU (f16 and f32, GQA, head_dim 64 and 128)") {
   test::require_cuda_device();
-  check_attention(kh::KvDType::f16, 64);
-  check_attention(kh::KvDType::f32, 64);
-  check_attention(kh::KvDType::f16, 128);
+  check_attention(KvCacheType::f16, 64);
+  check_attention(KvCacheType::f32, 64);
+  check_attention(KvCacheType::f16, 128);
 }
 
 }  // namespace

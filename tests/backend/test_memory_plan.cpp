@@ -9,7 +9,6 @@
 namespace ember {
 namespace {
 
-using backend::cpu::GemmPrecision;
 
 model::ModelConfig llama_8b() {
   model::ModelConfig c = model::SyntheticModelSpec::tiny_config();
@@ -20,17 +19,17 @@ model::ModelConfig llama_8b() {
 }
 
 TEST_CASE("the memory plan of an 8B model: two INT8 layouts of 8.0 billion weights") {
-  const auto plan = backend::cpu::plan_memory(llama_8b(), GemmPrecision::int8);
+  const auto plan = backend::cpu::plan_memory(llama_8b(), Precision::int8);
   // 32 x 218 M weights a layer + 525 M of lm_head = 7.50 G weights, two bytes each.
   CHECK(plan.prepared_bytes == 2ull * (32ull * 218103808ull + 128256ull * 4096ull));
   CHECK(plan.transient_bytes == 8ull * 218103808ull);  // one layer in FP32, twice
-  const auto fp32 = backend::cpu::plan_memory(llama_8b(), GemmPrecision::fp32);
+  const auto fp32 = backend::cpu::plan_memory(llama_8b(), Precision::fp32);
   CHECK(fp32.prepared_bytes == 2 * plan.prepared_bytes);
 }
 
 TEST_CASE("a model that does not fit is out_of_memory, naming what it needs and what there is") {
   const auto c = llama_8b();
-  const auto plan = backend::cpu::plan_memory(c, GemmPrecision::int8);
+  const auto plan = backend::cpu::plan_memory(c, Precision::int8);
   try {
     backend::cpu::check_fits(plan, 8ull << 30, c);
     FAIL("an 8B model fitted in 8 GiB");

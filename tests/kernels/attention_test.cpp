@@ -12,6 +12,7 @@
 #include <numeric>
 
 using namespace ember::kernels::cpu;
+using ember::KvCacheType;
 using ember::test::random_floats;
 
 namespace {
@@ -33,7 +34,7 @@ struct SeqSpec {
 
 struct Case {
   int heads, kv_heads, head_dim, block_size;
-  KvDType dtype;
+  KvCacheType dtype;
   std::vector<SeqSpec> seqs;
   int window = 0;       // AttentionOptions::window
   float scale = 0.0f;   // AttentionOptions::scale
@@ -58,7 +59,7 @@ void run_case(const Case& c, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::shuffle(pool.begin(), pool.end(), rng);
 
-  const std::size_t elem = c.dtype == KvDType::f16 ? 2 : 4;
+  const std::size_t elem = c.dtype == KvCacheType::f16 ? 2 : 4;
   const std::size_t cache_values = static_cast<std::size_t>(total_blocks) * static_cast<std::size_t>(c.block_size * kv_width);
   std::vector<unsigned char> k_cache(cache_values * elem), v_cache(cache_values * elem);
 
@@ -93,7 +94,7 @@ void run_case(const Case& c, std::uint32_t seed) {
   // Dense reference in double on the values the cache holds (f16-rounded when f16): every key
   // t <= p, less those llama.cpp's is_masked_swa (LLAMA_SWA_TYPE_STANDARD) masks: p - t >= window.
   const auto stored = [&](float v) {
-    return c.dtype == KvDType::f16 ? static_cast<double>(ember::fp16_to_float(ember::float_to_fp16(v))) : static_cast<double>(v);
+    return c.dtype == KvCacheType::f16 ? static_cast<double>(ember::fp16_to_float(ember::float_to_fp16(v))) : static_cast<double>(v);
   };
   const std::int64_t ldq = q_width + 5, ldo = q_width + 3;
   const auto q = random_floats(static_cast<std::size_t>(row * ldq), seed + 99);
@@ -152,7 +153,7 @@ void run_case(const Case& c, std::uint32_t seed) {
 }  // namespace
 
 TEST_CASE("paged attention equals dense attention: shuffled blocks, mixed prefill and decode, GQA") {
-  for (KvDType dtype : {KvDType::f16, KvDType::f32}) {
+  for (KvCacheType dtype : {KvCacheType::f16, KvCacheType::f32}) {
     // prefill from scratch (37 rows), a decode row at 51 tokens, a chunked prefill (10 rows on
     // top of 20 cached), a single-token sequence.
     const std::vector<SeqSpec> mixed = {{37, 37}, {51, 1}, {30, 10}, {1, 1}};
@@ -169,14 +170,14 @@ TEST_CASE("paged attention with a sliding window equals dense attention masked l
   // A long prefill chunk (40 rows over 300 positions: 19 blocks of 16), decode rows deep in long
   // sequences, a short prefill from scratch, a single-token sequence, a chunk of 9 rows.
   const std::vector<SeqSpec> mixed = {{300, 40}, {260, 1}, {45, 45}, {1, 1}, {130, 9}};
-  for (KvDType dtype : {KvDType::f16, KvDType::f32})
+  for (KvCacheType dtype : {KvCacheType::f16, KvCacheType::f32})
     for (int window : {1, 7, 16, 17, 32, 48, 64, 301, 100000}) {
       run_case({9, 3, 64, 16, dtype, mixed, window}, 4);         // the default model's shape
       run_case({4, 4, 40, 5, dtype, mixed, window}, 5);          // no GQA, 60 blocks of 5
       run_case({8, 2, 128, 32, dtype, mixed, window}, 6);        // group of 4, blocks of 32
       run_case({8, 1, 32, 24, dtype, {{97, 20}, {49, 1}}, window}, 7);  // multi-query, 24 = 16 + 8
     }
-  for (KvDType dtype : {KvDType::f16, KvDType::f32}) {
+  for (KvCacheType dtype : {KvCacheType::f16, KvCacheType::f32}) {
     // Gemma 3's window over 2000 cached tokens: decode rows and a prefill chunk.
     run_case({8, 4, 64, 16, dtype, {{2000, 1}, {1500, 12}, {513, 1}, {512, 1}}, 512}, 8);
     // Window multiples of blocks of 5 and of 8.
@@ -187,7 +188,7 @@ TEST_CASE("paged attention with a sliding window equals dense attention masked l
 
 TEST_CASE("paged attention's softmax scale: q.k times the given factor, 0 meaning 1/sqrt(head_dim)") {
   const std::vector<SeqSpec> mixed = {{120, 20}, {77, 1}};
-  for (KvDType dtype : {KvDType::f16, KvDType::f32})
+  for (KvCacheType dtype : {KvCacheType::f16, KvCacheType::f32})
     for (float scale : {0.05f, 0.125f, 0.3f, 1.0f / 16.0f}) {
       run_case({9, 3, 64, 16, dtype, mixed, 0, scale}, 11);
       run_case({9, 3, 64, 16, dtype, mixed, 33, scale}, 12);  // with a window
@@ -196,7 +197,7 @@ TEST_CASE("paged attention's softmax scale: q.k times the given factor, 0 meanin
 
 TEST_CASE("paged attention rejects positions outside the block table, bad head counts and options") {
   CpuContext ctx(1);
-  const KvLayout layout{4, 2, 8, KvDType::f32};
+  const KvLayout layout{4, 2, 8, KvCacheType::f32};
   std::vector<float> kv(2 * 4 * 2 * 8), q(4 * 8), out(4 * 8);
   const std::int32_t table[1] = {1};
   const std::int32_t pos_ok[1] = {3}, pos_bad[1] = {4};
@@ -232,7 +233,7 @@ TEST_CASE("paged attention gives a row the same bits alone, in a prefill chunk a
   for (int block_size : {16, 32, 24}) {
     CAPTURE(block_size);
     const int blocks = (len + block_size - 1) / block_size;
-    const KvLayout layout{block_size, kv_heads, d, KvDType::f16};
+    const KvLayout layout{block_size, kv_heads, d, KvCacheType::f16};
     // Sequence A owns blocks blocks..2*blocks-1 in reverse order, sequence B (a copy of A) blocks
     // 0..blocks-1.
     std::vector<std::int32_t> table_a(static_cast<std::size_t>(blocks)), table_b(table_a.size());
@@ -290,7 +291,7 @@ TEST_CASE("paged attention gives a row the same bits alone, in a prefill chunk a
 // the scale 1/sqrt(head_dim) is the default one, bit for bit.
 TEST_CASE("paged attention: a window past the sequence and the default scale change no bit") {
   const int heads = 8, kv_heads = 2, d = 64, block_size = 16, len = 100, blocks = 7;
-  const KvLayout layout{block_size, kv_heads, d, KvDType::f32};
+  const KvLayout layout{block_size, kv_heads, d, KvCacheType::f32};
   const std::int64_t kv_width = kv_heads * d, q_width = heads * d;
   std::vector<std::int32_t> table = {3, 0, 6, 1, 5, 2, 4};
   std::vector<float> k_cache(static_cast<std::size_t>(blocks * block_size * kv_width)), v_cache(k_cache.size());

@@ -27,7 +27,7 @@ void CpuOps::begin(const Batch& batch, KvCache& kv, std::vector<float>* logits) 
   for (const SequenceSlice& s : batch.sequences)
     seqs_.push_back({s.row_begin, s.row_count, s.block_table.data(), static_cast<std::int32_t>(s.block_table.size())});
   layout_ = {g.block_size, config_.kv_heads, config_.head_dim,
-             g.type == KvCacheType::f16 ? k::KvDType::f16 : k::KvDType::f32};
+             g.type};
   k::bind_threads(ctx_);  // this thread's OpenMP regions, oneDNN's included
 }
 
@@ -110,10 +110,8 @@ void CpuOps::add(Activation from, Activation into) {
 
 void CpuOps::rope(model::QkvPart p, model::RopeAngleSet set) {
   const int heads = p == model::QkvPart::q ? config_.heads : config_.kv_heads;
-  const auto layout = config_.rope_layout == model::RopeLayout::interleaved ? k::RopeLayout::interleaved
-                                                                             : k::RopeLayout::half;
-  k::rope(part(p), rows_, qkv_dim_, heads, config_.head_dim, angles_[static_cast<std::size_t>(set)], layout,
-          ctx_.threads);
+  k::rope(part(p), rows_, qkv_dim_, heads, config_.head_dim, angles_[static_cast<std::size_t>(set)],
+          config_.rope_layout, ctx_.threads);
 }
 
 void CpuOps::store_kv(int layer) {

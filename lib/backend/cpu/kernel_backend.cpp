@@ -4,6 +4,7 @@
 #include "backend/cpu/memory_plan.hpp"
 #include "backend/cpu/weight_preparation.hpp"
 #include "model/decoder_graph.hpp"
+#include "util/check.hpp"
 
 namespace ember::backend::cpu {
 namespace {
@@ -12,8 +13,9 @@ namespace {
 class KernelBackend final : public Backend {
  public:
   KernelBackend(std::shared_ptr<const model::GgufFile> file, const model::ModelConfig& config,
-                const BackendOptions& options, GemmPrecision gemm)
+                const BackendOptions& options, Precision gemm)
       : file_(std::move(file)), config_(config), ctx_(options.threads), gemm_(gemm) {
+    if (gemm_ == Precision::fp16) fail(ErrorCode::unsupported, "the CPU kernels have no fp16 matrix products");
     const model::DecoderTensors tensors = model::map_decoder_tensors(*file_, config_);
     check_fits(plan_memory(config_, gemm_), available_memory(), config_);
     weights_ = prepare_cpu_weights(*file_, config_, tensors, ctx_, options, gemm_);
@@ -21,7 +23,7 @@ class KernelBackend final : public Backend {
   }
 
   const model::ModelConfig& config() const override { return config_; }
-  std::string name() const override { return gemm_ == GemmPrecision::int8 ? "cpu-int8" : "cpu-fp32-kernels"; }
+  std::string name() const override { return gemm_ == Precision::int8 ? "cpu-int8" : "cpu-fp32-kernels"; }
 
   void forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) override {
     const KvGeometry& g = kv.geometry();
@@ -34,7 +36,7 @@ class KernelBackend final : public Backend {
   std::shared_ptr<const model::GgufFile> file_;  // keeps the token embeddings mapped
   model::ModelConfig config_;
   kernels::cpu::CpuContext ctx_;
-  GemmPrecision gemm_;
+  Precision gemm_;
   CpuWeights weights_;
   std::unique_ptr<CpuOps> ops_;
 };
@@ -43,7 +45,7 @@ class KernelBackend final : public Backend {
 
 std::unique_ptr<Backend> make_kernel_backend(std::shared_ptr<const model::GgufFile> file,
                                              const model::ModelConfig& config,
-                                             const BackendOptions& options, GemmPrecision gemm) {
+                                             const BackendOptions& options, Precision gemm) {
   return std::make_unique<KernelBackend>(std::move(file), config, options, gemm);
 }
 

@@ -7,11 +7,11 @@
 
 namespace ember::backend::cpu {
 
-enum class GemmPrecision { int8, fp32 };
-
+// gemm: the matrix products' precision, int8 or fp32 (options.precision is not read: fp32 there
+// means the reference backend). Throws Error(unsupported) for fp16.
 std::unique_ptr<Backend> make_kernel_backend(std::shared_ptr<const model::GgufFile> file,
                                              const model::ModelConfig& config,
                                              const BackendOptions& options,
-                                             GemmPrecision gemm = GemmPrecision::int8);
+                                             Precision gemm = Precision::int8);
 
 }  // namespace ember::backend::cpu

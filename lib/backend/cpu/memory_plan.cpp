@@ -8,7 +8,7 @@
 
 namespace ember::backend::cpu {
 
-MemoryPlan plan_memory(const model::ModelConfig& c, GemmPrecision gemm) {
+MemoryPlan plan_memory(const model::ModelConfig& c, Precision gemm) {
   const std::uint64_t d = static_cast<std::uint64_t>(c.embedding), ffn = static_cast<std::uint64_t>(c.ffn);
   const std::uint64_t q = static_cast<std::uint64_t>(c.heads) * static_cast<std::uint64_t>(c.head_dim);
   const std::uint64_t kv = static_cast<std::uint64_t>(c.kv_heads) * static_cast<std::uint64_t>(c.head_dim);
@@ -16,7 +16,7 @@ MemoryPlan plan_memory(const model::ModelConfig& c, GemmPrecision gemm) {
   const std::uint64_t lm_head = static_cast<std::uint64_t>(c.vocab) * d;
   const std::uint64_t weights = layer * static_cast<std::uint64_t>(c.layers) + lm_head;
   MemoryPlan plan;
-  if (gemm == GemmPrecision::int8) {
+  if (gemm == Precision::int8) {
     plan.prepared_bytes = 2 * weights;  // two layouts of one byte a weight; scales are noise
     plan.transient_bytes = std::max(2 * 4 * layer, lm_head);
   } else {

@@ -20,7 +20,7 @@ struct MemoryPlan {
 // backend's layouts (oneDNN's packed one and the GEMV's) with their scales, or FP32 ones; the
 // transient part is one layer's FP32 matrices twice (the dequantized copy and the FP32 linears
 // that calibrate it) and the lm_head's INT8 rows while it is packed.
-MemoryPlan plan_memory(const model::ModelConfig& config, GemmPrecision gemm);
+MemoryPlan plan_memory(const model::ModelConfig& config, Precision gemm);
 
 // The memory the system can give this process now (MemAvailable of /proc/meminfo); 0 when it
 // does not say (then nothing is refused).

@@ -244,7 +244,7 @@ class ReferenceBackend final : public Backend {
                    const BackendOptions& options)
       : file_(std::move(file)), config_(config), threads_(options.threads), weights_(config.layers) {
     const model::DecoderTensors tensors = model::map_decoder_tensors(*file_, config_);
-    check_fits(plan_memory(config_, GemmPrecision::fp32), available_memory(), config_);
+    check_fits(plan_memory(config_, Precision::fp32), available_memory(), config_);
     if (options.progress) options.progress->plan({{LoadPhase::weights, 1}});  // nothing else to do
     token_embd_ = tensors.token_embd;
     const auto place = [&](const model::GraphWeight& w) {

@@ -88,15 +88,15 @@ struct Calibration {
 class Preparer {
  public:
   Preparer(const model::GgufFile& file, const model::ModelConfig& config, const model::DecoderTensors& tensors,
-           k::CpuContext& ctx, const BackendOptions& options, GemmPrecision gemm)
+           k::CpuContext& ctx, const BackendOptions& options, Precision gemm)
       : file_(file), config_(config), tensors_(tensors), ctx_(ctx), options_(options), gemm_(gemm),
         weights_(config.layers) {}
 
   CpuWeights run() {
     std::vector<std::int32_t> calibration_tokens;
-    if (gemm_ == GemmPrecision::int8 && options_.tokenize) calibration_tokens = options_.tokenize(kCalibrationText);
+    if (gemm_ == Precision::int8 && options_.tokenize) calibration_tokens = options_.tokenize(kCalibrationText);
     std::unique_ptr<WeightCacheWriter> cache;
-    if (gemm_ == GemmPrecision::int8 && !options_.weight_cache_dir.empty()) {
+    if (gemm_ == Precision::int8 && !options_.weight_cache_dir.empty()) {
       const WeightCacheFile cache_file =
           weight_cache_file(options_.weight_cache_dir, file_, recipe(calibration_tokens));
       if (restore(cache_file)) return std::move(weights_);
@@ -128,7 +128,7 @@ class Preparer {
       }
       if (calibration) {
         for (const GraphWeight& w : layer)
-          if (w.is_matrix()) build(w, m, GemmPrecision::fp32, nullptr);
+          if (w.is_matrix()) build(w, m, Precision::fp32, nullptr);
         calibration->observer.clear();
         model::run_layer(config_, l, *calibration->ops, calibration->batch.rows());
         smooth_layer(l, calibration->observer, m);
@@ -197,10 +197,10 @@ class Preparer {
     return v;
   }
 
-  void build(const GraphWeight& w, const Matrices& m, GemmPrecision precision, WeightCacheWriter* cache) {
+  void build(const GraphWeight& w, const Matrices& m, Precision precision, WeightCacheWriter* cache) {
     const std::vector<float>& values = m[static_cast<std::size_t>(w.ref.id)];
     std::unique_ptr<k::Linear>& linear = weights_[w.ref].linear;
-    if (precision == GemmPrecision::fp32) {
+    if (precision == Precision::fp32) {
       linear = k::make_fp32_linear(ctx_, values.data(), w.rows, w.cols);
       return;
     }
@@ -253,7 +253,7 @@ class Preparer {
   void prepare_lm_head(const GraphWeight& w, const ChannelRange& input_range, WeightCacheWriter* cache) {
     const std::int64_t vocab = w.rows, d = w.cols;
     const model::GgufTensor& tensor = *w.sources.at(0);
-    if (gemm_ == GemmPrecision::fp32) {
+    if (gemm_ == Precision::fp32) {
       weights_[w.ref].linear = k::make_fp32_linear(ctx_, model::dequantize_tensor(tensor).data(), vocab, d);
       return;
     }
@@ -359,7 +359,7 @@ class Preparer {
   const model::DecoderTensors& tensors_;
   k::CpuContext& ctx_;
   const BackendOptions& options_;
-  GemmPrecision gemm_;
+  Precision gemm_;
   CpuWeights weights_;
 };
 
@@ -367,7 +367,7 @@ class Preparer {
 
 CpuWeights prepare_cpu_weights(const model::GgufFile& file, const model::ModelConfig& config,
                                const model::DecoderTensors& tensors, k::CpuContext& ctx,
-                               const BackendOptions& options, GemmPrecision gemm) {
+                               const BackendOptions& options, Precision gemm) {
   return Preparer(file, config, tensors, ctx, options, gemm).run();
 }
 

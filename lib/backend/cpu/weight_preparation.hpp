@@ -24,6 +24,6 @@ namespace ember::backend::cpu {
 // tokenize: no smoothing). Reports options.progress; throws Error(cancelled) when it says so.
 CpuWeights prepare_cpu_weights(const model::GgufFile& file, const model::ModelConfig& config,
                                const model::DecoderTensors& tensors, kernels::cpu::CpuContext& ctx,
-                               const BackendOptions& options, GemmPrecision gemm);
+                               const BackendOptions& options, Precision gemm);
 
 }  // namespace ember::backend::cpu

@@ -307,7 +307,7 @@ class CudaBackend final : public Backend, private model::DecoderOps {
   void run(std::int64_t rows, std::int64_t n_out, const KvCache& kv) {
     const KvGeometry& g = kv.geometry();
     step_ = {rows, n_out, &kv, MetaLayout(rows, n_out),
-             {g.block_size, config_.kv_heads, config_.head_dim, g.type == KvCacheType::f16 ? k::KvDType::f16 : k::KvDType::f32}};
+             {g.block_size, config_.kv_heads, config_.head_dim, g.type}};
     model::run_decoder(config_, *this, rows, n_out);
   }
 
@@ -368,10 +368,8 @@ class CudaBackend final : public Backend, private model::DecoderOps {
 
   void rope(model::QkvPart p, model::RopeAngleSet) override {
     const int heads = p == model::QkvPart::q ? config_.heads : config_.kv_heads;
-    const auto layout = config_.rope_layout == model::RopeLayout::interleaved ? k::RopeLayout::interleaved
-                                                                               : k::RopeLayout::half;
     k::rope(part(p), step_.rows, q_dim_ + 2 * kv_dim_, heads, config_.head_dim, config_.rope_dims,
-            scratch_.cos.as<float>(), scratch_.sin.as<float>(), layout, stream_->get());
+            scratch_.cos.as<float>(), scratch_.sin.as<float>(), config_.rope_layout, stream_->get());
   }
 
   void store_kv(int layer) override {
