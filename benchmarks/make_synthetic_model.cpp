@@ -9,7 +9,7 @@
 // 8 KV heads, vocab 32000). 3b: Llama-3.2-3B (28 layers, width 3072, ffn 8192, 24 heads of 128,
 // 8 KV heads, vocab 128256, tied). 8b: Llama-3.1-8B (32 layers, width 4096, ffn 14336, 32
 // heads, 8 KV heads, vocab 128256, untied). Matrices are Q4_1, as in the default model file.
-// llama3, qwen2, qwen3, gemma3: the small models of each architecture that
+// llama3, qwen2, qwen3, gemma3, phi3, phi3_long: the small models of each architecture that
 // tests/reference/make_arch_goldens.py runs through llama.cpp (SyntheticModelSpec::
 // architecture_config), in F32 so that both engines compute from the very same weights.
 #include "../examples/common/cli.hpp"
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
       "SHAPE OUT.gguf OUT.json");
   cli.positional("SHAPE", shape_name,
                  "default: the default model's shape (SmolLM2-135M); 1b: Llama-3.2-1B-like; "
-                 "3b: Llama-3.2-3B; 8b: Llama-3.1-8B; llama3, qwen2, qwen3, gemma3: small F32 models of "
+                 "3b: Llama-3.2-3B; 8b: Llama-3.1-8B; llama3, qwen2, qwen3, gemma3, phi3, phi3_long: small F32 models of "
                  "each architecture, for goldens")
       .positional("OUT.gguf", gguf_path, "the model file to write")
       .positional("OUT.json", json_path, "the configuration file to write");

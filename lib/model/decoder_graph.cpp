@@ -33,7 +33,9 @@ std::vector<GraphWeight> layer_weights(const DecoderTensors& t, const ModelConfi
   const std::int64_t q_dim = std::int64_t{c.heads} * hd, kv_dim = std::int64_t{c.kv_heads} * hd;
   std::vector<GraphWeight> out;
   out.push_back(weight(layer, WeightId::attn_norm, 1, d, {w.attn_norm}));
-  out.push_back(weight(layer, WeightId::qkv, q_dim + 2 * kv_dim, d, {w.wq, w.wk, w.wv}));
+  // Fused in the file or not, Q|K|V and gate|up are one matrix each.
+  out.push_back(weight(layer, WeightId::qkv, q_dim + 2 * kv_dim, d,
+                       w.wqkv != nullptr ? std::vector{w.wqkv} : std::vector{w.wq, w.wk, w.wv}));
   if (w.bq != nullptr) out.push_back(weight(layer, WeightId::qkv_bias, 1, q_dim + 2 * kv_dim, {w.bq, w.bk, w.bv}));
   if (w.q_norm != nullptr) {
     out.push_back(weight(layer, WeightId::q_norm, 1, hd, {w.q_norm}));
@@ -42,7 +44,8 @@ std::vector<GraphWeight> layer_weights(const DecoderTensors& t, const ModelConfi
   out.push_back(weight(layer, WeightId::wo, d, q_dim, {w.wo}));
   if (w.post_attn_norm != nullptr) out.push_back(weight(layer, WeightId::post_attn_norm, 1, d, {w.post_attn_norm}));
   out.push_back(weight(layer, WeightId::ffn_norm, 1, d, {w.ffn_norm}));
-  out.push_back(weight(layer, WeightId::gate_up, 2 * ffn, d, {w.w_gate, w.w_up}));
+  out.push_back(weight(layer, WeightId::gate_up, 2 * ffn, d,
+                       w.w_gate != nullptr ? std::vector{w.w_gate, w.w_up} : std::vector{w.w_up}));
   out.push_back(weight(layer, WeightId::down, d, ffn, {w.w_down}));
   if (w.post_ffn_norm != nullptr) out.push_back(weight(layer, WeightId::post_ffn_norm, 1, d, {w.post_ffn_norm}));
   return out;
@@ -76,7 +79,7 @@ void run_layer(const ModelConfig& c, int l, DecoderOps& ops, std::int64_t rows) 
   ops.rope(QkvPart::q, angle_set(c, l));
   ops.rope(QkvPart::k, angle_set(c, l));
   ops.store_kv(l);
-  ops.attention(l, c.attention_window(l), c.attention_scale);
+  ops.attention(l, c.attention_window(l), c.attention_score_scale());
   residual(c, l, WeightId::wo, WeightId::post_attn_norm, A::attn, ops, rows);
   // Feed-forward block.
   ops.rmsnorm({l, WeightId::ffn_norm}, A::x, A::h, rows);

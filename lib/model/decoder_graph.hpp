@@ -110,7 +110,7 @@ class DecoderOps {
   virtual void store_kv(int layer) = 0;
   // attn = causal paged attention of the q part of qkv over layer `layer`'s cache: a query at
   // position p sees the keys at p - window < t <= p (window 0: all t <= p), scores scaled by
-  // `scale` (0: 1/sqrt(head_dim)).
+  // `scale` (ModelConfig::attention_score_scale()).
   virtual void attention(int layer, int window, float scale) = 0;
   // act = act(gate) * up of the gate_up rows.
   virtual void gated_activation(FeedForward kind) = 0;

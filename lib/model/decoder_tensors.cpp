@@ -50,9 +50,13 @@ DecoderTensors map_decoder_tensors(const GgufFile& file, const ModelConfig& c) {
     const std::string p = fmt::format("blk.{}.", i);
     LayerWeights& l = out.layers[static_cast<std::size_t>(i)];
     l.attn_norm = w.get(p + "attn_norm.weight", {e});
-    l.wq = w.get(p + "attn_q.weight", {e, q});
-    l.wk = w.get(p + "attn_k.weight", {e, kv});
-    l.wv = w.get(p + "attn_v.weight", {e, kv});
+    if (file.find_tensor(p + "attn_qkv.weight") != nullptr) {
+      l.wqkv = w.get(p + "attn_qkv.weight", {e, q + 2 * kv});
+    } else {
+      l.wq = w.get(p + "attn_q.weight", {e, q});
+      l.wk = w.get(p + "attn_k.weight", {e, kv});
+      l.wv = w.get(p + "attn_v.weight", {e, kv});
+    }
     l.wo = w.get(p + "attn_output.weight", {q, e});
     if (c.attention_bias) {
       l.bq = w.get(p + "attn_q.bias", {q});
@@ -68,8 +72,12 @@ DecoderTensors map_decoder_tensors(const GgufFile& file, const ModelConfig& c) {
       l.post_ffn_norm = w.get(p + "post_ffw_norm.weight", {e});
     }
     l.ffn_norm = w.get(p + "ffn_norm.weight", {e});
-    l.w_gate = w.get(p + "ffn_gate.weight", {e, c.ffn});
-    l.w_up = w.get(p + "ffn_up.weight", {e, c.ffn});
+    if (c.fused_gate_up) {
+      l.w_up = w.get(p + "ffn_up.weight", {e, 2 * std::int64_t{c.ffn}});
+    } else {
+      l.w_gate = w.get(p + "ffn_gate.weight", {e, c.ffn});
+      l.w_up = w.get(p + "ffn_up.weight", {e, c.ffn});
+    }
     l.w_down = w.get(p + "ffn_down.weight", {c.ffn, e});
   }
   return out;

@@ -15,6 +15,8 @@ namespace ember::model {
 
 struct LayerWeights {
   const GgufTensor* attn_norm = nullptr;  // [embedding]
+  const GgufTensor* wqkv = nullptr;       // [embedding, q_dim + 2 kv_dim] when the file fuses them
+                                          // (phi3's attn_qkv); else wq, wk, wv:
   const GgufTensor* wq = nullptr;         // [embedding, heads * head_dim]
   const GgufTensor* wk = nullptr;         // [embedding, kv_heads * head_dim]
   const GgufTensor* wv = nullptr;         // [embedding, kv_heads * head_dim]
@@ -27,8 +29,8 @@ struct LayerWeights {
   const GgufTensor* post_attn_norm = nullptr;  // [embedding]; nullptr unless post_norms
   const GgufTensor* ffn_norm = nullptr;   // [embedding]
   const GgufTensor* post_ffn_norm = nullptr;   // [embedding]; nullptr unless post_norms
-  const GgufTensor* w_gate = nullptr;     // [embedding, ffn]
-  const GgufTensor* w_up = nullptr;       // [embedding, ffn]
+  const GgufTensor* w_gate = nullptr;     // [embedding, ffn]; nullptr when fused_gate_up
+  const GgufTensor* w_up = nullptr;       // [embedding, ffn], or [embedding, 2 ffn] holding gate|up
   const GgufTensor* w_down = nullptr;     // [ffn, embedding]
 };
 

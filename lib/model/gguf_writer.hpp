@@ -76,7 +76,8 @@ struct SyntheticModelSpec {
   // A small model of each architecture ember runs, for goldens from llama.cpp on the very same
   // file (tests/reference/make_arch_goldens.py): "llama3" (Llama 3.1-style frequency factors,
   // untied output), "qwen2" (biases), "qwen3" (q/k norm, 32-wide heads on a width of 64),
-  // "gemma3" (6 layers: five sliding ones with a window of 8, then a global one). Throws
+  // "gemma3" (6 layers: five sliding ones with a window of 8, then a global one), "phi3" and
+  // "phi3_long" (fused Q|K|V and gate|up, LongRoPE short or long factors, attention factor). Throws
   // Error(invalid_argument) for another name.
   static ModelConfig architecture_config(const std::string& name);
 

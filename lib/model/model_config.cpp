@@ -27,6 +27,9 @@ constexpr ArchitectureTraits kArchitectures[] = {
     // set_swa_pattern(6) and rope_freq_base_train_swa. Its converter already added Gemma's
     // "1 +" to the RMSNorm weights.
     {"gemma3", RopeLayout::half, false, true, true, FeedForward::geglu, true, 6, 10000.0f},
+    // Phi-3 / 3.5: Q|K|V in one attn_qkv tensor (or three), gate|up in ffn_up; llama.cpp
+    // leaves its sliding window off (phi3.cpp), and so does ember.
+    {"phi3", RopeLayout::half, false, false, false, FeedForward::swiglu, false, 0, 0.0f, true},
 };
 
 const ArchitectureTraits& architecture(const GgufFile& file, std::string_view name) {
@@ -121,10 +124,15 @@ void read_rope_scaling(ModelConfig& c, const GgufFile& file, const ConfigReader&
   if (!(c.rope_scaling_factor > 0.0f) || !std::isfinite(c.rope_scaling_factor)) {
     r.invalid(fmt::format("{}scaling.factor {} must be positive and finite", prefix, c.rope_scaling_factor));
   }
-  // llama.cpp multiplies every cos and sin by it (rope_yarn's mscale): refused, not ignored.
+  // llama.cpp multiplies every cos and sin by it (rope_yarn's mscale, ext_factor 0): for heads
+  // rotated whole that is its square on q.k; on partly rotated heads it is refused, not ignored.
   const std::string attn_factor = prefix + "scaling.attn_factor";
   if (const auto f = file.find_f32(attn_factor); f && *f != 1.0f) {
-    fail(ErrorCode::unsupported, "{}: {} = {} is not supported (only 1)", file.path(), attn_factor, *f);
+    if (!(*f > 0.0f) || !std::isfinite(*f)) r.invalid(fmt::format("{} = {} must be positive and finite", attn_factor, *f));
+    if (c.rope_dims != c.head_dim)
+      fail(ErrorCode::unsupported, "{}: {} = {} with {} of {} head dimensions rotated is not supported",
+           file.path(), attn_factor, *f, c.rope_dims, c.head_dim);
+    c.rope_attention_factor = *f;
   }
   const std::string original = prefix + "scaling.original_context_length";
   const std::uint32_t context = file.find_u32(original).value_or(0);
@@ -132,29 +140,41 @@ void read_rope_scaling(ModelConfig& c, const GgufFile& file, const ConfigReader&
   c.rope_original_context = static_cast<int>(context);
 }
 
-// rope_freqs.weight: one divisor of the frequency per rotated pair (llama.cpp creates it with
-// shape {n_rot / 2} and passes it to ggml_rope_ext as freq_factors).
-void read_rope_freq_factors(ModelConfig& c, const GgufFile& file, const ConfigReader& r) {
-  constexpr const char* kName = "rope_freqs.weight";
-  const GgufTensor* t = file.find_tensor(kName);
-  if (t == nullptr) return;
+// A RoPE frequency-factor tensor: one divisor of the frequency per rotated pair (llama.cpp
+// creates rope_freqs.weight, rope_factors_short/long.weight with shape {n_rot / 2} and passes
+// one to ggml_rope_ext as freq_factors). Empty when the file has none.
+std::vector<float> read_rope_factor_tensor(const char* name, const ModelConfig& c, const GgufFile& file,
+                                           const ConfigReader& r) {
+  const GgufTensor* t = file.find_tensor(name);
+  if (t == nullptr) return {};
   const std::int64_t pairs = c.rope_dims / 2;
   if (t->shape.size() != 1 || t->shape[0] != pairs) {
     r.invalid(fmt::format("tensor '{}' has shape [{}], expected [{}] (rope.dimension_count {} / 2)",
-                          kName, fmt::join(t->shape, ", "), pairs, c.rope_dims));
+                          name, fmt::join(t->shape, ", "), pairs, c.rope_dims));
   }
   if (!ggml_type_info(t->type).dequantizable) {
     fail(ErrorCode::unsupported, "{}: tensor '{}' has type {}, which ember cannot dequantize",
-         file.path(), kName, ggml_type_info(t->type).name);
+         file.path(), name, ggml_type_info(t->type).name);
   }
   std::vector<float> factors(static_cast<std::size_t>(pairs));
   dequantize(t->type, t->data, factors.data(), pairs);
   for (std::size_t i = 0; i < factors.size(); ++i) {
     if (!(factors[i] > 0.0f) || !std::isfinite(factors[i])) {
-      r.invalid(fmt::format("tensor '{}' value {} = {} must be positive and finite", kName, i, factors[i]));
+      r.invalid(fmt::format("tensor '{}' value {} = {} must be positive and finite", name, i, factors[i]));
     }
   }
-  c.rope_freq_factors = std::move(factors);
+  return factors;
+}
+
+void read_rope_freq_factors(ModelConfig& c, const GgufFile& file, const ConfigReader& r) {
+  c.rope_freq_factors = read_rope_factor_tensor("rope_freqs.weight", c, file, r);
+  std::vector<float> short_factors = read_rope_factor_tensor("rope_factors_short.weight", c, file, r);
+  c.rope_freq_factors_long = read_rope_factor_tensor("rope_factors_long.weight", c, file, r);
+  if (!c.rope_freq_factors.empty() && (!short_factors.empty() || !c.rope_freq_factors_long.empty()))
+    r.invalid("both rope_freqs.weight and rope_factors_short/long.weight");
+  if (!short_factors.empty()) c.rope_freq_factors = std::move(short_factors);
+  if (!c.rope_freq_factors_long.empty() && c.rope_freq_factors.empty())
+    r.invalid("rope_factors_long.weight without rope_factors_short.weight");
 }
 
 }  // namespace
@@ -198,6 +218,7 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.qk_norm = arch.qk_norm;
   c.post_norms = arch.post_norms;
   c.feed_forward = arch.feed_forward;
+  c.fused_gate_up = arch.fused_gate_up;
   c.embedding_scale = arch.scaled_embeddings ? std::sqrt(static_cast<float>(c.embedding)) : 1.0f;
   // llama.cpp (llama-model.cpp, LLM_ARCH_GEMMA3): query_pre_attn_scalar is embedding / heads
   // for the 27B model, recognised by its 62 layers, and head_dim for every other size.
@@ -215,6 +236,17 @@ ModelConfig read_model_config(const GgufFile& file) {
   read_rope_scaling(c, file, r);
   read_rope_freq_factors(c, file, r);
   return c;
+}
+
+float ModelConfig::attention_score_scale() const {
+  const float base = attention_scale > 0.0f ? attention_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  return base * rope_attention_factor * rope_attention_factor;
+}
+
+void ModelConfig::use_context(int context) {
+  // llama.cpp's n_ctx_orig_yarn: the original context when the file says it, else the trained one.
+  const int original = rope_original_context > 0 ? rope_original_context : context_length;
+  if (!rope_freq_factors_long.empty() && context > original) rope_freq_factors = rope_freq_factors_long;
 }
 
 }  // namespace ember::model

@@ -53,6 +53,13 @@ struct ModelConfig {
   // factor_i: the tensor rope_freqs.weight (Llama 3.1/3.2's frequency scaling, baked by the
   // converter), rope_dims / 2 positive values; empty when the file has none (all 1).
   std::vector<float> rope_freq_factors;
+  // Phi-3's LongRoPE keeps two sets (rope_factors_short.weight, rope_factors_long.weight):
+  // rope_freq_factors is the short set, for contexts up to rope_original_context, and
+  // use_context() swaps in this long set for longer ones, as llama.cpp does per context.
+  std::vector<float> rope_freq_factors_long;
+  // {arch}.rope.scaling.attn_factor: llama.cpp multiplies every rotated cos and sin by it, so
+  // q.k of fully rotated heads scales by its square (attention_score_scale()); 1 when absent.
+  float rope_attention_factor = 1.0f;
   float rms_eps = 1e-5f;
   int context_length = 0;
   int vocab = 0;
@@ -66,6 +73,7 @@ struct ModelConfig {
                             // feed-forward output before each residual add
                             // (post_attention_norm, post_ffw_norm: [embedding])
   FeedForward feed_forward = FeedForward::swiglu;
+  bool fused_gate_up = false;  // phi3: ffn_up.weight holds gate|up ([embedding, 2 ffn]), no ffn_gate
   float embedding_scale = 1.0f;  // token embeddings are multiplied by it (Gemma: sqrt(width))
   // Sliding-window attention (gemma3): a sliding layer's query at position p sees the keys at
   // p - sliding_window < t <= p. Layer l slides unless (l + 1) is a multiple of
@@ -95,6 +103,12 @@ struct ModelConfig {
   float layer_rope_position_scale(int layer) const {
     return sliding(layer) ? 1.0f : rope_position_scale();
   }
+  // The factor on q.k the attention applies: attention_scale (or 1/sqrt(head_dim)) times the
+  // square of the RoPE attention factor.
+  float attention_score_scale() const;
+  // Adapts the description to a context of `context` tokens (Phi-3: the long RoPE factors past
+  // rope_original_context).
+  void use_context(int context);
   // Whether every layer turns by the same angles (one set of angles per step serves them all).
   bool uniform_rope() const {
     return sliding_window == 0 || (rope_base_sliding == 0.0f && rope_position_scale() == 1.0f);
@@ -115,6 +129,7 @@ struct ArchitectureTraits {
   int sliding_window_pattern;  // when the file has no {arch}.attention.sliding_window_pattern;
                                // 0: the architecture has no sliding layers
   float rope_base_sliding;
+  bool fused_gate_up = false;  // ffn_up holds gate|up (Phi-3)
 };
 
 // The traits of `name` ("llama", "qwen2", ...), or nullptr for one ember does not run.

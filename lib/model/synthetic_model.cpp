@@ -61,8 +61,23 @@ ModelConfig SyntheticModelSpec::architecture_config(const std::string& name) {
       c.sliding_window = 8;
       c.sliding_window_pattern = 6;
     }
+  } else if (name == "phi3" || name == "phi3_long") {
+    // LongRoPE as Phi-3.5-mini ships it: two factor sets and an attention factor. "phi3" keeps
+    // contexts under its original 4,096 (the short set); "phi3_long"'s original context of 64 is
+    // below what the goldens run (128 tokens), so it turns by the long set.
+    c.architecture = "phi3";
+    // Not "phi3" in the name: llama.cpp then sets Phi-3's token attributes by text and needs a
+    // "</s>" token the synthetic vocabulary lacks.
+    c.name = name == "phi3" ? "ember-synthetic-p3" : "ember-synthetic-p3-long";
+    c.tied_embeddings = false;
+    c.rope_original_context = name == "phi3" ? 4096 : 64;
+    for (int i = 0; i < c.rope_dims / 2; ++i) {
+      c.rope_freq_factors.push_back(1.0f + 0.05f * static_cast<float>(i));
+      c.rope_freq_factors_long.push_back(1.0f + 0.9f * static_cast<float>(i));
+    }
+    c.rope_attention_factor = 1.19f;
   } else {
-    fail(ErrorCode::invalid_argument, "no architecture test model '{}' (llama3, qwen2, qwen3, gemma3)", name);
+    fail(ErrorCode::invalid_argument, "no architecture test model '{}' (llama3, qwen2, qwen3, gemma3, phi3, phi3_long)", name);
   }
   return c;
 }
@@ -283,6 +298,10 @@ ModelConfig checked_config(const SyntheticModelSpec& spec) {
     fail(ErrorCode::invalid_argument, "synthetic model: {} RoPE frequency factors for rope_dims {}",
          c.rope_freq_factors.size(), c.rope_dims);
   }
+  if (!c.rope_freq_factors_long.empty() &&
+      (c.rope_freq_factors_long.size() != c.rope_freq_factors.size() || c.architecture != "phi3")) {
+    fail(ErrorCode::invalid_argument, "synthetic model: long RoPE factors need as many short ones, on phi3");
+  }
   if (!(c.rope_scaling_factor > 0.0f)) {
     fail(ErrorCode::invalid_argument, "synthetic model: RoPE scaling factor {}", c.rope_scaling_factor);
   }
@@ -318,6 +337,7 @@ void write_metadata(GgufWriter& w, const ModelConfig& c, const Vocabulary& v) {
     w.set_string(a + ".rope.scaling.type", "linear");
   }
   if (c.rope_scaling_factor != 1.0f) w.set_f32(a + ".rope.scaling.factor", c.rope_scaling_factor);
+  if (c.rope_attention_factor != 1.0f) w.set_f32(a + ".rope.scaling.attn_factor", c.rope_attention_factor);
   if (c.rope_original_context != 0) {
     w.set_u32(a + ".rope.scaling.original_context_length", static_cast<std::uint32_t>(c.rope_original_context));
   }
@@ -347,9 +367,16 @@ void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& r
   };
   const ArchitectureTraits& arch = *find_architecture(c.architecture);  // checked_config() checked
   // Not drawn from rng: a file with factors has the same weights as one without.
+  // Phi-3 files carry LongRoPE's two sets instead of rope_freqs.weight.
+  const bool long_rope = !c.rope_freq_factors_long.empty();
   if (!c.rope_freq_factors.empty()) {
     const auto pairs = static_cast<std::int64_t>(c.rope_freq_factors.size());
-    w.add_tensor("rope_freqs.weight", GgmlType::F32, {pairs}, c.rope_freq_factors);
+    w.add_tensor(long_rope ? "rope_factors_short.weight" : "rope_freqs.weight", GgmlType::F32, {pairs},
+                 c.rope_freq_factors);
+  }
+  if (long_rope) {
+    const auto pairs = static_cast<std::int64_t>(c.rope_freq_factors_long.size());
+    w.add_tensor("rope_factors_long.weight", GgmlType::F32, {pairs}, c.rope_freq_factors_long);
   }
   w.add_tensor("token_embd.weight", type, {e, c.vocab}, rng.values(e * c.vocab, 1.0f));
   norm("output_norm.weight", e);
@@ -357,9 +384,13 @@ void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& r
   for (int i = 0; i < c.layers; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
     norm(p + "attn_norm.weight", e);
-    matrix(p + "attn_q.weight", e, q);
-    matrix(p + "attn_k.weight", e, kv);
-    matrix(p + "attn_v.weight", e, kv);
+    if (arch.fused_gate_up) {  // phi3 files fuse Q|K|V too
+      matrix(p + "attn_qkv.weight", e, q + 2 * kv);
+    } else {
+      matrix(p + "attn_q.weight", e, q);
+      matrix(p + "attn_k.weight", e, kv);
+      matrix(p + "attn_v.weight", e, kv);
+    }
     matrix(p + "attn_output.weight", q, e);
     if (arch.attention_bias) {
       w.add_tensor(p + "attn_q.bias", GgmlType::F32, {q}, rng.values(q, 0.1f));
@@ -375,8 +406,12 @@ void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& r
       norm(p + "post_ffw_norm.weight", e);
     }
     norm(p + "ffn_norm.weight", e);
-    matrix(p + "ffn_gate.weight", e, c.ffn);
-    matrix(p + "ffn_up.weight", e, c.ffn);
+    if (arch.fused_gate_up) {
+      matrix(p + "ffn_up.weight", e, 2 * std::int64_t{c.ffn});
+    } else {
+      matrix(p + "ffn_gate.weight", e, c.ffn);
+      matrix(p + "ffn_up.weight", e, c.ffn);
+    }
     matrix(p + "ffn_down.weight", c.ffn, e);
   }
 }

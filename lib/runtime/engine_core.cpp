@@ -54,6 +54,7 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
                         ? options.context_length
                         : std::min(config_.context_length > 0 ? config_.context_length : kDefaultMaxContext,
                                    kDefaultMaxContext);
+  config_.use_context(context_length_);
 
   backend::BackendOptions backend_options;
   backend_options.device = options.device;

@@ -67,7 +67,7 @@ std::string find_default_system(std::string_view source) {
 
 constexpr std::string_view kSupported =
     "supported: ChatML (<|im_start|>: SmolLM2, Qwen2), Llama 3 (<|start_header_id|>), Gemma "
-    "(<start_of_turn>), Llama 2 ([INST] with <<SYS>>), Mistral ([INST])";
+    "(<start_of_turn>), Llama 2 ([INST] with <<SYS>>), Mistral ([INST]), Phi-3 (<|user|>)";
 
 // The first characters of a template, on one line, to name it in an error.
 std::string excerpt(std::string_view source) {
@@ -102,6 +102,7 @@ const char* to_string(ChatFormat format) {
     case ChatFormat::gemma: return "gemma";
     case ChatFormat::llama2: return "llama2";
     case ChatFormat::mistral: return "mistral";
+    case ChatFormat::phi3: return "phi3";
   }
   return "unknown";
 }
@@ -119,6 +120,8 @@ ChatTemplate ChatTemplate::detect(std::string_view source, std::string bos_text,
   } else if (contains(source, "<start_of_turn>")) {
     t.format_ = ChatFormat::gemma;
     t.system_allowed_ = !contains(source, "System role not supported");
+  } else if (contains(source, "<|user|>") && contains(source, "<|end|>")) {
+    t.format_ = ChatFormat::phi3;
   } else if (contains(source, "[INST]")) {
     t.format_ = contains(source, "<<SYS>>") ? ChatFormat::llama2 : ChatFormat::mistral;
   } else {
@@ -159,6 +162,7 @@ std::string ChatTemplate::render(const std::vector<Message>& messages,
     case ChatFormat::gemma: return render_gemma(messages, add_generation_prompt);
     case ChatFormat::llama2:
     case ChatFormat::mistral: return render_inst(messages);
+    case ChatFormat::phi3: return render_phi3(messages, add_generation_prompt);
   }
   return {};
 }
@@ -248,6 +252,19 @@ std::string ChatTemplate::render_inst(const std::vector<Message>& messages) cons
       out += " " + trim(content) + " " + eos_text_;
     }
   }
+  return out;
+}
+
+// Phi-3.5-mini's template: every turn as <|role|>\ncontent<|end|>\n, a system message only when
+// it has content; without a generation prompt the conversation ends with the EOS text.
+std::string ChatTemplate::render_phi3(const std::vector<Message>& messages, bool add_generation_prompt) const {
+  std::string out;
+  for (const Message& m : messages) {
+    if (m.role != "system" && m.role != "user" && m.role != "assistant") continue;  // as the template
+    if (m.role == "system" && m.content.empty()) continue;
+    out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+  }
+  out += add_generation_prompt ? std::string("<|assistant|>\n") : eos_text_;
   return out;
 }
 

@@ -26,6 +26,7 @@ enum class ChatFormat {
   gemma,    // <start_of_turn>user|model\ncontent<end_of_turn>\n, system folded into the first turn
   llama2,   // <s>[INST] <<SYS>>\nsystem\n<</SYS>>\n\nuser [/INST] answer </s>
   mistral,  // <s>[INST] user [/INST]answer</s> (no system role)
+  phi3,     // <|role|>\ncontent<|end|>\n (Phi-3, Phi-3.5)
 };
 
 const char* to_string(ChatFormat format);
@@ -67,6 +68,7 @@ class ChatTemplate {
   std::string render_llama3(const std::vector<Message>& messages, bool add_generation_prompt) const;
   std::string render_gemma(const std::vector<Message>& messages, bool add_generation_prompt) const;
   std::string render_inst(const std::vector<Message>& messages) const;
+  std::string render_phi3(const std::vector<Message>& messages, bool add_generation_prompt) const;
 
   ChatFormat format_ = ChatFormat::chatml;
   std::string default_system_;  // ChatML templates that inject a system prompt (SmolLM2, Qwen2)

@@ -64,7 +64,8 @@ void check_architecture(const std::string& name) {
   // The same file llama.cpp read (make_arch_goldens.py runs ember-make-synthetic NAME).
   REQUIRE(bytes.size() == golden["file_bytes"].get<std::size_t>());
   const auto file = model::GgufFile::parse(bytes.data(), bytes.size(), name);
-  const model::ModelConfig c = model::read_model_config(*file);
+  model::ModelConfig c = model::read_model_config(*file);
+  c.use_context(128);  // the context llama.cpp ran with (make_arch_goldens.py N_CTX)
   backend::BackendOptions options;
   options.threads = 2;
   auto reference = backend::cpu::make_reference_backend(file, c, options);
@@ -84,6 +85,12 @@ TEST_CASE("llama with Llama 3 RoPE frequency factors matches llama.cpp") { check
 TEST_CASE("qwen2 matches llama.cpp") { check_architecture("qwen2"); }
 TEST_CASE("qwen3 matches llama.cpp") { check_architecture("qwen3"); }
 TEST_CASE("gemma3 (sliding-window layers) matches llama.cpp") { check_architecture("gemma3"); }
+TEST_CASE("phi3 (fused tensors, LongRoPE short factors, attention factor) matches llama.cpp") {
+  check_architecture("phi3");
+}
+TEST_CASE("phi3 past its original context (LongRoPE long factors) matches llama.cpp") {
+  check_architecture("phi3_long");
+}
 
 }  // namespace
 }  // namespace ember

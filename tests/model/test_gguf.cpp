@@ -326,9 +326,36 @@ TEST_CASE("model config rejects a wrong rope_freqs.weight and RoPE scaling it do
     CHECK(contains(e, "llama.rope.scaling.type"));
     CHECK(contains(e, "none, linear"));
   }
-  // ggml scales every cos and sin by the attention factor; ember does not implement it.
-  CHECK(contains(config_error([](GgufWriter& g) { g.set_f32("llama.rope.scaling.attn_factor", 1.2f); },
-                              ErrorCode::unsupported), "llama.rope.scaling.attn_factor"));
+  // ggml scales every rotated cos and sin by the attention factor: q.k by its square when the
+  // heads are rotated whole (Phi-3.5), refused when only part of each head turns.
+  const ModelConfig scaled = read_model_config(*edited_config_file([](GgufWriter& g) {
+    g.set_f32("llama.rope.scaling.attn_factor", 1.2f);
+  }));
+  CHECK(scaled.rope_attention_factor == 1.2f);
+  CHECK(scaled.attention_score_scale() == doctest::Approx(1.44f / std::sqrt(static_cast<float>(scaled.head_dim))));
+  CHECK(contains(config_error([](GgufWriter& g) {
+                   g.set_f32("llama.rope.scaling.attn_factor", 1.2f);
+                   g.set_u32("llama.rope.dimension_count", 8);
+                 }, ErrorCode::unsupported), "llama.rope.scaling.attn_factor"));
+  // LongRoPE's two factor sets: the short one up to the original context, the long one past it.
+  const auto long_rope = edited_config_file([](GgufWriter& g) {
+    g.add_tensor("rope_factors_short.weight", GgmlType::F32, {8}, std::vector<float>(8, 1.5f));
+    g.add_tensor("rope_factors_long.weight", GgmlType::F32, {8}, std::vector<float>(8, 4.0f));
+    g.set_u32("llama.rope.scaling.original_context_length", 64);
+  });
+  ModelConfig lr = read_model_config(*long_rope);
+  CHECK(lr.rope_freq_factors == std::vector<float>(8, 1.5f));
+  lr.use_context(64);
+  CHECK(lr.rope_freq_factors == std::vector<float>(8, 1.5f));
+  lr.use_context(65);
+  CHECK(lr.rope_freq_factors == std::vector<float>(8, 4.0f));
+  CHECK(contains(config_error([](GgufWriter& g) {
+                   g.add_tensor("rope_factors_long.weight", GgmlType::F32, {8}, std::vector<float>(8, 4.0f));
+                 }, ErrorCode::invalid_model), "without rope_factors_short"));
+  CHECK(contains(config_error([&](GgufWriter& g) {
+                   with_factors({8}, ok)(g);
+                   g.add_tensor("rope_factors_short.weight", GgmlType::F32, {8}, std::vector<float>(8, 1.5f));
+                 }, ErrorCode::invalid_model), "both rope_freqs.weight"));
   CHECK_NOTHROW(read_model_config(*edited_config_file([](GgufWriter& g) {
     g.set_f32("llama.rope.scaling.attn_factor", 1.0f);
   })));

@@ -2,7 +2,7 @@
 """Writes llama.cpp's logits on a small synthetic model of every architecture ember runs.
 
 Each model is written by ember's own GGUF writer (ember-make-synthetic SHAPE, with the shapes
-of SyntheticModelSpec::architecture_config: llama3, qwen2, qwen3, gemma3; F32 weights, the
+of SyntheticModelSpec::architecture_config: llama3, qwen2, qwen3, gemma3, phi3, phi3_long; F32 weights, the
 real tensor names and metadata), so llama.cpp and ember compute from the very same file.
 tests/backend/test_arch_golden.cpp regenerates the file in memory and compares ember's FP32
 logits with these.
@@ -24,7 +24,8 @@ import llama_cpp
 import numpy as np
 from llama_cpp import Llama
 
-ARCHITECTURES = ["llama3", "qwen2", "qwen3", "gemma3"]
+ARCHITECTURES = ["llama3", "qwen2", "qwen3", "gemma3", "phi3", "phi3_long"]
+N_CTX = 128  # test_arch_golden.cpp adapts the model to the same context (ModelConfig::use_context)
 # Longer than gemma3's sliding window of 8, so its sliding layers really slide.
 POSITIONS = 24
 SEED = 20261201
@@ -49,7 +50,7 @@ def main():
                            check=True)
             with open(path, "rb") as f:
                 data = f.read()
-            llm = Llama(path, n_ctx=128, n_threads=2, n_threads_batch=2, logits_all=True,
+            llm = Llama(path, n_ctx=N_CTX, n_threads=2, n_threads_batch=2, logits_all=True,
                         verbose=False)
             vocab = llm.n_vocab()
             tokens = tokens_for(vocab)

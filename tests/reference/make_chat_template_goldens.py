@@ -30,6 +30,7 @@ TEMPLATES = [
     ("gemma3", "gemma3.jinja", "<bos>", "<eos>", "gemma"),
     ("llama2", "llama2.jinja", "<s>", "</s>", "llama2"),
     ("mistral", "mistral.jinja", "<s>", "</s>", "mistral"),
+    ("phi3", "phi3.jinja", "<s>", "<|endoftext|>", "phi3"),
 ]
 
 # Where a template's text comes from (the rest: templates/SOURCES.md).

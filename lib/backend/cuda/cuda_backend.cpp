@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace ember::backend::cuda {
@@ -158,7 +159,7 @@ class CudaBackend final : public Backend, private model::DecoderOps {
     if (c.feed_forward != model::FeedForward::swiglu) missing.push_back("GeGLU");
     if (c.sliding_window > 0) missing.push_back("sliding-window attention");
     if (c.embedding_scale != 1.0f) missing.push_back("scaled embeddings");
-    if (c.attention_scale != 0.0f) missing.push_back("an attention scale of its own");
+    if (c.attention_scale != 0.0f || c.rope_attention_factor != 1.0f) missing.push_back("an attention scale of its own");
     if (!missing.empty())
       fail(ErrorCode::unsupported, "CUDA backend: architecture '{}' needs {}, which the CUDA backend does not run yet; use the CPU",
            c.architecture, fmt::join(missing, ", "));
@@ -379,7 +380,7 @@ class CudaBackend final : public Backend, private model::DecoderOps {
 
   void attention(int layer, int window, float scale) override {
     if (window != 0) missing("sliding-window attention");
-    if (scale != 0.0f) missing("an attention scale of its own");
+    if (scale != 1.0f / std::sqrt(static_cast<float>(config_.head_dim))) missing("an attention scale of its own");
     k::paged_attention(part(model::QkvPart::q), q_dim_ + 2 * kv_dim_, meta(step_.at.positions),
                        meta(step_.at.row_tables), meta(step_.at.block_tables), step_.rows, config_.heads,
                        step_.layout, step_.kv->keys(layer), step_.kv->values(layer), at(model::Activation::attn),
