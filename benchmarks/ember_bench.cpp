@@ -25,12 +25,17 @@
 // chat: one conversation of 8 turns (--turns) (64-token system prompt; per turn 48 user tokens
 // and a 32-token reply), each turn's prompt the whole conversation so far, under the same
 // configuration letters (batching does not matter for one conversation; (d) reuses the prefix).
+// frames: a game loop's Engine::step(budget) once per frame, unbudgeted and with 16, 8 and 4 ms:
+// eight streams decode 64 tokens each while a 2,000-token prompt prefills; per budget the
+// step() wall time (p50, p99, worst), the rows per second inside step() and the long prompt's
+// time to first token.
 // load: cold start. Engine::open() (int8) with an empty packed-weight cache (the weights are
 // prepared and the cache written) and again with that cache, interleaved, with the time of each
 // load phase and from open() to the first token of a short prompt. Process start-up (dynamic
 // linking) is not included: time `ember-generate --weight-cache DIR --max-tokens 1` for that.
 #include "../examples/common/cli.hpp"
 #include "bandwidth_probe.hpp"
+#include "frames_workload.hpp"
 #include "load_workload.hpp"
 #include "serving_workload.hpp"
 
@@ -77,9 +82,9 @@ std::vector<std::string> parse_workloads(const std::string& list) {
   for (std::size_t at = 0; at <= list.size();) {
     const std::size_t end = std::min(list.find(',', at), list.size());
     const std::string w = list.substr(at, end - at);
-    if (w == "pp512" || w == "tg128" || w == "tg128x32" || ((w == "shared" || w == "chat" || w == "load") && list == w)) workloads.push_back(w);
+    if (w == "pp512" || w == "tg128" || w == "tg128x32" || ((w == "shared" || w == "chat" || w == "load" || w == "frames") && list == w)) workloads.push_back(w);
     else if (w == "all") workloads.insert(workloads.end(), {"pp512", "tg128"});
-    else throw std::invalid_argument("--workload must be pp512, tg128, tg128x32 (or a list of them), all, shared, chat or load");
+    else throw std::invalid_argument("--workload must be pp512, tg128, tg128x32 (or a list of them), all, shared, chat, load or frames");
     at = end + 1;
   }
   return workloads;
@@ -116,7 +121,7 @@ Args parse(int argc, char** argv) {
               })
       .option("--workload", "W[,...]",
               "pp512, tg128, tg128x32 or a comma-separated list of them; all = pp512,tg128; or "
-              "one of shared, chat, load",
+              "one of shared, chat, load, frames",
               "pp512,tg128",
               [&a](const std::string& list) { a.workloads = parse_workloads(list); })
       .option("--repeats", "R", a.repeats, "runs of each configuration (cold start: of each load)")
@@ -379,12 +384,34 @@ nlohmann::json run_load(const Args& args) {
   return out;
 }
 
+// The frame-budget workload (frames_workload.hpp): unbudgeted, then budgets of 16, 8 and 4 ms.
+nlohmann::json run_frames(const Args& args) {
+  const auto runs = ember::bench::run_frames(args.model, args.threads, {0, 16, 8, 4});
+  nlohmann::json out = nlohmann::json::array();
+  std::printf("frames (int8, %d threads): a 2,000-token prompt prefilling while 8 streams decode 64 tokens\n",
+              args.threads);
+  std::printf("%-12s %7s %9s %9s %9s %12s %10s %14s\n", "budget", "frames", "p50 ms", "p99 ms", "worst ms",
+              "tokens/s", "vs none", "long TTFT ms");
+  const double unbudgeted = runs.empty() ? 0 : runs[0].tokens_per_s;
+  for (const auto& r : runs) {
+    const std::string name = r.budget_ms > 0 ? std::to_string(static_cast<int>(r.budget_ms)) + " ms" : "none";
+    std::printf("%-12s %7d %9.2f %9.2f %9.2f %12.1f %9.2fx %14.0f\n", name.c_str(), r.frames, r.p50_ms, r.p99_ms,
+                r.worst_ms, r.tokens_per_s, unbudgeted > 0 ? r.tokens_per_s / unbudgeted : 0.0, r.long_ttft_ms);
+    out.push_back({{"engine", "ember"}, {"workload", "frames"}, {"threads", args.threads}, {"budget_ms", r.budget_ms},
+                   {"frames", r.frames}, {"step_ms", {{"p50", r.p50_ms}, {"p99", r.p99_ms}, {"worst", r.worst_ms}}},
+                   {"tokens_per_s", r.tokens_per_s}, {"long_prompt_ttft_ms", r.long_ttft_ms}});
+  }
+  return out;
+}
+
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   const std::string& first = args.workloads[0];
-  if (args.workloads.size() == 1 && (first == "shared" || first == "chat" || first == "load")) {
+  if (args.workloads.size() == 1 && (first == "shared" || first == "chat" || first == "load" || first == "frames")) {
     try {
-      const nlohmann::json out = first == "load" ? run_load(args) : run_serving(args, first);
+      const nlohmann::json out = first == "load"     ? run_load(args)
+                                 : first == "frames" ? run_frames(args)
+                                                     : run_serving(args, first);
       if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
       return 0;
     } catch (const ember::Error& e) {

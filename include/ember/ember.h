@@ -342,10 +342,13 @@ typedef struct ember_step_result {
   int32_t steps;                     /* engine steps run */
   int32_t tokens;                    /* rows computed (prompt and generated tokens) */
   int32_t idle;                      /* nonzero: nothing left to do */
+  int32_t step_paused;               /* nonzero: the budget ran out inside a step; the next call
+                                        continues it */
 } ember_step_result;
 
 /* Runs engine steps on the calling thread until `budget_us` microseconds are spent or nothing
- * is left (a game calls it once per frame); may overrun by one step. `result` may be NULL. */
+ * is left (a game calls it once per frame). A step that does not fit stops between layers and
+ * the next call continues it (as ember::Engine::step). `result` may be NULL. */
 EMBER_API ember_status ember_engine_step(ember_engine* engine, int64_t budget_us,
                                          ember_step_result* result);
 

@@ -279,9 +279,10 @@ struct EngineStats {
 };
 
 struct StepResult {
-  int steps = 0;        // engine steps run
-  int tokens = 0;       // rows computed (prompt and generated tokens)
+  int steps = 0;        // engine steps finished
+  int tokens = 0;       // rows computed in the finished steps (prompt and generated tokens)
   bool idle = false;    // nothing left to do
+  bool step_paused = false;  // the budget ran out inside a step: the next call continues it
 };
 
 struct ModelInfo {
@@ -326,8 +327,12 @@ class EMBER_API Engine {
   RequestHandle submit(const Request& request, StreamCallback on_chunk = {});
 
   // Runs engine steps on the calling thread until `budget` is spent or nothing is left (a game
-  // calls this once per frame). A step that starts is finished, so a call can overrun the
-  // budget by one step. With a background thread this returns at once.
+  // calls this once per frame). A step whose forward pass does not fit stops between layers
+  // and the next call continues it (StepResult::step_paused): a call overruns the budget by at
+  // most about one layer. Until a paused step is finished nothing observes it (its requests
+  // get no token, stats() does not count it), and its results are bit-identical to unbudgeted
+  // stepping. Other calls (generate, wait) finish a paused step first. With a background
+  // thread this returns at once.
   StepResult step(std::chrono::microseconds budget);
 
   EngineStats stats() const;

@@ -13,6 +13,7 @@
 
 #include <ember/ember.hpp>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -30,6 +31,22 @@ class Backend {
   // resized by the backend when too small).
   virtual void forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) = 0;
 
+  // The same forward pass in pieces, for a host with a frame budget: begin_forward() sets it
+  // up, each advance_forward() runs layers until the pass is done (true: the logits are
+  // written) or the next layer would end past `deadline` (false: call again). Every call runs
+  // at least one layer, so the pass always progresses, and the result is bit-identical to
+  // forward(). batch, kv and logits must stay untouched until the pass is done, and no other
+  // forward may start in between. The default runs the whole pass in the first call (a device
+  // that records the pass as one graph cannot stop inside it).
+  virtual void begin_forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) {
+    staged_ = {&batch, &kv, &logits};
+  }
+  virtual bool advance_forward(std::chrono::steady_clock::time_point deadline) {
+    (void)deadline;
+    forward(*staged_.batch, *staged_.kv, *staged_.logits);
+    return true;
+  }
+
   virtual const model::ModelConfig& config() const = 0;
   virtual std::string name() const = 0;
 
@@ -38,6 +55,14 @@ class Backend {
   virtual std::unique_ptr<KvCache> make_kv_cache(const KvGeometry& geometry) const {
     return std::make_unique<KvCache>(geometry);
   }
+
+ private:
+  struct Staged {
+    const Batch* batch = nullptr;
+    KvCache* kv = nullptr;
+    std::vector<float>* logits = nullptr;
+  };
+  Staged staged_;
 };
 
 struct BackendOptions {

@@ -311,6 +311,7 @@ void write_step(ember_step_result* out, const StepResult& r) {
   v.steps = r.steps;
   v.tokens = r.tokens;
   v.idle = r.idle ? 1 : 0;
+  v.step_paused = r.step_paused ? 1 : 0;
   write_sized(out, v, "ember_step_result");
 }
 

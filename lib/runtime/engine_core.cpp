@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <utility>
 
 namespace ember::runtime {
 namespace {
@@ -218,7 +219,11 @@ StepResult EngineCore::run_for(std::chrono::microseconds budget) {
   auto lock = lock_as_caller();
   do {
     let_callers_in(lock);
-    const int rows = step_locked();
+    const int rows = step_locked(deadline);
+    if (rows == kStepPaused) {  // the budget is spent; the step continues next call
+      result.step_paused = true;
+      break;
+    }
     if (rows < 0) {
       result.idle = true;
       break;
@@ -292,12 +297,12 @@ void EngineCore::check_block_pool() const {
   pool_->check_invariants();
 }
 
-int EngineCore::step_locked() {
+int EngineCore::step_locked(Clock::time_point deadline) {
   // Nothing may escape a step: on the background thread it would end the host's process.
   // Failures of the forward pass or of sampling end the step's requests (run_step); anything
   // else ends every unfinished request, so no waiter hangs and the blocks all come back.
   try {
-    return run_step();
+    return run_step(deadline);
   } catch (const std::exception& e) {
     abort_all(e.what());
   } catch (...) {
@@ -318,20 +323,37 @@ void EngineCore::sweep_cancelled() {
     }
 }
 
-int EngineCore::run_step() {
-  sweep_cancelled();
-  inject(FaultPoint::schedule);
-  std::vector<std::shared_ptr<Sequence>> finished;
-  const std::vector<ScheduledSequence> step = scheduler_->schedule(batch_, finished);
-  for (const auto& seq : finished) finalize(seq);
-  if (step.empty()) return finished.empty() ? -1 : 0;
-  ++stats_.steps;
-
+int EngineCore::run_step(Clock::time_point deadline) {
+  if (!step_paused_) {
+    sweep_cancelled();
+    inject(FaultPoint::schedule);
+    std::vector<std::shared_ptr<Sequence>> finished;
+    step_ = scheduler_->schedule(batch_, finished);
+    for (const auto& seq : finished) finalize(seq);
+    if (step_.empty()) return finished.empty() ? -1 : 0;
+  }
   // Two failure points, one rollback: until commit() nothing of the step is published, and
   // finalize() returns every block the step's sequences hold, so the pool stays whole.
   try {
-    inject(FaultPoint::forward);
-    backend_->forward(batch_, *kv_, logits_);
+    if (!step_paused_) {
+      inject(FaultPoint::forward);
+      backend_->begin_forward(batch_, *kv_, logits_);
+    }
+    step_paused_ = !backend_->advance_forward(deadline);
+    if (step_paused_) return kStepPaused;
+  } catch (const std::exception& e) {
+    step_paused_ = false;
+    ++stats_.steps;
+    fail_step(std::exchange(step_, {}), e.what());
+    return 0;
+  }
+  return finish_step();
+}
+
+int EngineCore::finish_step() {
+  const std::vector<ScheduledSequence> step = std::exchange(step_, {});
+  ++stats_.steps;
+  try {
     inject(FaultPoint::sample);
     scheduler_->commit(step);
     for (const ScheduledSequence& s : step) {

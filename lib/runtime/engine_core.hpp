@@ -92,10 +92,14 @@ class EngineCore {
   // Exports the cached full blocks of `tokens` into `out`; false when some are not cached.
   bool export_chain(const std::vector<std::int32_t>& tokens, KvSnapshotWriter& out);
 
-  // Runs one step; nothing it throws escapes (see abort_all). Rows computed, or -1 when there
-  // was nothing to do.
-  int step_locked();
-  int run_step();  // step_locked's body; may throw
+  // Runs one step, or what the deadline leaves of it: a step whose forward pass does not fit
+  // stops between layers (kStepPaused) and the next call continues it before anything else.
+  // Nothing it throws escapes (see abort_all). Rows computed, kStepPaused, or -1 when there was
+  // nothing to do.
+  static constexpr int kStepPaused = -2;
+  int step_locked(Clock::time_point deadline = Clock::time_point::max());
+  int run_step(Clock::time_point deadline);  // step_locked's body; may throw
+  int finish_step();  // commits and samples the step whose forward pass is done
   void fail_step(const std::vector<ScheduledSequence>& step, const std::string& why);
   void abort_all(const std::string& why);
   void sweep_cancelled();
@@ -155,6 +159,11 @@ class EngineCore {
   EngineStats stats_;
   backend::Batch batch_;
   std::vector<float> logits_;
+  // The step whose forward pass is under way (step_paused_: it stopped between layers). Until
+  // it is finished nothing of it is published: its sequences are still running, its tokens
+  // uncommitted, stats_ has not counted it.
+  std::vector<ScheduledSequence> step_;
+  bool step_paused_ = false;
   std::function<void(FaultPoint)> fault_hook_;
 };
 

@@ -62,6 +62,43 @@ TEST_CASE("submit returns at once; step(budget) from a host loop completes every
   CHECK(s.kv_blocks_free == s.kv_blocks_total);  // everything released (cached blocks count as free)
 }
 
+TEST_CASE("step(budget) pauses a step between layers, hides it until done, and keeps the tokens") {
+  Engine engine = Engine::open(model_path(), options());
+  const Completion alone = engine.generate(greedy("a frame budget of nothing at all", 12));
+  const std::uint64_t steps_before = engine.stats().steps;
+  std::vector<std::int32_t> streamed;
+  RequestHandle h = engine.submit(greedy("a frame budget of nothing at all", 12), [&](const Chunk& c) {
+    streamed.insert(streamed.end(), c.tokens, c.tokens + c.token_count);
+    return true;
+  });
+  // A budget of 0: each call runs one layer of the synthetic model's forward pass.
+  StepResult first = engine.step(std::chrono::microseconds(0));
+  CHECK(first.step_paused);
+  CHECK(first.steps == 0);
+  CHECK(first.tokens == 0);
+  CHECK(streamed.empty());                          // no token of a half-finished step
+  CHECK(engine.stats().steps == steps_before);      // nor is it counted
+  int calls = 1, paused = 1;
+  StepResult r;
+  do {
+    r = engine.step(std::chrono::microseconds(0));
+    ++calls;
+    paused += r.step_paused;
+  } while (!r.idle && calls < 100000);
+  CHECK(r.idle);
+  CHECK(h.wait().tokens == alone.tokens);  // bit-identical to unbudgeted stepping
+  CHECK(streamed == alone.tokens);
+  const int layers = engine.info().layers;
+  CHECK(paused >= 12 * (layers - 1));  // every step of 12 paused after each of its layers but the last
+  CHECK(engine.stats().steps == steps_before + 12);
+
+  // A paused step is finished by the next caller that needs it: generate() here.
+  RequestHandle next = engine.submit(greedy("a frame budget of nothing at all", 12));
+  CHECK(engine.step(std::chrono::microseconds(0)).step_paused);
+  CHECK(engine.generate(greedy("a frame budget of nothing at all", 12)).tokens == alone.tokens);
+  CHECK(next.wait().tokens == alone.tokens);
+}
+
 TEST_CASE("cancel: a queued request ends at once, a running one at the next step") {
   Engine engine = Engine::open(model_path(), options());
   RequestHandle queued = engine.submit(greedy("cancel me", 30));

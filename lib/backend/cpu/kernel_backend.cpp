@@ -6,6 +6,8 @@
 #include "model/decoder_graph.hpp"
 #include "util/check.hpp"
 
+#include <chrono>
+
 namespace ember::backend::cpu {
 namespace {
 
@@ -26,10 +28,32 @@ class KernelBackend final : public Backend {
   std::string name() const override { return gemm_ == Precision::int8 ? "cpu-int8" : "cpu-fp32-kernels"; }
 
   void forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) override {
+    begin_forward(batch, kv, logits);
+    advance_forward(std::chrono::steady_clock::time_point::max());
+  }
+
+  void begin_forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) override {
     const KvGeometry& g = kv.geometry();
     validate_batch(batch, g.block_count, g.block_size, config_.vocab);
     ops_->begin(batch, kv, &logits);
-    model::run_decoder(config_, *ops_, batch.rows(), static_cast<std::int64_t>(batch.logit_rows.size()));
+    model::begin_step(config_, *ops_);
+    pass_ = {batch.rows(), static_cast<std::int64_t>(batch.logit_rows.size()), 0, {}};
+  }
+
+  // Stops before a layer that the last one's duration says would end past the deadline: the
+  // layers of one pass cost alike (the head, once, is not counted).
+  bool advance_forward(std::chrono::steady_clock::time_point deadline) override {
+    using Clock = std::chrono::steady_clock;
+    bool first = true;
+    while (pass_.next_layer < config_.layers) {
+      if (!first && Clock::now() + pass_.layer_time > deadline) return false;
+      const auto start = Clock::now();
+      model::run_layer(config_, pass_.next_layer++, *ops_, pass_.rows);
+      pass_.layer_time = Clock::now() - start;
+      first = false;
+    }
+    model::run_head(config_, *ops_, pass_.logit_rows);
+    return true;
   }
 
  private:
@@ -39,6 +63,12 @@ class KernelBackend final : public Backend {
   Precision gemm_;
   CpuWeights weights_;
   std::unique_ptr<CpuOps> ops_;
+  struct Pass {  // the forward pass in progress (begin_forward)
+    std::int64_t rows = 0, logit_rows = 0;
+    int next_layer = 0;
+    std::chrono::steady_clock::duration layer_time{};
+  };
+  Pass pass_;
 };
 
 }  // namespace
