@@ -217,9 +217,10 @@ StepResult EngineCore::run_for(std::chrono::microseconds budget) {
   }
   const auto deadline = Clock::now() + budget;
   auto lock = lock_as_caller();
+  const int max_rows = rows_for_budget(budget);
   do {
     let_callers_in(lock);
-    const int rows = step_locked(deadline);
+    const int rows = step_locked(deadline, max_rows);
     if (rows == kStepPaused) {  // the budget is spent; the step continues next call
       result.step_paused = true;
       break;
@@ -297,12 +298,20 @@ void EngineCore::check_block_pool() const {
   pool_->check_invariants();
 }
 
-int EngineCore::step_locked(Clock::time_point deadline) {
+int EngineCore::rows_for_budget(std::chrono::microseconds budget) const {
+  if (row_layer_seconds_ <= 0 || budget.count() <= 0) return 0;
+  // At least a step of decodes: the running sequences are never starved by the cap.
+  const double rows = 0.5 * std::chrono::duration<double>(budget).count() / row_layer_seconds_;
+  const double floor = std::max(rows, static_cast<double>(options_.max_sequences));
+  return static_cast<int>(std::min(floor, static_cast<double>(options_.max_batch_tokens)));
+}
+
+int EngineCore::step_locked(Clock::time_point deadline, int max_rows) {
   // Nothing may escape a step: on the background thread it would end the host's process.
   // Failures of the forward pass or of sampling end the step's requests (run_step); anything
   // else ends every unfinished request, so no waiter hangs and the blocks all come back.
   try {
-    return run_step(deadline);
+    return run_step(deadline, max_rows);
   } catch (const std::exception& e) {
     abort_all(e.what());
   } catch (...) {
@@ -323,12 +332,12 @@ void EngineCore::sweep_cancelled() {
     }
 }
 
-int EngineCore::run_step(Clock::time_point deadline) {
+int EngineCore::run_step(Clock::time_point deadline, int max_rows) {
   if (!step_paused_) {
     sweep_cancelled();
     inject(FaultPoint::schedule);
     std::vector<std::shared_ptr<Sequence>> finished;
-    step_ = scheduler_->schedule(batch_, finished);
+    step_ = scheduler_->schedule(batch_, finished, max_rows);
     for (const auto& seq : finished) finalize(seq);
     if (step_.empty()) return finished.empty() ? -1 : 0;
   }
@@ -337,9 +346,12 @@ int EngineCore::run_step(Clock::time_point deadline) {
   try {
     if (!step_paused_) {
       inject(FaultPoint::forward);
+      step_forward_time_ = {};
       backend_->begin_forward(batch_, *kv_, logits_);
     }
+    const auto start = Clock::now();
     step_paused_ = !backend_->advance_forward(deadline);
+    step_forward_time_ += Clock::now() - start;
     if (step_paused_) return kStepPaused;
   } catch (const std::exception& e) {
     step_paused_ = false;
@@ -353,6 +365,10 @@ int EngineCore::run_step(Clock::time_point deadline) {
 int EngineCore::finish_step() {
   const std::vector<ScheduledSequence> step = std::exchange(step_, {});
   ++stats_.steps;
+  if (const int rows = batch_.rows(); rows >= 32) {
+    const double seconds = std::chrono::duration<double>(step_forward_time_).count() / (rows * config_.layers);
+    row_layer_seconds_ = row_layer_seconds_ > 0 ? 0.7 * row_layer_seconds_ + 0.3 * seconds : seconds;
+  }
   try {
     inject(FaultPoint::sample);
     scheduler_->commit(step);

@@ -97,8 +97,11 @@ class EngineCore {
   // Nothing it throws escapes (see abort_all). Rows computed, kStepPaused, or -1 when there was
   // nothing to do.
   static constexpr int kStepPaused = -2;
-  int step_locked(Clock::time_point deadline = Clock::time_point::max());
-  int run_step(Clock::time_point deadline);  // step_locked's body; may throw
+  int step_locked(Clock::time_point deadline = Clock::time_point::max(), int max_rows = 0);
+  int run_step(Clock::time_point deadline, int max_rows);  // step_locked's body; may throw
+  // The rows of a step whose every layer fits in about half of `budget` (0: no cap), from the
+  // measured cost of a row in a layer.
+  int rows_for_budget(std::chrono::microseconds budget) const;
   int finish_step();  // commits and samples the step whose forward pass is done
   void fail_step(const std::vector<ScheduledSequence>& step, const std::string& why);
   void abort_all(const std::string& why);
@@ -164,6 +167,10 @@ class EngineCore {
   // uncommitted, stats_ has not counted it.
   std::vector<ScheduledSequence> step_;
   bool step_paused_ = false;
+  Clock::duration step_forward_time_{};  // the forward pass of step_ so far
+  // Seconds one row costs in one layer, measured on steps of 32 rows or more (where the rows'
+  // work, not reading the weights, dominates); 0 until such a step ran.
+  double row_layer_seconds_ = 0;
   std::function<void(FaultPoint)> fault_hook_;
 };
 
