@@ -10,7 +10,9 @@
 //
 // Every turn sends the whole history through the model's chat template. The earlier turns are
 // the same tokens as last time, so the engine's prefix cache skips most of their prefill: the
-// "reused" figure after each answer shows how many prompt tokens came from the cache.
+// "reused" figure after each answer shows how many prompt tokens came from the cache. When the
+// conversation outgrows the context, the oldest turns after the system prompt are left out
+// (--context-policy truncate, the default here) and a line says so.
 #include <ember/ember.hpp>
 
 #include "../common/cli.hpp"
@@ -33,6 +35,8 @@ Options parse_flags(int argc, char** argv) {
   Options o;
   o.sampling.max_tokens = 256;
   ember_examples::EngineFlags engine_flags;
+  // A conversation longer than the context goes on without its oldest turns.
+  engine_flags.options.context_policy = ember::ContextPolicy::truncate;
   ember_examples::CommandLine cli(
       "ember-chat",
       "A terminal chat that keeps the conversation, streams each answer and shows where its time "
@@ -108,10 +112,13 @@ int main(int argc, char** argv) {
       try {
         const ember::Completion c = answer(engine, history, options.sampling);
         print_timing(c);
+        if (c.dropped_messages > 0)
+          std::printf("(the conversation outgrew the context: its %d oldest messages were left out)\n",
+                      c.dropped_messages);
         history.push_back({"assistant", c.text});
       } catch (const ember::Error& e) {
-        // The conversation no longer fits the context window (or a bad parameter): drop the
-        // question so the user can /reset or go on with a shorter one.
+        // The question does not fit the context window even alone (or a bad parameter): drop
+        // it so the user can go on with a shorter one.
         history.pop_back();
         std::printf("\n(error %s: %s)\n", ember::to_string(e.code()), e.what());
       }

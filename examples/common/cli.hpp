@@ -255,7 +255,8 @@ struct EngineFlags {
     kv_cache_mb = 1u << 4,
     weight_cache = 1u << 5,
     progress = 1u << 6,
-    all = (1u << 7) - 1,
+    context_policy = 1u << 7,
+    all = (1u << 8) - 1,
   };
 
   std::string model_path = default_model_path();
@@ -282,6 +283,16 @@ struct EngineFlags {
     if (which & context)
       cli.option("--context", "N", options.context_length, "tokens per sequence",
                  options.context_length == 0 ? "the model's, at most 8192" : "");
+    if (which & context_policy)
+      cli.option("--context-policy", "error|truncate|shift",
+                 "when a chat outgrows the context: error, truncate (drop its oldest turns), or "
+                 "shift (also make room in a generation that fills the window)",
+                 ember::to_string(options.context_policy), [this](const std::string& p) {
+                   if (p == "error") options.context_policy = ember::ContextPolicy::error;
+                   else if (p == "truncate") options.context_policy = ember::ContextPolicy::truncate;
+                   else if (p == "shift") options.context_policy = ember::ContextPolicy::shift;
+                   else throw std::invalid_argument("--context-policy must be error, truncate or shift, not '" + p + "'");
+                 });
     if (which & kv_cache_mb) {
       kv_cache_mb_ = options.kv_cache_bytes >> 20;
       cli.option("--kv-cache-mb", "MB", "memory of the paged KV cache, in MiB",

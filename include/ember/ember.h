@@ -121,6 +121,13 @@ typedef enum ember_kv_cache_type {
   EMBER_KV_CACHE_F32 = 1
 } ember_kv_cache_type;
 
+/* As ember::ContextPolicy: what happens when a chat or a generation outgrows the context. */
+typedef enum ember_context_policy {
+  EMBER_CONTEXT_ERROR = 0,     /* too long a prompt fails; a full window ends the generation */
+  EMBER_CONTEXT_TRUNCATE = 1,  /* a chat drops its oldest turns after the system message */
+  EMBER_CONTEXT_SHIFT = 2      /* truncate, and a full window keeps the start and drops half */
+} ember_context_policy;
+
 typedef enum ember_log_level {
   EMBER_LOG_DEBUG = 0,
   EMBER_LOG_INFO = 1,
@@ -179,6 +186,7 @@ typedef struct ember_engine_options {
   int32_t max_requests;              /* in flight at most; beyond: EMBER_ERROR_BUSY */
   const char* chat_template;         /* a Jinja chat template instead of the file's; NULL or
                                         "" = the file's own. Read during ember_engine_open(). */
+  ember_context_policy context_policy; /* for requests that do not say (default ERROR) */
 } ember_engine_options;
 
 /* Fills the first `struct_size` bytes of `options` with the library's defaults and sets
@@ -237,6 +245,9 @@ typedef struct ember_request_params {
   const ember_sampling* sampling;    /* NULL = the defaults */
   int32_t parse_special_tokens;      /* nonzero: recognise special-token text in `prompt` */
   int32_t priority;                  /* higher runs first when requests wait for room */
+  int32_t context_policy;            /* an ember_context_policy; -1 (default) = the engine's */
+  int32_t context_keep;              /* tokens a shift keeps at the start; -1 (default) = a
+                                        chat's system message, else 0 */
 } ember_request_params;
 
 EMBER_API ember_status ember_request_params_init(ember_request_params* params, size_t struct_size);
@@ -287,6 +298,8 @@ typedef struct ember_completion {
   int32_t from_response_cache;       /* nonzero: served by the exact response cache */
   const ember_timings* timings;      /* never NULL */
   const char* error;                 /* "" unless finish_reason == EMBER_FINISH_ERROR */
+  int32_t dropped_messages;          /* messages EMBER_CONTEXT_TRUNCATE left out of the prompt */
+  int32_t context_shifts;            /* times EMBER_CONTEXT_SHIFT made room in the window */
 } ember_completion;
 
 /* Frees *completion and sets it to NULL; NULL or *completion == NULL does nothing. */

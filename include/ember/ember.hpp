@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -108,6 +109,20 @@ EMBER_API const char* to_string(LoadPhase phase) noexcept;
 // per layer. Return false to cancel: open() releases everything and throws Error(cancelled).
 using LoadProgressCallback = std::function<bool(LoadPhase phase, float fraction)>;
 
+// What happens when a conversation or a generation outgrows the context window.
+enum class ContextPolicy {
+  error,     // a prompt that does not fit is Error(context_overflow); a generation that fills
+             // the window ends with FinishReason::context
+  truncate,  // a chat (Request::messages) that does not fit with max_tokens drops its oldest
+             // turns after the system message until it does (Completion::dropped_messages);
+             // the system message's KV still comes from the prefix cache
+  shift,     // truncate, and a generation that fills the window keeps its first context_keep
+             // tokens, drops the oldest half of the rest and goes on: the kept tokens are
+             // recomputed, so the rest equals a fresh prefill of them (Completion::context_shifts)
+};
+
+EMBER_API const char* to_string(ContextPolicy policy) noexcept;
+
 struct EngineOptions {
   Device device = Device::cpu();          // where the model runs (weights and KV cache live)
   Precision precision = Precision::int8;  // numeric path of the matrix products
@@ -119,6 +134,7 @@ struct EngineOptions {
   int kv_block_size = 16;                        // tokens per KV block
   int max_batch_tokens = 512;  // token budget of one engine step (prefill chunks + decodes)
   int max_sequences = 16;      // sequences decoded together in one step
+  ContextPolicy context_policy = ContextPolicy::error;  // requests that do not say otherwise
   bool prefix_cache = true;    // reuse the KV of prompt prefixes already computed
   std::size_t response_cache_bytes = 0;  // exact cache of whole completions for repeated
                                          // requests (same prompt and parameters); 0 = off
@@ -180,6 +196,9 @@ struct Request {
   SamplingParams sampling;
   bool parse_special_tokens = false;  // recognise special-token text (e.g. "<|im_end|>") in prompt
   int priority = 0;                   // higher runs first when requests wait for room
+  std::optional<ContextPolicy> context_policy;  // empty: EngineOptions::context_policy
+  int context_keep = -1;  // tokens a shift keeps at the start (at most half the context);
+                          // -1: a chat's system message (with what precedes it), else 0
 };
 
 enum class FinishReason {
@@ -213,6 +232,8 @@ struct Completion {
   int prompt_tokens = 0;
   int cached_prompt_tokens = 0;      // prompt tokens reused from the prefix cache
   bool from_response_cache = false;  // returned by the exact response cache, no inference
+  int dropped_messages = 0;          // messages ContextPolicy::truncate left out of the prompt
+  int context_shifts = 0;            // times ContextPolicy::shift made room in the window
   int generated_tokens = 0;
   Timings timings;
   std::string error;                 // set when finish_reason == error

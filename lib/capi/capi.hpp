@@ -94,6 +94,9 @@ static_assert(EMBER_FINISH_STOP == static_cast<int>(FinishReason::stop) &&
               EMBER_FINISH_CONTEXT == static_cast<int>(FinishReason::context) &&
               EMBER_FINISH_CANCELLED == static_cast<int>(FinishReason::cancelled) &&
               EMBER_FINISH_ERROR == static_cast<int>(FinishReason::error));
+static_assert(EMBER_CONTEXT_ERROR == static_cast<int>(ContextPolicy::error) &&
+              EMBER_CONTEXT_TRUNCATE == static_cast<int>(ContextPolicy::truncate) &&
+              EMBER_CONTEXT_SHIFT == static_cast<int>(ContextPolicy::shift));
 static_assert(EMBER_LOG_DEBUG == static_cast<int>(LogLevel::debug) &&
               EMBER_LOG_INFO == static_cast<int>(LogLevel::info) &&
               EMBER_LOG_WARNING == static_cast<int>(LogLevel::warning) &&

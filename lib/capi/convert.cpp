@@ -56,6 +56,15 @@ void init_sized(T* out, std::size_t size, const T& defaults, const char* type) {
   out->struct_size = size;
 }
 
+ContextPolicy context_policy_of(long long value, const char* field) {
+  switch (value) {
+    case EMBER_CONTEXT_ERROR: return ContextPolicy::error;
+    case EMBER_CONTEXT_TRUNCATE: return ContextPolicy::truncate;
+    case EMBER_CONTEXT_SHIFT: return ContextPolicy::shift;
+  }
+  fail(ErrorCode::invalid_argument, "{} = {} is not an ember_context_policy", field, value);
+}
+
 ember_engine_options default_options() {
   const EngineOptions d;
   ember_engine_options o{};
@@ -76,6 +85,7 @@ ember_engine_options default_options() {
   o.max_prompt_tokens = d.max_prompt_tokens;
   o.max_generated_tokens = d.max_generated_tokens;
   o.max_requests = d.max_requests;
+  o.context_policy = static_cast<ember_context_policy>(d.context_policy);
   return o;
 }
 
@@ -104,6 +114,8 @@ ember_request_params default_params() {
   p.struct_size = sizeof p;
   p.parse_special_tokens = d.parse_special_tokens ? 1 : 0;
   p.priority = d.priority;
+  p.context_policy = -1;
+  p.context_keep = d.context_keep;
   return p;
 }
 
@@ -174,6 +186,7 @@ EngineOptions to_cpp(const ember_engine_options& in) {
   out.max_prompt_tokens = o.max_prompt_tokens;
   out.max_generated_tokens = o.max_generated_tokens;
   out.max_requests = o.max_requests;
+  out.context_policy = context_policy_of(raw_enum(o.context_policy), "ember_engine_options.context_policy");
   return out;
 }
 
@@ -236,6 +249,9 @@ Request to_cpp(const ember_request_params& in) {
   out.sampling = to_cpp(p.sampling);
   out.parse_special_tokens = p.parse_special_tokens != 0;
   out.priority = p.priority;
+  if (p.context_policy != -1)
+    out.context_policy = context_policy_of(p.context_policy, "ember_request_params.context_policy");
+  out.context_keep = p.context_keep;
   return out;
 }
 
@@ -273,6 +289,8 @@ void point_at(CompletionBox& box, const Completion& c, std::uint32_t magic) {
   p.cached_prompt_tokens = c.cached_prompt_tokens;
   p.generated_tokens = c.generated_tokens;
   p.from_response_cache = c.from_response_cache ? 1 : 0;
+  p.dropped_messages = c.dropped_messages;
+  p.context_shifts = c.context_shifts;
   p.timings = &box.timings;
   p.error = c.error.c_str();
   box.magic = magic;

@@ -149,6 +149,10 @@ std::shared_ptr<Sequence> EngineCore::make_sequence(const Request& request, Stre
   if (options_.max_generated_tokens > 0 && request.sampling.max_tokens > options_.max_generated_tokens)
     fail(ErrorCode::invalid_argument, "max_tokens = {} is over this engine's limit, EngineOptions::max_generated_tokens = {}",
          request.sampling.max_tokens, options_.max_generated_tokens);
+  const ContextPolicy policy = request.context_policy.value_or(options_.context_policy);
+  if (request.context_keep < -1)
+    fail(ErrorCode::invalid_argument, "context_keep = {} (it must be -1 or at least 0)", request.context_keep);
+  int dropped_messages = 0, keep = 0;
   std::vector<std::int32_t> prompt;
   if (!request.prompt_tokens.empty()) {
     prompt = request.prompt_tokens;
@@ -156,11 +160,7 @@ std::shared_ptr<Sequence> EngineCore::make_sequence(const Request& request, Stre
       if (id < 0 || id >= config_.vocab)
         fail(ErrorCode::invalid_argument, "prompt token {} is outside the vocabulary [0, {})", id, config_.vocab);
   } else if (!request.messages.empty()) {
-    const std::string text = render_chat(request.messages);
-    const auto& tok = *tokenizer_;
-    // Templates that write the BOS text themselves (Llama 3) must not get a second BOS.
-    const bool has_bos_text = tok.bos() >= 0 && text.rfind(tok.token_text(tok.bos()), 0) == 0;
-    prompt = tok.encode(text, /*parse_special=*/true, tok.add_bos() && !has_bos_text);
+    prompt = encode_chat(request, policy != ContextPolicy::error, dropped_messages, keep);
   } else {
     prompt = tokenizer_->encode(request.prompt, request.parse_special_tokens, tokenizer_->add_bos());
   }
@@ -177,7 +177,60 @@ std::shared_ptr<Sequence> EngineCore::make_sequence(const Request& request, Stre
   seq->tokens = std::move(prompt);
   seq->prompt_tokens = static_cast<int>(seq->tokens.size());
   seq->completion.prompt_tokens = seq->prompt_tokens;
+  seq->completion.dropped_messages = dropped_messages;
+  seq->shift_on_full = policy == ContextPolicy::shift;
+  seq->context_keep = std::min(request.context_keep >= 0 ? request.context_keep : keep, context_length_ / 2);
   return seq;
+}
+
+std::vector<std::int32_t> EngineCore::encode_rendered(const std::string& text) const {
+  const auto& tok = *tokenizer_;
+  // Templates that write the BOS text themselves (Llama 3) must not get a second BOS.
+  const bool has_bos_text = tok.bos() >= 0 && text.rfind(tok.token_text(tok.bos()), 0) == 0;
+  return tok.encode(text, /*parse_special=*/true, tok.add_bos() && !has_bos_text);
+}
+
+std::vector<std::int32_t> EngineCore::encode_chat(const Request& request, bool truncate, int& dropped,
+                                                  int& system_tokens) const {
+  const std::vector<Message>& messages = request.messages;
+  const std::size_t first = messages[0].role == "system" ? 1 : 0;
+  if (first == 1 && chat_template_) {
+    // The system message's tokens: what the prompt shares with the system turn rendered alone.
+    const std::vector<std::int32_t> prompt = encode_rendered(render_chat(messages));
+    const std::vector<std::int32_t> alone = encode_rendered(chat_template_->render({messages[0]}, false));
+    system_tokens = static_cast<int>(std::mismatch(prompt.begin(), prompt.end(), alone.begin(), alone.end()).first -
+                                     prompt.begin());
+    if (!truncate) return prompt;
+  }
+  // Where the conversation may start after the system message: at its first turn, or at a later
+  // user message (a turn is a user message and the replies that follow it).
+  std::vector<std::size_t> starts{first};
+  for (std::size_t i = first + 1; i < messages.size(); ++i)
+    if (messages[i].role == "user") starts.push_back(i);
+  const auto encode_from = [&](std::size_t start) {
+    std::vector<Message> kept(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(first));
+    kept.insert(kept.end(), messages.begin() + static_cast<std::ptrdiff_t>(start), messages.end());
+    return encode_rendered(render_chat(kept));
+  };
+  const auto fits = [&](const std::vector<std::int32_t>& p) {
+    return static_cast<long long>(p.size()) + request.sampling.max_tokens <= context_length_;
+  };
+  std::vector<std::int32_t> prompt = encode_from(starts[0]);
+  if (!truncate || fits(prompt)) return prompt;
+  // The fewest dropped turns that fit (a later start is never longer): a binary search, so a
+  // long conversation is rendered a few times, not once per turn. When even the last turn
+  // alone does not fit it is the prompt, and the context window decides.
+  std::size_t lo = 1, hi = starts.size() - 1;
+  while (lo < hi) {
+    const std::size_t mid = (lo + hi) / 2;
+    if (fits(encode_from(starts[mid]))) hi = mid;
+    else lo = mid + 1;
+  }
+  if (starts.size() > 1) {
+    prompt = encode_from(starts[lo]);
+    dropped = static_cast<int>(starts[lo] - first);
+  }
+  return prompt;
 }
 
 void EngineCore::submit(const std::shared_ptr<Sequence>& seq, bool allow_response_cache) {
@@ -375,6 +428,8 @@ int EngineCore::finish_step() {
     for (const ScheduledSequence& s : step) {
       if (s.logit_index < 0) continue;
       on_token(*s.sequence, logits_.data() + static_cast<std::size_t>(s.logit_index) * config_.vocab);
+      if (s.sequence->state == SequenceState::running && static_cast<int>(s.sequence->tokens.size()) >= context_length_)
+        shift(s.sequence);
     }
   } catch (const std::exception& e) {
     fail_step(step, e.what());
@@ -430,10 +485,22 @@ void EngineCore::on_token(Sequence& seq, float* logits) {
       emit(seq, r.text, &id, 1, false);
       if (seq.cancel_requested) finish(seq, FinishReason::cancelled);
       else if (seq.generated() >= seq.sampling.max_tokens) finish(seq, FinishReason::length);
-      else if (static_cast<int>(seq.tokens.size()) >= context_length_) finish(seq, FinishReason::context);
+      else if (static_cast<int>(seq.tokens.size()) >= context_length_ && !seq.shift_on_full)
+        finish(seq, FinishReason::context);
     }
   }
   seq.response_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void EngineCore::shift(const std::shared_ptr<Sequence>& seq) {
+  // Keep the first context_keep tokens and the newer half of the rest; the kept tokens are
+  // computed again from the start (their blocks at the front are likely still cached).
+  const int keep = seq->context_keep;
+  const int drop = (static_cast<int>(seq->tokens.size()) - keep) / 2;
+  seq->tokens.erase(seq->tokens.begin() + keep, seq->tokens.begin() + keep + drop);
+  seq->shifted_tokens += drop;
+  ++seq->completion.context_shifts;
+  scheduler_->recompute(seq);
 }
 
 void EngineCore::emit(Sequence& seq, const std::string& text, const std::int32_t* tokens,

@@ -111,6 +111,12 @@ class EngineCore {
   }
   void background_loop();
   void on_token(Sequence& seq, float* logits);
+  void shift(const std::shared_ptr<Sequence>& seq);  // ContextPolicy::shift on a full window
+  std::vector<std::int32_t> encode_rendered(const std::string& text) const;
+  // A chat prompt; with `truncate`, without its oldest turns until it fits with max_tokens.
+  // dropped: messages left out; system_tokens: the system message's tokens at its start.
+  std::vector<std::int32_t> encode_chat(const Request& request, bool truncate, int& dropped,
+                                        int& system_tokens) const;
   void finish(Sequence& seq, FinishReason reason, bool discard_held_text = false);
   void finalize(const std::shared_ptr<Sequence>& seq);
   void serve_from_response_cache(const std::shared_ptr<Sequence>& seq, Completion hit);

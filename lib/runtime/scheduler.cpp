@@ -138,8 +138,8 @@ std::vector<std::shared_ptr<Sequence>> Scheduler::sequences() const {
   return all;
 }
 
-void Scheduler::preempt(const std::shared_ptr<Sequence>& victim) {
-  ++preemptions_;
+void Scheduler::preempt(const std::shared_ptr<Sequence>& victim, bool count) {
+  if (count) ++preemptions_;
   release_blocks(*victim);
   running_.erase(std::find(running_.begin(), running_.end(), victim));
   add(victim);  // recomputed later; its published blocks are likely still cached

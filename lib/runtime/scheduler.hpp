@@ -45,6 +45,10 @@ class Scheduler {
   // blocks that became full to the prefix cache.
   void commit(const std::vector<ScheduledSequence>& step);
 
+  // Releases a running sequence's blocks and queues it to be computed again from its first
+  // token (after its tokens changed: ContextPolicy::shift).
+  void recompute(const std::shared_ptr<Sequence>& sequence) { preempt(sequence, /*count=*/false); }
+
   // Removes a finished or cancelled sequence and releases its blocks.
   void remove(const std::shared_ptr<Sequence>& sequence);
 
@@ -59,7 +63,7 @@ class Scheduler {
  private:
   bool admit(const std::shared_ptr<Sequence>& seq);
   bool reserve_blocks(Sequence& seq, int tokens, const std::vector<ScheduledSequence>& step);
-  void preempt(const std::shared_ptr<Sequence>& victim);
+  void preempt(const std::shared_ptr<Sequence>& victim, bool count = true);
   void release_blocks(Sequence& seq);
   void append_rows(const std::shared_ptr<Sequence>& seq, int rows, backend::Batch& batch,
                    std::vector<ScheduledSequence>& step);

@@ -41,6 +41,9 @@ struct Sequence {
 
   std::vector<std::int32_t> tokens;  // prompt, then every generated token
   int prompt_tokens = 0;
+  int shifted_tokens = 0;            // tokens ContextPolicy::shift dropped from `tokens`
+  bool shift_on_full = false;        // ContextPolicy::shift: make room instead of ending
+  int context_keep = 0;              // tokens a shift keeps at the start
   int computed = 0;                  // leading tokens whose K/V are in the cache
   std::vector<std::int32_t> blocks;  // block table: logical block i -> pool block
   int published_blocks = 0;          // leading blocks registered in the prefix cache
@@ -60,7 +63,7 @@ struct Sequence {
   std::string response_key;     // exact response cache key; empty when the cache is off
 
   int uncomputed() const { return static_cast<int>(tokens.size()) - computed; }
-  int generated() const { return static_cast<int>(tokens.size()) - prompt_tokens; }
+  int generated() const { return static_cast<int>(tokens.size()) + shifted_tokens - prompt_tokens; }
 };
 
 }  // namespace ember::runtime

@@ -30,6 +30,15 @@ const char* to_string(FinishReason reason) noexcept {
   return "unknown";
 }
 
+const char* to_string(ContextPolicy policy) noexcept {
+  switch (policy) {
+    case ContextPolicy::error: return "error";
+    case ContextPolicy::truncate: return "truncate";
+    case ContextPolicy::shift: return "shift";
+  }
+  return "unknown";
+}
+
 const char* to_string(LoadPhase phase) noexcept {
   switch (phase) {
     case LoadPhase::reading: return "reading";

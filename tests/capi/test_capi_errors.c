@@ -42,6 +42,7 @@ void test_version_and_defaults(void) {
   CHECK(s.stop == NULL && s.stop_count == 0 && s.ignore_eos == 0 && s.logprobs == 0);
   const ember_request_params p = ember_request_params_default();
   CHECK(p.struct_size == sizeof(ember_request_params) && p.prompt == NULL && p.sampling == NULL);
+  CHECK(p.context_policy == -1 && p.context_keep == -1 && o.context_policy == EMBER_CONTEXT_ERROR);
 
   /* A struct from a newer header (larger) or a truncated one is refused, not guessed at. */
   ember_sampling big;
@@ -148,6 +149,13 @@ void test_argument_errors(ember_engine* engine) {
   params.prompt_tokens = out_of_vocab;
   params.prompt_token_count = 2;
   CHECK_FAILS(ember_submit(engine, &params, NULL, NULL, &r), EMBER_ERROR_INVALID_ARGUMENT, "100000");
+  params = ember_request_params_default();
+  params.prompt = "hi";
+  params.context_policy = 7;
+  CHECK_FAILS(ember_submit(engine, &params, NULL, NULL, &r), EMBER_ERROR_INVALID_ARGUMENT, "context_policy");
+  params.context_policy = EMBER_CONTEXT_SHIFT;
+  params.context_keep = -5;
+  CHECK_FAILS(ember_submit(engine, &params, NULL, NULL, &r), EMBER_ERROR_INVALID_ARGUMENT, "context_keep");
   CHECK_FAILS(ember_submit(engine, NULL, NULL, NULL, &r), EMBER_ERROR_INVALID_ARGUMENT, "params");
 
   CHECK_FAILS(ember_engine_step(engine, -1, NULL), EMBER_ERROR_INVALID_ARGUMENT, "budget_us");

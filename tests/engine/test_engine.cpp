@@ -140,6 +140,73 @@ TEST_CASE("a sequence reaching the context window ends with `context`") {
   CHECK(c.prompt_tokens + c.generated_tokens == 24);
 }
 
+TEST_CASE("context policy shift: a generation past the window keeps the start, drops half the rest, goes on") {
+  EngineOptions o = small_options();
+  o.context_length = 48;
+  o.prefix_cache = false;  // the fresh prefill below must not reuse what the run computed
+  Engine engine = Engine::open(model_path(), o);
+  Request r = greedy("hello", 100);
+  r.context_policy = ContextPolicy::shift;
+  r.context_keep = 3;
+  const Completion c = engine.generate(r);
+  CHECK(c.finish_reason == FinishReason::length);
+  CHECK(c.generated_tokens == 100);
+  CHECK(c.context_shifts >= 2);
+  // After the first shift the generation is what a fresh prefill of the kept tokens gives.
+  const std::vector<std::int32_t> prompt = engine.tokenize("hello");
+  std::vector<std::int32_t> window = prompt;
+  window.insert(window.end(), c.tokens.begin(), c.tokens.end());
+  window.resize(48);  // the window the first shift found full
+  const int keep = 3, drop = (48 - keep) / 2;
+  std::vector<std::int32_t> kept(window.begin(), window.begin() + keep);
+  kept.insert(kept.end(), window.begin() + keep + drop, window.end());
+  Request fresh = greedy("", 10);
+  fresh.prompt_tokens = kept;
+  const Completion f = engine.generate(fresh);
+  const std::size_t first_after = 48 - prompt.size();
+  REQUIRE(c.tokens.size() >= first_after + 10);
+  CHECK(std::vector<std::int32_t>(c.tokens.begin() + first_after, c.tokens.begin() + first_after + 10) == f.tokens);
+  // The error policy still ends at the window.
+  r.context_policy = ContextPolicy::error;
+  CHECK(engine.generate(r).finish_reason == FinishReason::context);
+}
+
+TEST_CASE("context policy truncate: a chat that outgrows the window drops its oldest turns") {
+  EngineOptions o = small_options();
+  o.context_length = 256;
+  o.context_policy = ContextPolicy::truncate;
+  Engine engine = Engine::open(model_path(), o);
+  std::vector<Message> chat{{"system", "you are a lighthouse keeper"}};
+  for (int turn = 0; turn < 40; ++turn) {
+    chat.push_back({"user", "tell me about ship number " + std::to_string(turn)});
+    chat.push_back({"assistant", "ship " + std::to_string(turn) + " passed the rocks at dawn"});
+  }
+  chat.push_back({"user", "and the last one?"});
+  SamplingParams p;
+  p.max_tokens = 16;
+  p.temperature = 0;
+  p.ignore_eos = true;
+  const Completion c = engine.chat(chat, p);
+  CHECK(c.dropped_messages > 0);
+  CHECK(c.dropped_messages % 2 == 0);  // whole turns: a user message and its reply
+  CHECK(c.prompt_tokens + 16 <= 256);
+  CHECK(c.generated_tokens == 16);
+  // The prompt is the system message and the newest turns that fit, rendered as a chat.
+  std::vector<Message> kept{chat[0]};
+  kept.insert(kept.end(), chat.begin() + 1 + c.dropped_messages, chat.end());
+  CHECK(static_cast<int>(engine.tokenize(engine.apply_chat_template(kept), true).size()) == c.prompt_tokens);
+  // One turn more would not have fitted.
+  std::vector<Message> more{chat[0]};
+  more.insert(more.end(), chat.begin() + 1 + c.dropped_messages - 2, chat.end());
+  CHECK(static_cast<int>(engine.tokenize(engine.apply_chat_template(more), true).size()) + 16 > 256);
+  // Per request, the error policy refuses the same chat.
+  Request r;
+  r.messages = chat;
+  r.sampling = p;
+  r.context_policy = ContextPolicy::error;
+  CHECK_THROWS_AS(engine.generate(r), Error);
+}
+
 TEST_CASE("chat renders the model's ChatML template") {
   Engine engine = Engine::open(model_path(), small_options());
   const std::string text = engine.apply_chat_template({{"user", "hi"}});

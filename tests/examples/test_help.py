@@ -11,7 +11,7 @@ import sys
 
 from example_support import Checks, run
 
-ENGINE = ["--model", "--precision", "--threads", "--context", "--kv-cache-mb", "--weight-cache",
+ENGINE = ["--model", "--precision", "--threads", "--context", "--context-policy", "--kv-cache-mb", "--weight-cache",
           "--progress"]
 
 # name: (its own flags, the shared engine flags it declares, positional arguments)
