@@ -43,7 +43,8 @@
  *   Every function may be called from any thread; calls on one engine from several threads are
  *   batched together (see ember.hpp). Closing an engine must not race with other calls on it.
  *   Callbacks run on the thread that runs the engine step with the engine's lock held: a
- *   callback must not call back into the same engine.
+ *   callback must not call back into the same engine (such a call returns
+ *   EMBER_ERROR_INVALID_ARGUMENT instead of deadlocking).
  */
 #ifndef EMBER_EMBER_H
 #define EMBER_EMBER_H

@@ -14,7 +14,8 @@
 //     the stepping thread lets waiting callers in between two steps, so a request submitted
 //     mid-generation joins the next step.
 //   * Callbacks run on the thread that runs the engine step, with the engine's lock held: a
-//     callback must not call back into the same Engine. An exception thrown by a callback stops
+//     callback must not call back into the same Engine (such a call throws
+//     Error(invalid_argument) instead of deadlocking). An exception thrown by a callback stops
 //     its request (finish reason `cancelled`, Completion::error says why) and goes no further;
 //     one thrown by the log callback loses its line. Nothing escapes into ember's own thread.
 //   * Moving or destroying an Engine must not race with calls on it.

@@ -117,7 +117,38 @@ EngineCore::~EngineCore() {
   }
 }
 
+namespace {
+// The engine whose callback (a stream callback, the log) runs on this thread, if any: a call
+// from it back into the same engine would wait for the lock the step holds, forever.
+thread_local const EngineCore* callback_engine = nullptr;
+
+class InCallback {
+ public:
+  explicit InCallback(const EngineCore* engine) : previous_(std::exchange(callback_engine, engine)) {}
+  ~InCallback() { callback_engine = previous_; }
+  InCallback(const InCallback&) = delete;
+  InCallback& operator=(const InCallback&) = delete;
+
+ private:
+  const EngineCore* previous_;
+};
+}  // namespace
+
+void EngineCore::run_callback(const std::function<void()>& call) const {
+  const InCallback guard(this);
+  call();
+}
+
+void EngineCore::check_not_in_callback() const {
+  if (callback_engine == this)
+    fail(ErrorCode::invalid_argument,
+         "a callback of this engine (stream or log) called back into the same engine, which "
+         "runs that callback with its lock held; call it after the callback returns, or from "
+         "another thread that does not wait for the callback");
+}
+
 std::unique_lock<std::mutex> EngineCore::lock_as_caller() const {
+  check_not_in_callback();
   ++callers_waiting_;
   std::unique_lock lock(mutex_);
   --callers_waiting_;
@@ -289,6 +320,7 @@ StepResult EngineCore::run_for(std::chrono::microseconds budget) {
 }
 
 void EngineCore::wait(const std::shared_ptr<Sequence>& seq) {
+  check_not_in_callback();  // its own request cannot finish while its callback runs
   if (background_.joinable()) {
     std::unique_lock lock(finished_mutex_);
     finished_cv_.wait(lock, [&] { return seq->done.load(std::memory_order_acquire); });
@@ -513,9 +545,12 @@ void EngineCore::emit(Sequence& seq, const std::string& text, const std::int32_t
   chunk.completion = last ? &seq.completion : nullptr;
   bool go_on = true;
   try {
-    go_on = seq.on_chunk(chunk);
-  } catch (...) {
+    run_callback([&] { go_on = seq.on_chunk(chunk); });
+  } catch (const std::exception& e) {
     // A throwing callback must not unwind through the engine step; it stops its request.
+    seq.completion.error = std::string("the stream callback threw an exception: ") + e.what();
+    go_on = false;
+  } catch (...) {
     seq.completion.error = "the stream callback threw an exception";
     go_on = false;
   }

@@ -126,7 +126,8 @@ class EngineCore {
   template <class... Args> void log(LogLevel level, fmt::format_string<Args...> f, Args&&... args) const noexcept {
     if (!options_.log) return;
     try {
-      options_.log(level, fmt::format(f, std::forward<Args>(args)...));
+      const std::string line = fmt::format(f, std::forward<Args>(args)...);
+      run_callback([&] { options_.log(level, line); });
     } catch (...) {
     }
   }
@@ -150,7 +151,11 @@ class EngineCore {
   // std::mutex is not fair: callers announce themselves in callers_waiting_ and the stepping
   // thread lets them in between steps (let_callers_in), so a request submitted mid-generation
   // joins the next step and stats() never stalls for a whole busy period.
+  // Every entry point takes the lock through it: from inside one of this engine's callbacks it
+  // throws Error(invalid_argument) instead of deadlocking.
   std::unique_lock<std::mutex> lock_as_caller() const;
+  void run_callback(const std::function<void()>& call) const;  // marks this thread as in a callback
+  void check_not_in_callback() const;
   void let_callers_in(std::unique_lock<std::mutex>& lock) const;
 
   mutable std::mutex mutex_;  // guards everything below and the sequences' mutable state

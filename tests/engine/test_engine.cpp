@@ -207,6 +207,37 @@ TEST_CASE("context policy truncate: a chat that outgrows the window drops its ol
   CHECK_THROWS_AS(engine.generate(r), Error);
 }
 
+TEST_CASE("a callback that calls back into its own engine gets invalid_argument, not a deadlock") {
+  for (bool background : {false, true}) {
+    CAPTURE(background);
+    EngineOptions o = small_options();
+    o.background_thread = background;
+    Engine engine = Engine::open(model_path(), o);
+    Engine other = Engine::open(model_path(), small_options());
+    std::string error;
+    int other_requests = -1;
+    const Completion c = engine.generate(greedy("call me back", 4), [&](const Chunk&) {
+      try {
+        engine.stats();
+      } catch (const Error& e) {
+        if (e.code() == ErrorCode::invalid_argument) error = e.what();
+      }
+      other_requests = static_cast<int>(other.stats().requests_submitted);  // another engine: fine
+      return true;
+    });
+    CHECK(c.generated_tokens == 4);
+    CHECK(error.find("called back into the same engine") != std::string::npos);
+    CHECK(other_requests == 0);
+    // Uncaught, the error stops the request and says why.
+    const Completion d = engine.generate(greedy("call me back", 4), [&](const Chunk&) {
+      engine.generate(greedy("nested", 2));
+      return true;
+    });
+    CHECK(d.finish_reason == FinishReason::cancelled);
+    CHECK(d.error.find("called back into the same engine") != std::string::npos);
+  }
+}
+
 TEST_CASE("chat renders the model's ChatML template") {
   Engine engine = Engine::open(model_path(), small_options());
   const std::string text = engine.apply_chat_template({{"user", "hi"}});
