@@ -115,8 +115,9 @@ enum class ContextPolicy {
   error,     // a prompt that does not fit is Error(context_overflow); a generation that fills
              // the window ends with FinishReason::context
   truncate,  // a chat (Request::messages) that does not fit with max_tokens drops its oldest
-             // turns after the system message until it does (Completion::dropped_messages);
-             // the system message's KV still comes from the prefix cache
+             // turns after the system message until it does (Completion::dropped_messages), in
+             // steps of several turns so that the next turns reuse the cut's prefix; the system
+             // message's KV still comes from the prefix cache
   shift,     // truncate, and a generation that fills the window keeps its first context_keep
              // tokens, drops the oldest half of the rest and goes on: the kept tokens are
              // recomputed, so the rest equals a fresh prefill of them (Completion::context_shifts)

@@ -257,6 +257,11 @@ std::vector<std::int32_t> EngineCore::encode_chat(const Request& request, bool t
     if (fits(encode_from(starts[mid]))) hi = mid;
     else lo = mid + 1;
   }
+  // Then the cut moves in steps of half the turns that fit, not one turn at a time: the next
+  // turns of the conversation keep the same start, so their prompts extend this one and the
+  // prefix cache serves it instead of a whole window being prefilled again every turn.
+  const std::size_t step = std::max<std::size_t>(1, (starts.size() - lo) / 2);
+  lo = std::min(starts.size() - 1, (lo + step - 1) / step * step);
   if (starts.size() > 1) {
     prompt = encode_from(starts[lo]);
     dropped = static_cast<int>(starts[lo] - first);

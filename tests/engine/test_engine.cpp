@@ -195,10 +195,13 @@ TEST_CASE("context policy truncate: a chat that outgrows the window drops its ol
   std::vector<Message> kept{chat[0]};
   kept.insert(kept.end(), chat.begin() + 1 + c.dropped_messages, chat.end());
   CHECK(static_cast<int>(engine.tokenize(engine.apply_chat_template(kept), true).size()) == c.prompt_tokens);
-  // One turn more would not have fitted.
-  std::vector<Message> more{chat[0]};
-  more.insert(more.end(), chat.begin() + 1 + c.dropped_messages - 2, chat.end());
-  CHECK(static_cast<int>(engine.tokenize(engine.apply_chat_template(more), true).size()) + 16 > 256);
+  // The next turn keeps the same start (the cut moves in steps of several turns), so its
+  // prompt extends this one and comes from the prefix cache up to the new turn.
+  chat.push_back({"assistant", c.text});
+  chat.push_back({"user", "and after that?"});
+  const Completion next = engine.chat(chat, p);
+  CHECK(next.dropped_messages == c.dropped_messages);
+  CHECK(next.cached_prompt_tokens >= c.prompt_tokens - 16);  // all but the last, partial block
   // Per request, the error policy refuses the same chat.
   Request r;
   r.messages = chat;
