@@ -292,14 +292,38 @@ void GgufParser::check_tensor_layout() {
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::sort(order.begin(), order.end(),
             [&](std::size_t a, std::size_t b) { return tensors[a].offset < tensors[b].offset; });
+  // Tensors tile the data section: each starts where the previous one ends, rounded up to the
+  // alignment. A gap means a tensor's declared size is smaller than what the writer stored (its
+  // type or shape was changed after writing), and reading it would give garbage weights.
+  const std::uint64_t align = file_.alignment_;
+  const GgufTensor& first = tensors[order[0]];
+  if (first.offset != 0) {
+    bad(tensor_info_offsets_[order[0]],
+        fmt::format("tensor '{}' data starts at offset {}, leaving a gap of {} bytes at the start of "
+                    "the data section", first.name, first.offset, first.offset));
+  }
   for (std::size_t k = 1; k < order.size(); ++k) {
     const GgufTensor& prev = tensors[order[k - 1]];
     const GgufTensor& cur = tensors[order[k]];
-    if (cur.offset < prev.offset + prev.nbytes) {
+    const std::uint64_t prev_end = prev.offset + prev.nbytes;  // checked against data_bytes above
+    if (cur.offset < prev_end) {
       bad(tensor_info_offsets_[order[k]],
           fmt::format("tensor '{}' data at offset {} overlaps tensor '{}' [{}, {})", cur.name,
-                      cur.offset, prev.name, prev.offset, prev.offset + prev.nbytes));
+                      cur.offset, prev.name, prev.offset, prev_end));
     }
+    if (cur.offset - prev_end >= align) {
+      bad(tensor_info_offsets_[order[k]],
+          fmt::format("tensor '{}' data at offset {} leaves a gap of {} bytes after tensor '{}' [{}, {}), "
+                      "more than the alignment padding ({})", cur.name, cur.offset, cur.offset - prev_end,
+                      prev.name, prev.offset, prev_end, align));
+    }
+  }
+  const GgufTensor& last = tensors[order.back()];
+  const std::uint64_t last_end = last.offset + last.nbytes;
+  if (data_bytes - last_end >= align) {
+    bad(tensor_info_offsets_[order.back()],
+        fmt::format("{} bytes follow the last tensor '{}' [{}, {}), more than the alignment padding ({})",
+                    data_bytes - last_end, last.name, last.offset, last_end, align));
   }
 }
 

@@ -1,6 +1,7 @@
 #include "model/gguf_writer.hpp"
 
 #include "model/quantize.hpp"
+#include "util/atomic_file.hpp"
 #include "util/check.hpp"
 
 #include <algorithm>
@@ -173,14 +174,7 @@ std::vector<std::uint8_t> GgufWriter::bytes() const {
 }
 
 void GgufWriter::write(const std::string& path) const {
-  const std::vector<std::uint8_t> image = bytes();
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    fail(ErrorCode::io, "cannot create '{}': {}", path, std::generic_category().message(errno));
-  }
-  const std::size_t written = std::fwrite(image.data(), 1, image.size(), f);
-  const bool closed = std::fclose(f) == 0;
-  if (written != image.size() || !closed) fail(ErrorCode::io, "cannot write '{}'", path);
+  util::write_file_atomically(path, bytes());  // never a half-written model, nor a followed symlink
 }
 
 }  // namespace ember::model

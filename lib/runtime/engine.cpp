@@ -23,6 +23,16 @@ Engine::~Engine() = default;
 Engine Engine::open(const std::string& path, const EngineOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->core = std::make_shared<runtime::EngineCore>(path, options);
+  const int missing = impl->core->tokenizer().missing_byte_tokens();
+  if (missing > 0 && options.log) {
+    try {
+      options.log(LogLevel::warning,
+                  fmt::format("the vocabulary of {} has no token for {} of the 256 byte values: text "
+                              "containing them cannot be tokenized exactly (unknown token or fallback)",
+                              path, missing));
+    } catch (...) {  // a throwing log callback loses its line, as in EngineCore::log
+    }
+  }
   return Engine(std::move(impl));
 }
 

@@ -1,6 +1,7 @@
 #include "runtime/kv_snapshot.hpp"
 
 #include "runtime/block_pool.hpp"
+#include "util/atomic_file.hpp"
 #include "util/check.hpp"
 #include "util/hash.hpp"
 
@@ -210,17 +211,7 @@ std::vector<std::uint8_t> KvSnapshotWriter::finish() {
 }
 
 void write_snapshot_file(const std::string& path, std::span<const std::uint8_t> bytes) {
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) fail(ErrorCode::io, "cannot create {}: {}", temp, std::strerror(errno));
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) fail(ErrorCode::io, "cannot write {} bytes to {}: {}", bytes.size(), temp, std::strerror(errno));
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) fail(ErrorCode::io, "cannot rename {} to {}: {}", temp, path, ec.message());
+  util::write_file_atomically(path, bytes);
 }
 
 std::vector<std::uint8_t> read_snapshot_file(const std::string& path, std::uint64_t max_bytes) {

@@ -96,8 +96,9 @@ class KvSnapshotWriter {
   std::unordered_set<std::uint64_t> hashes_;
 };
 
-// Whole-file helpers. write: to a temporary beside `path`, then renamed over it, so a crash
-// never leaves a half-written snapshot. read: Error(io) when unreadable, Error(out_of_memory)
+// Whole-file helpers. write: through util::AtomicFile (a random O_EXCL | O_NOFOLLOW temporary
+// beside `path`, fsynced, renamed over it, removed on failure), so a crash never leaves a
+// half-written snapshot and a planted symlink is never followed. read: Error(io) when unreadable, Error(out_of_memory)
 // naming both sizes when the file is larger than `max_bytes`.
 void write_snapshot_file(const std::string& path, std::span<const std::uint8_t> bytes);
 std::vector<std::uint8_t> read_snapshot_file(const std::string& path, std::uint64_t max_bytes);

@@ -69,7 +69,10 @@ class BpeTokenizer final : public Tokenizer {
       byte_text_[b] = text;
     }
     build_merges(vocab.merges);
-    for (std::uint32_t b = 0; b < 256; ++b) byte_symbol_[b] = lookup_symbol(byte_text_[b]);
+    for (std::uint32_t b = 0; b < 256; ++b) {
+      byte_symbol_[b] = lookup_symbol(byte_text_[b]);
+      if (lookup(byte_text_[b]) < 0) ++missing_byte_tokens_;
+    }
   }
 
   std::string token_to_piece(TokenId id, bool render_special) const override {

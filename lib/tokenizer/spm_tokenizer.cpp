@@ -46,6 +46,7 @@ class SpmTokenizer final : public Tokenizer {
     for (int b = 0; b < 256; ++b) {
       byte_token_[b] = find_token(fmt::format("<0x{:02X}>", b))
                            .value_or(find_token(std::string(1, static_cast<char>(b))).value_or(-1));
+      if (byte_token_[b] < 0) ++missing_byte_tokens_;
     }
   }
 

@@ -92,6 +92,11 @@ class Tokenizer {
   bool is_end_of_generation(TokenId id) const;
   const std::vector<TokenId>& end_of_generation_tokens() const { return end_of_generation_; }
   bool add_bos() const { return add_bos_; }
+  // How many of the 256 byte values have no token of their own (byte-level BPE: the GPT-2
+  // byte-to-unicode text; SentencePiece: <0xAB> or the byte itself). Text containing such a
+  // byte cannot round-trip (it becomes the unknown token or a multi-byte fallback); the engine
+  // logs a warning at open naming the count.
+  int missing_byte_tokens() const { return missing_byte_tokens_; }
 
  protected:
   // Takes the token texts out of `vocab` (the other fields stay for the derived class).
@@ -114,6 +119,7 @@ class Tokenizer {
   TokenId bos_ = -1, eos_ = -1;
   bool add_bos_ = false;
   bool strip_space_prefix_ = false;  // decode() drops the space encode() put in front
+  int missing_byte_tokens_ = 0;       // set by the derived constructor
 };
 
 // Turns a stream of token ids into text pieces that are always complete UTF-8: bytes of a

@@ -16,7 +16,6 @@
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
-#include <random>
 
 namespace ember::backend::cpu {
 namespace {
@@ -170,14 +169,9 @@ WeightCacheWriter::WeightCacheWriter(WeightCacheFile file, LogCallback log)
     : file_(std::move(file)), log_(std::move(log)) {
   std::error_code ec;
   fs::create_directories(fs::path(file_.path).parent_path(), ec);
-  // A random suffix keeps two processes that build the same cache at once from sharing a file.
-  temp_path_ = fmt::format("{}.tmp-{:08x}", file_.path, std::random_device{}());
-  out_ = std::fopen(temp_path_.c_str(), "wb");
-  if (out_ == nullptr) {
-    failed(fmt::format("cannot create '{}'", temp_path_));
-    return;
-  }
   try {
+    // The temporary's random name keeps two processes that build the same cache at once apart.
+    out_.emplace(file_.path);
     const FileHeader placeholder{};
     write(&placeholder, sizeof placeholder);  // commit() writes the real one
     write(file_.key.data(), file_.key.size());
@@ -186,29 +180,22 @@ WeightCacheWriter::WeightCacheWriter(WeightCacheFile file, LogCallback log)
   }
 }
 
-WeightCacheWriter::~WeightCacheWriter() {
-  if (out_ != nullptr) std::fclose(out_);
-  if (!committed_ && !temp_path_.empty()) {
-    std::error_code ec;
-    fs::remove(temp_path_, ec);
-  }
-}
+WeightCacheWriter::~WeightCacheWriter() = default;  // AtomicFile removes an uncommitted file
 
 void WeightCacheWriter::failed(std::string_view what) noexcept {
   if (log_) log_(LogLevel::warning, fmt::format("weight cache not written: {}", what));
-  if (out_ != nullptr) std::fclose(out_);
-  out_ = nullptr;
+  out_.reset();  // removes the temporary file
 }
 
 void WeightCacheWriter::write(const void* bytes, std::size_t n) {
   const std::size_t pad = static_cast<std::size_t>(padded(n) - n);
-  if ((n > 0 && std::fwrite(bytes, 1, n, out_) != n) || (pad > 0 && std::fwrite(kZeros, 1, pad, out_) != pad))
-    fail(ErrorCode::io, "writing '{}' failed (disk full?)", temp_path_);
+  out_->write(bytes, n);
+  out_->write(kZeros, pad);
 }
 
 void WeightCacheWriter::add(std::uint32_t kind, const std::string& name, std::int64_t out, std::int64_t in,
                             const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) noexcept {
-  if (out_ == nullptr) return;
+  if (!out_) return;
   try {
     RecordHeader rh{kind, static_cast<std::uint32_t>(name.size()), out, in,
                     padded(sizeof rh + name.size()) + padded(a_bytes) + padded(b_bytes)};
@@ -240,7 +227,7 @@ void WeightCacheWriter::add_vector(const std::string& name, const std::vector<fl
 }
 
 bool WeightCacheWriter::commit() noexcept {
-  if (out_ == nullptr) return false;
+  if (!out_) return false;
   try {
     FileHeader h{};
     h.magic = kMagic;
@@ -251,13 +238,9 @@ bool WeightCacheWriter::commit() noexcept {
     h.payload_bytes = payload_bytes_;
     h.payload_checksum = checksum_.value();
     h.header_checksum = header_checksum(h, file_.key);
-    if (std::fseek(out_, 0, SEEK_SET) != 0 || std::fwrite(&h, sizeof h, 1, out_) != 1 || std::fflush(out_) != 0)
-      fail(ErrorCode::io, "writing the header of '{}' failed", temp_path_);
-    const int closed = std::fclose(out_);
-    out_ = nullptr;
-    if (closed != 0) fail(ErrorCode::io, "closing '{}' failed (disk full?)", temp_path_);
-    fs::rename(temp_path_, file_.path);  // atomic: a reader sees the old file or the whole new one
-    committed_ = true;
+    out_->write_at(0, &h, sizeof h);
+    out_->commit();  // atomic: a reader sees the old file or the whole new one
+    out_.reset();
     if (log_) log_(LogLevel::info, fmt::format("weight cache written: {} ({:.1f} MB)", file_.path,
                                                 (h.payload_offset + payload_bytes_) / 1e6));
     return true;

@@ -8,19 +8,21 @@
 // magic, format, the full key (model identity, ember version, preparation recipe, CPU weight
 // range), record bounds and a checksum of the whole payload. Anything else is an Error that the
 // caller logs before preparing the weights from the model again and rewriting the file.
-// Files are written to a temporary name and renamed, so readers never see a partial file.
+// Files are written through util::AtomicFile (a random O_EXCL | O_NOFOLLOW temporary, fsynced and
+// renamed), so readers never see a partial file and a planted symlink is never followed.
 //
 // Thread-safety: a reader is immutable after construction; a writer belongs to one thread.
 #pragma once
 
 #include "model/gguf.hpp"
 #include "model/mapped_file.hpp"
+#include "util/atomic_file.hpp"
 #include "util/hash.hpp"
 
 #include <ember/ember.hpp>
 
 #include <cstdint>
-#include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -93,11 +95,9 @@ class WeightCacheWriter {
 
   WeightCacheFile file_;
   LogCallback log_;
-  std::string temp_path_;
-  std::FILE* out_ = nullptr;
+  std::optional<util::AtomicFile> out_;  // empty once a write failed
   std::uint64_t payload_bytes_ = 0, records_ = 0;
   Hasher checksum_;
-  bool committed_ = false;
 };
 
 }  // namespace ember::backend::cpu
