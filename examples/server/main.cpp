@@ -3,16 +3,22 @@
 //   ember-server [--model PATH] [--host ADDR] [--port N] [--max-requests N] ...  (--help lists all)
 //
 // Limits: --max-prompt-tokens (longer prompts: 400 context_length_exceeded) and --max-requests
-// (requests in flight, queued + running; beyond it: 429 rate_limit_exceeded, retry later) are
-// ember::EngineOptions::max_prompt_tokens and max_requests; --max-body-bytes is httplib's (413).
+// (requests in flight, queued + running; beyond it: 429 rate_limit_exceeded with Retry-After)
+// are ember::EngineOptions::max_prompt_tokens and max_requests. The front end (http_server.hpp,
+// Boost.Beast on one I/O thread) enforces --max-body-bytes on every body, Content-Length or
+// chunked (413 as soon as it is crossed), --header-timeout-ms and --body-timeout-ms, and
+// --max-connections (beyond: 503 with Retry-After); idle and slow connections cost no thread.
 // Batch window: an idle engine starts its next batch once --batch-min requests are queued or
 // the first of them has waited --batch-wait-ms (default 1 and 0: at once). A larger window
 // trades the first token's latency for fuller batches; the tests use it to batch for sure.
 //
 // Endpoints: POST /v1/completions, POST /v1/chat/completions (both with "stream": true as
-// server-sent events), GET /v1/models, GET /health, GET /metrics (Prometheus text).
+// server-sent events), GET /v1/models, GET /health, GET /metrics (Prometheus text). Every
+// completion carries a Server-Timing header (a trailer for streams): parse, queue, prefill,
+// decode, write.
 // One thread (server::EngineDriver) steps the engine, so the requests of concurrent clients are
-// batched into the same engine steps; each HTTP worker thread only submits and waits or streams.
+// batched into the same engine steps; a worker thread only parses and submits, and the engine's
+// callbacks answer. A client that leaves has its request cancelled before the next step.
 // It binds 127.0.0.1 by default: there is no authentication, put a proxy in front before
 // exposing it. Try it:
 //
@@ -21,9 +27,6 @@
 #include "../common/cli.hpp"
 #include "routes.hpp"
 
-#include <httplib.h>
-
-#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -37,8 +40,7 @@ struct Options {
   std::string model;
   std::string host = "127.0.0.1";
   int port = 8080;
-  int http_threads = 32;  // one per connected client: streaming holds a thread for its length
-  std::size_t max_body_bytes = 1u << 20;
+  server::HttpLimits http;
   server::BatchWindow batch;
   ember::EngineOptions engine;
 };
@@ -54,10 +56,24 @@ Options parse_flags(int argc, char** argv) {
       "GET /metrics. There is no authentication: put a proxy in front before exposing it.");
   cli.option("--host", "ADDR", o.host, "the address to listen on")
       .option("--port", "N", o.port, "the port to listen on; 0 = any free port")
-      .option("--http-threads", "N", o.http_threads,
-              "HTTP worker threads: one per connected client, as a stream holds one for its length")
-      .option("--max-body-bytes", "N", o.max_body_bytes,
-              "request bodies at most, in bytes; larger: 413")
+      .option("--http-threads", "N", o.http.workers,
+              "worker threads that parse and submit requests (waiting connections need none)")
+      .option("--max-body-bytes", "N", o.http.max_body_bytes,
+              "request bodies at most, in bytes, Content-Length or chunked; larger: 413")
+      .option("--max-connections", "N", o.http.max_connections,
+              "open connections at most; beyond: 503 with Retry-After")
+      .option("--header-timeout-ms", "MS", "a request head (or the next one on a kept-alive "
+              "connection) not complete within MS ms closes the connection",
+              std::to_string(o.http.header_timeout.count()), [&o](const std::string& v) {
+                o.http.header_timeout = std::chrono::milliseconds(
+                    ember_examples::CommandLine::parse<int>("--header-timeout-ms", v));
+              })
+      .option("--body-timeout-ms", "MS", "a request body not complete within MS ms after its head "
+              "closes the connection",
+              std::to_string(o.http.body_timeout.count()), [&o](const std::string& v) {
+                o.http.body_timeout = std::chrono::milliseconds(
+                    ember_examples::CommandLine::parse<int>("--body-timeout-ms", v));
+              })
       .option("--max-prompt-tokens", "N", engine.max_prompt_tokens,
               "prompt tokens at most; longer prompts: 400 context_length_exceeded; 0 = only the "
               "context window")
@@ -78,19 +94,15 @@ Options parse_flags(int argc, char** argv) {
   engine_flags.declare(cli);
   cli.parse(argc, argv);
   if (o.port < 0 || o.port > 65535) cli.fail("--port must be 0..65535 (0: any free port)");
-  if (o.http_threads < 1) cli.fail("--http-threads must be at least 1");
+  if (o.http.workers < 1) cli.fail("--http-threads must be at least 1");
+  if (o.http.max_connections < 1) cli.fail("--max-connections must be at least 1");
+  if (o.http.header_timeout.count() < 1 || o.http.body_timeout.count() < 1)
+    cli.fail("--header-timeout-ms and --body-timeout-ms must be at least 1");
   if (o.batch.min_requests < 1) cli.fail("--batch-min must be at least 1");
   if (o.batch.max_wait.count() < 0) cli.fail("--batch-wait-ms must be >= 0");
   o.engine = engine_flags.open_options(cli);
   o.model = engine_flags.model_path;
   return o;
-}
-
-// The running server, for the signal handler: stop() only shuts the listening socket down.
-std::atomic<httplib::Server*> g_running{nullptr};
-
-extern "C" void on_signal(int) {
-  if (httplib::Server* s = g_running.load()) s->stop();
 }
 
 }  // namespace
@@ -108,33 +120,32 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());
     return 1;
   }
-  server::EngineDriver driver(*engine, options.batch);  // stops before the engine closes
-  state.driver = &driver;
+  // Destroyed in this order after run(): the stepping thread stops, then the engine (its
+  // unfinished requests end and their callbacks post to the stopped front end), then the front end.
+  std::optional<server::EngineDriver> driver;
+  driver.emplace(*engine, options.batch);
+  state.driver = &*driver;
   state.model_id = std::filesystem::path(options.model).stem().string();
   state.next_seed = std::random_device{}();
 
-  httplib::Server http;
-  const int http_threads = options.http_threads;
-  http.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
-  http.set_payload_max_length(options.max_body_bytes);
-  server::install_routes(http, state);
-
-  const int port = options.port == 0 ? http.bind_to_any_port(options.host)
-                                     : (http.bind_to_port(options.host, options.port) ? options.port : -1);
+  auto http = std::make_unique<server::HttpServer>(
+      options.http, server::make_routes(state),
+      [&state](const std::string& path, int status) { state.metrics.record_http(path, status); });
+  state.http = &http->counters();
+  std::string error;
+  const int port = http->bind(options.host, options.port, error);
   if (port < 0) {
-    std::fprintf(stderr, "error: cannot listen on %s:%d\n", options.host.c_str(), options.port);
+    std::fprintf(stderr, "error: cannot listen on %s:%d: %s\n", options.host.c_str(), options.port, error.c_str());
     return 1;
   }
-  g_running = &http;
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
   std::printf("ember-server: %s on http://%s:%d (context %d, loaded in %.0f ms)\n",
               state.model_id.c_str(), options.host.c_str(), port, engine->info().context_length,
               engine->load_ms());
   std::fflush(stdout);
-  // Returns after stop(), once the workers are joined: no request is waited for after it.
-  const bool ok = http.listen_after_bind();
-  g_running = nullptr;
+  http->run();  // until SIGINT or SIGTERM
+  driver.reset();
+  engine.reset();
+  http.reset();
   std::printf("ember-server: stopped\n");
-  return ok ? 0 : 1;
+  return 0;
 }

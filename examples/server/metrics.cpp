@@ -37,15 +37,36 @@ void Metrics::record_completion(const ember::Completion& c) {
   prompt_tokens_ += static_cast<std::uint64_t>(c.prompt_tokens);
   cached_prompt_tokens_ += static_cast<std::uint64_t>(c.cached_prompt_tokens);
   generated_tokens_ += static_cast<std::uint64_t>(c.generated_tokens);
+  e2e_.add(c.timings.total_ms / 1000.0);
   if (c.generated_tokens == 0) return;  // no first token, no time to it
-  const double s = c.timings.time_to_first_token_ms / 1000.0;
-  ++ttft_count_;
-  ttft_sum_s_ += s;
-  for (std::size_t b = 0; b < kTtftBuckets.size(); ++b)
-    if (s <= kTtftBuckets[b]) {
-      ++ttft_counts_[b];
+  ttft_.add(c.timings.time_to_first_token_ms / 1000.0);
+  if (c.generated_tokens > 1) tpot_.add(c.timings.time_per_output_token_ms / 1000.0);
+}
+
+template <std::size_t N> void Metrics::Histogram<N>::add(double seconds) {
+  ++count;
+  sum += seconds;
+  for (std::size_t b = 0; b < N; ++b)
+    if (seconds <= bounds[b]) {
+      ++counts[b];
       break;
     }
+}
+
+template <std::size_t N>
+void Metrics::Histogram<N>::render(std::string& out, const char* name, const char* help) const {
+  header(out, name, "histogram", help);
+  const std::string base(name);
+  std::uint64_t cumulative = 0;
+  for (std::size_t b = 0; b < N; ++b) {
+    cumulative += counts[b];
+    char le[32];
+    std::snprintf(le, sizeof le, "le=\"%g\"", bounds[b]);
+    line(out, (base + "_bucket").c_str(), le, double(cumulative));
+  }
+  line(out, (base + "_bucket").c_str(), "le=\"+Inf\"", double(count));
+  line(out, (base + "_sum").c_str(), "", sum);
+  line(out, (base + "_count").c_str(), "", double(count));
 }
 
 std::string Metrics::render(const ember::EngineStats& engine) const {
@@ -67,19 +88,10 @@ std::string Metrics::render(const ember::EngineStats& engine) const {
   header(out, "ember_generated_tokens_total", "counter", "Generated tokens.");
   line(out, "ember_generated_tokens_total", "", double(generated_tokens_));
 
-  header(out, "ember_time_to_first_token_seconds", "histogram",
-         "Submit to first generated token.");
-  std::uint64_t cumulative = 0;
-  for (std::size_t b = 0; b < kTtftBuckets.size(); ++b) {
-    cumulative += ttft_counts_[b];
-    char le[32];
-    std::snprintf(le, sizeof le, "le=\"%g\"", kTtftBuckets[b]);
-    line(out, "ember_time_to_first_token_seconds_bucket", le, double(cumulative));
-  }
-  line(out, "ember_time_to_first_token_seconds_bucket", "le=\"+Inf\"", double(ttft_count_));
-  line(out, "ember_time_to_first_token_seconds_sum", "", ttft_sum_s_);
-  line(out, "ember_time_to_first_token_seconds_count", "", double(ttft_count_));
-
+  ttft_.render(out, "ember_time_to_first_token_seconds", "Submit to first generated token.");
+  tpot_.render(out, "ember_time_per_output_token_seconds",
+               "Decode time per generated token after the first (completions of 2+ tokens).");
+  e2e_.render(out, "ember_request_duration_seconds", "Submit to completion, every finished completion.");
   header(out, "ember_prefix_cache_hit_ratio", "gauge",
          "Prompt tokens reused from the prefix cache / prompt tokens, since start.");
   line(out, "ember_prefix_cache_hit_ratio", "",

@@ -24,16 +24,23 @@ class Metrics {
   std::string render(const ember::EngineStats& engine) const;
 
  private:
-  // Upper bounds of the time-to-first-token histogram, in seconds.
-  static constexpr std::array<double, 10> kTtftBuckets = {0.005, 0.01, 0.025, 0.05, 0.1,
-                                                          0.25,  0.5,  1.0,   2.5,  5.0};
+  // A Prometheus histogram: counts per upper bound (not cumulative), their sum and count.
+  template <std::size_t N> struct Histogram {
+    std::array<double, N> bounds;  // seconds
+    std::array<std::uint64_t, N> counts{};
+    std::uint64_t count = 0;
+    double sum = 0;
+    void add(double seconds);
+    void render(std::string& out, const char* name, const char* help) const;
+  };
+
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, std::uint64_t> http_;  // (endpoint, status) -> count
   std::map<std::string, std::uint64_t> finish_reasons_;
   std::uint64_t prompt_tokens_ = 0, cached_prompt_tokens_ = 0, generated_tokens_ = 0;
-  std::array<std::uint64_t, kTtftBuckets.size()> ttft_counts_{};  // not cumulative
-  std::uint64_t ttft_count_ = 0;
-  double ttft_sum_s_ = 0;
+  Histogram<10> ttft_{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0}};
+  Histogram<10> tpot_{{0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64}};
+  Histogram<11> e2e_{{0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0}};
 };
 
 }  // namespace server

@@ -1,5 +1,6 @@
 #include "openai_api.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace server {
@@ -169,8 +170,36 @@ ApiError api_error(const ember::Error& e, Endpoint endpoint) {
   return api;
 }
 
+// The deepest nesting of arrays and objects in `text` (strings skipped), counted before parsing
+// so that a body of a million '[' costs a scan, not a million parsed values.
+static int json_depth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 ParsedRequest parse_request(Endpoint endpoint, const std::string& body_text,
                             std::uint64_t default_seed) {
+  if (json_depth(body_text) > kMaxJsonDepth) {
+    ApiError e;
+    e.message = "the request body nests arrays and objects more than " + std::to_string(kMaxJsonDepth) +
+                " levels deep";
+    e.code = "invalid_json";
+    throw e;
+  }
   json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) {
     ApiError e;

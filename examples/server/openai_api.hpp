@@ -37,6 +37,8 @@ struct ParsedRequest {
 // Validates a request body and maps it to an ember::Request. Fields not given keep ember's
 // SamplingParams defaults (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05); `seed`, when not
 // given, is `default_seed`. Unknown fields are ignored. Throws ApiError.
+// Bodies nesting arrays and objects deeper than this are refused (400 invalid_json) before parsing.
+constexpr int kMaxJsonDepth = 64;
 ParsedRequest parse_request(Endpoint endpoint, const std::string& body, std::uint64_t default_seed);
 
 // What a response needs besides the completion.

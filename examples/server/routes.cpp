@@ -2,10 +2,9 @@
 
 #include "openai_api.hpp"
 
-#include <httplib.h>
-
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -14,6 +13,7 @@ namespace server {
 namespace {
 
 using nlohmann::json;
+using Clock = std::chrono::steady_clock;
 
 std::int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -21,97 +21,122 @@ std::int64_t unix_now() {
       .count();
 }
 
-void send_json(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(dump(body), "application/json");
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, error_body(e)); }
+HttpResponse json_response(int status, const json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = dump(body);
+  return r;
+}
 
-// Hands the chunks of one request from the engine's stepping thread to the HTTP thread that
-// writes them (streaming) or waits for the completion (then only `last` is used).
-struct StreamState {
+HttpResponse error_response(const ApiError& e) {
+  HttpResponse r = json_response(e.status, error_body(e));
+  // A client told to retry learns when: the engine was full a moment ago.
+  if (e.status == 429) r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+// Server-Timing (https://www.w3.org/TR/server-timing/): where this response's time went, in ms.
+// parse: from the whole request read to its submission (worker hand-off, JSON, chat template
+// and tokenizing); queue, prefill, decode: the engine's own timings; write: detokenizing, stop
+// checks and building the response body.
+std::string server_timing(double parse_ms, const ember::Completion& c, double write_ms) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "parse;dur=%.2f, queue;dur=%.2f, prefill;dur=%.2f, decode;dur=%.2f, write;dur=%.2f",
+                parse_ms, c.timings.queue_ms, c.timings.prefill_ms, c.timings.decode_ms,
+                c.timings.response_ms + write_ms);
+  return buf;
+}
+
+HttpResponse generation_failed(const ember::Completion& c) {
+  ApiError e;
+  e.status = 500;
+  e.type = "server_error";
+  e.message = "generation failed: " + c.error;
+  return error_response(e);
+}
+
+// What the engine's callbacks (on its stepping thread) share with the handler that submitted.
+struct Pending {
   std::mutex mutex;
-  std::condition_variable ready;
-  std::string pending;                   // server-sent events not yet written
-  std::optional<ember::Completion> last;  // set with the final chunk
-  std::atomic<bool> client_gone{false};
-  ember::RequestHandle handle;
+  bool submitted = false;        // the handle is set; stream events may go out
+  std::string held;              // stream events produced before that
 };
 
-// Waits for the final chunk. Never RequestHandle::wait(): on a host-driven engine it would step
-// the engine on this thread, outside the EngineDriver's batch window.
-ember::Completion wait_for_last(StreamState& stream) {
-  std::unique_lock lock(stream.mutex);
-  stream.ready.wait(lock, [&] { return stream.last.has_value(); });
-  return *stream.last;
-}
-
-ember::Completion run_to_completion(ServerState& state, const ember::Request& request) {
-  auto done = std::make_shared<StreamState>();
-  state.driver->submit(request, [done](const ember::Chunk& chunk) {
-    if (!chunk.completion) return true;
-    std::lock_guard lock(done->mutex);
-    done->last = *chunk.completion;
-    done->ready.notify_all();
+void submit_whole(ServerState& state, const ParsedRequest& parsed, const ResponseContext& ctx,
+                  const std::shared_ptr<Exchange>& ex, Clock::time_point received) {
+  auto parse_ms = std::make_shared<std::atomic<double>>(0);
+  // Runs on the engine's thread with its lock held: answer, never block. Returning false stops a
+  // request whose client left (checked at every chunk, i.e. between steps).
+  auto on_chunk = [&state, ctx, ex, parse_ms](const ember::Chunk& chunk) {
+    if (!chunk.completion) return !ex->gone();
+    const ember::Completion& c = *chunk.completion;
+    state.metrics.record_completion(c);
+    if (ex->gone()) return false;
+    const auto t = Clock::now();
+    HttpResponse r = c.finish_reason == ember::FinishReason::error ? generation_failed(c)
+                                                                   : json_response(200, response_body(ctx, c));
+    r.headers.emplace_back("Server-Timing", server_timing(*parse_ms, c, ms_since(t)));
+    ex->respond(std::move(r));
     return true;
-  });
-  return wait_for_last(*done);
+  };
+  ember::RequestHandle handle = state.driver->submit(parsed.request, on_chunk);  // throws on bad parameters
+  *parse_ms = ms_since(received);
+  ex->on_gone([&state, handle]() mutable { state.driver->cancel_soon(std::move(handle)); });
 }
 
-void stream_response(ServerState& state, const ParsedRequest& parsed, const ResponseContext& ctx,
-                     httplib::Response& res) {
-  auto stream = std::make_shared<StreamState>();
-  // Before submit: once submitted, the engine may already be appending token events.
-  if (ctx.endpoint == Endpoint::chat_completions) stream->pending = sse_event(stream_role_chunk(ctx));
-  // Runs on the engine's thread with its lock held: only queue the event, never block on I/O.
-  auto on_chunk = [stream, ctx](const ember::Chunk& chunk) {
-    std::string event;
-    if (!chunk.text.empty()) event = sse_event(stream_chunk(ctx, std::string(chunk.text), nullptr));
-    std::lock_guard lock(stream->mutex);
-    stream->pending += event;
-    if (chunk.completion) stream->last = *chunk.completion;  // also for a client that left
-    stream->ready.notify_all();
-    return !stream->client_gone;  // false stops generation for a client that left
-  };
-  stream->handle = state.driver->submit(parsed.request, on_chunk);  // throws on bad parameters
-
+void submit_stream(ServerState& state, const ParsedRequest& parsed, const ResponseContext& ctx,
+                   const std::shared_ptr<Exchange>& ex, Clock::time_point received) {
+  auto pending = std::make_shared<Pending>();
+  auto parse_ms = std::make_shared<std::atomic<double>>(0);
   const bool include_usage = parsed.include_usage;
-  auto provider = [stream, ctx, include_usage](std::size_t, httplib::DataSink& sink) {
-    std::unique_lock lock(stream->mutex);
-    stream->ready.wait_for(lock, std::chrono::seconds(1),
-                           [&] { return !stream->pending.empty() || stream->last; });
-    std::string out = std::move(stream->pending);
-    stream->pending.clear();
-    const std::optional<ember::Completion> last = stream->last;
-    lock.unlock();
+  auto send = [pending, ex](std::string events) {  // under pending->mutex: keeps the order
+    if (pending->submitted) {
+      ex->stream(std::move(events));
+    } else {
+      pending->held += events;
+    }
+  };
+  auto on_chunk = [&state, ctx, ex, pending, parse_ms, include_usage, send](const ember::Chunk& chunk) {
+    std::string events;
+    if (!chunk.text.empty()) events = sse_event(stream_chunk(ctx, std::string(chunk.text), nullptr));
+    std::lock_guard lock(pending->mutex);
+    if (chunk.completion) {
+      const ember::Completion& c = *chunk.completion;
+      state.metrics.record_completion(c);
+      const auto t = Clock::now();
+      events += sse_event(stream_chunk(ctx, "", &c));
+      if (include_usage) events += sse_event(stream_usage_chunk(ctx, c));
+      events += "data: [DONE]\n\n";
+      send(std::move(events));
+      ex->end_stream({{"Server-Timing", server_timing(*parse_ms, c, ms_since(t))}});
+      return true;
+    }
+    if (!events.empty()) send(std::move(events));
+    return !ex->gone();  // false stops generation for a client that left
+  };
+  ember::RequestHandle handle = state.driver->submit(parsed.request, on_chunk);  // throws on bad parameters
+  *parse_ms = ms_since(received);
 
-    if (last) {
-      out += sse_event(stream_chunk(ctx, "", &*last));
-      if (include_usage) out += sse_event(stream_usage_chunk(ctx, *last));
-      out += "data: [DONE]\n\n";
-    }
-    if (!out.empty() && !sink.write(out.data(), out.size())) {
-      stream->client_gone = true;  // the releaser below cancels the request
-      return false;
-    }
-    if (last) sink.done();
-    return true;
-  };
-  // Runs when the response is destroyed, whether the stream completed or the client left.
-  auto releaser = [stream, &state](bool success) {
-    if (!success || stream->client_gone) {
-      stream->client_gone = true;
-      state.driver->cancel(stream->handle);
-    }
-    state.metrics.record_completion(wait_for_last(*stream));
-  };
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider("text/event-stream", provider, releaser);
+  HttpResponse head;
+  head.content_type = "text/event-stream";
+  head.headers = {{"Cache-Control", "no-cache"}, {"Trailer", "Server-Timing"}};
+  if (ctx.endpoint == Endpoint::chat_completions) head.body = sse_event(stream_role_chunk(ctx));
+  {
+    std::lock_guard lock(pending->mutex);
+    head.body += pending->held;
+    pending->held.clear();
+    pending->submitted = true;
+    ex->begin_stream(std::move(head));  // before any later ex->stream(): posted in this order
+  }
+  ex->on_gone([&state, handle]() mutable { state.driver->cancel_soon(std::move(handle)); });
 }
 
-void completion_route(ServerState& state, Endpoint endpoint, const httplib::Request& req,
-                      httplib::Response& res) {
+void completion_route(ServerState& state, Endpoint endpoint, const HttpRequest& req,
+                      const std::shared_ptr<Exchange>& ex) {
   try {
     const ParsedRequest parsed = parse_request(endpoint, req.body, state.next_seed++);
     const ResponseContext ctx{
@@ -119,81 +144,70 @@ void completion_route(ServerState& state, Endpoint endpoint, const httplib::Requ
         (endpoint == Endpoint::chat_completions ? "chatcmpl-" : "cmpl-") +
             std::to_string(state.next_id++),
         state.model_id, unix_now()};
-    if (parsed.stream) return stream_response(state, parsed, ctx, res);
-
-    const ember::Completion c = run_to_completion(state, parsed.request);
-    state.metrics.record_completion(c);
-    if (c.finish_reason == ember::FinishReason::error) {
-      ApiError e;
-      e.status = 500;
-      e.type = "server_error";
-      e.message = "generation failed: " + c.error;
-      return send_error(res, e);
-    }
-    send_json(res, 200, response_body(ctx, c));
+    if (parsed.stream) return submit_stream(state, parsed, ctx, ex, req.received);
+    submit_whole(state, parsed, ctx, ex, req.received);
   } catch (const ApiError& e) {
-    send_error(res, e);
+    ex->respond(error_response(e));
   } catch (const ember::Error& e) {
-    send_error(res, api_error(e, endpoint));
+    ex->respond(error_response(api_error(e, endpoint)));
   }
 }
 
-// Gives every 4xx/5xx without a body (404, httplib's own 413 and 400) the OpenAI error shape.
-httplib::Server::HandlerResponse fill_error_body(const httplib::Request& req, httplib::Response& res) {
-  if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-  ApiError e;
-  e.status = res.status;
-  if (res.status == 404) {
-    e.message = "no route " + req.method + " " + req.path;
-    e.code = "not_found";
-  } else if (res.status == 413) {
-    // httplib also caps form-encoded bodies (curl -d without a JSON content type) at 8 KiB.
-    e.message = "the request body is larger than this server accepts (--max-body-bytes; bodies "
-                "not sent as Content-Type: application/json are limited to 8 KiB)";
-    e.code = "request_too_large";
-  } else {
-    e.message = "the request could not be handled (HTTP " + std::to_string(res.status) + ")";
-    if (res.status >= 500) e.type = "server_error";
-  }
-  res.set_content(dump(error_body(e)), "application/json");
-  return httplib::Server::HandlerResponse::Handled;
+std::string front_end_metrics(const HttpCounters& c) {
+  std::string out;
+  auto add = [&out](const char* name, const char* type, const char* help, std::uint64_t v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+           std::to_string(v) + "\n";
+  };
+  add("ember_http_connections_open", "gauge", "Open HTTP connections.", c.connections_open);
+  add("ember_http_connections_total", "counter", "Accepted HTTP connections.", c.connections_total);
+  add("ember_http_connections_rejected_total", "counter",
+      "Connections answered 503 because --max-connections were open.", c.rejected_connection_cap);
+  add("ember_http_header_timeouts_total", "counter", "Connections closed because a request head was not "
+      "complete within --header-timeout-ms (idle keep-alive and slowloris).", c.header_timeouts);
+  add("ember_http_body_timeouts_total", "counter", "Connections closed because a body was not complete "
+      "within --body-timeout-ms.", c.body_timeouts);
+  add("ember_http_bodies_too_large_total", "counter", "Bodies refused with 413 (Content-Length or chunked).",
+      c.bodies_too_large);
+  add("ember_http_clients_gone_total", "counter", "Clients that left before their response was written.",
+      c.clients_gone);
+  return out;
 }
 
 }  // namespace
 
-void install_routes(httplib::Server& http, ServerState& state) {
-  http.Post("/v1/completions", [&state](const httplib::Request& req, httplib::Response& res) {
-    completion_route(state, Endpoint::completions, req, res);
-  });
-  http.Post("/v1/chat/completions", [&state](const httplib::Request& req, httplib::Response& res) {
-    completion_route(state, Endpoint::chat_completions, req, res);
-  });
-  http.Get("/v1/models", [&state](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200,
-              {{"object", "list"},
-               {"data", json::array({{{"id", state.model_id},
-                                      {"object", "model"},
-                                      {"created", unix_now()},
-                                      {"owned_by", "ember"}}})}});
-  });
-  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, {{"status", "ok"}});
-  });
-  http.Get("/metrics", [&state](const httplib::Request&, httplib::Response& res) {
-    res.set_content(state.metrics.render(state.driver->stats()), "text/plain; version=0.0.4");
-  });
-  http.set_error_handler(httplib::Server::HandlerWithResponse(fill_error_body));
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-    ApiError e;
-    e.status = 500;
-    e.type = "server_error";
-    e.message = "internal error";
-    send_error(res, e);
-  });
-  // Counted after the response is written, so a stream counts once, when it ends.
-  http.set_logger([&state](const httplib::Request& req, const httplib::Response& res) {
-    state.metrics.record_http(req.path, res.status);
-  });
+std::vector<Route> make_routes(ServerState& state) {
+  std::vector<Route> routes;
+  routes.push_back({"POST", "/v1/completions", [&state](const HttpRequest& req, std::shared_ptr<Exchange> ex) {
+                      completion_route(state, Endpoint::completions, req, ex);
+                    }});
+  routes.push_back({"POST", "/v1/chat/completions",
+                    [&state](const HttpRequest& req, std::shared_ptr<Exchange> ex) {
+                      completion_route(state, Endpoint::chat_completions, req, ex);
+                    }});
+  routes.push_back({"GET", "/v1/models",
+                    [&state](const HttpRequest&, std::shared_ptr<Exchange> ex) {
+                      ex->respond(json_response(200, {{"object", "list"},
+                                                      {"data", json::array({{{"id", state.model_id},
+                                                                             {"object", "model"},
+                                                                             {"created", unix_now()},
+                                                                             {"owned_by", "ember"}}})}}));
+                    },
+                    true});
+  routes.push_back({"GET", "/health",
+                    [](const HttpRequest&, std::shared_ptr<Exchange> ex) {
+                      ex->respond(json_response(200, {{"status", "ok"}}));
+                    },
+                    true});
+  // Engine::stats() takes the engine's lock (it waits for the step in progress): a worker's job.
+  routes.push_back({"GET", "/metrics", [&state](const HttpRequest&, std::shared_ptr<Exchange> ex) {
+                      HttpResponse r;
+                      r.content_type = "text/plain; version=0.0.4";
+                      r.body = state.metrics.render(state.driver->stats());
+                      if (state.http) r.body += front_end_metrics(*state.http);
+                      ex->respond(std::move(r));
+                    }});
+  return routes;
 }
 
 }  // namespace server

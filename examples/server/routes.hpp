@@ -1,9 +1,11 @@
-// The HTTP routes of ember-server. Each handler runs on one of httplib's worker threads: it
-// submits its request through the EngineDriver (whose thread batches all clients together)
-// and waits for it, or streams its chunks as server-sent events.
+// The HTTP routes of ember-server. A completion handler runs on one of the front end's worker
+// threads only to parse the body and submit the request through the EngineDriver (whose thread
+// batches all clients together); the engine's callbacks then answer through the Exchange
+// (a whole response, or server-sent events), so no thread waits for a generation.
 #pragma once
 
 #include "engine_driver.hpp"
+#include "http_server.hpp"
 #include "metrics.hpp"
 
 #include <ember/ember.hpp>
@@ -11,10 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
-
-namespace httplib {
-class Server;
-}
+#include <vector>
 
 namespace server {
 
@@ -24,8 +23,9 @@ struct ServerState {
   std::string model_id;             // reported by /v1/models and in every response
   std::atomic<std::uint64_t> next_seed{0};  // seeds of requests that do not give one
   std::atomic<std::uint64_t> next_id{1};    // response ids: "cmpl-1", "chatcmpl-2", ...
+  const HttpCounters* http = nullptr;       // the front end's counters, for /metrics
 };
 
-void install_routes(httplib::Server& http, ServerState& state);
+std::vector<Route> make_routes(ServerState& state);
 
 }  // namespace server

@@ -73,8 +73,13 @@ TEST_CASE("bad bodies are 400 naming the field; nothing else escapes parse_reque
   CHECK(refusal(Endpoint::chat_completions, "{\"messages\": [1]}") == P{400, "messages[0]"});
   CHECK(refusal(Endpoint::completions, "{\"prompt\": \"hi\", \"stream_options\": 3}") ==
         P{400, "stream_options"});
-  // Deeply nested JSON is parsed without exhausting the stack, then refused by shape.
+  // Deeply nested JSON is refused before parsing (kMaxJsonDepth); brackets inside strings and
+  // 64 levels are fine (then refused by shape here).
   CHECK(refusal(Endpoint::completions, std::string(5000, '[') + std::string(5000, ']')) == P{400, ""});
+  CHECK(refusal(Endpoint::completions, std::string(65, '[') + std::string(65, ']')) == P{400, ""});
+  CHECK(refusal(Endpoint::completions, "{\"prompt\": \"" + std::string(500, '[') + "\"}") == P{200, ""});
+  CHECK(refusal(Endpoint::completions, "{\"prompt\": \"hi\", \"x\": " + std::string(63, '[') +
+                                           std::string(63, ']') + "}") == P{200, ""});
   CHECK(refusal(Endpoint::completions, "{\"prompt\": \"hi\", \"max_tokens\": 7}") == P{200, ""});
 }
 
