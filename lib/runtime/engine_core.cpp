@@ -320,7 +320,8 @@ StepResult EngineCore::run_for(std::chrono::microseconds budget) {
     }
     ++result.steps;
     result.tokens += rows;
-  } while (Clock::now() < deadline);
+    // A new step runs at least one layer: start one only when a layer like the last step's fits.
+  } while (Clock::now() + last_layer_time_ < deadline);
   return result;
 }
 
@@ -455,6 +456,7 @@ int EngineCore::run_step(Clock::time_point deadline, int max_rows) {
 int EngineCore::finish_step() {
   const std::vector<ScheduledSequence> step = std::exchange(step_, {});
   ++stats_.steps;
+  last_layer_time_ = step_forward_time_ / std::max(1, config_.layers);
   if (const int rows = batch_.rows(); rows >= 32) {
     const double seconds = std::chrono::duration<double>(step_forward_time_).count() / (rows * config_.layers);
     row_layer_seconds_ = row_layer_seconds_ > 0 ? 0.7 * row_layer_seconds_ + 0.3 * seconds : seconds;

@@ -182,6 +182,7 @@ class EngineCore {
   // Seconds one row costs in one layer, measured on steps of 32 rows or more (where the rows'
   // work, not reading the weights, dominates); 0 until such a step ran.
   double row_layer_seconds_ = 0;
+  Clock::duration last_layer_time_{};  // one layer of the last finished step
   std::function<void(FaultPoint)> fault_hook_;
 };
 

@@ -40,8 +40,9 @@ class KernelBackend final : public Backend {
     pass_ = {batch.rows(), static_cast<std::int64_t>(batch.logit_rows.size()), 0, {}};
   }
 
-  // Stops before a layer that the last one's duration says would end past the deadline: the
-  // layers of one pass cost alike (the head, once, is not counted).
+  // Stops before a layer that the last one's duration says would end past the deadline (the
+  // layers of one pass cost alike), and before the head (final norm and lm_head) when the last
+  // head, per logit row, says it would.
   bool advance_forward(std::chrono::steady_clock::time_point deadline) override {
     using Clock = std::chrono::steady_clock;
     bool first = true;
@@ -52,7 +53,10 @@ class KernelBackend final : public Backend {
       pass_.layer_time = Clock::now() - start;
       first = false;
     }
+    if (!first && Clock::now() + head_time_per_row_ * pass_.logit_rows > deadline) return false;
+    const auto start = Clock::now();
     model::run_head(config_, *ops_, pass_.logit_rows);
+    if (pass_.logit_rows > 0) head_time_per_row_ = (Clock::now() - start) / pass_.logit_rows;
     return true;
   }
 
@@ -69,6 +73,7 @@ class KernelBackend final : public Backend {
     std::chrono::steady_clock::duration layer_time{};
   };
   Pass pass_;
+  std::chrono::steady_clock::duration head_time_per_row_{};  // the last head's, per logit row
 };
 
 }  // namespace
