@@ -49,6 +49,8 @@ Options parse_flags(int argc, char** argv) {
   Options o;
   ember_examples::EngineFlags engine_flags;
   ember::EngineOptions& engine = engine_flags.options;
+  // A chat longer than the context is answered without its oldest turns rather than refused.
+  engine.context_policy = ember::ContextPolicy::truncate;
   ember_examples::CommandLine cli(
       "ember-server",
       "An OpenAI-compatible HTTP server over one ember Engine: POST /v1/completions, POST "
