@@ -1,0 +1,36 @@
+// JSON Schema -> GBNF. The grammar accepts only JSON texts that validate against the schema:
+// where the schema language is wider than a context-free grammar can say, the grammar is
+// narrower (never looser), and a keyword it cannot honour is refused by name.
+//
+// Supported: type (one or a list), properties, required, additionalProperties (false, true or
+// a schema), items, prefixItems, minItems/maxItems, enum, const, anyOf, oneOf (as anyOf: the
+// branches should not overlap), $ref to "#", "#/$defs/..." or any local JSON pointer, $defs /
+// definitions, minLength/maxLength, minimum/maximum/exclusiveMinimum/exclusiveMaximum on
+// integers, pattern (the subset in schema_regex.hpp), format date, time, date-time and uuid,
+// and the annotations (title, description, examples, default, $schema, $id, $comment,
+// deprecated, readOnly, writeOnly), which change nothing. `{}` and `true` mean any JSON value.
+//
+// Choices that keep the output valid:
+//   * properties are generated in the schema's order; optional ones may be left out;
+//   * with `properties` and no `additionalProperties`, only the listed properties are
+//     generated (an object schema without `properties` allows any members);
+//   * extra members' names (additionalProperties) never repeat a listed property's name;
+//   * a string is at most what JSON allows without surrogate \u escapes (so lengths count as
+//     validators count them); numbers have at most 16 integer and 16 fraction digits;
+//   * whitespace between tokens is "", " ", or a newline and up to 20 spaces or tabs.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace ember::grammar {
+
+// Translates a schema (JSON text) to a GBNF grammar whose root rule is the document.
+// Throws Error(invalid_argument): malformed JSON names its line and column; an unsupported
+// keyword, format or combination names itself and where it is in the schema (a JSON pointer).
+std::string json_schema_to_gbnf(std::string_view schema_json);
+
+// The GBNF of "any JSON value" (response_format json_object uses `{"type": "object"}`).
+std::string any_json_gbnf();
+
+}  // namespace ember::grammar

@@ -1,0 +1,153 @@
+#include "grammar/token_mask.hpp"
+
+#include "util/check.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace ember::grammar {
+namespace {
+
+// Masks kept per sequence before the cache starts over (a mask is vocab / 8 bytes: 6 KiB for
+// a 49k vocabulary, 32 KiB for 262k). States repeat within a value, so a small cache serves
+// most steps; one that overflows is cleared rather than tracked for recency.
+constexpr std::size_t kMaxCachedMaskBytes = 16u << 20;
+
+}  // namespace
+
+TokenTrie::TokenTrie(const std::vector<std::string>& pieces, const std::vector<bool>& usable,
+                     std::vector<std::int32_t> end_of_generation)
+    : vocab_size_(static_cast<int>(pieces.size())), pieces_(pieces), usable_(usable),
+      end_of_generation_(std::move(end_of_generation)) {
+  EMBER_ASSERT(usable.size() == pieces.size());
+  std::sort(end_of_generation_.begin(), end_of_generation_.end());
+  end_of_generation_.erase(std::remove_if(end_of_generation_.begin(), end_of_generation_.end(),
+                                          [&](std::int32_t id) { return id < 0 || id >= vocab_size_; }),
+                           end_of_generation_.end());
+  for (std::int32_t id : end_of_generation_) usable_[static_cast<std::size_t>(id)] = false;
+  std::vector<std::int32_t> order;
+  for (std::size_t i = 0; i < pieces.size(); ++i)
+    if (usable_[i] && !pieces[i].empty()) order.push_back(static_cast<std::int32_t>(i));
+  std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+    return pieces[static_cast<std::size_t>(a)] < pieces[static_cast<std::size_t>(b)];
+  });
+  // Sorted pieces give the trie in preorder: each piece shares its longest common prefix with
+  // the previous one, and the path below that prefix is new nodes.
+  parent_ = {-1};
+  byte_ = {0};
+  std::vector<std::int32_t> path = {0};  // node at each depth of the previous piece
+  std::string_view prev;
+  std::vector<std::int32_t> token_node;
+  token_node.reserve(order.size());
+  for (std::int32_t id : order) {
+    const std::string_view p = pieces[static_cast<std::size_t>(id)];
+    std::size_t common = 0;
+    while (common < p.size() && common < prev.size() && p[common] == prev[common]) ++common;
+    path.resize(common + 1);
+    for (std::size_t d = common; d < p.size(); ++d) {
+      parent_.push_back(path.back());
+      byte_.push_back(static_cast<std::uint8_t>(p[d]));
+      path.push_back(static_cast<std::int32_t>(parent_.size() - 1));
+    }
+    token_node.push_back(path.back());
+    prev = p;
+  }
+  const std::size_t n = parent_.size();
+  subtree_end_.assign(n, 0);
+  for (std::size_t i = n; i-- > 0;) {
+    if (subtree_end_[i] == 0) subtree_end_[i] = static_cast<std::int32_t>(i + 1);
+    if (i > 0) {
+      auto& pe = subtree_end_[static_cast<std::size_t>(parent_[i])];
+      pe = std::max(pe, subtree_end_[i]);
+    }
+  }
+  token_begin_.assign(n + 1, 0);
+  for (std::int32_t node : token_node) ++token_begin_[static_cast<std::size_t>(node) + 1];
+  std::partial_sum(token_begin_.begin(), token_begin_.end(), token_begin_.begin());
+  token_ids_.resize(order.size());
+  std::vector<std::int32_t> fill(token_begin_.begin(), token_begin_.end() - 1);
+  for (std::size_t k = 0; k < order.size(); ++k)
+    token_ids_[static_cast<std::size_t>(fill[static_cast<std::size_t>(token_node[k])]++)] = order[k];
+}
+
+bool TokenTrie::is_end_of_generation(std::int32_t id) const {
+  return std::binary_search(end_of_generation_.begin(), end_of_generation_.end(), id);
+}
+
+TokenConstraint::TokenConstraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie)
+    : matcher_(std::move(grammar)), trie_(std::move(trie)), state_(matcher_.start()) {}
+
+void TokenConstraint::compute_mask(Matcher::State s, TokenMask& out) {
+  const TokenTrie& t = *trie_;
+  out.assign((static_cast<std::size_t>(t.vocab_size()) + 63) / 64, 0);
+  const std::size_t n = t.node_count();
+  walk_.resize(n);
+  walk_[0] = s;
+  const std::int32_t* parent = t.parent_.data();
+  const std::uint8_t* byte = t.byte_.data();
+  const std::int32_t* end = t.subtree_end_.data();
+  const std::int32_t* tb = t.token_begin_.data();
+  for (std::size_t i = 1; i < n;) {
+    const Matcher::State st = matcher_.advance(walk_[static_cast<std::size_t>(parent[i])], byte[i]);
+    if (st == Matcher::kDead) {
+      i = static_cast<std::size_t>(end[i]);
+      continue;
+    }
+    walk_[i] = st;
+    for (std::int32_t k = tb[i]; k < tb[i + 1]; ++k) {
+      const auto id = static_cast<std::size_t>(t.token_ids_[static_cast<std::size_t>(k)]);
+      out[id / 64] |= std::uint64_t{1} << (id % 64);
+    }
+    ++i;
+  }
+  ++masks_computed_;
+}
+
+const TokenMask& TokenConstraint::mask() {
+  auto it = masks_.find(state_);
+  if (it != masks_.end()) return it->second;
+  const std::size_t bytes = (static_cast<std::size_t>(trie_->vocab_size()) + 63) / 64 * 8;
+  if ((masks_.size() + 1) * bytes > kMaxCachedMaskBytes) masks_.clear();
+  TokenMask m;
+  compute_mask(state_, m);
+  return masks_.emplace(state_, std::move(m)).first->second;
+}
+
+bool TokenConstraint::allows(std::int32_t id) {
+  if (id < 0 || id >= trie_->vocab_size()) return false;
+  if (trie_->is_end_of_generation(id)) return can_end();
+  const TokenMask& m = mask();
+  return (m[static_cast<std::size_t>(id) / 64] >> (id % 64)) & 1;
+}
+
+void TokenConstraint::apply(float* logits) {
+  const TokenMask& m = mask();
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  // End tokens are never in the trie: their logits are kept aside and restored when the
+  // grammar can end here.
+  const bool end_ok = can_end();
+  saved_.clear();
+  if (end_ok)
+    for (std::int32_t id : trie_->end_of_generation()) saved_.push_back(logits[id]);
+  const std::size_t vocab = static_cast<std::size_t>(trie_->vocab_size());
+  for (std::size_t w = 0; w < m.size(); ++w) {
+    std::uint64_t bits = m[w];
+    if (bits == ~std::uint64_t{0}) continue;
+    const std::size_t base = w * 64;
+    const std::size_t count = std::min<std::size_t>(64, vocab - base);
+    for (std::size_t b = 0; b < count; ++b)
+      if (!((bits >> b) & 1)) logits[base + b] = minus_inf;
+  }
+  if (!end_ok) return;
+  for (std::size_t k = 0; k < saved_.size(); ++k) logits[trie_->end_of_generation()[k]] = saved_[k];
+}
+
+void TokenConstraint::accept(std::int32_t id) {
+  if (!allows(id))
+    fail(ErrorCode::internal, "grammar: token {} is not allowed in the current state", id);
+  if (trie_->is_end_of_generation(id)) return;
+  state_ = matcher_.advance(state_, trie_->piece(id));
+}
+
+}  // namespace ember::grammar

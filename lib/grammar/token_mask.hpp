@@ -1,0 +1,93 @@
+// Token masks: which tokens of the vocabulary a grammar state accepts.
+//
+// TokenTrie holds the vocabulary's token bytes as a trie laid out in preorder (a node's
+// subtree is the index range [node, subtree_end)), built once per model. A mask is one pass
+// over that array: each node's matcher state is its parent's advanced by the node's byte
+// (a lookup in the matcher's memoised transition rows), and a dead state skips the whole
+// subtree, so a state that admits only `"` or digits visits a few hundred nodes of Gemma 3's
+// ~1M. Masks are cached per matcher state: a state depends on the whole stack of the parse,
+// so equal states have equal masks wherever they occur (inside a long string value, after
+// every character, the state and its mask repeat).
+//
+// TokenConstraint is one sequence's grammar state: it masks a logits row and advances by the
+// sampled token. End-of-generation tokens are allowed exactly when the grammar can end.
+//
+// Thread-safety: a TokenTrie is immutable and shared; a TokenConstraint is one sequence's
+// (one thread at a time).
+#pragma once
+
+#include "grammar/matcher.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace ember::grammar {
+
+class TokenTrie {
+ public:
+  // `pieces[id]` is the bytes token `id` adds to the text; tokens with `usable[id]` false
+  // (control tokens, empty pieces) are never allowed by a grammar. `end_of_generation` are
+  // the ids that end a sequence (allowed when the grammar can end).
+  TokenTrie(const std::vector<std::string>& pieces, const std::vector<bool>& usable,
+            std::vector<std::int32_t> end_of_generation);
+
+  int vocab_size() const { return vocab_size_; }
+  std::size_t node_count() const { return byte_.size(); }
+  const std::string& piece(std::int32_t id) const { return pieces_[static_cast<std::size_t>(id)]; }
+  bool usable(std::int32_t id) const { return usable_[static_cast<std::size_t>(id)]; }
+  const std::vector<std::int32_t>& end_of_generation() const { return end_of_generation_; }
+  bool is_end_of_generation(std::int32_t id) const;
+
+  // Node 0 is the root (the empty prefix). For node i > 0:
+  std::vector<std::int32_t> parent_;       // the node one byte shorter
+  std::vector<std::uint8_t> byte_;         // the byte from the parent
+  std::vector<std::int32_t> subtree_end_;  // one past the node's last descendant
+  std::vector<std::int32_t> token_begin_;  // tokens ending at node i: token_ids_[begin[i], begin[i+1])
+  std::vector<std::int32_t> token_ids_;
+
+ private:
+  int vocab_size_ = 0;
+  std::vector<std::string> pieces_;
+  std::vector<bool> usable_;
+  std::vector<std::int32_t> end_of_generation_;  // ascending
+};
+
+// A mask over the vocabulary, one bit per token.
+using TokenMask = std::vector<std::uint64_t>;
+
+class TokenConstraint {
+ public:
+  TokenConstraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie);
+
+  // Sets every logit the grammar forbids to -infinity (`logits` has trie.vocab_size() entries).
+  void apply(float* logits);
+  // Whether `id` is allowed now (the mask's bit, or an end token when the grammar can end).
+  bool allows(std::int32_t id);
+  // Advances past token `id`. Throws Error(internal) when the grammar does not allow it.
+  void accept(std::int32_t id);
+  bool can_end() const { return matcher_.accepting(state_); }
+  // The grammar is complete and nothing can follow: only an end token is allowed.
+  bool complete() const { return !matcher_.can_continue(state_); }
+
+  // The mask of the current state (computed or from the cache).
+  const TokenMask& mask();
+  std::size_t masks_computed() const { return masks_computed_; }
+  std::size_t cached_masks() const { return masks_.size(); }
+  Matcher& matcher() { return matcher_; }
+
+ private:
+  void compute_mask(Matcher::State s, TokenMask& out);
+
+  Matcher matcher_;
+  std::shared_ptr<const TokenTrie> trie_;
+  Matcher::State state_;
+  std::unordered_map<Matcher::State, TokenMask> masks_;
+  std::size_t masks_computed_ = 0;
+  std::vector<Matcher::State> walk_;  // scratch: the state at each trie node
+  std::vector<float> saved_;          // scratch: end-token logits during apply()
+};
+
+}  // namespace ember::grammar
