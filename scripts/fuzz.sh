@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target for SECONDS seconds with AddressSanitizer and UBSan:
-#   scripts/fuzz.sh SECONDS [TARGET...]      (targets: gguf tokenizer chat_template capi kv_snapshot server)
+#   scripts/fuzz.sh SECONDS [TARGET...]      (targets: gguf tokenizer chat_template capi kv_snapshot server grammar)
 # Configures build-fuzz (Clang, -DEMBER_SANITIZE=address,undefined -DEMBER_FUZZ=ON), installing
 # clang and its runtime libraries through apt when missing, builds the targets, and runs them
 # one after another, starting from tests/fuzz/corpus/<target> (read only: new interesting
@@ -14,7 +14,7 @@ set -euo pipefail
 seconds=${1:?usage: scripts/fuzz.sh SECONDS [TARGET...]}
 shift
 targets=("$@")
-[[ ${#targets[@]} -eq 0 ]] && targets=(gguf tokenizer chat_template capi kv_snapshot server)
+[[ ${#targets[@]} -eq 0 ]] && targets=(gguf tokenizer chat_template capi kv_snapshot server grammar)
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${EMBER_FUZZ_BUILD:-$root/build-fuzz}

@@ -202,6 +202,18 @@ static inline ember_engine_options ember_engine_options_default(void) {
 
 /* ---- sampling and requests ------------------------------------------------------------------ */
 
+/* An additive bias on one token's logit (ember::LogitBias). */
+typedef struct ember_logit_bias {
+  int32_t token;
+  float bias;                        /* finite, or -INFINITY to ban the token */
+} ember_logit_bias;
+
+/* One alternative of a generated token (ember::TokenLogprob). */
+typedef struct ember_token_logprob {
+  int32_t token;                     /* -1 in the padding of a row with fewer alternatives */
+  float logprob;                     /* -INFINITY in the padding */
+} ember_token_logprob;
+
 /* The fields mirror ember::SamplingParams; see ember.hpp for each one's meaning. Values are
  * checked when a request is made (EMBER_ERROR_INVALID_ARGUMENT, e.g. a NaN temperature). */
 typedef struct ember_sampling {
@@ -220,6 +232,11 @@ typedef struct ember_sampling {
   size_t stop_count;
   int32_t ignore_eos;                /* nonzero: keep generating past end-of-sequence */
   int32_t logprobs;                  /* nonzero: report each chosen token's log-probability */
+  int32_t top_logprobs;              /* also the n most likely tokens per step (0-20) */
+  const ember_logit_bias* logit_bias; /* read during the call */
+  size_t logit_bias_count;
+  const char* grammar;               /* GBNF text, or NULL; see SamplingParams::grammar */
+  const char* json_schema;           /* JSON Schema text, or NULL; at most one of the two */
 } ember_sampling;
 
 EMBER_API ember_status ember_sampling_init(ember_sampling* sampling, size_t struct_size);
@@ -301,6 +318,10 @@ typedef struct ember_completion {
   const char* error;                 /* "" unless finish_reason == EMBER_FINISH_ERROR */
   int32_t dropped_messages;          /* messages EMBER_CONTEXT_TRUNCATE left out of the prompt */
   int32_t context_shifts;            /* times EMBER_CONTEXT_SHIFT made room in the window */
+  /* When sampling.top_logprobs > 0: token_count rows of top_logprobs_per_token entries, best
+   * first (row i for tokens[i]); else NULL and 0. */
+  const ember_token_logprob* top_logprobs;
+  size_t top_logprobs_per_token;
 } ember_completion;
 
 /* Frees *completion and sets it to NULL; NULL or *completion == NULL does nothing. */
@@ -313,6 +334,9 @@ typedef struct ember_chunk {
   const int32_t* tokens;             /* the token ids that produced this piece */
   size_t token_count;
   const ember_completion* completion; /* on the last chunk only; do not free it */
+  const float* logprobs;             /* token_count entries when sampling.logprobs, else NULL */
+  const ember_token_logprob* top_logprobs; /* token_count rows as in ember_completion, or NULL */
+  size_t top_logprobs_per_token;
 } ember_chunk;
 
 /* Returns nonzero to go on, 0 to stop the request (finish reason EMBER_FINISH_CANCELLED). */

@@ -170,6 +170,19 @@ struct EngineOptions {
 
 // ---- requests ------------------------------------------------------------------------------
 
+// An additive bias on one token's logit, applied to the raw logits before anything else
+// (OpenAI's logit_bias: -100 in practice bans a token, +100 forces it among the allowed ones).
+struct LogitBias {
+  std::int32_t token = 0;  // must be inside the vocabulary
+  float bias = 0;          // finite, or -infinity to ban the token
+};
+
+// One alternative of a generated token (SamplingParams::top_logprobs).
+struct TokenLogprob {
+  std::int32_t token = 0;
+  float logprob = 0;  // log-probability under the same distribution as Completion::logprobs
+};
+
 struct SamplingParams {
   int max_tokens = 256;             // generated tokens at most; 0 returns at once (no decode)
   float temperature = 0.8f;         // 0 = greedy (argmax); must be >= 0
@@ -184,6 +197,16 @@ struct SamplingParams {
   std::vector<std::string> stop;    // stop strings: generation ends before them, never emitted
   bool ignore_eos = false;          // keep generating past end-of-sequence tokens
   bool logprobs = false;            // report the log-probability of every chosen token
+  int top_logprobs = 0;             // also report the n most likely tokens at each step (0-20)
+  std::vector<LogitBias> logit_bias;  // added to the raw logits before the grammar and penalties
+  // Constrained generation (at most one of the two). Generated text is a prefix of a string of
+  // the grammar's language, and an end-of-generation token is allowed exactly when the text so
+  // far is a whole string of it; the request then finishes with `stop` (or `length` when
+  // max_tokens cut it short). An invalid grammar or schema makes submit() throw
+  // Error(invalid_argument) naming the problem and its position. Cannot be combined with
+  // ignore_eos. See docs/api.md for the supported notation and JSON Schema keywords.
+  std::string grammar;              // a GBNF grammar (llama.cpp's notation), start rule `root`
+  std::string json_schema;          // a JSON Schema as JSON text; "{}" = any JSON value
 };
 
 struct Message {
@@ -230,6 +253,8 @@ struct Completion {
   std::string text;                  // generated text (stop strings excluded)
   std::vector<std::int32_t> tokens;  // generated token ids
   std::vector<float> logprobs;       // per generated token, when SamplingParams::logprobs
+  // Per generated token, the SamplingParams::top_logprobs most likely tokens, best first.
+  std::vector<std::vector<TokenLogprob>> top_logprobs;
   FinishReason finish_reason = FinishReason::stop;
   int prompt_tokens = 0;
   int cached_prompt_tokens = 0;      // prompt tokens reused from the prefix cache
@@ -247,6 +272,9 @@ struct Chunk {
   const std::int32_t* tokens = nullptr;  // the token ids that produced this piece
   std::size_t token_count = 0;
   const Completion* completion = nullptr;  // set on the last chunk only
+  // For each of the chunk's tokens, when requested (SamplingParams::logprobs / top_logprobs):
+  const float* logprobs = nullptr;                           // token_count entries, or null
+  const std::vector<TokenLogprob>* top_logprobs = nullptr;   // token_count entries, or null
 };
 
 // Returns false to stop the request (finish reason `cancelled`).

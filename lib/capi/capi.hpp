@@ -13,6 +13,7 @@
 #include <new>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 // The opaque handles of ember.h, defined in the global namespace where the C header declares
 // them. Each starts with a magic number that is overwritten when the handle is freed, so a
@@ -47,6 +48,7 @@ struct CompletionBox {
   ember_timings timings;
   std::uint32_t magic;
   ember::Completion* owned;  // deleted with the box; null for a chunk's borrowed view
+  std::vector<ember_token_logprob> top_logprobs;  // Completion::top_logprobs, padded rows
 };
 static_assert(std::is_standard_layout_v<CompletionBox>);
 

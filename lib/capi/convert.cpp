@@ -2,6 +2,7 @@
 // library-owned ember_completion.
 #include "capi/capi.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -87,6 +88,17 @@ ember_engine_options default_options() {
   o.max_requests = d.max_requests;
   o.context_policy = static_cast<ember_context_policy>(d.context_policy);
   return o;
+}
+
+// Rows of equal width (the widest row's), padded with {-1, -infinity}; returns the width.
+std::size_t flatten_top_logprobs(const std::vector<TokenLogprob>* rows, std::size_t count,
+                                 std::vector<ember_token_logprob>& out) {
+  std::size_t width = 0;
+  for (std::size_t i = 0; i < count; ++i) width = std::max(width, rows[i].size());
+  out.assign(count * width, ember_token_logprob{-1, -std::numeric_limits<float>::infinity()});
+  for (std::size_t i = 0; i < count; ++i)
+    for (std::size_t k = 0; k < rows[i].size(); ++k) out[i * width + k] = {rows[i][k].token, rows[i][k].logprob};
+  return width;
 }
 
 ember_sampling default_sampling() {
@@ -207,6 +219,12 @@ SamplingParams to_cpp(const ember_sampling* in) {
   out.seed = s.seed;
   out.ignore_eos = s.ignore_eos != 0;
   out.logprobs = s.logprobs != 0;
+  out.top_logprobs = s.top_logprobs;
+  if (s.logit_bias_count > 0 && s.logit_bias == nullptr)
+    fail(ErrorCode::invalid_argument, "ember_sampling.logit_bias is NULL but logit_bias_count is {}", s.logit_bias_count);
+  for (std::size_t i = 0; i < s.logit_bias_count; ++i) out.logit_bias.push_back({s.logit_bias[i].token, s.logit_bias[i].bias});
+  if (s.grammar != nullptr) out.grammar = s.grammar;
+  if (s.json_schema != nullptr) out.json_schema = s.json_schema;
   if (s.stop_count > 0 && s.stop == nullptr) {
     fail(ErrorCode::invalid_argument, "ember_sampling.stop is NULL but stop_count is {}", s.stop_count);
   }
@@ -264,6 +282,12 @@ StreamCallback to_cpp(ember_stream_fn on_chunk, void* user_data) {
     chunk.text_length = text.size();
     chunk.tokens = c.tokens;
     chunk.token_count = c.token_count;
+    chunk.logprobs = c.logprobs;
+    std::vector<ember_token_logprob> top;
+    if (c.top_logprobs != nullptr) {
+      chunk.top_logprobs_per_token = flatten_top_logprobs(c.top_logprobs, c.token_count, top);
+      chunk.top_logprobs = top.data();
+    }
     CompletionBox last{};
     if (c.completion != nullptr) {
       point_at(last, *c.completion, kBorrowedMagic);
@@ -284,6 +308,9 @@ void point_at(CompletionBox& box, const Completion& c, std::uint32_t magic) {
   p.token_count = c.tokens.size();
   p.logprobs = c.logprobs.empty() ? nullptr : c.logprobs.data();
   p.logprob_count = c.logprobs.size();
+  box.top_logprobs.clear();
+  p.top_logprobs_per_token = flatten_top_logprobs(c.top_logprobs.data(), c.top_logprobs.size(), box.top_logprobs);
+  p.top_logprobs = box.top_logprobs.empty() ? nullptr : box.top_logprobs.data();
   p.finish_reason = static_cast<ember_finish_reason>(c.finish_reason);
   p.prompt_tokens = c.prompt_tokens;
   p.cached_prompt_tokens = c.cached_prompt_tokens;

@@ -1,6 +1,8 @@
 #include "runtime/engine_core.hpp"
 
 
+#include "grammar/grammar.hpp"
+#include "grammar/json_schema.hpp"
 #include "util/check.hpp"
 
 #include <algorithm>
@@ -175,8 +177,27 @@ std::string EngineCore::render_chat(const std::vector<Message>& messages) const 
   return chat_template_->render(messages, /*add_generation_prompt=*/true);
 }
 
+std::shared_ptr<const grammar::TokenTrie> EngineCore::token_trie() const {
+  std::call_once(token_trie_once_, [&] {
+    const tokenizer::Tokenizer& tok = *tokenizer_;
+    std::vector<std::string> pieces(static_cast<std::size_t>(config_.vocab));
+    std::vector<bool> usable(pieces.size(), false);
+    for (std::int32_t id = 0; id < config_.vocab && id < tok.vocab_size(); ++id) {
+      // Control, unknown and unused tokens never appear in constrained text.
+      const tokenizer::TokenType t = tok.token_type(id);
+      if (t != tokenizer::TokenType::normal && t != tokenizer::TokenType::byte &&
+          t != tokenizer::TokenType::user_defined && t != tokenizer::TokenType::undefined)
+        continue;
+      pieces[static_cast<std::size_t>(id)] = tok.token_to_piece(id);
+      usable[static_cast<std::size_t>(id)] = true;
+    }
+    token_trie_ = std::make_shared<const grammar::TokenTrie>(pieces, usable, tok.end_of_generation_tokens());
+  });
+  return token_trie_;
+}
+
 std::shared_ptr<Sequence> EngineCore::make_sequence(const Request& request, StreamCallback on_chunk) const {
-  validate(request.sampling);
+  validate(request.sampling, config_.vocab);
   if (options_.max_generated_tokens > 0 && request.sampling.max_tokens > options_.max_generated_tokens)
     fail(ErrorCode::invalid_argument, "max_tokens = {} is over this engine's limit, EngineOptions::max_generated_tokens = {}",
          request.sampling.max_tokens, options_.max_generated_tokens);
@@ -204,6 +225,12 @@ std::shared_ptr<Sequence> EngineCore::make_sequence(const Request& request, Stre
          prompt.size(), context_length_);
 
   auto seq = std::make_shared<Sequence>(0, request.sampling, config_.vocab, *tokenizer_, std::move(on_chunk));
+  const SamplingParams& sp = request.sampling;
+  if (!sp.grammar.empty() || !sp.json_schema.empty()) {
+    auto g = std::make_shared<const grammar::Grammar>(
+        grammar::parse_gbnf(sp.grammar.empty() ? grammar::json_schema_to_gbnf(sp.json_schema) : sp.grammar));
+    seq->constraint = std::make_unique<grammar::TokenConstraint>(std::move(g), token_trie());
+  }
   seq->priority = request.priority;
   seq->tokens = std::move(prompt);
   seq->prompt_tokens = static_cast<int>(seq->tokens.size());
@@ -506,23 +533,34 @@ void EngineCore::on_token(Sequence& seq, float* logits) {
   if (!seq.first_token) seq.first_token = now;
   seq.last_token = now;
   float logprob = 0;
-  const std::int32_t id = seq.sampler.sample(logits, seq.tokens, seq.sampling.logprobs ? &logprob : nullptr);
+  // The grammar's mask goes first: penalties, bias and truncation only ever see allowed tokens.
+  if (seq.constraint) seq.constraint->apply(logits);
+  std::vector<TokenLogprob> top;
+  const bool want_top = seq.sampling.top_logprobs > 0;
+  const std::int32_t id = seq.sampler.sample(logits, seq.tokens, seq.sampling.logprobs ? &logprob : nullptr,
+                                             want_top ? &top : nullptr);
 
   const auto t0 = Clock::now();
   if (tokenizer_->is_end_of_generation(id) && !seq.sampling.ignore_eos) {
     finish(seq, FinishReason::stop);
   } else {
+    if (seq.constraint) seq.constraint->accept(id);
     seq.tokens.push_back(id);
     seq.completion.tokens.push_back(id);
     if (seq.sampling.logprobs) seq.completion.logprobs.push_back(logprob);
+    if (want_top) seq.completion.top_logprobs.push_back(std::move(top));
+    const float* lp = seq.sampling.logprobs ? &seq.completion.logprobs.back() : nullptr;
+    const std::vector<TokenLogprob>* tp = want_top ? &seq.completion.top_logprobs.back() : nullptr;
     const StopMatcher::Result r = seq.stops.push(seq.decoder.push(id));
     seq.completion.text += r.text;
     if (r.stopped) {
-      emit(seq, r.text, &id, 1, false);
+      emit(seq, r.text, &id, 1, false, lp, tp);
       finish(seq, FinishReason::stop, /*discard_held_text=*/true);
     } else {
-      emit(seq, r.text, &id, 1, false);
+      emit(seq, r.text, &id, 1, false, lp, tp);
       if (seq.cancel_requested) finish(seq, FinishReason::cancelled);
+      // A complete grammar allows only an end token next: finish without computing it.
+      else if (seq.constraint && seq.constraint->complete()) finish(seq, FinishReason::stop);
       else if (seq.generated() >= seq.sampling.max_tokens) finish(seq, FinishReason::length);
       else if (static_cast<int>(seq.tokens.size()) >= context_length_ && !seq.shift_on_full)
         finish(seq, FinishReason::context);
@@ -543,12 +581,15 @@ void EngineCore::shift(const std::shared_ptr<Sequence>& seq) {
 }
 
 void EngineCore::emit(Sequence& seq, const std::string& text, const std::int32_t* tokens,
-                      std::size_t token_count, bool last) {
+                      std::size_t token_count, bool last, const float* logprobs,
+                      const std::vector<TokenLogprob>* top_logprobs) {
   if (!seq.on_chunk) return;
   Chunk chunk;
   chunk.text = text;
   chunk.tokens = tokens;
   chunk.token_count = token_count;
+  chunk.logprobs = logprobs;
+  chunk.top_logprobs = top_logprobs;
   chunk.completion = last ? &seq.completion : nullptr;
   bool go_on = true;
   try {
@@ -584,7 +625,9 @@ void EngineCore::serve_from_response_cache(const std::shared_ptr<Sequence>& seq,
   seq->completion.from_response_cache = true;
   seq->completion.timings = {};
   seq->first_scheduled = seq->first_token = seq->last_token = Clock::now();
-  emit(*seq, seq->completion.text, seq->completion.tokens.data(), seq->completion.tokens.size(), false);
+  const Completion& c = seq->completion;
+  emit(*seq, c.text, c.tokens.data(), c.tokens.size(), false, c.logprobs.empty() ? nullptr : c.logprobs.data(),
+       c.top_logprobs.empty() ? nullptr : c.top_logprobs.data());
   seq->state = SequenceState::finished;
   finalize(seq);
 }

@@ -7,6 +7,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/kv_cache.hpp"
+#include "grammar/token_mask.hpp"
 #include "model/gguf.hpp"
 #include "model/model_config.hpp"
 #include "runtime/block_pool.hpp"
@@ -121,7 +122,8 @@ class EngineCore {
   void finalize(const std::shared_ptr<Sequence>& seq);
   void serve_from_response_cache(const std::shared_ptr<Sequence>& seq, Completion hit);
   void emit(Sequence& seq, const std::string& text, const std::int32_t* tokens,
-            std::size_t token_count, bool last);
+            std::size_t token_count, bool last, const float* logprobs = nullptr,
+            const std::vector<TokenLogprob>* top_logprobs = nullptr);
   // A log callback that throws loses its line; the exception never reaches ember's threads.
   template <class... Args> void log(LogLevel level, fmt::format_string<Args...> f, Args&&... args) const noexcept {
     if (!options_.log) return;
@@ -131,6 +133,11 @@ class EngineCore {
     } catch (...) {
     }
   }
+
+  // The vocabulary's token trie for grammar masks, built by the first constrained request.
+  std::shared_ptr<const grammar::TokenTrie> token_trie() const;
+  mutable std::once_flag token_trie_once_;
+  mutable std::shared_ptr<const grammar::TokenTrie> token_trie_;
 
   EngineOptions options_;
   std::shared_ptr<const model::GgufFile> file_;

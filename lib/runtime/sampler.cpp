@@ -14,7 +14,7 @@ bool finite(float x) { return std::isfinite(x); }
 
 }  // namespace
 
-void validate(const SamplingParams& p) {
+void validate(const SamplingParams& p, int vocab_size) {
   constexpr ErrorCode bad = ErrorCode::invalid_argument;
   if (p.max_tokens < 0) fail(bad, "sampling.max_tokens must be >= 0, got {}", p.max_tokens);
   if (!finite(p.temperature) || p.temperature < 0)
@@ -33,11 +33,24 @@ void validate(const SamplingParams& p) {
     fail(bad, "sampling.penalty_last_n must be >= -1 (-1 = all), got {}", p.penalty_last_n);
   for (std::size_t i = 0; i < p.stop.size(); ++i)
     if (p.stop[i].empty()) fail(bad, "sampling.stop[{}] is an empty string", i);
+  if (p.top_logprobs < 0 || p.top_logprobs > 20)
+    fail(bad, "sampling.top_logprobs must be in [0, 20], got {}", p.top_logprobs);
+  for (std::size_t i = 0; i < p.logit_bias.size(); ++i) {
+    const LogitBias& b = p.logit_bias[i];
+    if (std::isnan(b.bias) || b.bias == std::numeric_limits<float>::infinity())
+      fail(bad, "sampling.logit_bias[{}].bias must be finite or -infinity, got {}", i, b.bias);
+    if (b.token < 0 || (vocab_size > 0 && b.token >= vocab_size))
+      fail(bad, "sampling.logit_bias[{}].token = {} is outside the vocabulary [0, {})", i, b.token, vocab_size);
+  }
+  if (!p.grammar.empty() && !p.json_schema.empty())
+    fail(bad, "sampling.grammar and sampling.json_schema are both set: give one");
+  if ((!p.grammar.empty() || !p.json_schema.empty()) && p.ignore_eos)
+    fail(bad, "sampling.ignore_eos cannot be combined with a grammar or json_schema (the grammar decides the end)");
 }
 
 Sampler::Sampler(const SamplingParams& p, int vocab_size)
     : params_(p), vocab_size_(vocab_size), rng_(p.seed) {
-  validate(p);
+  validate(p, vocab_size);
   if (vocab_size <= 0) fail(ErrorCode::invalid_argument, "vocab_size must be > 0, got {}", vocab_size);
   candidates_.reserve(static_cast<std::size_t>(vocab_size));
 }
@@ -180,7 +193,8 @@ std::int32_t Sampler::draw(std::size_t count, float max_logit) {
 }
 
 std::int32_t Sampler::sample(float* logits, const std::vector<std::int32_t>& history,
-                             float* logprob) {
+                             float* logprob, std::vector<TokenLogprob>* top) {
+  for (const LogitBias& b : params_.logit_bias) logits[b.token] += b.bias;
   apply_penalties(logits, history);
 
   // Argmax (ties -> lowest id); NaN never compares greater, so NaN logits are never chosen.
@@ -198,12 +212,26 @@ std::int32_t Sampler::sample(float* logits, const std::vector<std::int32_t>& his
     id = draw(select(logits, max_logit, &norm), max_logit);
   }
 
-  if (logprob != nullptr) {
+  if (logprob != nullptr || (top != nullptr && params_.top_logprobs > 0)) {
     double z = norm;
     if (z == 0)
       for (std::int32_t i = 0; i < vocab_size_; ++i)
         if (finite(logits[i])) z += std::exp(logits[i] - max_logit);
-    *logprob = static_cast<float>(static_cast<double>(logits[id]) - max_logit - std::log(z));
+    const double log_z = std::log(z);
+    const auto log_p = [&](std::int32_t i) {
+      return static_cast<float>(static_cast<double>(logits[i]) - max_logit - log_z);
+    };
+    if (logprob != nullptr) *logprob = log_p(id);
+    if (top != nullptr) {
+      // The chosen token is already in candidates_ when sampling ran; the alternatives are
+      // collected afresh from the whole row (the sampled survivors may be fewer than n).
+      collect_top_k(logits, static_cast<std::size_t>(params_.top_logprobs));
+      std::sort(candidates_.begin(), candidates_.end(), better);
+      top->clear();
+      for (const Candidate& c : candidates_) top->push_back({c.id, log_p(c.id)});
+    }
+  } else if (top != nullptr) {
+    top->clear();
   }
   return id;
 }

@@ -1,7 +1,9 @@
 // Token sampling: turns one row of logits into the next token id under a request's
 // SamplingParams. Pipeline (the order matters and is fixed):
 //
-//   penalties (repetition, presence, frequency over the last penalty_last_n ids of `history`)
+//   logit_bias (added to the raw row; a grammar's mask, applied by the caller before sample(),
+//   has already set the forbidden tokens to -infinity)
+//   -> penalties (repetition, presence, frequency over the last penalty_last_n ids of `history`)
 //   -> greedy argmax when temperature == 0, otherwise
 //   -> top-k -> top-p -> min-p   (all three on the temperature-1 distribution)
 //   -> temperature -> softmax over the survivors -> one draw from the request's RNG.
@@ -19,8 +21,9 @@
 namespace ember::runtime {
 
 // Throws Error(invalid_argument) naming the first bad field of `p` (see the checks in
-// sampler.cpp: NaN or out-of-range numbers, negative counts, empty stop strings).
-void validate(const SamplingParams& p);
+// sampler.cpp: NaN or out-of-range numbers, negative counts, empty stop strings). With
+// vocab_size > 0 the logit_bias token ids are checked against it too.
+void validate(const SamplingParams& p, int vocab_size = 0);
 
 class Sampler {
  public:
@@ -34,8 +37,10 @@ class Sampler {
   // and before temperature and truncation: the model's own (penalised) log-probability of the
   // chosen token, comparable across sampling settings. Throws Error(invalid_argument) for a
   // history id outside [0, vocab_size) and Error(internal) for a row without a finite maximum.
+  // If `top` is given it receives the params' top_logprobs best tokens of that same
+  // distribution, best first (ties to the lower id).
   std::int32_t sample(float* logits, const std::vector<std::int32_t>& history,
-                      float* logprob = nullptr);
+                      float* logprob = nullptr, std::vector<TokenLogprob>* top = nullptr);
 
   int vocab_size() const { return vocab_size_; }
 

@@ -2,6 +2,7 @@
 // pipeline (incremental decoder, stop strings), and the clock readings behind its Timings.
 #pragma once
 
+#include "grammar/token_mask.hpp"
 #include "runtime/sampler.hpp"
 #include "runtime/stop_matcher.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -10,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -38,6 +40,9 @@ struct Sequence {
   StopMatcher stops;
   tokenizer::IncrementalDecoder decoder;
   StreamCallback on_chunk;
+  // The grammar state of a constrained request (SamplingParams::grammar / json_schema): it
+  // depends only on this sequence's generated tokens, never on the batch it runs in.
+  std::unique_ptr<grammar::TokenConstraint> constraint;
 
   std::vector<std::int32_t> tokens;  // prompt, then every generated token
   int prompt_tokens = 0;

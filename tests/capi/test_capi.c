@@ -3,7 +3,9 @@
  * Usage: test_capi MODEL.gguf (a synthetic model made by make_capi_model). */
 #include "capi_check.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 int capi_passed = 0;
 int capi_failed = 0;
@@ -113,6 +115,50 @@ static void test_generate_and_stream(ember_engine* engine) {
   }
   ember_completion_free(&b);
   CHECK_OK(ember_generate(engine, "abc", &with_logprobs, NULL, NULL, NULL));
+
+  /* top_logprobs: rows of equal width, best first, the greedy choice first. */
+  with_logprobs.top_logprobs = 3;
+  CHECK_OK(ember_generate(engine, "abc", &with_logprobs, NULL, NULL, &b));
+  if (b != NULL) {
+    CHECK(b->top_logprobs != NULL && b->top_logprobs_per_token == 3);
+    if (b->top_logprobs != NULL && b->token_count == 5) {
+      CHECK(b->top_logprobs[0].token == b->tokens[0]);
+      CHECK(b->top_logprobs[3].token == b->tokens[1]);
+      CHECK(b->top_logprobs[1].logprob <= b->top_logprobs[0].logprob);
+    }
+  }
+  ember_completion_free(&b);
+
+  /* logit_bias: banning the greedy first token changes it. */
+  ember_sampling plain = capi_greedy(2);
+  CHECK_OK(ember_generate(engine, "abc", &plain, NULL, NULL, &a));
+  ember_logit_bias ban = {0, -INFINITY};
+  if (a != NULL && a->token_count > 0) ban.token = a->tokens[0];
+  plain.logit_bias = &ban;
+  plain.logit_bias_count = 1;
+  CHECK_OK(ember_generate(engine, "abc", &plain, NULL, NULL, &b));
+  if (a != NULL && b != NULL && b->token_count > 0) CHECK(b->tokens[0] != a->tokens[0]);
+  ember_completion_free(&a);
+  ember_completion_free(&b);
+
+  /* A grammar: the text is one of its strings; a bad grammar is refused with its position. */
+  ember_sampling constrained = capi_greedy(16);
+  constrained.ignore_eos = 0;
+  constrained.grammar = "root ::= (\"yes\" | \"no\") \".\"";
+  CHECK_OK(ember_generate(engine, "abc", &constrained, NULL, NULL, &b));
+  if (b != NULL) {
+    CHECK(strcmp(b->text, "yes.") == 0 || strcmp(b->text, "no.") == 0);
+    CHECK(b->finish_reason == EMBER_FINISH_STOP);
+  }
+  ember_completion_free(&b);
+  constrained.grammar = "root ::= (";
+  CHECK(ember_generate(engine, "abc", &constrained, NULL, NULL, &b) == EMBER_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(ember_last_error(), "column") != NULL);
+  constrained.grammar = NULL;
+  constrained.json_schema = "{\"enum\": [\"left\", \"right\"]}";
+  CHECK_OK(ember_generate(engine, "abc", &constrained, NULL, NULL, &b));
+  if (b != NULL) CHECK(strcmp(b->text, "\"left\"") == 0 || strcmp(b->text, "\"right\"") == 0);
+  ember_completion_free(&b);
 }
 
 static ember_request* submit_prompt(ember_engine* engine, const char* prompt, const ember_sampling* s,
