@@ -421,7 +421,7 @@ class Parser {
       if (next <= 0x10FFFF) complement.push_back({next, 0x10FFFF});
       merged = std::move(complement);
     }
-    if (merged.empty()) error_at(at, "the character class matches nothing");
+    // An empty class (such as [^\x00-\U0010FFFF]) is allowed: it matches nothing.
     return class_sym(merged);
   }
 

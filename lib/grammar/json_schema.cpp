@@ -34,13 +34,25 @@ const std::vector<Primitive>& primitives() {
       {"json-number", R"("-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})?)", {}},
       {"json-bool", R"("true" | "false")", {}},
       {"json-null", R"("null")", {}},
-      {"json-value", R"(json-object | json-array | json-string | json-number | json-bool | json-null)",
-       {"json-object", "json-array", "json-string", "json-number", "json-bool", "json-null"}},
-      {"json-object", R"("{" ws (json-string ws ":" ws json-value (ws "," ws json-string ws ":" ws json-value)*)? ws "}")",
-       {"ws", "json-string", "json-value"}},
-      {"json-array", R"("[" ws (json-value (ws "," ws json-value)*)? ws "]")", {"ws", "json-value"}},
+      // Any JSON value, at most 6 containers deep (json-value-1 .. -6 are the nested levels;
+      // the deepest holds only scalars): narrower than JSON, and a model that keeps opening
+      // containers must close them.
+      {"json-scalar", R"(json-string | json-number | json-bool | json-null)",
+       {"json-string", "json-number", "json-bool", "json-null"}},
+      {"json-value", R"(json-object | json-array | json-scalar)", {"json-object", "json-array", "json-scalar"}},
+      {"json-object", R"("{" ws (json-string ws ":" ws json-value-1 (ws "," ws json-string ws ":" ws json-value-1)*)? ws "}")",
+       {"ws", "json-string", "json-value-1"}},
+      {"json-array", R"("[" ws (json-value-1 (ws "," ws json-value-1)*)? ws "]")", {"ws", "json-value-1"}},
+      {"json-value-1", R"("{" ws (json-string ws ":" ws json-value-2 (ws "," ws json-string ws ":" ws json-value-2)*)? ws "}" | "[" ws (json-value-2 (ws "," ws json-value-2)*)? ws "]" | json-scalar)", {"ws", "json-scalar", "json-value-2"}},
+      {"json-value-2", R"("{" ws (json-string ws ":" ws json-value-3 (ws "," ws json-string ws ":" ws json-value-3)*)? ws "}" | "[" ws (json-value-3 (ws "," ws json-value-3)*)? ws "]" | json-scalar)", {"ws", "json-scalar", "json-value-3"}},
+      {"json-value-3", R"("{" ws (json-string ws ":" ws json-value-4 (ws "," ws json-string ws ":" ws json-value-4)*)? ws "}" | "[" ws (json-value-4 (ws "," ws json-value-4)*)? ws "]" | json-scalar)", {"ws", "json-scalar", "json-value-4"}},
+      {"json-value-4", R"("{" ws (json-string ws ":" ws json-value-5 (ws "," ws json-string ws ":" ws json-value-5)*)? ws "}" | "[" ws (json-value-5 (ws "," ws json-value-5)*)? ws "]" | json-scalar)", {"ws", "json-scalar", "json-value-5"}},
+      {"json-value-5", R"("{" ws (json-string ws ":" ws json-value-6 (ws "," ws json-string ws ":" ws json-value-6)*)? ws "}" | "[" ws (json-value-6 (ws "," ws json-value-6)*)? ws "]" | json-scalar)", {"ws", "json-scalar", "json-value-6"}},
+      {"json-value-6", R"(json-scalar)", {"json-scalar"}},
       {"json-date", R"([1-9] [0-9]{3} "-" (("0" [13578] | "1" [02]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]) | ("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30") | "02-" ("0" [1-9] | "1" [0-9] | "2" [0-8])))", {}},
       {"json-time", R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,6})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]))", {}},
+      // Matches nothing: what a recursive $ref becomes past kMaxRefDepth levels.
+      {"json-never", R"([^\x00-\U0010FFFF])", {}},
       {"json-uuid", R"(json-hex{8} "-" json-hex{4} "-" json-hex{4} "-" json-hex{4} "-" json-hex{12})", {"json-hex"}},
   };
   return p;
@@ -85,7 +97,8 @@ std::string same_length_range(const std::string& lo, const std::string& hi) {
   return out;
 }
 
-// Non-negative integers in [lo, hi]; hi absent: unbounded.
+// Non-negative integers in [lo, hi]; hi absent: up to 19 digits (narrower than unbounded, and a
+// model cannot write digits forever).
 std::string natural_range(std::uint64_t lo, std::optional<std::uint64_t> hi) {
   std::vector<std::string> alts;
   const std::string a = std::to_string(lo);
@@ -100,7 +113,6 @@ std::string natural_range(std::uint64_t lo, std::optional<std::uint64_t> hi) {
     }
     alts.push_back("(" + same_length_range(first, last) + ")");
   }
-  if (!hi) alts.push_back("[1-9] [0-9]{19,}");  // beyond 19 digits (the text of a bignum)
   std::string out;
   for (std::size_t i = 0; i < alts.size(); ++i) out += (i ? " | " : "") + alts[i];
   return "(" + out + ")";
@@ -213,7 +225,7 @@ class Converter {
         "type", "properties", "required", "additionalProperties", "items", "prefixItems",
         "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "$ref", "minLength",
         "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "pattern",
-        "format"};
+        "format", "minProperties", "maxProperties"};
     std::vector<std::string> assertions;
     for (const auto& [key, value] : s.members) {
       if (kAnnotations.count(key)) continue;
@@ -264,7 +276,7 @@ class Converter {
       const auto has = [&](std::initializer_list<const char*> keys) {
         return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return s.find(k) != nullptr; });
       };
-      if (has({"properties", "required", "additionalProperties"})) types.push_back("object");
+      if (has({"properties", "required", "additionalProperties", "minProperties", "maxProperties"})) types.push_back("object");
       if (has({"items", "prefixItems", "minItems", "maxItems"})) types.push_back("array");
       if (has({"minLength", "maxLength", "pattern", "format"})) types.push_back("string");
       if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})) types.push_back("integer");
@@ -431,6 +443,18 @@ class Converter {
     } else if (!props) {
       extra = use("json-value");
     }
+    // minProperties only where the required ones meet it; maxProperties bounds the extra
+    // members so that even with every listed property present the object stays within it.
+    if (auto minp = count_of(s, path, "minProperties"); minp && static_cast<std::size_t>(*minp) > required.size())
+      unsupported(path, "'minProperties' above the number of required properties");
+    const std::size_t listed = props ? props->members.size() : 0;
+    std::optional<int> max_extra;
+    if (auto maxp = count_of(s, path, "maxProperties")) {
+      if (static_cast<std::size_t>(*maxp) < listed)
+        unsupported(path, "'maxProperties' below the number of listed properties");
+      max_extra = *maxp - static_cast<int>(listed);
+      if (*max_extra == 0) extra.reset();
+    }
     use("ws");
     struct Prop {
       std::string kv;
@@ -450,14 +474,16 @@ class Converter {
     const std::string sep = "ws \",\" ws ";
     // after[i]: members from i on when one was already written (each after a comma).
     std::vector<std::string> after(list.size() + 1);
-    after[list.size()] = extra ? "(" + sep + extra_kv + ")*" : "";
+    const std::string more = max_extra ? fmt::format("{{0,{}}}", *max_extra - 1) : "*";
+    after[list.size()] = extra ? "(" + sep + extra_kv + ")" + (max_extra ? fmt::format("{{0,{}}}", *max_extra) : "*") : "";
     for (std::size_t i = list.size(); i-- > 0;) {
       const std::string rest = after[i + 1].empty() ? "" : " " + after[i + 1];
       std::string body = list[i].required ? sep + list[i].kv + rest : "(" + sep + list[i].kv + ")?" + rest;
       after[i] = add_rule(hint + "-after", body);
     }
     // first(i): members from i on when none was written yet.
-    std::string first = extra ? "(" + extra_kv + (after[list.size()].empty() ? "" : " " + after[list.size()]) + ")?" : "";
+    // With no listed member written, the first extra one has no comma, and one fewer may follow.
+    std::string first = extra ? "(" + extra_kv + " (" + sep + extra_kv + ")" + more + ")?" : "";
     for (std::size_t i = list.size(); i-- > 0;) {
       const std::string with = list[i].kv + (after[i + 1].empty() ? "" : " " + after[i + 1]);
       if (list[i].required) first = with;
@@ -512,9 +538,17 @@ class Converter {
     return "\"\\\"\" " + rule[0];
   }
 
+  // A recursive $ref is unrolled: each level of recursion gets its own copy of the rules, and
+  // past kMaxRefDepth levels the reference matches nothing, so generated documents nest at
+  // most that deep through it (narrower than the schema; a model that keeps recursing must
+  // stop). Non-recursive uses of a definition share one copy.
+  static constexpr int kMaxRefDepth = 6;
   std::string resolve(const std::string& ref, const std::string& path) {
     if (ref.empty() || ref[0] != '#') unsupported(path, fmt::format("the remote $ref \"{}\"", ref));
-    if (auto it = refs_.find(ref); it != refs_.end()) return it->second;
+    const int level = active_[ref];
+    if (level >= kMaxRefDepth) return use("json-never");
+    const std::string key = fmt::format("{}@{}", ref, level);
+    if (auto it = refs_.find(key); it != refs_.end()) return it->second;
     const JsonValue* target = &root_;
     std::string p = ref.substr(1);
     if (!p.empty() && p[0] != '/') unsupported(path, fmt::format("the $ref \"{}\" (anchors)", ref));
@@ -546,10 +580,12 @@ class Converter {
     }
     // The rule is named before its body is built, so recursive references find it.
     const std::string name = rule_name(ref == "#" ? "schema" : hint);
-    refs_.emplace(ref, name);
+    refs_.emplace(key, name);
     const std::size_t slot = rules_.size();
     rules_.emplace_back(name, "");
+    ++active_[ref];
     std::string body = visit(*target, p, name);
+    --active_[ref];
     rules_[slot].second = std::move(body);
     return name;
   }
@@ -558,7 +594,8 @@ class Converter {
   std::vector<std::pair<std::string, std::string>> rules_;
   std::set<std::string> names_;
   std::set<std::string> used_;
-  std::map<std::string, std::string> refs_;
+  std::map<std::string, std::string> refs_;  // "ref@level" -> rule
+  std::map<std::string, int> active_;         // refs being expanded, with their depth
   int depth_ = 0;
 };
 

@@ -3,7 +3,8 @@
 // narrower (never looser), and a keyword it cannot honour is refused by name.
 //
 // Supported: type (one or a list), properties, required, additionalProperties (false, true or
-// a schema), items, prefixItems, minItems/maxItems, enum, const, anyOf, oneOf (as anyOf: the
+// a schema), minProperties (up to the required count), maxProperties (bounding the extra
+// members), items, prefixItems, minItems/maxItems, enum, const, anyOf, oneOf (as anyOf: the
 // branches should not overlap), $ref to "#", "#/$defs/..." or any local JSON pointer, $defs /
 // definitions, minLength/maxLength, minimum/maximum/exclusiveMinimum/exclusiveMaximum on
 // integers, pattern (the subset in schema_regex.hpp), format date, time, date-time and uuid,
@@ -17,6 +18,8 @@
 //   * extra members' names (additionalProperties) never repeat a listed property's name;
 //   * a string is at most what JSON allows without surrogate \u escapes (so lengths count as
 //     validators count them); numbers have at most 16 integer and 16 fraction digits;
+//   * "any JSON value" nests at most 6 containers deep;
+//   * a recursive $ref is unrolled: documents nest at most 6 levels deep through it;
 //   * whitespace between tokens is "", " ", or a newline and up to 20 spaces or tabs.
 #pragma once
 

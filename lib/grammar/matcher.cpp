@@ -39,7 +39,8 @@ void Matcher::expand(std::int32_t pos, std::int32_t parent, std::vector<std::int
   const Element& e = g.elements[static_cast<std::size_t>(pos)];
   switch (e.kind) {
     case Element::Kind::bytes:
-      out.push_back(node(pos, parent));
+      // An empty set (an empty class) can never be passed: the parse ends here.
+      if (g.byte_sets[static_cast<std::size_t>(e.value)].any()) out.push_back(node(pos, parent));
       return;
     case Element::Kind::end:
       // The alternative is complete: continue where the enclosing rule left off.

@@ -82,6 +82,9 @@ TEST_CASE("character classes over UTF-8") {
   Matcher dot = matcher(R"(root ::= . .)");
   CHECK(dot.matches("a😀"));
   CHECK_FALSE(dot.matches("a"));
+  Matcher none = matcher(R"(root ::= "a" [^\x00-\U0010FFFF] | "b")");  // an empty class matches nothing
+  CHECK(none.matches("b"));
+  CHECK(none.advance(none.start(), "a") == Matcher::kDead);
   Matcher esc = matcher(R"(root ::= "\x41\u00e9\n\t\"" [\]\-])");
   CHECK(esc.matches("Aé\n\t\"]"));
   CHECK(esc.matches("Aé\n\t\"-"));

@@ -82,6 +82,11 @@ TEST_CASE("objects: properties in order, required, optional, additionalPropertie
   CHECK(extra(R"({"i": true})"));
   CHECK_FALSE(extra(R"({"id": 1, "id": true})"));  // an extra member never takes a listed name
   CHECK_FALSE(extra(R"({"x": 1})"));
+  SchemaMatcher bounded(R"({"properties": {"id": {"type": "integer"}}, "additionalProperties": true, "maxProperties": 3})");
+  CHECK(bounded(R"({"id": 1, "a": 2, "b": 3})"));
+  CHECK_FALSE(bounded(R"({"id": 1, "a": 2, "b": 3, "c": 4})"));
+  CHECK(bounded(R"({"a": 2, "b": 3})"));
+  CHECK_FALSE(bounded(R"({"a": 2, "b": 3, "c": 4})"));  // the listed one counts as if present
   SchemaMatcher open(R"({"type": "object"})");
   CHECK(open(R"({"anything": [1, 2]})"));
   SchemaMatcher closed(R"({"type": "object", "additionalProperties": false})");
@@ -142,6 +147,13 @@ TEST_CASE("$ref and $defs, recursive") {
   CHECK(s(R"({"v": 1})"));
   CHECK(s(R"({"v": 1, "kids": [{"v": 2}, {"v": 3, "kids": [{"v": 4}]}]})"));
   CHECK_FALSE(s(R"({"v": 1, "kids": [{"w": 2}]})"));
+  // Recursion is unrolled to 6 levels: deeper documents are not generated.
+  std::string deep = R"({"v": 0})";
+  for (int depth = 2; depth <= 7; ++depth) {
+    deep = R"({"v": 0, "kids": [)" + deep + "]}";
+    CAPTURE(depth);
+    CHECK(s(deep) == (depth <= 6));
+  }
   SchemaMatcher legacy(R"({"definitions": {"x": {"type": "boolean"}}, "type": "array", "items": {"$ref": "#/definitions/x"}})");
   CHECK(legacy("[true, false]"));
   SchemaMatcher self(R"({"type": "array", "items": {"anyOf": [{"type": "integer"}, {"$ref": "#"}]}})");
@@ -215,7 +227,9 @@ TEST_CASE("pattern: the documented regex subset") {
 }
 
 TEST_CASE("unsupported constructs are errors naming them") {
-  CHECK(error_of(R"({"type": "string", "minProperties": 1})").find("the keyword 'minProperties' at / is not supported") != std::string::npos);
+  CHECK(error_of(R"({"type": "string", "uniqueItems": true})").find("the keyword 'uniqueItems' at / is not supported") != std::string::npos);
+  CHECK(error_of(R"({"type": "object", "minProperties": 1})").find("'minProperties' above the number of required") != std::string::npos);
+  CHECK(error_of(R"({"properties": {"a": {}, "b": {}}, "maxProperties": 1})").find("'maxProperties' below") != std::string::npos);
   CHECK(error_of(R"({"properties": {"a": {"allOf": [{}]}}})").find("'allOf' at /properties/a") != std::string::npos);
   CHECK(error_of(R"({"type": "number", "minimum": 0})").find("'minimum' on a number") != std::string::npos);
   CHECK(error_of(R"({"type": "string", "format": "email"})").find("the string format 'email'") != std::string::npos);
