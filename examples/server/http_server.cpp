@@ -86,13 +86,14 @@ struct HttpServer::Impl {
   HttpLimits limits;
   std::vector<Route> routes;
   std::function<void(const std::string&, int)> on_done;
+  // Before io: sessions still queued in io's handlers are destroyed with it, and count down.
+  HttpCounters counters;
+  int open = 0;  // I/O thread only
   asio::io_context io{1};
   tcp::acceptor acceptor{io};
   asio::signal_set signals{io};
   asio::steady_timer accept_pause{io};
   std::optional<asio::thread_pool> workers;
-  HttpCounters counters;
-  int open = 0;  // I/O thread only
 
   void accept_next();
   void reject(tcp::socket socket);
