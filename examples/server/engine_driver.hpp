@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -38,6 +39,8 @@ class EngineDriver {
   // (the front end's I/O thread calls it when a client leaves).
   void cancel_soon(ember::RequestHandle handle);
   ember::EngineStats stats();
+  // The text of one token (Engine::detokenize takes no engine lock: safe from a stream callback).
+  std::string token_text(std::int32_t id) const { return engine_.detokenize({id}); }
 
  private:
   void loop();

@@ -1,6 +1,7 @@
 #include "openai_api.hpp"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 namespace server {
@@ -105,9 +106,32 @@ std::vector<ember::Message> read_messages(const json& body) {
       throw bad_field(param + ".role", "'" + param + ".role' must be a string");
     std::string r = role->get<std::string>();
     if (r == "developer") r = "system";  // OpenAI's newer name for the system role
+    if (r == "tool") {  // a function's result, as a user turn (ember's default tool format)
+      const json* id = field(m, "tool_call_id");
+      messages.push_back({"user", "Result of the function call" +
+                                      (id && id->is_string() ? " " + id->get<std::string>() : std::string()) +
+                                      ":\n" + read_content(m, i)});
+      continue;
+    }
     if (r != "system" && r != "user" && r != "assistant")
-      throw bad_field(param + ".role", "'" + param + ".role' must be system, user or assistant");
-    messages.push_back({r, read_content(m, i)});
+      throw bad_field(param + ".role", "'" + param + ".role' must be system, user, assistant or tool");
+    std::string content = read_content(m, i);
+    if (const json* calls = r == "assistant" ? field(m, "tool_calls") : nullptr) {
+      // The call as the model wrote it: {"name": ..., "arguments": {...}}.
+      if (!calls->is_array()) throw bad_field(param + ".tool_calls", "'" + param + ".tool_calls' must be an array");
+      for (const json& call : *calls) {
+        const json* fn = call.is_object() ? field(call, "function") : nullptr;
+        const json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
+        if (!name || !name->is_string())
+          throw bad_field(param + ".tool_calls", "'" + param + ".tool_calls' entries need function.name");
+        json args = json::object();
+        if (const json* a = field(*fn, "arguments"); a && a->is_string())
+          args = json::parse(a->get<std::string>(), nullptr, false);
+        if (args.is_discarded()) args = field(*fn, "arguments")->get<std::string>();
+        content += (content.empty() ? "" : "\n") + dump(json{{"name", *name}, {"arguments", args}});
+      }
+    }
+    messages.push_back({r, content});
   }
   return messages;
 }
@@ -137,7 +161,228 @@ void read_sampling(const json& body, Endpoint endpoint, ember::SamplingParams& s
     throw bad_field("n", "'n' must be 1: one choice per request");
 }
 
+const std::set<std::string>& known_fields(Endpoint endpoint) {
+  static const std::set<std::string> chat = {
+      "model", "user", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
+      "presence_penalty", "frequency_penalty", "min_p", "top_k", "ignore_eos", "seed", "stop", "n",
+      "stream", "stream_options", "logit_bias", "logprobs", "top_logprobs", "response_format",
+      "tools", "tool_choice", "parallel_tool_calls"};
+  static const std::set<std::string> completions = {
+      "model", "user", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p",
+      "presence_penalty", "frequency_penalty", "min_p", "top_k", "ignore_eos", "seed", "stop", "n",
+      "stream", "stream_options", "logit_bias", "logprobs", "response_format"};
+  return endpoint == Endpoint::chat_completions ? chat : completions;
+}
+
+// OpenAI's {"token id": bias} with biases in [-100, 100]; the ids are checked by the engine.
+void read_logit_bias(const json& body, ember::SamplingParams& s) {
+  const json* v = field(body, "logit_bias");
+  if (!v) return;
+  if (!v->is_object()) throw bad_field("logit_bias", "'logit_bias' must be an object of token id -> bias");
+  for (const auto& [key, bias] : v->items()) {
+    std::int32_t id = 0;
+    std::size_t used = 0;
+    try {
+      id = static_cast<std::int32_t>(std::stol(key, &used));
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != key.size())
+      throw bad_field("logit_bias", "'logit_bias' keys must be token ids, got '" + key + "'");
+    if (!bias.is_number() || !(bias.get<double>() >= -100 && bias.get<double>() <= 100))
+      throw bad_field("logit_bias", "'logit_bias' values must be numbers between -100 and 100");
+    s.logit_bias.push_back({id, bias.get<float>()});
+  }
+}
+
+void read_logprobs(const json& body, Endpoint endpoint, ember::SamplingParams& s) {
+  if (endpoint == Endpoint::completions) {  // the legacy API: logprobs is the count of alternatives
+    int n = 0;
+    if (read_int(body, "logprobs", 0, 5, n)) {
+      s.logprobs = true;
+      s.top_logprobs = n;
+    }
+    return;
+  }
+  read_bool(body, "logprobs", s.logprobs);
+  if (read_int(body, "top_logprobs", 0, 20, s.top_logprobs) && !s.logprobs && s.top_logprobs > 0)
+    throw bad_field("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+}
+
+// The body again with its members in their order: a schema's property order is the order the
+// grammar generates them in (nlohmann::json sorts keys).
+using ordered = nlohmann::ordered_json;
+
+void read_response_format(const json& body, const ordered& in_order, ember::SamplingParams& s) {
+  const json* v = field(body, "response_format");
+  if (!v) return;
+  const json* type = v->is_object() ? field(*v, "type") : nullptr;
+  if (!type || !type->is_string())
+    throw bad_field("response_format", "'response_format' must be an object with a 'type'");
+  const std::string t = type->get<std::string>();
+  if (t == "text") return;
+  if (t == "json_object") {
+    s.json_schema = R"({"type": "object"})";
+    return;
+  }
+  if (t != "json_schema")
+    throw bad_field("response_format.type", "'response_format.type' must be text, json_object or json_schema");
+  const json* js = field(*v, "json_schema");
+  if (!js || !js->is_object())
+    throw bad_field("response_format.json_schema", "'response_format.json_schema' must be an object");
+  if (const json* strict = field(*js, "strict"); strict && !strict->is_boolean())
+    throw bad_field("response_format.json_schema.strict", "'response_format.json_schema.strict' must be a boolean");
+  const json* schema = field(*js, "schema");
+  if (schema && !schema->is_object() && !schema->is_boolean())
+    throw bad_field("response_format.json_schema.schema", "'response_format.json_schema.schema' must be a JSON Schema");
+  // Strict or not, the schema is enforced.
+  s.json_schema = schema ? in_order["response_format"]["json_schema"]["schema"].dump() : "{}";
+}
+
+// The system text that describes the tools (ember's default tool format).
+std::string tools_prompt(const json& tools, const ToolSpec& spec) {
+  std::string out = "You can call these functions:\n";
+  for (const json& t : tools) {
+    const json& fn = t["function"];
+    json d = {{"name", fn["name"]}};
+    if (const json* desc = field(fn, "description")) d["description"] = *desc;
+    d["parameters"] = field(fn, "parameters") ? fn["parameters"] : json::object();
+    out += dump(d) + "\n";
+  }
+  const std::string shape = "a JSON object {\"name\": <the function's name>, \"arguments\": <its arguments as an object>}";
+  if (spec.choice == ToolSpec::Choice::auto_)
+    out += "To call a function, reply with only " + shape + ". Otherwise reply in plain text.";
+  else if (spec.choice == ToolSpec::Choice::named)
+    out += "Call the function " + spec.named + ": reply with only " + shape + ".";
+  else
+    out += "Call one of them: reply with only " + shape + ".";
+  return out;
+}
+
+ToolSpec read_tools(const json& body, const ordered& in_order, ParsedRequest& out) {
+  ToolSpec spec;
+  const json* tools = field(body, "tools");
+  const json* choice = field(body, "tool_choice");
+  if (const json* p = field(body, "parallel_tool_calls"); p && !p->is_boolean())
+    throw bad_field("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+  if (!tools) {
+    if (choice && !(choice->is_string() && choice->get<std::string>() == "none"))
+      throw bad_field("tool_choice", "'tool_choice' needs 'tools'");
+    return spec;
+  }
+  if (!tools->is_array() || tools->empty()) throw bad_field("tools", "'tools' must be a non-empty array");
+  std::vector<std::string> schemas;  // per tool: {"name": its name, "arguments": its parameters}, in that order
+  for (std::size_t i = 0; i < tools->size(); ++i) {
+    const json& t = (*tools)[i];
+    const std::string param = "tools[" + std::to_string(i) + "]";
+    const json* fn = t.is_object() ? field(t, "function") : nullptr;
+    if (!fn || t.value("type", "") != "function" || !fn->is_object())
+      throw bad_field(param, "'" + param + "' must be {\"type\": \"function\", \"function\": {...}}");
+    const json* name = field(*fn, "name");
+    if (!name || !name->is_string() || name->get<std::string>().empty())
+      throw bad_field(param + ".function.name", "'" + param + ".function.name' must be a non-empty string");
+    const json* params = field(*fn, "parameters");
+    if (params && !params->is_object())
+      throw bad_field(param + ".function.parameters", "'" + param + ".function.parameters' must be a JSON Schema object");
+    spec.names.push_back(name->get<std::string>());
+    const std::string arguments = params ? in_order["tools"][i]["function"]["parameters"].dump() : R"({"type": "object"})";
+    schemas.push_back(R"({"type": "object", "properties": {"name": {"const": )" + json(*name).dump() +
+                      R"(}, "arguments": )" + arguments +
+                      R"(}, "required": ["name", "arguments"], "additionalProperties": false})");
+  }
+  spec.choice = ToolSpec::Choice::auto_;
+  if (choice) {
+    if (choice->is_string()) {
+      const std::string c = choice->get<std::string>();
+      if (c == "none") spec.choice = ToolSpec::Choice::none;
+      else if (c == "required") spec.choice = ToolSpec::Choice::required;
+      else if (c != "auto") throw bad_field("tool_choice", "'tool_choice' must be none, auto, required or a function");
+    } else {
+      const json* fn = choice->is_object() ? field(*choice, "function") : nullptr;
+      const json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
+      if (!name || !name->is_string())
+        throw bad_field("tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      spec.named = name->get<std::string>();
+      const auto it = std::find(spec.names.begin(), spec.names.end(), spec.named);
+      if (it == spec.names.end()) throw bad_field("tool_choice", "'tool_choice' names a function not in 'tools'");
+      spec.choice = ToolSpec::Choice::named;
+      schemas = {schemas[static_cast<std::size_t>(it - spec.names.begin())]};
+    }
+  }
+  if (!spec.active()) return spec;
+  ember::SamplingParams& s = out.request.sampling;
+  if (spec.choice != ToolSpec::Choice::auto_) {
+    if (!s.json_schema.empty())
+      throw bad_field("response_format", "'response_format' cannot be combined with tool_choice required or a named function");
+    std::string any_of;
+    for (const std::string& one : schemas) any_of += (any_of.empty() ? "" : ", ") + one;
+    s.json_schema = schemas.size() == 1 ? schemas[0] : R"({"anyOf": [)" + any_of + "]}";
+  }
+  // The tools go into the system message (a new one when the conversation has none).
+  auto& messages = out.request.messages;
+  const std::string text = tools_prompt(*tools, spec);
+  if (!messages.empty() && messages[0].role == "system") messages[0].content += "\n\n" + text;
+  else messages.insert(messages.begin(), {"system", text});
+  return spec;
+}
+
+json token_json(const std::string& text, float logprob) {
+  json bytes = json::array();
+  for (char c : text) bytes.push_back(static_cast<unsigned char>(c));
+  return {{"token", text}, {"logprob", logprob}, {"bytes", bytes}};
+}
+
+// choice.logprobs for `count` tokens: chat {"content": [...]}, completions the legacy lists.
+json logprobs_json(const ResponseContext& ctx, const std::int32_t* tokens, const float* logprobs,
+                   const std::vector<ember::TokenLogprob>* top, std::size_t count, std::size_t text_offset) {
+  if (!ctx.logprobs || !ctx.token_text || logprobs == nullptr) return nullptr;
+  if (ctx.endpoint == Endpoint::chat_completions) {
+    json content = json::array();
+    for (std::size_t i = 0; i < count; ++i) {
+      json t = token_json(ctx.token_text(tokens[i]), logprobs[i]);
+      json alts = json::array();
+      if (top)
+        for (const ember::TokenLogprob& a : top[i]) alts.push_back(token_json(ctx.token_text(a.token), a.logprob));
+      t["top_logprobs"] = alts;
+      content.push_back(t);
+    }
+    return {{"content", content}, {"refusal", nullptr}};
+  }
+  json texts = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::string t = ctx.token_text(tokens[i]);
+    texts.push_back(t);
+    lps.push_back(logprobs[i]);
+    offsets.push_back(text_offset);
+    text_offset += t.size();
+    json alts = json::object();
+    if (top)
+      for (const ember::TokenLogprob& a : top[i]) alts[ctx.token_text(a.token)] = a.logprob;
+    tops.push_back(alts);
+  }
+  return {{"tokens", texts}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json tool_calls_json(const ResponseContext& ctx, const std::string& name, const std::string& arguments) {
+  return json::array({{{"id", "call_" + ctx.id},
+                       {"type", "function"},
+                       {"function", {{"name", name}, {"arguments", arguments}}}}});
+}
+
 }  // namespace
+
+bool parse_tool_call(const ToolSpec& tools, const std::string& text, std::string& name, std::string& arguments) {
+  if (!tools.active()) return false;
+  const json v = json::parse(text, nullptr, false);
+  if (v.is_discarded() || !v.is_object() || v.size() != 2) return false;
+  const json* n = field(v, "name");
+  const json* a = field(v, "arguments");
+  if (!n || !n->is_string() || !a || !a->is_object()) return false;
+  if (std::find(tools.names.begin(), tools.names.end(), n->get<std::string>()) == tools.names.end()) return false;
+  name = n->get<std::string>();
+  arguments = dump(*a);
+  return true;
+}
 
 json error_body(const ApiError& e) {
   return {{"error",
@@ -208,10 +453,17 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body_text,
     throw e;
   }
   if (!body.is_object()) throw bad_field("", "the request body must be a JSON object");
+  for (const auto& [key, value] : body.items())
+    if (!known_fields(endpoint).count(key))
+      throw bad_field(key, "'" + key + "' is not supported by ember-server");
 
   ParsedRequest out;
   out.request.sampling.seed = default_seed;
   read_sampling(body, endpoint, out.request.sampling);
+  read_logit_bias(body, out.request.sampling);
+  read_logprobs(body, endpoint, out.request.sampling);
+  const ordered in_order = ordered::parse(body_text, nullptr, /*allow_exceptions=*/false);
+  read_response_format(body, in_order, out.request.sampling);
   if (endpoint == Endpoint::completions) {
     const json* prompt = field(body, "prompt");
     if (!prompt) throw bad_field("prompt", "'prompt' is required");
@@ -219,6 +471,7 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body_text,
     out.request.prompt = prompt->get<std::string>();
   } else {
     out.request.messages = read_messages(body);
+    out.tools = read_tools(body, in_order, out);
   }
   read_bool(body, "stream", out.stream);
   if (const json* options = field(body, "stream_options")) {
@@ -262,12 +515,19 @@ json envelope(const ResponseContext& ctx, bool chunk) {
 
 json response_body(const ResponseContext& ctx, const ember::Completion& c) {
   json body = envelope(ctx, false);
-  json choice = {{"index", 0}, {"logprobs", nullptr},
+  json choice = {{"index", 0},
+                 {"logprobs", logprobs_json(ctx, c.tokens.data(), c.logprobs.empty() ? nullptr : c.logprobs.data(),
+                                            c.top_logprobs.empty() ? nullptr : c.top_logprobs.data(), c.tokens.size(), 0)},
                  {"finish_reason", finish_reason_name(c.finish_reason)}};
-  if (ctx.endpoint == Endpoint::chat_completions)
+  std::string name, arguments;
+  if (ctx.endpoint == Endpoint::chat_completions && parse_tool_call(ctx.tools, c.text, name, arguments)) {
+    choice["message"] = {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", tool_calls_json(ctx, name, arguments)}};
+    if (c.finish_reason == ember::FinishReason::stop) choice["finish_reason"] = "tool_calls";
+  } else if (ctx.endpoint == Endpoint::chat_completions) {
     choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-  else
+  } else {
     choice["text"] = c.text;
+  }
   body["choices"] = json::array({choice});
   body["usage"] = usage_json(c);
   return body;
@@ -308,5 +568,129 @@ std::string dump(const json& j) {
 }
 
 std::string sse_event(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+}  // namespace server
+
+namespace server {
+namespace {
+
+bool json_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+// Matches `{ "name" : "<name>" , "arguments" :` at the start of `s` (whitespace anywhere between).
+// Returns 1 and sets name/args_start when it does, 0 while `s` may still become it, -1 when it
+// cannot.
+int match_call_head(const std::string& s, std::string& name, std::size_t& args_start) {
+  std::size_t i = 0;
+  const auto skip = [&] { while (i < s.size() && json_space(s[i])) ++i; };
+  const auto lit = [&](std::string_view w) -> int {
+    skip();
+    for (char c : w) {
+      if (i >= s.size()) return 0;
+      if (s[i] != c) return -1;
+      ++i;
+    }
+    return 1;
+  };
+  int r;
+  if ((r = lit("{")) != 1 || (r = lit("\"name\"")) != 1 || (r = lit(":")) != 1 || (r = lit("\"")) != 1) return r;
+  std::string n;
+  while (true) {  // function names are plain text (no escapes in the names ember accepts)
+    if (i >= s.size()) return 0;
+    if (s[i] == '\\') return -1;
+    if (s[i] == '"') break;
+    n += s[i++];
+  }
+  ++i;
+  if ((r = lit(",")) != 1 || (r = lit("\"arguments\"")) != 1 || (r = lit(":")) != 1) return r;
+  skip();
+  if (i >= s.size()) return 0;
+  name = n;
+  args_start = i;
+  return 1;
+}
+
+}  // namespace
+
+std::vector<json> StreamMapper::flush_call(bool final) {
+  std::vector<json> out;
+  if (!header_sent_) {
+    std::string name;
+    const int m = match_call_head(buffer_, name, args_start_);
+    if (m < 0 || (m == 0 && final) ||
+        (m == 1 && std::find(ctx_.tools.names.begin(), ctx_.tools.names.end(), name) == ctx_.tools.names.end())) {
+      mode_ = Mode::text;  // not a call after all: the buffered text is the reply
+      if (!buffer_.empty()) out.push_back(stream_chunk(ctx_, buffer_, nullptr));
+      buffer_.clear();
+      return out;
+    }
+    if (m == 0) return out;
+    json chunk = stream_chunk(ctx_, "", nullptr);
+    chunk["choices"][0]["delta"] = {{"tool_calls", json::array({{{"index", 0}, {"id", "call_" + ctx_.id}, {"type", "function"},
+                                                                 {"function", {{"name", name}, {"arguments", ""}}}}})}};
+    out.push_back(chunk);
+    header_sent_ = true;
+    args_sent_ = args_start_;
+  }
+  // The arguments run to the call's closing brace: hold back a trailing run of whitespace and
+  // braces until the end, when the last brace is the call's own.
+  std::size_t end = buffer_.size();
+  if (final) {
+    while (end > args_sent_ && json_space(buffer_[end - 1])) --end;
+    if (end > args_sent_ && buffer_[end - 1] == '}') --end;
+    while (end > args_sent_ && json_space(buffer_[end - 1])) --end;
+  } else {
+    while (end > args_sent_ && (json_space(buffer_[end - 1]) || buffer_[end - 1] == '}')) --end;
+  }
+  if (end > args_sent_) {
+    json chunk = stream_chunk(ctx_, "", nullptr);
+    chunk["choices"][0]["delta"] = {{"tool_calls", json::array({{{"index", 0},
+                                                                 {"function", {{"arguments", buffer_.substr(args_sent_, end - args_sent_)}}}}})}};
+    out.push_back(chunk);
+    args_sent_ = end;
+  }
+  return out;
+}
+
+std::vector<json> StreamMapper::on_chunk(const ember::Chunk& chunk) {
+  std::vector<json> out;
+  const std::string text(chunk.text);
+  json lp = chunk.token_count > 0
+                ? logprobs_json(ctx_, chunk.tokens, chunk.logprobs, chunk.top_logprobs, chunk.token_count, logprob_offset_)
+                : json(nullptr);
+  for (std::size_t i = 0; ctx_.token_text && i < chunk.token_count && chunk.logprobs; ++i)
+    logprob_offset_ += ctx_.token_text(chunk.tokens[i]).size();
+  if (ctx_.endpoint == Endpoint::chat_completions && ctx_.tools.active() && mode_ != Mode::text) {
+    buffer_ += text;
+    if (mode_ == Mode::undecided) {
+      std::size_t i = 0;
+      while (i < buffer_.size() && json_space(buffer_[i])) ++i;
+      if (i < buffer_.size()) mode_ = buffer_[i] == '{' ? Mode::call : Mode::text;
+    }
+    if (mode_ == Mode::call) out = flush_call(false);
+    else if (mode_ == Mode::text && !buffer_.empty()) {
+      out.push_back(stream_chunk(ctx_, buffer_, nullptr));
+      buffer_.clear();
+    }
+  } else if (!text.empty()) {
+    out.push_back(stream_chunk(ctx_, text, nullptr));
+  }
+  if (!lp.is_null()) {
+    if (out.empty()) out.push_back(stream_chunk(ctx_, "", nullptr));
+    out.back()["choices"][0]["logprobs"] = lp;
+  }
+  return out;
+}
+
+std::vector<json> StreamMapper::finish(const ember::Completion& c) {
+  std::vector<json> out;
+  if (mode_ == Mode::call) out = flush_call(true);
+  else if (mode_ == Mode::undecided && !buffer_.empty()) out.push_back(stream_chunk(ctx_, buffer_, nullptr));
+  buffer_.clear();
+  json last = stream_chunk(ctx_, "", &c);
+  if (mode_ == Mode::call && header_sent_ && c.finish_reason == ember::FinishReason::stop)
+    last["choices"][0]["finish_reason"] = "tool_calls";
+  out.push_back(last);
+  return out;
+}
 
 }  // namespace server

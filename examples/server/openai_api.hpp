@@ -6,7 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace server {
 
@@ -28,15 +31,35 @@ nlohmann::json error_body(const ApiError& e);
 // ErrorCode::busy (--max-requests in flight) is 429, the rest 500s.
 ApiError api_error(const ember::Error& e, Endpoint endpoint);
 
+// The tools of a chat request and how the model may use them.
+struct ToolSpec {
+  enum class Choice { none, auto_, required, named };
+  Choice choice = Choice::none;  // none also when the request has no tools
+  std::vector<std::string> names;  // the functions' names, in the request's order
+  std::string named;               // tool_choice {"type": "function", "function": {"name"}}
+  bool active() const { return choice != Choice::none; }
+};
+
 struct ParsedRequest {
   ember::Request request;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a final chunk with the usage
+  ToolSpec tools;
 };
 
 // Validates a request body and maps it to an ember::Request. Fields not given keep ember's
 // SamplingParams defaults (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05); `seed`, when not
-// given, is `default_seed`. Unknown fields are ignored. Throws ApiError.
+// given, is `default_seed`. A field the server does not implement is a 400 naming it (`model`
+// and `user` are accepted and change nothing). Throws ApiError.
+//
+// Structured output: `response_format` json_object constrains the reply to a JSON object,
+// json_schema (strict or not: ember always enforces the schema) to its `schema`. `tools` are
+// described to the model in the system message (ember's default tool prompt, the same for every
+// chat template); tool_choice `required` or a named function constrains the reply to a call
+// {"name": ..., "arguments": {...}} of one of them, `auto` (the default with tools) lets the
+// model answer in text or with such a call (detected when the reply is one), `none` ignores
+// the tools. Messages of role `tool` and assistant messages with `tool_calls` (a round trip)
+// are rendered as text turns.
 // Bodies nesting arrays and objects deeper than this are refused (400 invalid_json) before parsing.
 constexpr int kMaxJsonDepth = 64;
 ParsedRequest parse_request(Endpoint endpoint, const std::string& body, std::uint64_t default_seed);
@@ -47,7 +70,16 @@ struct ResponseContext {
   std::string id;     // "cmpl-..." or "chatcmpl-..."
   std::string model;  // the served model's name
   std::int64_t created = 0;  // Unix seconds
+  ToolSpec tools;     // the request's tools: a reply that is a call becomes `tool_calls`
+  // The text of one token (logprobs); empty: logprobs are not reported.
+  std::function<std::string(std::int32_t)> token_text;
+  bool logprobs = false;  // the request asked for logprobs
 };
+
+// A tool call found in a reply: the reply is exactly {"name": one of the tools, "arguments":
+// an object}. Returns false otherwise.
+bool parse_tool_call(const ToolSpec& tools, const std::string& text, std::string& name,
+                     std::string& arguments);
 
 const char* finish_reason_name(ember::FinishReason reason);  // OpenAI's names
 nlohmann::json usage_json(const ember::Completion& c);
@@ -58,6 +90,27 @@ nlohmann::json stream_chunk(const ResponseContext& ctx, const std::string& text,
                             const ember::Completion* finish);
 // The chat stream's first chunk: the assistant role with empty content.
 nlohmann::json stream_role_chunk(const ResponseContext& ctx);
+
+// The stream of one request as chunk objects: text deltas, or with tools a reply that is a call
+// as tool_calls deltas (the function's name first, then its arguments piece by piece), and the
+// logprobs of each chunk's tokens. One per request, called on the engine's thread.
+class StreamMapper {
+ public:
+  explicit StreamMapper(ResponseContext ctx) : ctx_(std::move(ctx)) {}
+  std::vector<nlohmann::json> on_chunk(const ember::Chunk& chunk);
+  // The closing chunks (text still held back, then the finish reason).
+  std::vector<nlohmann::json> finish(const ember::Completion& c);
+
+ private:
+  std::vector<nlohmann::json> flush_call(bool final);
+  ResponseContext ctx_;
+  enum class Mode { undecided, text, call } mode_ = Mode::undecided;
+  std::string buffer_;        // text not yet sent (undecided, or a call being parsed)
+  std::size_t args_sent_ = 0; // bytes of the arguments already sent (call)
+  std::size_t args_start_ = std::string::npos;  // where the arguments begin in buffer_
+  bool header_sent_ = false;
+  std::size_t logprob_offset_ = 0;  // text offset of the next token (completions logprobs)
+};
 // The chunk with no choices and the usage block (stream_options.include_usage).
 nlohmann::json stream_usage_chunk(const ResponseContext& ctx, const ember::Completion& c);
 

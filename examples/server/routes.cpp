@@ -100,15 +100,16 @@ void submit_stream(ServerState& state, const ParsedRequest& parsed, const Respon
       pending->held += events;
     }
   };
-  auto on_chunk = [&state, ctx, ex, pending, parse_ms, include_usage, send](const ember::Chunk& chunk) {
+  auto mapper = std::make_shared<StreamMapper>(ctx);  // text, tool_calls and logprobs deltas
+  auto on_chunk = [&state, ctx, ex, pending, parse_ms, include_usage, send, mapper](const ember::Chunk& chunk) {
     std::string events;
-    if (!chunk.text.empty()) events = sse_event(stream_chunk(ctx, std::string(chunk.text), nullptr));
+    for (const json& j : mapper->on_chunk(chunk)) events += sse_event(j);
     std::lock_guard lock(pending->mutex);
     if (chunk.completion) {
       const ember::Completion& c = *chunk.completion;
       state.metrics.record_completion(c);
       const auto t = Clock::now();
-      events += sse_event(stream_chunk(ctx, "", &c));
+      for (const json& j : mapper->finish(c)) events += sse_event(j);  // ends with the finish reason
       if (include_usage) events += sse_event(stream_usage_chunk(ctx, c));
       events += "data: [DONE]\n\n";
       send(std::move(events));
@@ -139,11 +140,14 @@ void completion_route(ServerState& state, Endpoint endpoint, const HttpRequest& 
                       const std::shared_ptr<Exchange>& ex) {
   try {
     const ParsedRequest parsed = parse_request(endpoint, req.body, state.next_seed++);
-    const ResponseContext ctx{
+    ResponseContext ctx{
         endpoint,
         (endpoint == Endpoint::chat_completions ? "chatcmpl-" : "cmpl-") +
             std::to_string(state.next_id++),
         state.model_id, unix_now()};
+    ctx.tools = parsed.tools;
+    ctx.logprobs = parsed.request.sampling.logprobs;
+    ctx.token_text = [driver = state.driver](std::int32_t id) { return driver->token_text(id); };
     if (parsed.stream) return submit_stream(state, parsed, ctx, ex, req.received);
     submit_whole(state, parsed, ctx, ex, req.received);
   } catch (const ApiError& e) {

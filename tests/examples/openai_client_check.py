@@ -98,6 +98,8 @@ def check_requests():
     expect(metric('ember_completions_total{finish_reason="cancelled"}') == cancelled0 + 1,
            "an abandoned stream is cancelled")
 
+    check_structured_output()
+
     try:
         client.completions.create(model=model, prompt="hi", max_tokens="ten")
         expect(False, "a bad max_tokens raises BadRequestError")
@@ -113,6 +115,81 @@ def check_requests():
         expect(False, "an oversize body raises APIStatusError 413")
     except openai.APIStatusError as e:
         expect(e.status_code == 413 and e.code == "request_too_large", "an oversize body raises APIStatusError 413")
+
+
+def check_structured_output():
+    """response_format through chat.completions.parse with a Pydantic model, a tool-calling
+    round trip (plain and streamed), logprobs, and a 400 for a field the server lacks."""
+    from typing import Literal
+
+    import pydantic
+
+    class Npc(pydantic.BaseModel):
+        say: str = pydantic.Field(max_length=20)
+        action: Literal["give", "attack", "flee"]
+        count: int = pydantic.Field(ge=0, le=9)
+
+    messages = [{"role": "user", "content": "The blacksmith greets you."}]
+    parsed = client.beta.chat.completions.parse(model=model, messages=messages, response_format=Npc,
+                                                max_tokens=80, temperature=0.7, seed=3)
+    npc = parsed.choices[0].message.parsed
+    expect(isinstance(npc, Npc) and parsed.choices[0].finish_reason == "stop",
+           f"chat.completions.parse with a Pydantic model -> {npc!r}")
+    obj = client.chat.completions.create(model=model, messages=messages, max_tokens=60, temperature=0,
+                                         response_format={"type": "json_object"})
+    try:
+        ok = isinstance(json.loads(obj.choices[0].message.content), dict)
+    except ValueError:
+        ok = obj.choices[0].finish_reason == "length"  # a cut-off object is still a prefix
+    expect(ok, "response_format json_object gives a JSON object")
+
+    tools = [{"type": "function", "function": {
+        "name": "get_weather", "description": "The weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                                        "unit": {"enum": ["c", "f"]}},
+                       "required": ["city", "unit"], "additionalProperties": False}}}]
+    ask = [{"role": "user", "content": "What is the weather in Oslo?"}]
+    r = client.chat.completions.create(model=model, messages=ask, tools=tools, tool_choice="required",
+                                       max_tokens=300, temperature=0)
+    call = (r.choices[0].message.tool_calls or [None])[0]
+    args = json.loads(call.function.arguments) if call else None
+    expect(call is not None and call.function.name == "get_weather" and set(args) == {"city", "unit"}
+           and r.choices[0].finish_reason == "tool_calls" and r.choices[0].message.content is None,
+           f"tool_choice required -> tool_calls {call} ({r.choices[0].finish_reason}: {r.choices[0].message.content!r})")
+    if call is None:
+        return
+    # The same streamed: the name first, then the arguments as deltas that add up to the call.
+    name, pieces, finish = None, [], None
+    for chunk in client.chat.completions.create(model=model, messages=ask, tools=tools, tool_choice="required",
+                                                max_tokens=300, temperature=0, stream=True):
+        for choice in chunk.choices:
+            for d in choice.delta.tool_calls or []:
+                name = d.function.name or name
+                pieces.append(d.function.arguments or "")
+            finish = choice.finish_reason or finish
+    expect(name == "get_weather" and json.loads("".join(pieces)) == args and finish == "tool_calls",
+           "streamed tool_calls deltas add up to the same call")
+    # Round trip: the call and its result go back; the model answers (text or another call).
+    followup = ask + [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+                      {"role": "tool", "tool_call_id": call.id, "content": '{"temp": 21}'}]
+    r2 = client.chat.completions.create(model=model, messages=followup, tools=tools, max_tokens=20,
+                                        temperature=0)
+    expect(r2.choices[0].finish_reason in ("stop", "length", "tool_calls"), "tool round trip answered")
+    named = client.chat.completions.create(
+        model=model, messages=ask, tools=tools, max_tokens=300, temperature=0,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    expect(named.choices[0].message.tool_calls[0].function.name == "get_weather", "a named tool_choice")
+
+    lp = client.chat.completions.create(model=model, messages=ask, max_tokens=5, temperature=0,
+                                        logprobs=True, top_logprobs=2, extra_body={"ignore_eos": True})
+    content = lp.choices[0].logprobs.content
+    expect(len(content) == 5 and all(len(t.top_logprobs) == 2 and t.logprob <= 0 for t in content)
+           and content[0].top_logprobs[0].logprob == content[0].logprob, "logprobs + top_logprobs")
+    try:
+        client.chat.completions.create(model=model, messages=ask, max_tokens=5, extra_body={"echo": True})
+        expect(False, "an unimplemented field raises BadRequestError naming it")
+    except openai.BadRequestError as e:
+        expect(e.status_code == 400 and e.param == "echo", "an unimplemented field raises BadRequestError naming it")
 
 
 if batched:

@@ -118,8 +118,21 @@ bad_request "a body over --max-body-bytes" /v1/completions "{\"prompt\": \"$huge
   "d['error']['code'] == 'request_too_large'"
 get /v1/nothing
 check "an unknown route -> 404 with an OpenAI error body" py_true "$status == 404 and 'error' in d"
-post /v1/completions '{"prompt": "hi", "max_tokens": 2, "logit_bias": {}, "user": "x", "foo": [1]}'
-check "unknown fields are ignored" py_true "$status == 200"
+post /v1/completions '{"prompt": "hi", "max_tokens": 2, "logit_bias": {}, "user": "x"}'
+check "logit_bias {} and user are accepted" py_true "$status == 200"
+bad_request "an unimplemented field" /v1/completions '{"prompt": "hi", "foo": [1]}' \
+  400 "d['error']['param'] == 'foo'"
+bad_request "a bad response_format" /v1/chat/completions \
+  '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}}' \
+  400 "d['error']['param'] == 'response_format.type'"
+bad_request "a schema ember cannot honour" /v1/chat/completions \
+  '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "format": "email"}}}}' \
+  400 "'email' in d['error']['message']"
+bad_request "tool_choice without tools" /v1/chat/completions \
+  '{"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}' \
+  400 "d['error']['param'] == 'tool_choice'"
+bad_request "a logit_bias key that is no token id" /v1/completions '{"prompt": "hi", "logit_bias": {"a": 1}}' \
+  400 "d['error']['param'] == 'logit_bias'"
 
 # ---- metrics --------------------------------------------------------------------------------
 curl -s "$BASE/metrics" >"$tmp/body"

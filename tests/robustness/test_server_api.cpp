@@ -78,7 +78,7 @@ TEST_CASE("bad bodies are 400 naming the field; nothing else escapes parse_reque
   CHECK(refusal(Endpoint::completions, std::string(5000, '[') + std::string(5000, ']')) == P{400, ""});
   CHECK(refusal(Endpoint::completions, std::string(65, '[') + std::string(65, ']')) == P{400, ""});
   CHECK(refusal(Endpoint::completions, "{\"prompt\": \"" + std::string(500, '[') + "\"}") == P{200, ""});
-  CHECK(refusal(Endpoint::completions, "{\"prompt\": \"hi\", \"x\": " + std::string(63, '[') +
+  CHECK(refusal(Endpoint::completions, "{\"prompt\": \"hi\", \"user\": " + std::string(63, '[') +
                                            std::string(63, ']') + "}") == P{200, ""});
   CHECK(refusal(Endpoint::completions, "{\"prompt\": \"hi\", \"max_tokens\": 7}") == P{200, ""});
 }
