@@ -29,6 +29,9 @@
 // eight streams decode 64 tokens each while a 2,000-token prompt prefills; per budget the
 // step() wall time (p50, p99, worst), the rows per second inside step() and the long prompt's
 // time to first token.
+// json: structured output (json_workload.hpp): schema compile time, per-token mask cost (mean,
+// p99) against the model's vocabulary, and decode tokens/s with and without a JSON Schema at
+// batch 1 and with 16 streams.
 // load: cold start. Engine::open() (int8) with an empty packed-weight cache (the weights are
 // prepared and the cache written) and again with that cache, interleaved, with the time of each
 // load phase and from open() to the first token of a short prompt. Process start-up (dynamic
@@ -36,6 +39,7 @@
 #include "../examples/common/cli.hpp"
 #include "bandwidth_probe.hpp"
 #include "frames_workload.hpp"
+#include "json_workload.hpp"
 #include "load_workload.hpp"
 #include "serving_workload.hpp"
 
@@ -82,9 +86,9 @@ std::vector<std::string> parse_workloads(const std::string& list) {
   for (std::size_t at = 0; at <= list.size();) {
     const std::size_t end = std::min(list.find(',', at), list.size());
     const std::string w = list.substr(at, end - at);
-    if (w == "pp512" || w == "tg128" || w == "tg128x32" || ((w == "shared" || w == "chat" || w == "load" || w == "frames") && list == w)) workloads.push_back(w);
+    if (w == "pp512" || w == "tg128" || w == "tg128x32" || ((w == "shared" || w == "chat" || w == "load" || w == "frames" || w == "json") && list == w)) workloads.push_back(w);
     else if (w == "all") workloads.insert(workloads.end(), {"pp512", "tg128"});
-    else throw std::invalid_argument("--workload must be pp512, tg128, tg128x32 (or a list of them), all, shared, chat, load or frames");
+    else throw std::invalid_argument("--workload must be pp512, tg128, tg128x32 (or a list of them), all, shared, chat, load, frames or json");
     at = end + 1;
   }
   return workloads;
@@ -121,7 +125,7 @@ Args parse(int argc, char** argv) {
               })
       .option("--workload", "W[,...]",
               "pp512, tg128, tg128x32 or a comma-separated list of them; all = pp512,tg128; or "
-              "one of shared, chat, load, frames",
+              "one of shared, chat, load, frames, json",
               "pp512,tg128",
               [&a](const std::string& list) { a.workloads = parse_workloads(list); })
       .option("--repeats", "R", a.repeats, "runs of each configuration (cold start: of each load)")
@@ -404,13 +408,34 @@ nlohmann::json run_frames(const Args& args) {
   return out;
 }
 
+// The structured-output workload (json_workload.hpp).
+nlohmann::json run_json(const Args& args) {
+  const auto r = ember::bench::run_json_workload(args.model, args.threads, args.repeats);
+  std::printf("json (int8, %d threads): %s, vocabulary %d (%zu trie nodes, built in %.1f ms)\n", args.threads,
+              r.model.c_str(), r.vocab, r.trie_nodes, r.trie_build_ms);
+  std::printf("schema compile: mean %.2f ms, max %.2f ms\n", r.compile_ms_mean, r.compile_ms_max);
+  std::printf("mask per token: mean %.1f us, p99 %.1f us over %d steps; %d uncached, mean %.1f us\n", r.mask_us_mean,
+              r.mask_us_p99, r.mask_steps, r.uncached_steps, r.uncached_mask_us_mean);
+  std::printf("decode tokens/s  batch 1: %.1f free, %.1f with schema (%.2fx)   16 streams: %.1f free, %.1f with schema (%.2fx)\n",
+              r.tps_b1_free, r.tps_b1_schema, r.tps_b1_schema / r.tps_b1_free, r.tps_b16_free, r.tps_b16_schema,
+              r.tps_b16_schema / r.tps_b16_free);
+  return {{"engine", "ember"}, {"workload", "json"}, {"model", r.model}, {"threads", args.threads}, {"vocab", r.vocab},
+          {"trie_nodes", r.trie_nodes}, {"trie_build_ms", r.trie_build_ms},
+          {"compile_ms", {{"mean", r.compile_ms_mean}, {"max", r.compile_ms_max}}},
+          {"mask_us", {{"mean", r.mask_us_mean}, {"p99", r.mask_us_p99}, {"uncached_mean", r.uncached_mask_us_mean},
+                       {"steps", r.mask_steps}, {"uncached_steps", r.uncached_steps}}},
+          {"tokens_per_s", {{"batch1_free", r.tps_b1_free}, {"batch1_schema", r.tps_b1_schema},
+                            {"streams16_free", r.tps_b16_free}, {"streams16_schema", r.tps_b16_schema}}}};
+}
+
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   const std::string& first = args.workloads[0];
-  if (args.workloads.size() == 1 && (first == "shared" || first == "chat" || first == "load" || first == "frames")) {
+  if (args.workloads.size() == 1 && (first == "shared" || first == "chat" || first == "load" || first == "frames" || first == "json")) {
     try {
       const nlohmann::json out = first == "load"     ? run_load(args)
                                  : first == "frames" ? run_frames(args)
+                                 : first == "json"   ? run_json(args)
                                                      : run_serving(args, first);
       if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
       return 0;

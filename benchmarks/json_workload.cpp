@@ -1,0 +1,165 @@
+#include "json_workload.hpp"
+
+#include "grammar/grammar.hpp"
+#include "grammar/json_schema.hpp"
+#include "grammar/token_mask.hpp"
+#include "model/gguf.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+#include <ember/ember.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+namespace ember::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+struct Schema {
+  const char* prompt;
+  const char* json;
+};
+
+const Schema kSchemas[] = {
+    {"The blacksmith greets a knight who wants a sword.",
+     R"({"type": "object", "properties": {"say": {"type": "string", "maxLength": 80},
+        "action": {"enum": ["give", "attack", "flee", "trade"]}, "item": {"type": ["string", "null"]},
+        "count": {"type": "integer", "minimum": 0, "maximum": 20}}, "required": ["say", "action", "count"]})"},
+    {"Describe a person.",
+     R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 30},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120}, "email": {"type": "string", "pattern": "^[a-z]{1,12}@[a-z]{1,12}[.](com|org)$"},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3}}, "required": ["name", "age", "tags"]})"},
+    {"An event for the calendar.",
+     R"({"type": "object", "properties": {"title": {"type": "string", "maxLength": 40}, "day": {"type": "string", "format": "date"},
+        "at": {"type": "string", "format": "time"}, "id": {"type": "string", "format": "uuid"}}, "required": ["title", "day", "at", "id"]})"},
+    {"Call the weather tool for Paris.",
+     R"({"type": "object", "properties": {"name": {"const": "get_weather"}, "arguments": {"type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 20}, "unit": {"enum": ["celsius", "fahrenheit"]}},
+        "required": ["city", "unit"], "additionalProperties": false}}, "required": ["name", "arguments"], "additionalProperties": false})"},
+};
+
+Request request(const Schema& s, bool constrained, int max_tokens, float temperature, std::uint64_t seed) {
+  Request r;
+  r.messages = {{"system", "You answer with JSON only."}, {"user", s.prompt}};
+  if (constrained) r.sampling.json_schema = s.json;
+  else r.sampling.ignore_eos = true;  // the same number of tokens as the constrained run
+  r.sampling.max_tokens = max_tokens;
+  r.sampling.temperature = temperature;
+  r.sampling.seed = seed;
+  return r;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+JsonRun run_json_workload(const std::string& model, int threads, int repeats) {
+  JsonRun out;
+  out.model = model;
+  // The vocabulary trie, as the engine builds it (control tokens out, end tokens apart).
+  const auto file = model::GgufFile::open(model);
+  const auto tok = tokenizer::Tokenizer::from_gguf(*file);
+  auto t0 = Clock::now();
+  std::vector<std::string> pieces(static_cast<std::size_t>(tok->vocab_size()));
+  std::vector<bool> usable(pieces.size(), false);
+  for (std::int32_t id = 0; id < tok->vocab_size(); ++id) {
+    const auto t = tok->token_type(id);
+    if (t != tokenizer::TokenType::normal && t != tokenizer::TokenType::byte &&
+        t != tokenizer::TokenType::user_defined && t != tokenizer::TokenType::undefined)
+      continue;
+    pieces[static_cast<std::size_t>(id)] = tok->token_to_piece(id);
+    usable[static_cast<std::size_t>(id)] = true;
+  }
+  const auto trie = std::make_shared<const grammar::TokenTrie>(pieces, usable, tok->end_of_generation_tokens());
+  out.trie_build_ms = ms_since(t0);
+  out.vocab = trie->vocab_size();
+  out.trie_nodes = trie->node_count();
+
+  EngineOptions o;
+  o.threads = threads;
+  o.max_sequences = 16;
+  o.prefix_cache = false;  // measure compute, not reuse
+  Engine engine = Engine::open(model, o);
+
+  // Greedy constrained runs: their tokens feed the mask replay, their lengths the free runs.
+  std::vector<int> lengths;
+  std::vector<double> mask_us, uncached_us, compile_ms;
+  std::vector<float> row(static_cast<std::size_t>(trie->vocab_size()));
+  for (const Schema& s : kSchemas) {
+    const Completion c = engine.generate(request(s, true, 160, 0.0f, 0));
+    lengths.push_back(std::max(2, c.generated_tokens));
+    t0 = Clock::now();
+    auto g = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(grammar::json_schema_to_gbnf(s.json)));
+    grammar::TokenConstraint constraint(std::move(g), trie);
+    compile_ms.push_back(ms_since(t0));
+    for (std::int32_t id : c.tokens) {
+      std::fill(row.begin(), row.end(), 0.0f);
+      const std::size_t before = constraint.masks_computed();
+      const auto t = Clock::now();
+      constraint.apply(row.data());
+      constraint.accept(id);
+      const double us = std::chrono::duration<double, std::micro>(Clock::now() - t).count();
+      mask_us.push_back(us);
+      if (constraint.masks_computed() > before) uncached_us.push_back(us);
+    }
+  }
+  const auto mean = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0 : s / static_cast<double>(v.size());
+  };
+  out.compile_ms_mean = mean(compile_ms);
+  out.compile_ms_max = *std::max_element(compile_ms.begin(), compile_ms.end());
+  out.mask_us_mean = mean(mask_us);
+  out.uncached_mask_us_mean = mean(uncached_us);
+  out.mask_steps = static_cast<int>(mask_us.size());
+  out.uncached_steps = static_cast<int>(uncached_us.size());
+  std::vector<double> sorted = mask_us;
+  std::sort(sorted.begin(), sorted.end());
+  out.mask_us_p99 = sorted.empty() ? 0 : sorted[std::min(sorted.size() - 1, sorted.size() * 99 / 100)];
+
+  // Decode tokens/s: batch 1 (decode time of each request) and 16 streams (wall time).
+  std::vector<double> b1_free, b1_schema, b16_free, b16_schema;
+  const auto b1 = [&](bool constrained) {
+    double tokens = 0, ms = 0;
+    for (std::size_t i = 0; i < std::size(kSchemas); ++i) {
+      const Completion c = engine.generate(request(kSchemas[i], constrained, lengths[i], 0.0f, 0));
+      tokens += c.generated_tokens - 1;
+      ms += c.timings.decode_ms;
+    }
+    return tokens * 1000.0 / ms;
+  };
+  const auto b16 = [&](bool constrained) {
+    std::vector<RequestHandle> handles;
+    const auto start = Clock::now();
+    for (int i = 0; i < 16; ++i) {
+      const std::size_t k = static_cast<std::size_t>(i) % std::size(kSchemas);
+      handles.push_back(engine.submit(request(kSchemas[k], constrained, constrained ? 160 : lengths[k], 0.7f,
+                                              static_cast<std::uint64_t>(i))));
+    }
+    double tokens = 0;
+    for (auto& h : handles) tokens += h.wait().generated_tokens;
+    return tokens * 1000.0 / ms_since(start);
+  };
+  b1(true), b1(false);  // warm-up
+  for (int r = 0; r < repeats; ++r) {
+    b1_schema.push_back(b1(true));
+    b1_free.push_back(b1(false));
+    b16_schema.push_back(b16(true));
+    b16_free.push_back(b16(false));
+  }
+  out.tps_b1_free = median(b1_free);
+  out.tps_b1_schema = median(b1_schema);
+  out.tps_b16_free = median(b16_free);
+  out.tps_b16_schema = median(b16_schema);
+  return out;
+}
+
+}  // namespace ember::bench

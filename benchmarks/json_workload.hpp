@@ -1,0 +1,32 @@
+// The structured-output workload of ember-bench (--workload json): what a JSON Schema costs.
+//
+// Per schema (four: an NPC reply, a person, an event with formats, a tool call): the time to
+// compile it (schema -> GBNF -> grammar -> constraint), then the per-token mask cost, measured
+// by replaying the tokens of a greedy constrained generation through a TokenConstraint against
+// the model's vocabulary (apply() on a logits row plus accept(), each token timed; a step whose
+// state was seen before is a cache hit). Then decode tokens/s with and without the schema, at
+// batch 1 (greedy, each constrained run against an unconstrained one of the same length) and
+// with 16 streams (16 sampled requests at once, same lengths), interleaved and repeated.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ember::bench {
+
+struct JsonRun {
+  std::string model;
+  int vocab = 0;
+  std::size_t trie_nodes = 0;
+  double trie_build_ms = 0;
+  double compile_ms_mean = 0, compile_ms_max = 0;     // per schema
+  double mask_us_mean = 0, mask_us_p99 = 0;           // per token, all steps
+  double uncached_mask_us_mean = 0;                   // steps that computed a new mask
+  int mask_steps = 0, uncached_steps = 0;
+  double tps_b1_free = 0, tps_b1_schema = 0;          // median decode tokens/s, one stream
+  double tps_b16_free = 0, tps_b16_schema = 0;        // median aggregate tokens/s, 16 streams
+};
+
+JsonRun run_json_workload(const std::string& model, int threads, int repeats);
+
+}  // namespace ember::bench
