@@ -78,7 +78,7 @@ class Reader {
           space();
           expect(':');
           space();
-          v.members.emplace_back(std::move(key), value(depth + 1));
+          v.members.push_back({std::move(key), value(depth + 1)});
           space();
           if (peek() == ',') {
             ++p_;

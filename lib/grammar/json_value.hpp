@@ -14,18 +14,27 @@
 
 namespace ember::grammar {
 
+struct JsonMember;
+
 struct JsonValue {
   enum class Type { null, boolean, number, string, array, object };
   Type type = Type::null;
   bool boolean = false;
   std::string text;  // string: the decoded text; number: its source text
   std::vector<JsonValue> items;                            // array
-  std::vector<std::pair<std::string, JsonValue>> members;  // object, in source order
+  std::vector<JsonMember> members;  // object, in source order
 
   const JsonValue* find(std::string_view key) const;  // object member or nullptr
   bool is_integer() const;  // a number without fraction or exponent
   // Compact JSON text (strings escaped as JSON requires, numbers as given).
   std::string dump() const;
+};
+
+// One member of an object. (Not std::pair: a pair of a type still incomplete inside its own
+// definition is refused by Clang with libstdc++; a vector of an incomplete struct is fine.)
+struct JsonMember {
+  std::string first;
+  JsonValue second;
 };
 
 // Parses one JSON document (RFC 8259; nesting at most 512 deep). Throws Error(invalid_argument)
