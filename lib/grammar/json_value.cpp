@@ -25,6 +25,22 @@ void append_utf8(std::string& out, std::uint32_t cp) {
   }
 }
 
+// The length of the well-formed UTF-8 sequence at the start of `s` (lead byte >= 0x80), or 0.
+std::size_t utf8_length(std::string_view s) {
+  const auto c = static_cast<unsigned char>(s[0]);
+  const std::size_t n = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+  if (n == 0 || s.size() < n) return 0;
+  std::uint32_t cp = c & (0x7F >> n);
+  for (std::size_t i = 1; i < n; ++i) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if ((b & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b & 0x3F);
+  }
+  static constexpr std::uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return n;
+}
+
 class Reader {
  public:
   Reader(std::string_view s, std::string_view what) : s_(s), what_(what) {}
@@ -169,6 +185,13 @@ class Reader {
         return out;
       }
       if (c < 0x20) error("a control character inside a string");
+      if (c >= 0x80) {  // JSON text is UTF-8: a schema's names end up in the grammar
+        const std::size_t n = utf8_length(s_.substr(p_));
+        if (n == 0) error("invalid UTF-8 in a string");
+        out.append(s_.substr(p_, n));
+        p_ += n;
+        continue;
+      }
       if (c != '\\') {
         out += static_cast<char>(c);
         ++p_;

@@ -35,7 +35,8 @@ class Matcher {
   explicit Matcher(std::shared_ptr<const Grammar> grammar);
 
   State start() const { return start_; }
-  State advance(State s, std::uint8_t byte) {
+  State advance(State s, std::uint8_t byte) {  // kDead stays kDead
+    if (s == kDead) return kDead;
     const std::size_t i = static_cast<std::size_t>(s) * 256 + byte;
     if (transitions_[i] == kUnknown) {
       const State t = compute(s, byte);  // may grow transitions_

@@ -250,6 +250,7 @@ TEST_CASE("malformed schema JSON names the position") {
   CHECK(error_of("{\"type\": \"str").find("unterminated string") != std::string::npos);
   CHECK(error_of("{} x").find("unexpected text after the value at line 1, column 4") != std::string::npos);
   CHECK(error_of("").find("unexpected end") != std::string::npos);
+  CHECK(error_of("{\"properties\": {\"a\x99\": {}}}").find("invalid UTF-8 in a string at line 1, column 19") != std::string::npos);
 }
 
 TEST_CASE("the JSON reader") {
