@@ -68,7 +68,9 @@ struct Args {
   std::string model;
   ember::Device device = ember::Device::cpu();
   int threads = 2;
-  std::vector<ember::Precision> precisions{ember::Precision::int8, ember::Precision::fp32};
+  // Engine configurations: int8 (the default weight format), w8a8 (int8 with every matrix
+  // INT8), fp32, fp16.
+  std::vector<std::string> precisions{"int8", "fp32"};
   std::vector<std::string> workloads{"pp512", "tg128"};
   bool both_precisions = true;
   int repeats = 5;
@@ -111,17 +113,23 @@ Args parse(int argc, char** argv) {
                else if (d == "cpu") a.device = ember::Device::cpu();
                else throw std::invalid_argument("--device must be cpu or cuda");
              })
-      .option("--precision", "int8|fp32|fp16|both",
-              "numeric path of the matrix products; both: int8 and the device's baseline (fp32 on "
-              "the CPU, fp16 on CUDA)",
+      .option("--precision", "P[,...]",
+              "numeric paths to compare, interleaved: int8 (its default weight format), w8a8 (int8 "
+              "with every matrix INT8), fp32, fp16, or both: int8 and the device's baseline (fp32 "
+              "on the CPU, fp16 on CUDA)",
               "both",
-              [&a](const std::string& p) {
-                a.both_precisions = p == "both";
-                if (p == "both") a.precisions = {ember::Precision::int8, ember::Precision::fp32};
-                else if (p == "int8") a.precisions = {ember::Precision::int8};
-                else if (p == "fp32") a.precisions = {ember::Precision::fp32};
-                else if (p == "fp16") a.precisions = {ember::Precision::fp16};
-                else if (p != "both") throw std::invalid_argument("--precision must be int8, fp32, fp16 or both");
+              [&a](const std::string& list) {
+                a.both_precisions = list == "both";
+                if (a.both_precisions) return;
+                a.precisions.clear();
+                for (std::size_t at = 0; at <= list.size();) {
+                  const std::size_t end = std::min(list.find(',', at), list.size());
+                  const std::string p = list.substr(at, end - at);
+                  if (p != "int8" && p != "w8a8" && p != "fp32" && p != "fp16")
+                    throw std::invalid_argument("--precision takes int8, w8a8, fp32, fp16 (or a list of them) or both");
+                  a.precisions.push_back(p);
+                  at = end + 1;
+                }
               })
       .option("--workload", "W[,...]",
               "pp512, tg128, tg128x32 or a comma-separated list of them; all = pp512,tg128; or "
@@ -151,8 +159,7 @@ Args parse(int argc, char** argv) {
   a.requests = std::max(1, a.requests);
   a.turns = std::max(1, a.turns);
   a.bandwidth = !no_bandwidth;
-  if (a.both_precisions && a.device.type == ember::DeviceType::cuda)
-    a.precisions = {ember::Precision::int8, ember::Precision::fp16};
+  if (a.both_precisions && a.device.type == ember::DeviceType::cuda) a.precisions = {"int8", "fp16"};
   return a;
 }
 
@@ -204,14 +211,15 @@ double run_once(ember::Engine& engine, const std::string& workload, int salt) {
 constexpr int kPairedPasses = 3;
 constexpr int kFinalPasses = 8;
 
-// Weight bytes a decode step reads: every matrix once (1 byte a weight in INT8, 4 in FP32; the
-// per-channel scales are negligible), plus one embedding row.
-double weight_bytes_per_token(const ember::ModelInfo& info, ember::Precision precision) {
+// Weight bytes a decode step reads: what the engine says its matrices take, or where it does not
+// say, every matrix once (1 byte a weight in INT8, 2 in FP16, 4 in FP32; the per-channel scales
+// are negligible); plus one embedding row.
+double weight_bytes_per_token(const ember::ModelInfo& info, const std::string& precision) {
   const double d = info.embedding;
+  if (info.decode_weight_bytes > 0) return static_cast<double>(info.decode_weight_bytes) + d;
   const double matrices = static_cast<double>(info.parameters) - d * info.vocab;  // not the embedding table
   const double lm_head = d * info.vocab;
-  const double bytes_per_weight =
-      precision == ember::Precision::int8 ? 1.0 : (precision == ember::Precision::fp16 ? 2.0 : 4.0);
+  const double bytes_per_weight = precision == "fp32" ? 4.0 : precision == "fp16" ? 2.0 : 1.0;
   return (matrices + lm_head) * bytes_per_weight;
 }
 
@@ -224,8 +232,13 @@ Stats stats_of(std::vector<double> v) {
   return {v[v.size() / 2], v.front(), v.back()};
 }
 
-const char* name(ember::Precision p) {
-  return p == ember::Precision::int8 ? "int8" : (p == ember::Precision::fp16 ? "fp16" : "fp32");
+ember::EngineOptions options_for(const std::string& precision) {
+  ember::EngineOptions options;
+  options.precision = precision == "fp32" ? ember::Precision::fp32
+                      : precision == "fp16" ? ember::Precision::fp16
+                                            : ember::Precision::int8;
+  if (precision == "w8a8") options.weight_format = ember::WeightFormat::w8a8;
+  return options;
 }
 
 // The ceiling of one tg128 configuration, printed under its row and added to its JSON entry `j`:
@@ -351,9 +364,12 @@ nlohmann::json run_serving(const Args& args, const std::string& workload) {
 }
 
 nlohmann::json run_load(const Args& args) {
-  const auto result = ember::bench::run_load(args.model, args.threads, args.repeats);
+  ember::EngineOptions options = options_for(args.precisions.front());
+  options.threads = args.threads;
+  const auto result = ember::bench::run_load(args.model, options, args.repeats);
   nlohmann::json out = nlohmann::json::array();
-  std::printf("cold start (int8, %d threads, %d repeats; median [min, max] ms)\n", args.threads, args.repeats);
+  std::printf("cold start (%s, %d threads, %d repeats; median [min, max] ms)\n", args.precisions.front().c_str(),
+              args.threads, args.repeats);
   const std::pair<const char*, const std::vector<ember::bench::LoadRun>*> kinds[] = {
       {"cold (no cache)", &result.cold}, {"warm (cache)", &result.warm}};
   for (const auto& [kind, runs] : kinds) {
@@ -379,6 +395,7 @@ nlohmann::json run_load(const Args& args) {
     }
     std::printf("\n");
     out.push_back({{"engine", "ember"}, {"workload", "load"}, {"cache", kind}, {"threads", args.threads},
+                   {"precision", args.precisions.front()},
                    {"open_ms", {{"median", o.median}, {"min", o.min}, {"max", o.max}}},
                    {"open_to_first_token_ms", {{"median", f.median}, {"min", f.min}, {"max", f.max}}},
                    {"phase_ms_median", phase_json}, {"open_runs_ms", open},
@@ -445,11 +462,10 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    std::map<ember::Precision, ember::Engine> engines;
-    for (auto p : args.precisions) {
-      ember::EngineOptions options;
+    std::map<std::string, ember::Engine> engines;
+    for (const auto& p : args.precisions) {
+      ember::EngineOptions options = options_for(p);
       options.device = args.device;
-      options.precision = p;
       options.threads = args.threads;
       options.max_sequences = 32;    // tg128x32 decodes its 32 streams in one batch
       options.prefix_cache = false;  // measure compute, not reuse
@@ -463,11 +479,11 @@ int main(int argc, char** argv) {
     // drift hits all configurations alike. One warm-up run each first. Each tg128 run is paired
     // with a bandwidth measurement just before it: on a shared machine the bandwidth drifts by
     // 20 % within a minute, so a ceiling measured at another moment says little about a run.
-    std::map<std::pair<std::string, ember::Precision>, std::vector<double>> runs;
-    std::map<std::pair<std::string, ember::Precision>, std::vector<ember::bench::BandwidthReading>> bandwidths;
+    std::map<std::pair<std::string, std::string>, std::vector<double>> runs;
+    std::map<std::pair<std::string, std::string>, std::vector<ember::bench::BandwidthReading>> bandwidths;
     for (int r = -1; r < args.repeats; ++r)
       for (const auto& w : args.workloads)
-        for (auto p : args.precisions) {
+        for (const auto& p : args.precisions) {
           const bool paired = probe && w == "tg128" && r >= 0;
           const auto bandwidth_now = paired ? probe->measure(kPairedPasses) : ember::bench::BandwidthReading{};
           const double tps = run_once(engines.at(p), w, r + 2);
@@ -494,24 +510,25 @@ int main(int argc, char** argv) {
     std::printf("%-8s %-6s %-7s %10s %10s %10s\n", "engine", "prec", "work", "median", "min", "max");
     for (const auto& [key, values] : runs) {
       const Stats s = stats_of(values);
-      std::printf("%-8s %-6s %-7s %10.1f %10.1f %10.1f tokens/s\n", "ember", name(key.second),
+      std::printf("%-8s %-6s %-7s %10.1f %10.1f %10.1f tokens/s\n", "ember", key.second.c_str(),
                   key.first.c_str(), s.median, s.min, s.max);
-      nlohmann::json j = {{"engine", "ember"}, {"workload", key.first}, {"precision", name(key.second)},
+      nlohmann::json j = {{"engine", "ember"}, {"workload", key.first}, {"precision", key.second},
+                          {"weight_format", engines.at(key.second).info().weight_format},
                           {"device", device}, {"threads", args.threads},
                           {"tokens_per_s", {{"median", s.median}, {"min", s.min}, {"max", s.max}}},
                           {"runs", values}};
       if (key.first == "tg128" && ceiling) {
         const double bytes = weight_bytes_per_token(engines.at(key.second).info(), key.second);
         j["weight_bytes_per_token"] = bytes;
-        add_ceiling(j, values, bytes, *probe, reading, passes, bandwidths[key], std::string(name(key.second)) + " tg128");
+        add_ceiling(j, values, bytes, *probe, reading, passes, bandwidths[key], key.second + " tg128");
       }
       out.push_back(j);
     }
     for (const auto& w : args.workloads)
-      for (auto baseline : {ember::Precision::fp32, ember::Precision::fp16})
-        if (runs.count({w, ember::Precision::int8}) && runs.count({w, baseline}))
-          std::printf("%s: int8 / %s = %.2fx\n", w.c_str(), name(baseline),
-                      stats_of(runs[{w, ember::Precision::int8}]).median / stats_of(runs[{w, baseline}]).median);
+      for (const char* baseline : {"w8a8", "fp32", "fp16"})
+        if (runs.count({w, "int8"}) && runs.count({w, baseline}))
+          std::printf("%s: int8 / %s = %.2fx\n", w.c_str(), baseline,
+                      stats_of(runs[{w, "int8"}]).median / stats_of(runs[{w, baseline}]).median);
     if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
   } catch (const ember::Error& e) {
     std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());

@@ -7,6 +7,9 @@
 // qkv, wo, gate_up, down, then lm_head; two-term inputs where the engine has them) on one row:
 // 134.5 MB of INT8 weights per iteration, more than the caches hold, so WeightBytes is the rate
 // decode streams its weights at (compare it with ember-bench's bandwidth probe).
+// "w4a8/" is the 4-bit kernel (kernels/cpu/gemm_w4a8.hpp) on random nibbles, for every M, also on
+// the shapes of a Llama-3.2-1B layer ("1b_" names); "w4a8/decode_step" is decode_step's
+// sequence of Linears as w4a8.
 // Threads: $EMBER_BENCH_THREADS, default 2.
 #include "kernels/cpu/linear.hpp"
 
@@ -31,6 +34,8 @@ constexpr Shape kShapes[] = {
     {"qkv_576x960", 576, 960},      {"o_576x576", 576, 576},
     {"gate_up_576x3072", 576, 3072}, {"down_1536x576", 1536, 576},
     {"lm_head_576x49152", 576, 49152},
+    {"1b_qkv_2048x3072", 2048, 3072},  {"1b_o_2048x2048", 2048, 2048},
+    {"1b_gate_up_2048x16384", 2048, 16384}, {"1b_down_8192x2048", 8192, 2048},
 };
 
 int bench_threads() {
@@ -46,10 +51,24 @@ std::vector<float> random_vector(std::size_t n, unsigned seed) {
   return v;
 }
 
-enum class Kind { int8, int8_onednn, fp32 };
+enum class Kind { int8, int8_onednn, fp32, w4a8 };
+
+// Random nibbles, one scale and offset for every group: the kernel's speed does not depend on
+// the values.
+W4RowSource random_four_bit(std::int64_t in) {
+  return [in](std::int64_t row, std::uint8_t* nibbles, float* scales, float* offsets) {
+    std::mt19937 rng(static_cast<unsigned>(row));
+    for (std::int64_t i = 0; i < in / 2; ++i) nibbles[i] = static_cast<std::uint8_t>(rng());
+    for (std::int64_t g = 0; g < in / kW4Group; ++g) {
+      scales[g] = 0.01f;
+      offsets[g] = -0.08f;
+    }
+  };
+}
 
 std::unique_ptr<Linear> make(Kind kind, CpuContext& ctx, const std::vector<float>& w, Shape s) {
   switch (kind) {
+    case Kind::w4a8: return make_w4a8_linear(ctx, s.out, s.in, false, random_four_bit(s.in));
     case Kind::int8: return make_int8_linear(ctx, w.data(), s.out, s.in);
     case Kind::int8_onednn: return make_int8_linear_onednn_only(ctx, w.data(), s.out, s.in);
     case Kind::fp32: break;
@@ -71,7 +90,7 @@ void bm_linear(benchmark::State& state, Shape shape, Kind kind) {
   }
   const double ops = 2.0 * static_cast<double>(m * shape.in * shape.out);
   const double weight_bytes =
-      static_cast<double>(shape.in * shape.out) * (kind == Kind::fp32 ? 4.0 : 1.0);
+      static_cast<double>(shape.in * shape.out) * (kind == Kind::fp32 ? 4.0 : kind == Kind::w4a8 ? 0.5625 : 1.0);
   state.counters["OPS"] = benchmark::Counter(ops, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["WeightBytes"] =
       benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate,
@@ -79,7 +98,7 @@ void bm_linear(benchmark::State& state, Shape shape, Kind kind) {
   state.SetLabel(lin->implementation(ctx, m));
 }
 
-void bm_decode_step(benchmark::State& state) {
+void bm_decode_step(benchmark::State& state, Kind kind) {
   CpuContext ctx(bench_threads());
   struct Step {
     std::unique_ptr<Linear> linear;
@@ -89,6 +108,11 @@ void bm_decode_step(benchmark::State& state) {
   double weight_bytes = 0;
   const auto add = [&](Shape s, ActivationQuant activations, bool accumulate) {
     const auto w = random_vector(static_cast<std::size_t>(s.in * s.out), static_cast<unsigned>(steps.size() + 1));
+    if (kind == Kind::w4a8) {
+      steps.push_back({make(kind, ctx, w, s), accumulate});
+      weight_bytes += 0.5625 * static_cast<double>(s.in * s.out);
+      return;
+    }
     steps.push_back({make_int8_linear(ctx, w.data(), s.out, s.in, activations), accumulate});
     weight_bytes += static_cast<double>(s.in * s.out);
   };
@@ -111,11 +135,14 @@ void bm_decode_step(benchmark::State& state) {
 }
 
 const bool registered = [] {
-  benchmark::RegisterBenchmark("int8/decode_step", bm_decode_step)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("int8/decode_step", bm_decode_step, Kind::int8)->Unit(benchmark::kMillisecond)->UseRealTime();
+  if (w4a8_supported())
+    benchmark::RegisterBenchmark("w4a8/decode_step", bm_decode_step, Kind::w4a8)->Unit(benchmark::kMillisecond)->UseRealTime();
   constexpr std::pair<Kind, const char*> kKinds[] = {
-      {Kind::int8, "int8/"}, {Kind::int8_onednn, "int8_onednn/"}, {Kind::fp32, "fp32/"}};
+      {Kind::int8, "int8/"}, {Kind::int8_onednn, "int8_onednn/"}, {Kind::fp32, "fp32/"}, {Kind::w4a8, "w4a8/"}};
   for (const Shape& s : kShapes)
     for (const auto& [kind, prefix] : kKinds) {
+      if (kind == Kind::w4a8 && !w4a8_supported()) continue;
       auto* b = benchmark::RegisterBenchmark(
           (std::string(prefix) + s.name).c_str(),
           [s, kind = kind](benchmark::State& st) { bm_linear(st, s, kind); });

@@ -32,10 +32,9 @@ bool reset_peak_rss() {
   return clear_refs.good();
 }
 
-LoadRun open_once(const std::string& model, int threads, const std::string& cache_dir) {
+LoadRun open_once(const std::string& model, const EngineOptions& base, const std::string& cache_dir) {
   LoadRun run;
-  EngineOptions options;
-  options.threads = threads;
+  EngineOptions options = base;
   options.weight_cache_dir = cache_dir;
   // A phase's time runs from its first report to the next phase's first report.
   std::string phase;
@@ -69,14 +68,14 @@ LoadRun open_once(const std::string& model, int threads, const std::string& cach
 
 }  // namespace
 
-LoadResult run_load(const std::string& model, int threads, int repeats) {
+LoadResult run_load(const std::string& model, const EngineOptions& base, int repeats) {
   namespace fs = std::filesystem;
   LoadResult result;
   for (int r = 0; r < repeats; ++r) {
     const fs::path dir = fs::temp_directory_path() /
                          ("ember-bench-load-" + std::to_string(std::random_device{}()));
-    result.cold.push_back(open_once(model, threads, dir.string()));
-    result.warm.push_back(open_once(model, threads, dir.string()));
+    result.cold.push_back(open_once(model, base, dir.string()));
+    result.warm.push_back(open_once(model, base, dir.string()));
     fs::remove_all(dir);
   }
   return result;

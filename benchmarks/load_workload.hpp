@@ -28,6 +28,7 @@ struct LoadResult {
 // does not say.
 // `repeats` cold and warm opens, interleaved (cold, warm, cold, warm...), each cold one with a
 // fresh cache directory in the system's temporary directory, removed afterwards.
-LoadResult run_load(const std::string& model, int threads, int repeats);
+// `base`: the engine options of every open (threads, precision, weight format).
+LoadResult run_load(const std::string& model, const EngineOptions& base, int repeats);
 
 }  // namespace ember::bench

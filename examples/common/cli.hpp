@@ -277,6 +277,15 @@ struct EngineFlags {
                    else if (p == "fp32") options.precision = ember::Precision::fp32;
                    else throw std::invalid_argument("--precision must be int8 or fp32, not '" + p + "'");
                  });
+    if (which & precision)
+      cli.option("--weights", "automatic|w8a8",
+                 "how int8 keeps the matrices: automatic (a file's 4-bit matrices stay 4-bit, w4a8) or "
+                 "w8a8 (all requantized to INT8)",
+                 ember::to_string(options.weight_format), [this](const std::string& p) {
+                   if (p == "automatic") options.weight_format = ember::WeightFormat::automatic;
+                   else if (p == "w8a8") options.weight_format = ember::WeightFormat::w8a8;
+                   else throw std::invalid_argument("--weights must be automatic or w8a8, not '" + p + "'");
+                 });
     if (which & threads)
       cli.option("--threads", "N", options.threads, "compute threads",
                  options.threads == 0 ? "all hardware threads" : "");

@@ -112,6 +112,12 @@ typedef enum ember_precision {
   EMBER_PRECISION_FP16 = 2  /* FP16 weights: the GPU baseline (CUDA only) */
 } ember_precision;
 
+/* As ember::WeightFormat: how the INT8 path keeps the matrices on the CPU. */
+typedef enum ember_weight_format {
+  EMBER_WEIGHTS_AUTOMATIC = 0, /* the file's own: 4-bit matrices stay 4-bit (w4a8) */
+  EMBER_WEIGHTS_W8A8 = 1       /* every matrix requantized to INT8 */
+} ember_weight_format;
+
 typedef enum ember_device_type {
   EMBER_DEVICE_CPU = 0,
   EMBER_DEVICE_CUDA = 1 /* needs a library built with CUDA and an NVIDIA GPU */
@@ -188,6 +194,7 @@ typedef struct ember_engine_options {
   const char* chat_template;         /* a Jinja chat template instead of the file's; NULL or
                                         "" = the file's own. Read during ember_engine_open(). */
   ember_context_policy context_policy; /* for requests that do not say (default ERROR) */
+  ember_weight_format weight_format; /* INT8 on the CPU (default AUTOMATIC) */
 } ember_engine_options;
 
 /* Fills the first `struct_size` bytes of `options` with the library's defaults and sets
@@ -426,6 +433,7 @@ typedef struct ember_model_info {
   uint64_t parameters;
   int32_t has_chat_template;
   double load_ms;
+  const char* weight_format;         /* "w4a8", "w8a8", "w4a8+w8a8", "fp32" or "fp16" */
 } ember_model_info;
 
 EMBER_API ember_status ember_engine_info(const ember_engine* engine, ember_model_info* info);

@@ -71,6 +71,18 @@ enum class Precision {
   fp16,  // FP16 weights and activations, FP32 accumulation: the CUDA baseline (CUDA only)
 };
 
+// How Precision::int8 keeps a model's matrices on the CPU.
+enum class WeightFormat {
+  automatic,  // the file's own: 4-bit matrices (Q4_0, Q4_1, Q4_K) stay 4-bit and multiply INT8
+              // activations quantized per group of 32 (w4a8, about half the memory and the
+              // bytes per token of w8a8), the others become w8a8. w4a8 needs AVX-512 VNNI;
+              // without it every matrix is w8a8
+  w8a8,       // every matrix requantized to INT8 per output channel, INT8 activations per row,
+              // smoothed on a calibration text (the only form of 8-bit and wider matrices)
+};
+
+EMBER_API const char* to_string(WeightFormat format) noexcept;
+
 enum class DeviceType { cpu, cuda };
 
 // Where the engine computes. Device::cuda() needs a library built with CUDA (EMBER_CUDA) and an
@@ -128,6 +140,7 @@ EMBER_API const char* to_string(ContextPolicy policy) noexcept;
 struct EngineOptions {
   Device device = Device::cpu();          // where the model runs (weights and KV cache live)
   Precision precision = Precision::int8;  // numeric path of the matrix products
+  WeightFormat weight_format = WeightFormat::automatic;  // INT8 on the CPU: 4-bit or INT8 matrices
   int threads = 0;                        // compute threads; 0 = all hardware threads
   int context_length = 0;                 // tokens per sequence; 0 = the model's, capped at 8192
   KvCacheType kv_cache_type = KvCacheType::f16;  // storage type of the paged KV cache
@@ -343,6 +356,12 @@ struct ModelInfo {
   int context_length = 0;       // the context the engine was opened with
   std::uint64_t parameters = 0;
   bool has_chat_template = false;
+  // How the matrices are held: "w4a8" (4-bit weights, INT8 activations), "w8a8", "w4a8+w8a8"
+  // (the file's 4-bit matrices and its others), "fp32" or "fp16".
+  std::string weight_format;
+  // Bytes of prepared matrices a decode step reads (its weight stream, the embedding row not
+  // counted); 0 where the backend does not say (CUDA).
+  std::uint64_t decode_weight_bytes = 0;
 };
 
 // ---- the engine --------------------------------------------------------------------------------

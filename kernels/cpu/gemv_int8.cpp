@@ -5,13 +5,11 @@
 // multiply and add into an FMA, one rounding fewer than oneDNN's vmulps + vaddps.
 #include "kernels/cpu/gemv_int8.hpp"
 
+#include "kernels/cpu/parallel.hpp"
 #include "util/check.hpp"
-
-#include <omp.h>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstring>
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -28,8 +26,6 @@ namespace {
 
 constexpr int kMaxTileBlocks = 4;  // 4 x 16 outputs x 4 rows: 16 accumulators, and registers left
 constexpr std::int64_t kTileRows = 4;  // activation rows per kernel call
-// The most threads one GEMV call uses: past this, a decode GEMV is bandwidth bound anyway.
-constexpr std::int64_t kMaxTeam = 64;
 // Below this many weight bytes per thread, forking the OpenMP team costs more than it saves.
 constexpr std::int64_t kMinBytesPerThread = 64 * 1024;
 // Tiles narrower than kMaxTileBlocks until a matrix has this many: threads claim whole tiles,
@@ -199,35 +195,9 @@ void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_sc
     fail(ErrorCode::invalid_argument, "gemv: m = {} rows, expected 1..{}", m, kGemvMaxRows);
   if (!gemv_int8_supported()) fail(ErrorCode::internal, "gemv: this CPU has no AVX-512 VNNI");
 #if EMBER_GEMV_X86
-  const std::int64_t tiles = w.tiles();
   const std::int64_t by_size = w.blocks() * 16 * w.padded_in() / kMinBytesPerThread;
-  const auto team = static_cast<int>(std::clamp<std::int64_t>(
-      std::min<std::int64_t>({threads, by_size, kMaxTeam}), 1, tiles));
-  // Each thread streams its own contiguous range of tiles (what the hardware prefetcher wants),
-  // claiming them one at a time from the range's cursor; a thread that is done takes the
-  // remaining tiles of the others' ranges. On a shared VM one core is often slowed for a while,
-  // and equal fixed halves left the other waiting ~10 % of each call. Which thread computes a
-  // tile changes nothing in its result.
-  // Each cursor has its own cache line: threads claiming tiles from neighbouring cursors in one
-  // line made every claim a cache-line transfer between cores (GEMV-only decode step on the
-  // default model's shapes: 86 % of the read loop's bandwidth, 93 % with a line each).
-  struct alignas(64) Cursor { std::atomic<std::int64_t> next; };
-  std::array<Cursor, kMaxTeam> cursor;  // on the stack: no allocation per call
-  for (int p = 0; p < team; ++p) cursor[static_cast<std::size_t>(p)].next.store(tiles * p / team, std::memory_order_relaxed);
-#pragma omp parallel num_threads(team) if (team > 1)
-  {
-    // Ranges are counted in `team` parts even if the runtime gave fewer threads: every range
-    // is still drained.
-    const int t = omp_get_thread_num();
-    for (int k = 0; k < team; ++k) {
-      const int range = (t + k) % team;
-      std::atomic<std::int64_t>& next = cursor[static_cast<std::size_t>(range)].next;
-      const std::int64_t end = tiles * (range + 1) / team;
-      for (std::int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < end;
-           i = next.fetch_add(1, std::memory_order_relaxed))
-        run_tile(w, i, xu, x_scales, m, y, accumulate);
-    }
-  }
+  const auto team = static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(threads, by_size), 1, kMaxTileTeam));
+  for_tiles(w.tiles(), team, [&](std::int64_t t) { run_tile(w, t, xu, x_scales, m, y, accumulate); });
 #endif
 }
 

@@ -175,6 +175,8 @@ class Int8Linear final : public OnednnLinear {
     // take 12 MB at kGemvMaxRows).
   }
 
+  std::int64_t decode_bytes() const override { return out_features() * in_features(); }
+
   std::string implementation(CpuContext& ctx, std::int64_t m, bool accumulate) override {
     if (uses_gemv(m)) return "gemv:avx512_vnni";
     return OnednnLinear::implementation(ctx, m, accumulate);
@@ -256,6 +258,8 @@ class Fp32Linear final : public OnednnLinear {
       : OnednnLinear(ctx, out, in, dt::f32) {
     pack(ctx, w);
   }
+
+  std::int64_t decode_bytes() const override { return 4 * out_features() * in_features(); }
 
  private:
   dnnl::primitive_attr make_attr(std::int64_t, bool accumulate) const override {

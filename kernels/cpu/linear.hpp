@@ -8,6 +8,7 @@
 #pragma once
 
 #include "kernels/cpu/context.hpp"
+#include "kernels/cpu/gemm_w4a8.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -32,6 +33,10 @@ class Linear {
   // The oneDNN implementation that runs for m rows (e.g. "brg:avx512_core_vnni"): lets tests
   // and benchmarks catch a silent fall-back to a reference kernel.
   virtual std::string implementation(CpuContext& ctx, std::int64_t m, bool accumulate = false) = 0;
+
+  // The weight bytes one row's product reads (a decode step's stream): the layout the decode
+  // path multiplies, scales included where they are per group.
+  virtual std::int64_t decode_bytes() const = 0;
 
  protected:
   Linear(std::int64_t out, std::int64_t in) : in_(in), out_(out) {}
@@ -76,6 +81,13 @@ QuantizedWeights quantize_int8_weights(CpuContext& ctx, const float* w, std::int
 std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const std::int8_t* q, const float* scales,
                                          std::int64_t out, std::int64_t in,
                                          ActivationQuant activations = ActivationQuant::per_row);
+
+// 4-bit weights with INT8 activations (gemm_w4a8.hpp), read row by row through `source` and
+// packed into ctx.decode_weights: one kernel for every row count, so prefill and decode read the
+// same copy. Throws ErrorCode::unsupported without w4a8_supported(), invalid_argument unless in
+// is a multiple of kW4Group.
+std::unique_ptr<Linear> make_w4a8_linear(CpuContext& ctx, std::int64_t out, std::int64_t in, bool offsets,
+                                         const W4RowSource& source);
 
 std::unique_ptr<Linear> make_fp32_linear(CpuContext& ctx, const float* w, std::int64_t out,
                                          std::int64_t in);

@@ -1,6 +1,11 @@
 // Row loops that go parallel only when they are large enough.
 #pragma once
 
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdint>
 
 namespace ember::kernels::cpu {
@@ -17,6 +22,45 @@ void for_rows(std::int64_t rows, int threads, bool parallel, Fn&& fn) {
   }
 #pragma omp parallel for num_threads(threads)
   for (std::int64_t r = 0; r < rows; ++r) fn(r);
+}
+
+// The most threads for_tiles uses: past this, the bandwidth-bound kernels that call it gain
+// nothing.
+constexpr int kMaxTileTeam = 64;
+
+// fn(t) for every tile t in [0, tiles) on `team` OpenMP threads (at most kMaxTileTeam; one:
+// the calling thread alone). Each thread streams its own contiguous range of tiles (what the
+// hardware prefetcher wants), claiming them one at a time from the range's cursor; a thread
+// that is done takes the remaining tiles of the others' ranges. On a shared VM one core is
+// often slowed for a while, and equal fixed halves left the other waiting ~10 % of each call.
+// Callers make a tile's result independent of the thread that computes it.
+template <class Fn>
+void for_tiles(std::int64_t tiles, int team, Fn&& fn) {
+  team = static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(team, kMaxTileTeam), 1, std::max<std::int64_t>(tiles, 1)));
+  if (team == 1) {
+    for (std::int64_t t = 0; t < tiles; ++t) fn(t);
+    return;
+  }
+  // Each cursor has its own cache line: threads claiming tiles from neighbouring cursors in one
+  // line made every claim a cache-line transfer between cores (GEMV-only decode step on the
+  // default model's shapes: 86 % of the read loop's bandwidth, 93 % with a line each).
+  struct alignas(64) Cursor { std::atomic<std::int64_t> next; };
+  std::array<Cursor, kMaxTileTeam> cursor;  // on the stack: no allocation per call
+  for (int p = 0; p < team; ++p) cursor[static_cast<std::size_t>(p)].next.store(tiles * p / team, std::memory_order_relaxed);
+#pragma omp parallel num_threads(team)
+  {
+    // Ranges are counted in `team` parts even if the runtime gave fewer threads: every range
+    // is still drained.
+    const int t = omp_get_thread_num();
+    for (int k = 0; k < team; ++k) {
+      const int range = (t + k) % team;
+      std::atomic<std::int64_t>& next = cursor[static_cast<std::size_t>(range)].next;
+      const std::int64_t end = tiles * (range + 1) / team;
+      for (std::int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < end;
+           i = next.fetch_add(1, std::memory_order_relaxed))
+        fn(i);
+    }
+  }
 }
 
 }  // namespace ember::kernels::cpu

@@ -49,6 +49,10 @@ class Backend {
 
   virtual const model::ModelConfig& config() const = 0;
   virtual std::string name() const = 0;
+  // How the matrices are held (ModelInfo::weight_format), and the bytes of them a decode step
+  // reads (ModelInfo::decode_weight_bytes; 0: not known).
+  virtual std::string weight_format() const = 0;
+  virtual std::uint64_t decode_weight_bytes() const { return 0; }
 
   // The KV pool this backend's forward() reads and writes: host memory by default, device
   // memory on a GPU. Throws Error(out_of_memory) when it cannot be allocated.
@@ -68,6 +72,7 @@ class Backend {
 struct BackendOptions {
   Device device = Device::cpu();
   Precision precision = Precision::int8;
+  WeightFormat weight_format = WeightFormat::automatic;  // the CPU's INT8 path only
   int threads = 0;
   // The most rows a forward() is expected to get (the engine's token budget): a GPU backend
   // allocates its scratch for this many at open, so running out of memory fails there.

@@ -22,7 +22,7 @@ struct ember_engine {
   explicit ember_engine(ember::Engine e) : engine(std::move(e)) {}
   std::uint32_t magic = 0;  // set to kEngineMagic once fully constructed
   ember::Engine engine;
-  std::string model_name, model_architecture;  // the strings ember_model_info points at
+  std::string model_name, model_architecture, weight_format;  // the strings ember_model_info points at
   mutable std::mutex error_mutex;              // the engine is used from many threads
   std::string last_error;
 };

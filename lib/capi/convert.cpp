@@ -87,6 +87,7 @@ ember_engine_options default_options() {
   o.max_generated_tokens = d.max_generated_tokens;
   o.max_requests = d.max_requests;
   o.context_policy = static_cast<ember_context_policy>(d.context_policy);
+  o.weight_format = d.weight_format == WeightFormat::w8a8 ? EMBER_WEIGHTS_W8A8 : EMBER_WEIGHTS_AUTOMATIC;
   return o;
 }
 
@@ -173,6 +174,13 @@ EngineOptions to_cpp(const ember_engine_options& in) {
       fail(ErrorCode::invalid_argument,
            "ember_engine_options.kv_cache_type = {} is not an ember_kv_cache_type",
            raw_enum(o.kv_cache_type));
+  }
+  switch (raw_enum(o.weight_format)) {
+    case EMBER_WEIGHTS_AUTOMATIC: out.weight_format = WeightFormat::automatic; break;
+    case EMBER_WEIGHTS_W8A8: out.weight_format = WeightFormat::w8a8; break;
+    default:
+      fail(ErrorCode::invalid_argument, "ember_engine_options.weight_format = {} is not an ember_weight_format",
+           raw_enum(o.weight_format));
   }
   switch (raw_enum(o.device_type)) {
     case EMBER_DEVICE_CPU: out.device = Device::cpu(); break;
@@ -373,6 +381,7 @@ void write_info(ember_model_info* out, const ember_engine& engine, const ModelIn
   v.parameters = i.parameters;
   v.has_chat_template = i.has_chat_template ? 1 : 0;
   v.load_ms = engine.engine.load_ms();
+  v.weight_format = engine.weight_format.c_str();
   write_sized(out, v, "ember_model_info");
 }
 

@@ -154,6 +154,7 @@ EMBER_API ember_status ember_engine_open(const char* path, const ember_engine_op
     const ember::ModelInfo info = handle->engine.info();
     handle->model_name = info.name;
     handle->model_architecture = info.architecture;
+    handle->weight_format = info.weight_format;
     handle->magic = kEngineMagic;
     *engine = handle.release();
   });

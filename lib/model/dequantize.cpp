@@ -216,4 +216,44 @@ void dequantize(GgmlType type, const void* src, float* dst, std::int64_t element
   }
 }
 
+bool is_four_bit(GgmlType type) {
+  return type == GgmlType::Q4_0 || type == GgmlType::Q4_1 || type == GgmlType::Q4_K;
+}
+
+void read_four_bit(GgmlType type, const void* src, std::int64_t elements, std::uint8_t* nibbles, float* scales,
+                   float* offsets) {
+  const auto* in = static_cast<const std::uint8_t*>(src);
+  if (!is_four_bit(type)) fail(ErrorCode::invalid_argument, "read_four_bit: {} is not a four-bit type", ggml_type_info(type).name);
+  const GgmlTypeInfo& info = ggml_type_info(type);
+  if (elements < 0 || elements % info.block_elements != 0)
+    fail(ErrorCode::invalid_argument, "read_four_bit: {} elements is not a whole number of {} blocks", elements, info.name);
+  const std::int64_t blocks = elements / info.block_elements;
+  for (std::int64_t k = 0; k < blocks; ++k) {
+    const std::uint8_t* b = in + k * info.block_bytes;
+    if (type == GgmlType::Q4_0 || type == GgmlType::Q4_1) {
+      // The legacy blocks already pair value e with e + 16 in one byte.
+      const float d = load_f16(b);
+      const bool q4_1 = type == GgmlType::Q4_1;
+      scales[k] = d;
+      offsets[k] = q4_1 ? load_f16(b + 2) : -8.0f * d;
+      std::memcpy(nibbles + 16 * k, b + (q4_1 ? 4 : 2), 16);
+      continue;
+    }
+    // Q4_K: sub-block s = 2c + n is nibble n of qs[c*32 + l]; re-paired for groups of 32.
+    const float d = load_f16(b), dmin = load_f16(b + 2);
+    int scale[8], min[8];
+    unpack_k_scales(b + 4, scale, min);
+    const std::uint8_t* qs = b + 16;
+    for (int s = 0; s < 8; ++s) {
+      const std::int64_t g = k * 8 + s;
+      scales[g] = d * static_cast<float>(scale[s]);
+      offsets[g] = -(dmin * static_cast<float>(min[s]));
+      const std::uint8_t* q = qs + (s / 2) * 32;
+      const int shift = 4 * (s % 2);
+      for (int e = 0; e < 16; ++e)
+        nibbles[16 * g + e] = static_cast<std::uint8_t>(((q[e] >> shift) & 0x0f) | (((q[16 + e] >> shift) & 0x0f) << 4));
+    }
+  }
+}
+
 }  // namespace ember::model

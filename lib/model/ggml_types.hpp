@@ -32,4 +32,16 @@ std::optional<std::uint64_t> ggml_row_bytes(GgmlType type, std::int64_t elements
 // a type that cannot be dequantized.
 void dequantize(GgmlType type, const void* src, float* dst, std::int64_t elements);
 
+// Whether `type` stores groups of 32 four-bit values with a scale and an offset each (Q4_0,
+// Q4_1, Q4_K): the weights ember's W4A8 kernel multiplies as they are, without dequantizing.
+bool is_four_bit(GgmlType type);
+
+// Reads `elements` values (whole blocks) of a four-bit type as groups of 32: for group g,
+// nibbles[16 g + e] holds value 32 g + e in its low nibble and 32 g + 16 + e in its high one, and
+// value = scales[g] * nibble + offsets[g] (Q4_0: offset = -8 * scale). The values are those
+// dequantize() gives, up to the rounding of Q4_K's scale products (here one product each).
+// Throws Error(invalid_argument) for a type that is not four-bit.
+void read_four_bit(GgmlType type, const void* src, std::int64_t elements, std::uint8_t* nibbles, float* scales,
+                   float* offsets);
+
 }  // namespace ember::model

@@ -93,6 +93,8 @@ ModelInfo Engine::info() const {
   info.parameters = per_layer * static_cast<std::uint64_t>(c.layers) +
                     d * static_cast<std::uint64_t>(c.vocab) * (c.tied_embeddings ? 1 : 2) + d;
   info.has_chat_template = engine.has_chat_template();
+  info.weight_format = engine.weight_format();
+  info.decode_weight_bytes = engine.decode_weight_bytes();
   return info;
 }
 

@@ -62,6 +62,7 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
   backend::BackendOptions backend_options;
   backend_options.device = options.device;
   backend_options.precision = options.precision;
+  backend_options.weight_format = options.weight_format;
   backend_options.max_batch_rows = options.max_batch_tokens;
   backend_options.tokenize = [this](std::string_view text) {
     return tokenizer_->encode(text, /*parse_special=*/true, tokenizer_->add_bos());

@@ -72,6 +72,8 @@ class EngineCore {
 
   std::string render_chat(const std::vector<Message>& messages) const;
   bool has_chat_template() const { return chat_template_.has_value(); }
+  std::string weight_format() const { return backend_->weight_format(); }
+  std::uint64_t decode_weight_bytes() const { return backend_->decode_weight_bytes(); }
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
   const model::ModelConfig& config() const { return config_; }
   const std::string& model_name() const { return config_.name; }

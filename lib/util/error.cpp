@@ -30,6 +30,14 @@ const char* to_string(FinishReason reason) noexcept {
   return "unknown";
 }
 
+const char* to_string(WeightFormat format) noexcept {
+  switch (format) {
+    case WeightFormat::automatic: return "automatic";
+    case WeightFormat::w8a8: return "w8a8";
+  }
+  return "unknown";
+}
+
 const char* to_string(ContextPolicy policy) noexcept {
   switch (policy) {
     case ContextPolicy::error: return "error";

@@ -11,7 +11,7 @@ import sys
 
 from example_support import Checks, run
 
-ENGINE = ["--model", "--precision", "--threads", "--context", "--context-policy", "--kv-cache-mb", "--weight-cache",
+ENGINE = ["--model", "--precision", "--weights", "--threads", "--context", "--context-policy", "--kv-cache-mb", "--weight-cache",
           "--progress"]
 
 # name: (its own flags, the shared engine flags it declares, positional arguments)
@@ -30,7 +30,7 @@ PROGRAMS = {
                      "--configs", "--turns", "--no-bandwidth", "--json"],
                     ["--model", "--threads"], []),
     "ember-logits": (["--tokens", "--out", "--positions"],
-                     ["--model", "--precision", "--threads"], []),
+                     ["--model", "--precision", "--weights", "--threads"], []),
     "ember-make-synthetic": ([], [], ["SHAPE", "OUT.gguf", "OUT.json"]),
 }
 

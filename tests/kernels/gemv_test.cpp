@@ -16,6 +16,7 @@
 #include <vector>
 
 using namespace ember::kernels::cpu;
+using ember::test::bit_mismatches;
 using ember::test::random_floats;
 
 namespace {
@@ -24,16 +25,6 @@ bool gemv_expected() {
   return gemv_int8_supported() && std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr;
 }
 
-// Number of elements whose bits differ; reports the first one.
-std::size_t bit_mismatches(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) == 0) continue;
-    if (bad++ == 0) MESSAGE("first mismatch at ", i, ": ", a[i], " vs ", b[i]);
-  }
-  return bad;
-}
 
 enum class Pattern { random, max_weights_min_acts, min_weights_max_acts, random_signs_at_max };
 

@@ -1,7 +1,10 @@
 // Helpers shared by the kernel tests: seeded random data and error norms.
 #pragma once
 
+#include <doctest/doctest.h>
+
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -27,6 +30,17 @@ double relative_error(const A& a, const B& b) {
     den += static_cast<double>(b[i]) * static_cast<double>(b[i]);
   }
   return den == 0.0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+// Number of elements whose bits differ; reports the first one.
+inline std::size_t bit_mismatches(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) == 0) continue;
+    if (bad++ == 0) MESSAGE("first mismatch at ", i, ": ", a[i], " vs ", b[i]);
+  }
+  return bad;
 }
 
 }  // namespace ember::test

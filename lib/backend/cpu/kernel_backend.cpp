@@ -19,13 +19,25 @@ class KernelBackend final : public Backend {
       : file_(std::move(file)), config_(config), ctx_(options.threads), gemm_(gemm) {
     if (gemm_ == Precision::fp16) fail(ErrorCode::unsupported, "the CPU kernels have no fp16 matrix products");
     const model::DecoderTensors tensors = model::map_decoder_tensors(*file_, config_);
-    check_fits(plan_memory(config_, gemm_), available_memory(), config_);
-    weights_ = prepare_cpu_weights(*file_, config_, tensors, ctx_, options, gemm_);
+    check_fits(plan_memory(config_, gemm_, four_bit_share(config_, tensors, gemm_, options.weight_format)),
+               available_memory(), config_);
+    PreparedWeights prepared = prepare_cpu_weights(*file_, config_, tensors, ctx_, options, gemm_);
+    weights_ = std::move(prepared.weights);
+    weight_format_ = std::move(prepared.format);
     ops_ = std::make_unique<CpuOps>(config_, weights_, *tensors.token_embd, ctx_);
   }
 
   const model::ModelConfig& config() const override { return config_; }
   std::string name() const override { return gemm_ == Precision::int8 ? "cpu-int8" : "cpu-fp32-kernels"; }
+  std::string weight_format() const override { return weight_format_; }
+  std::uint64_t decode_weight_bytes() const override {
+    std::uint64_t bytes = 0;
+    for (int l = -1; l < config_.layers; ++l)
+      for (int id = 0; id < model::kWeightIdCount; ++id)
+        if (const auto& linear = weights_[{l, static_cast<model::WeightId>(id)}].linear)
+          bytes += static_cast<std::uint64_t>(linear->decode_bytes());
+    return bytes;
+  }
 
   void forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) override {
     begin_forward(batch, kv, logits);
@@ -66,6 +78,7 @@ class KernelBackend final : public Backend {
   kernels::cpu::CpuContext ctx_;
   Precision gemm_;
   CpuWeights weights_;
+  std::string weight_format_;
   std::unique_ptr<CpuOps> ops_;
   struct Pass {  // the forward pass in progress (begin_forward)
     std::int64_t rows = 0, logit_rows = 0;

@@ -17,10 +17,11 @@ struct MemoryPlan {
 };
 
 // An upper bound for `config` on the given GEMM path: INT8 matrices in both of the kernel
-// backend's layouts (oneDNN's packed one and the GEMV's) with their scales, or FP32 ones; the
+// backend's layouts (oneDNN's packed one and the GEMV's) with their scales, `four_bit_share`
+// of the weights (0..1) instead in the W4A8 layout (5 bits a weight at most), or FP32 ones; the
 // transient part is one layer's FP32 matrices twice (the dequantized copy and the FP32 linears
 // that calibrate it) and the lm_head's INT8 rows while it is packed.
-MemoryPlan plan_memory(const model::ModelConfig& config, Precision gemm);
+MemoryPlan plan_memory(const model::ModelConfig& config, Precision gemm, double four_bit_share = 0.0);
 
 // The memory the system can give this process now (MemAvailable of /proc/meminfo); 0 when it
 // does not say (then nothing is refused).

@@ -265,6 +265,7 @@ class ReferenceBackend final : public Backend {
 
   const model::ModelConfig& config() const override { return config_; }
   std::string name() const override { return "cpu-fp32-reference"; }
+  std::string weight_format() const override { return "fp32"; }
 
   void forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) override {
     const KvGeometry& g = kv.geometry();

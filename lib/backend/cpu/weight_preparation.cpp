@@ -3,6 +3,7 @@
 #include "backend/cpu/calibration_text.hpp"
 #include "backend/cpu/smoothing.hpp"
 #include "backend/cpu/weight_cache.hpp"
+#include "kernels/cpu/gemm_w4a8.hpp"
 #include "kernels/cpu/quantize.hpp"
 #include "util/check.hpp"
 
@@ -21,7 +22,7 @@ using model::WeightRef;
 
 // Bump when the preparation (dequantize, smoothing, quantization) changes what it produces
 // without a change of ember's version: a cache written by the old code must not be read.
-constexpr int kPreparationRevision = 2;
+constexpr int kPreparationRevision = 3;
 
 // A weight's name in the weight cache.
 std::string cache_name(WeightRef r) {
@@ -77,6 +78,31 @@ class RangeObserver final : public LinearInputObserver {
   std::array<ChannelRange, model::kWeightIdCount> ranges_;
 };
 
+// Whether matrix w is kept as the file's 4-bit groups (w4a8).
+bool four_bit(const GraphWeight& w, Precision gemm, WeightFormat format) {
+  if (gemm != Precision::int8 || format != WeightFormat::automatic || !k::w4a8_supported()) return false;
+  if (w.cols % k::kW4Group != 0) return false;
+  return std::all_of(w.sources.begin(), w.sources.end(),
+                     [](const model::GgufTensor* t) { return model::is_four_bit(t->type); });
+}
+
+// Matrix w's rows as the W4A8 kernel reads them, from its file tensors stacked row-wise.
+k::W4RowSource four_bit_rows(const GraphWeight& w) {
+  return [w](std::int64_t row, std::uint8_t* nibbles, float* scales, float* offsets) {
+    for (const model::GgufTensor* t : w.sources) {
+      if (row >= t->rows()) {
+        row -= t->rows();
+        continue;
+      }
+      const std::uint64_t row_bytes = *model::ggml_row_bytes(t->type, w.cols);
+      model::read_four_bit(t->type, t->data + static_cast<std::uint64_t>(row) * row_bytes, w.cols, nibbles, scales,
+                           offsets);
+      return;
+    }
+    EMBER_ASSERT(false);
+  };
+}
+
 // The calibration text's forward pass, run a layer at a time while the weights are prepared.
 struct Calibration {
   Batch batch;
@@ -90,22 +116,38 @@ class Preparer {
   Preparer(const model::GgufFile& file, const model::ModelConfig& config, const model::DecoderTensors& tensors,
            k::CpuContext& ctx, const BackendOptions& options, Precision gemm)
       : file_(file), config_(config), tensors_(tensors), ctx_(ctx), options_(options), gemm_(gemm),
-        weights_(config.layers) {}
+        weights_(config.layers), four_bit_(static_cast<std::size_t>(config.layers)) {
+    int w4 = 0, w8 = 0;
+    for (int l = -1; l < config_.layers; ++l)
+      for (const GraphWeight& w : l < 0 ? model::head_weights(tensors_, config_) : model::layer_weights(tensors_, config_, l)) {
+        if (!w.is_matrix()) continue;
+        const bool four = four_bit(w, gemm_, options_.weight_format);
+        (four ? w4 : w8) += 1;
+        if (four && l >= 0) four_bit_[static_cast<std::size_t>(l)][static_cast<std::size_t>(w.ref.id)] = true;
+      }
+    w8a8_matrices_ = w8;
+    format_ = gemm_ == Precision::fp32 ? "fp32" : w4 == 0 ? "w8a8" : w8 == 0 ? "w4a8" : "w4a8+w8a8";
+  }
 
-  CpuWeights run() {
+  PreparedWeights run() {
     std::vector<std::int32_t> calibration_tokens;
-    if (gemm_ == Precision::int8 && options_.tokenize) calibration_tokens = options_.tokenize(kCalibrationText);
+    // Calibration observes the FP32 model's activations for the smoothing of w8a8 matrices (and
+    // of the lm_head, which needs every layer before it): not needed when no layer has one.
+    bool smoothing = false;
+    for (int l = 0; l < config_.layers; ++l)
+      for (const WeightId id : {WeightId::qkv, WeightId::wo, WeightId::gate_up, WeightId::down}) smoothing |= smoothable(l, id);
+    if (gemm_ == Precision::int8 && options_.tokenize && smoothing) calibration_tokens = options_.tokenize(kCalibrationText);
     std::unique_ptr<WeightCacheWriter> cache;
-    if (gemm_ == Precision::int8 && !options_.weight_cache_dir.empty()) {
+    if (gemm_ == Precision::int8 && w8a8_matrices_ > 0 && !options_.weight_cache_dir.empty()) {
       const WeightCacheFile cache_file =
           weight_cache_file(options_.weight_cache_dir, file_, recipe(calibration_tokens));
-      if (restore(cache_file)) return std::move(weights_);
+      if (restore(cache_file)) return {std::move(weights_), format_};
       cache = std::make_unique<WeightCacheWriter>(cache_file, options_.log);
     }
     prepare(calibration_tokens, cache.get());
     if (cache) cache->commit();
     report(LoadPhase::cache, 1.0f);
-    return std::move(weights_);
+    return {std::move(weights_), format_};
   }
 
  private:
@@ -121,10 +163,10 @@ class Preparer {
     for (int l = 0; l < config_.layers; ++l) {
       const std::vector<GraphWeight> layer = model::layer_weights(tensors_, config_, l);
       for (const GraphWeight& w : layer) {
-        if (w.is_matrix())
-          dequantize(w, m[static_cast<std::size_t>(w.ref.id)]);
-        else
+        if (!w.is_matrix())
           weights_[w.ref].values = dequantize(w);
+        else if (calibration || !four_bit(w, gemm_, options_.weight_format))
+          dequantize(w, m[static_cast<std::size_t>(w.ref.id)]);
       }
       if (calibration) {
         for (const GraphWeight& w : layer)
@@ -200,6 +242,10 @@ class Preparer {
   void build(const GraphWeight& w, const Matrices& m, Precision precision, WeightCacheWriter* cache) {
     const std::vector<float>& values = m[static_cast<std::size_t>(w.ref.id)];
     std::unique_ptr<k::Linear>& linear = weights_[w.ref].linear;
+    if (precision == Precision::int8 && four_bit(w, gemm_, options_.weight_format)) {
+      linear = make_four_bit(w);
+      return;
+    }
     if (precision == Precision::fp32) {
       linear = k::make_fp32_linear(ctx_, values.data(), w.rows, w.cols);
       return;
@@ -209,7 +255,27 @@ class Preparer {
     linear = k::make_int8_linear(ctx_, q.q.data(), q.scales.data(), w.rows, w.cols, activations_for(w.ref.id));
   }
 
-  // Folds layer l's smoothing factors into its matrices and norms (backend/cpu/smoothing.hpp).
+  std::unique_ptr<k::Linear> make_four_bit(const GraphWeight& w) {
+    const bool offsets = std::any_of(w.sources.begin(), w.sources.end(),
+                                     [](const model::GgufTensor* t) { return t->type != model::GgmlType::Q4_0; });
+    return k::make_w4a8_linear(ctx_, w.rows, w.cols, offsets, four_bit_rows(w));
+  }
+
+  // Whether smoothing may rescale matrix `id` of layer l: the factors are folded into the
+  // matrix's columns and into what feeds it (a norm; the up rows for down, the V rows for wo),
+  // which a 4-bit matrix, kept as the file has it, cannot take.
+  bool smoothable(int l, WeightId id) const {
+    if (gemm_ != Precision::int8) return false;
+    const auto& four = four_bit_[static_cast<std::size_t>(l)];
+    const auto is_four = [&](WeightId w) { return four[static_cast<std::size_t>(w)]; };
+    if (is_four(id)) return false;
+    if (id == WeightId::down) return !is_four(WeightId::gate_up);
+    if (id == WeightId::wo) return !is_four(WeightId::qkv);
+    return true;
+  }
+
+  // Folds layer l's smoothing factors into its matrices and norms (backend/cpu/smoothing.hpp),
+  // for the matrices that can take them (smoothable).
   void smooth_layer(int l, const RangeObserver& r, Matrices& m) {
     const std::int64_t d = config_.embedding, ffn = config_.ffn;
     const std::int64_t q_dim = std::int64_t{config_.heads} * config_.head_dim;
@@ -220,21 +286,29 @@ class Preparer {
     std::vector<float>& gate_up = m[static_cast<std::size_t>(WeightId::gate_up)];
     std::vector<float>& down = m[static_cast<std::size_t>(WeightId::down)];
     // Inputs that come out of an RMSNorm: its weight takes the 1/s.
-    auto s = smoothing_factors(r.of(WeightId::qkv), qkv.data(), qkv_rows, d, smoothing_alpha(WeightId::qkv));
-    scale_columns(qkv.data(), qkv_rows, d, s);
-    divide(weights_[{l, WeightId::attn_norm}].values, s);
-    s = smoothing_factors(r.of(WeightId::gate_up), gate_up.data(), 2 * ffn, d, smoothing_alpha(WeightId::gate_up));
-    scale_columns(gate_up.data(), 2 * ffn, d, s);
-    divide(weights_[{l, WeightId::ffn_norm}].values, s);
+    if (smoothable(l, WeightId::qkv)) {
+      const auto s = smoothing_factors(r.of(WeightId::qkv), qkv.data(), qkv_rows, d, smoothing_alpha(WeightId::qkv));
+      scale_columns(qkv.data(), qkv_rows, d, s);
+      divide(weights_[{l, WeightId::attn_norm}].values, s);
+    }
+    if (smoothable(l, WeightId::gate_up)) {
+      const auto s =
+          smoothing_factors(r.of(WeightId::gate_up), gate_up.data(), 2 * ffn, d, smoothing_alpha(WeightId::gate_up));
+      scale_columns(gate_up.data(), 2 * ffn, d, s);
+      divide(weights_[{l, WeightId::ffn_norm}].values, s);
+    }
     // act(gate) * up is linear in up: up's output rows take the 1/s of the down input.
-    s = smoothing_factors(r.of(WeightId::down), down.data(), d, ffn, smoothing_alpha(WeightId::down));
-    scale_columns(down.data(), d, ffn, s);
-    for (std::int64_t j = 0; j < ffn; ++j)
-      for (std::int64_t i = 0; i < d; ++i) gate_up[static_cast<std::size_t>((ffn + j) * d + i)] /= s[static_cast<std::size_t>(j)];
+    if (smoothable(l, WeightId::down)) {
+      const auto s = smoothing_factors(r.of(WeightId::down), down.data(), d, ffn, smoothing_alpha(WeightId::down));
+      scale_columns(down.data(), d, ffn, s);
+      for (std::int64_t j = 0; j < ffn; ++j)
+        for (std::int64_t i = 0; i < d; ++i) gate_up[static_cast<std::size_t>((ffn + j) * d + i)] /= s[static_cast<std::size_t>(j)];
+    }
+    if (!smoothable(l, WeightId::wo)) return;
     // The attention output is linear in V: V's rows take the 1/s of the output projection's
     // input. Query heads sharing a KV head must share the factor (the largest of the group).
     std::vector<float>* bias = config_.attention_bias ? &weights_[{l, WeightId::qkv_bias}].values : nullptr;
-    s = smoothing_factors(r.of(WeightId::wo), wo.data(), d, q_dim, smoothing_alpha(WeightId::wo));
+    auto s = smoothing_factors(r.of(WeightId::wo), wo.data(), d, q_dim, smoothing_alpha(WeightId::wo));
     for (int kvh = 0; kvh < config_.kv_heads; ++kvh)
       for (int i = 0; i < hd; ++i) {
         float shared = 0;
@@ -253,6 +327,10 @@ class Preparer {
   void prepare_lm_head(const GraphWeight& w, const ChannelRange& input_range, WeightCacheWriter* cache) {
     const std::int64_t vocab = w.rows, d = w.cols;
     const model::GgufTensor& tensor = *w.sources.at(0);
+    if (four_bit(w, gemm_, options_.weight_format)) {
+      weights_[w.ref].linear = make_four_bit(w);
+      return;
+    }
     if (gemm_ == Precision::fp32) {
       weights_[w.ref].linear = k::make_fp32_linear(ctx_, model::dequantize_tensor(tensor).data(), vocab, d);
       return;
@@ -290,8 +368,8 @@ class Preparer {
   std::string recipe(const std::vector<std::int32_t>& calibration_tokens) const {
     Hasher calibration;
     calibration.update(calibration_tokens.data(), calibration_tokens.size() * sizeof(std::int32_t));
-    std::string r = fmt::format("cpu-int8 preparation {}, calibration {} tokens {:016x}", kPreparationRevision,
-                                calibration_tokens.size(), calibration.value());
+    std::string r = fmt::format("cpu-int8 preparation {}, calibration {} tokens {:016x}, {}", kPreparationRevision,
+                                calibration_tokens.size(), calibration.value(), format_);
     // The smoothing factors come from a forward pass, so they depend on the RoPE frequencies;
     // the model identity covers the scaling metadata but samples rope_freqs.weight's values
     // only by chance. Named only when not the plain RoPE, so other models keep their key.
@@ -323,6 +401,10 @@ class Preparer {
       const auto place = [&](const GraphWeight& w) {
         if (!w.is_matrix()) {
           weights_[w.ref].values = prepared(w.ref.id) ? cache.vector(cache_name(w.ref), w.cols) : dequantize(w);
+          return;
+        }
+        if (four_bit(w, gemm_, options_.weight_format)) {  // not in the cache: the file has them
+          weights_[w.ref].linear = make_four_bit(w);
           return;
         }
         const CachedLinear c = cache.linear(cache_name(w.ref), w.rows, w.cols);
@@ -361,11 +443,28 @@ class Preparer {
   const BackendOptions& options_;
   Precision gemm_;
   CpuWeights weights_;
+  // Per layer, which matrices are kept as the file's 4-bit groups (w4a8).
+  std::vector<std::array<bool, model::kWeightIdCount>> four_bit_;
+  int w8a8_matrices_ = 0;
+  std::string format_;
 };
 
 }  // namespace
 
-CpuWeights prepare_cpu_weights(const model::GgufFile& file, const model::ModelConfig& config,
+double four_bit_share(const model::ModelConfig& config, const model::DecoderTensors& tensors, Precision gemm,
+                      WeightFormat format) {
+  double all = 0, four = 0;
+  for (int l = -1; l < config.layers; ++l)
+    for (const GraphWeight& w : l < 0 ? model::head_weights(tensors, config) : model::layer_weights(tensors, config, l)) {
+      if (!w.is_matrix()) continue;
+      const double n = static_cast<double>(w.rows) * static_cast<double>(w.cols);
+      all += n;
+      if (four_bit(w, gemm, format)) four += n;
+    }
+  return all > 0 ? four / all : 0.0;
+}
+
+PreparedWeights prepare_cpu_weights(const model::GgufFile& file, const model::ModelConfig& config,
                                const model::DecoderTensors& tensors, k::CpuContext& ctx,
                                const BackendOptions& options, Precision gemm) {
   return Preparer(file, config, tensors, ctx, options, gemm).run();

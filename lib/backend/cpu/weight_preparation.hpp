@@ -2,7 +2,10 @@
 // Q|K|V and gate|up fused, matrices as INT8 (or FP32) linears packed for their kernels, vectors
 // in FP32 — one layer at a time, straight into that final layout.
 //
-// On the INT8 path each layer is first built in FP32 and run over the calibration text's hidden
+// On the INT8 path a matrix that is 4-bit in the file (Q4_0, Q4_1, Q4_K) is kept as it is, in
+// the W4A8 kernel's layout (kernels/cpu/gemm_w4a8.hpp), unless options.weight_format says w8a8
+// or the CPU lacks AVX-512 VNNI: no FP32 copy, no calibration, no cache. The other matrices
+// become INT8 (w8a8). For those, each layer is first built in FP32 and run over the calibration text's hidden
 // states (an explicit LinearInputObserver records its linears' input ranges), then smoothed
 // (backend/cpu/smoothing.hpp) and quantized; its output feeds the next layer's calibration, so
 // the ranges are those of a whole-model FP32 pass without ever holding the model in FP32. The
@@ -19,10 +22,19 @@
 namespace ember::backend::cpu {
 
 // The weights of `config`'s model for CpuOps in `gemm`, from the weight cache when
-// options.weight_cache_dir has a valid one (INT8 only), else prepared from `tensors`: what
-// options.tokenize makes of the calibration text is what the INT8 path calibrates on (no
-// tokenize: no smoothing). Reports options.progress; throws Error(cancelled) when it says so.
-CpuWeights prepare_cpu_weights(const model::GgufFile& file, const model::ModelConfig& config,
+// options.weight_cache_dir has a valid one (INT8 only, for its w8a8 matrices), else prepared
+// from `tensors`: what options.tokenize makes of the calibration text is what the w8a8 matrices
+// are calibrated on (no tokenize: no smoothing). Reports options.progress; throws Error(cancelled) when it says so.
+// The share of the model's matrix weights (0..1) that prepare_cpu_weights keeps as w4a8.
+double four_bit_share(const model::ModelConfig& config, const model::DecoderTensors& tensors, Precision gemm,
+                      WeightFormat format);
+
+struct PreparedWeights {
+  CpuWeights weights;
+  std::string format;  // ModelInfo::weight_format: "w4a8", "w8a8", "w4a8+w8a8" or "fp32"
+};
+
+PreparedWeights prepare_cpu_weights(const model::GgufFile& file, const model::ModelConfig& config,
                                const model::DecoderTensors& tensors, kernels::cpu::CpuContext& ctx,
                                const BackendOptions& options, Precision gemm);
 

@@ -80,6 +80,7 @@ class CudaBackend final : public Backend, private model::DecoderOps {
 
   const model::ModelConfig& config() const override { return config_; }
   std::string name() const override { return precision_ == Precision::int8 ? "cuda-int8" : "cuda-fp16"; }
+  std::string weight_format() const override { return precision_ == Precision::int8 ? "w8a8" : "fp16"; }
 
   std::unique_ptr<KvCache> make_kv_cache(const KvGeometry& g) const override {
     check_kv_geometry(g);

@@ -1,0 +1,250 @@
+// The W4A8 kernel (see gemm_w4a8.hpp for the layout and the arithmetic).
+//
+// One micro-kernel serves every row count: a tile (two blocks, 32 outputs) against up to four
+// activation rows, all inputs, holding the rows' float sums in registers. Prefill reruns it for
+// each group of four rows while the tile's weights are still in L2, so they are unpacked from
+// nibbles once per four rows; decode's one row streams them once from memory.
+//
+// Compiled with -ffp-contract=off (kernels/cpu/CMakeLists.txt) so that the float operations are
+// exactly the ones written: the test reproduces them bit for bit.
+#include "kernels/cpu/gemm_w4a8.hpp"
+
+#include "kernels/cpu/gemv_int8.hpp"
+#include "kernels/cpu/parallel.hpp"
+#include "kernels/cpu/quantize.hpp"
+#include "util/check.hpp"
+#include "util/fp16.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define EMBER_W4_X86 1
+#define EMBER_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,f16c")))
+#else
+#define EMBER_W4_X86 0
+#endif
+
+namespace ember::kernels::cpu {
+
+namespace {
+
+constexpr std::int64_t kTileRows = 4;  // activation rows per micro-kernel call
+// Below this many weight bytes per thread, forking the OpenMP team costs more than it saves.
+constexpr std::int64_t kMinBytesPerThread = 64 * 1024;
+
+#if EMBER_W4_X86
+
+// Rows [0, M) of tile t (NB blocks) of y: one pass over the tile's inputs.
+template <int M, int NB, bool kOffsets>
+EMBER_VNNI void w4_tile(const W4Weights& w, std::int64_t t, const W4Activations& x, std::int64_t row0,
+                        float* y, bool accumulate) {
+  // With few rows, the low and high nibbles feed separate INT32 sums so that enough independent
+  // vpdpbusd chains hide the instruction's latency; INT32 sums are exact, so this changes no
+  // result.
+  constexpr int U = M * NB <= 4 ? 2 : 1;
+  const std::int64_t record = w.record_bytes(), groups = x.groups();
+  const std::uint8_t* wt = w.tile(t);
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const std::int8_t* xq[M];
+  const float* xs[M];
+  const std::int32_t* xsum[M];
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i) {
+    xq[i] = x.q.data() + (row0 + i) * x.padded_in;
+    xs[i] = x.scales.data() + (row0 + i) * groups;
+    xsum[i] = x.sums.data() + (row0 + i) * groups;
+  }
+  __m512 sum[M][NB];
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) sum[i][b] = _mm512_setzero_ps();
+
+  for (std::int64_t s = 0; s < w.spans(); ++s) {
+    const std::uint8_t* rec = wt + s * NB * record;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const std::int64_t g = 2 * s + h;
+      __m512i acc[U][M][NB];
+#pragma GCC unroll 2
+      for (int u = 0; u < U; ++u)
+#pragma GCC unroll 4
+        for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+          for (int b = 0; b < NB; ++b) acc[u][i][b] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        __m512i lo[NB], hi[NB];
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; ++b) {
+          const __m512i v = _mm512_load_si512(rec + b * record + h * 256 + j * 64);
+          lo[b] = _mm512_and_si512(v, low4);
+          hi[b] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < M; ++i) {
+          std::int32_t x_lo, x_hi;
+          std::memcpy(&x_lo, xq[i] + g * kW4Group + 4 * j, 4);
+          std::memcpy(&x_hi, xq[i] + g * kW4Group + 16 + 4 * j, 4);
+          const __m512i bl = _mm512_set1_epi32(x_lo), bh = _mm512_set1_epi32(x_hi);
+#pragma GCC unroll 4
+          for (int b = 0; b < NB; ++b) {
+            acc[0][i][b] = _mm512_dpbusd_epi32(acc[0][i][b], lo[b], bl);
+            acc[U - 1][i][b] = _mm512_dpbusd_epi32(acc[U - 1][i][b], hi[b], bh);
+          }
+        }
+      }
+#pragma GCC unroll 4
+      for (int b = 0; b < NB; ++b) {
+        const std::uint8_t* scales = rec + b * record + 512 + h * 32;
+        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales)));
+#pragma GCC unroll 4
+        for (int i = 0; i < M; ++i) {
+          __m512i a = acc[0][i][b];
+          if constexpr (U == 2) a = _mm512_add_epi32(a, acc[1][i][b]);
+          __m512 v;
+          if constexpr (kOffsets) {
+            const __m512 o = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales + 64)));
+            // The all-ones maskz form is vcvtdq2ps all the same; the plain intrinsic trips GCC
+            // 12's -Wmaybe-uninitialized inside its own header.
+            v = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, a), d);
+            v = _mm512_fmadd_ps(o, _mm512_set1_ps(static_cast<float>(xsum[i][g])), v);
+          } else {
+            a = _mm512_sub_epi32(a, _mm512_set1_epi32(8 * xsum[i][g]));
+            v = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, a), d);
+          }
+          sum[i][b] = _mm512_fmadd_ps(v, _mm512_set1_ps(xs[i][g]), sum[i][b]);
+        }
+      }
+    }
+  }
+
+  const std::int64_t out = w.out();
+#pragma GCC unroll 4
+  for (int b = 0; b < NB; ++b) {
+    const std::int64_t n0 = (t * W4Weights::kTileBlocks + b) * 16;
+    const std::int64_t rows = std::min<std::int64_t>(16, out - n0);
+    const auto mask = static_cast<__mmask16>((1u << rows) - 1u);
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) {
+      float* yp = y + (row0 + i) * out + n0;
+      __m512 v = sum[i][b];
+      if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, yp), v);
+      _mm512_mask_storeu_ps(yp, mask, v);
+    }
+  }
+}
+
+using TileFn = void (*)(const W4Weights&, std::int64_t, const W4Activations&, std::int64_t, float*, bool);
+
+template <bool kOffsets>
+constexpr std::array<std::array<TileFn, W4Weights::kTileBlocks>, kTileRows> kTilesFor = {{
+    {&w4_tile<1, 1, kOffsets>, &w4_tile<1, 2, kOffsets>},
+    {&w4_tile<2, 1, kOffsets>, &w4_tile<2, 2, kOffsets>},
+    {&w4_tile<3, 1, kOffsets>, &w4_tile<3, 2, kOffsets>},
+    {&w4_tile<4, 1, kOffsets>, &w4_tile<4, 2, kOffsets>},
+}};
+
+void run_tile(const W4Weights& w, std::int64_t t, const W4Activations& x, float* y, bool accumulate) {
+  const auto nb = static_cast<std::size_t>(w.blocks_in(t));
+  const auto& table = w.has_offsets() ? kTilesFor<true> : kTilesFor<false>;
+  for (std::int64_t i = 0; i < x.rows; i += kTileRows) {
+    const auto rows = static_cast<std::size_t>(std::min(kTileRows, x.rows - i));
+    table[rows - 1][nb - 1](w, t, x, i, y, accumulate);
+  }
+}
+
+#endif
+
+}  // namespace
+
+// The GEMV's instructions plus F16C for the scales (every AVX-512 CPU has it).
+bool w4a8_supported() {
+#if EMBER_W4_X86
+  static const bool supported = gemv_int8_supported() && __builtin_cpu_supports("f16c");  // immutable after the first call
+  return supported;
+#else
+  return false;
+#endif
+}
+
+W4Weights::W4Weights(std::int64_t out, std::int64_t in, bool offsets, const W4RowSource& source,
+                     std::shared_ptr<WeightArena> arena, int threads)
+    : out_(out), in_(in), offsets_(offsets), spans_((in + 63) / 64), arena_(std::move(arena)) {
+  if (out <= 0 || in <= 0 || in % kW4Group != 0)
+    fail(ErrorCode::invalid_argument, "w4a8: bad weight shape out={} in={} (in must be a multiple of {})", out,
+         in, kW4Group);
+  if (!arena_) fail(ErrorCode::invalid_argument, "w4a8: no weight arena");
+  if (!source) fail(ErrorCode::invalid_argument, "w4a8: no row source");
+  std::uint8_t* dst = reinterpret_cast<std::uint8_t*>(arena_->allocate(static_cast<std::size_t>(bytes())));
+  packed_ = dst;
+  const std::int64_t groups = in / kW4Group, record = record_bytes();
+  // One block of 16 rows per task: its rows' nibbles land in the same records.
+  for_rows(blocks(), threads, blocks() > 1, [&](std::int64_t block) {
+    std::vector<std::uint8_t> nibbles(static_cast<std::size_t>(in / 2));
+    std::vector<float> scales(static_cast<std::size_t>(groups)), offs(static_cast<std::size_t>(groups));
+    const std::int64_t t = block / kTileBlocks, nb = blocks_in(t);
+    std::uint8_t* base = dst + t * kTileBlocks * spans_ * record + block % kTileBlocks * record;
+    for (std::int64_t r = 0; r < 16 && block * 16 + r < out; ++r) {
+      source(block * 16 + r, nibbles.data(), scales.data(), offs.data());
+      for (std::int64_t g = 0; g < groups; ++g) {
+        std::uint8_t* rec = base + g / 2 * nb * record;
+        const std::int64_t h = g % 2;
+        // Inputs 4j..4j+3 and 16+4j..16+4j+3 of the group are nibble bytes 4j..4j+3.
+        for (int j = 0; j < 4; ++j) std::memcpy(rec + h * 256 + j * 64 + r * 4, nibbles.data() + g * 16 + 4 * j, 4);
+        const std::uint16_t d = float_to_fp16(scales[static_cast<std::size_t>(g)]);
+        std::memcpy(rec + 512 + h * 32 + r * 2, &d, 2);
+        if (offsets_) {
+          const std::uint16_t o = float_to_fp16(offs[static_cast<std::size_t>(g)]);
+          std::memcpy(rec + 576 + h * 32 + r * 2, &o, 2);
+        }
+      }
+    }
+  });
+}
+
+void quantize_w4_activations(const float* x, std::int64_t rows, std::int64_t in, std::int64_t ldx,
+                             std::int64_t padded_in, W4Activations& a, int threads) {
+  if (rows < 0 || in <= 0 || in % kW4Group != 0 || ldx < in || padded_in < in || padded_in % kW4Group != 0)
+    fail(ErrorCode::invalid_argument, "w4a8: bad activation shape rows={} in={} ldx={} padded_in={}", rows, in, ldx,
+         padded_in);
+  a.rows = rows;
+  a.padded_in = padded_in;
+  const std::int64_t groups = a.groups(), in_groups = in / kW4Group;
+  a.q.resize(static_cast<std::size_t>(rows * padded_in));
+  a.scales.resize(static_cast<std::size_t>(rows * groups));
+  a.sums.resize(static_cast<std::size_t>(rows * groups));
+  for_rows(rows, threads, rows * in >= 65536, [&](std::int64_t r) {
+    std::int8_t* q = a.q.data() + r * padded_in;
+    float* scales = a.scales.data() + r * groups;
+    std::int32_t* sums = a.sums.data() + r * groups;
+    quantize_rows_s8(x + r * ldx, in_groups, kW4Group, kW4Group, q, scales);
+    for (std::int64_t g = 0; g < groups; ++g) {
+      std::int32_t s = 0;
+      if (g < in_groups)
+        for (std::int64_t k = 0; k < kW4Group; ++k) s += q[g * kW4Group + k];
+      sums[g] = s;
+    }
+    std::fill(q + in, q + padded_in, std::int8_t{0});
+    std::fill(scales + in_groups, scales + groups, 0.0f);
+  });
+}
+
+void gemm_w4a8(const W4Weights& w, const W4Activations& x, float* y, bool accumulate, int threads) {
+  if (x.padded_in != w.padded_in())
+    fail(ErrorCode::invalid_argument, "w4a8: activations of {} inputs for weights of {}", x.padded_in, w.padded_in());
+  if (x.rows == 0) return;
+  if (!w4a8_supported()) fail(ErrorCode::internal, "w4a8: this CPU has no AVX-512 VNNI");
+#if EMBER_W4_X86
+  // Decode's few rows are bandwidth bound and small matrices are not worth a team; prefill
+  // always is.
+  const std::int64_t work = w.bytes() * ((x.rows + kTileRows - 1) / kTileRows);
+  const auto team = static_cast<int>(std::clamp<std::int64_t>(work / kMinBytesPerThread, 1, threads));
+  for_tiles(w.tiles(), team, [&](std::int64_t t) { run_tile(w, t, x, y, accumulate); });
+#endif
+}
+
+}  // namespace ember::kernels::cpu

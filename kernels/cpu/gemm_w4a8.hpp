@@ -1,0 +1,104 @@
+// 4-bit weights times INT8 activations (W4A8) with AVX-512 VNNI, for every row count: decode's
+// few rows and prefill's many run the same kernel, so a row's output never depends on its batch.
+//
+// The weights keep a 4-bit model file's own values: each group of 32 inputs of an output row
+// is 32 unsigned nibbles u with a scale d and an offset o, w = d * u + o (Q4_0 is o = -8 d, Q4_1
+// and Q4_K carry o). Activations are quantized per group of 32 as well (scale = max|x| / 127,
+// the Q8_0 form llama.cpp multiplies 4-bit weights with), so a group's product is exact in
+// INT32 and only its two scales are floats:
+//   y[n] = sum over groups g of  dx_g * (d_g,n * acc_g,n + o_g,n * sum_g)      (with offsets)
+//   y[n] = sum over groups g of  dx_g * (d_g,n * (acc_g,n - 8 * sum_g))        (Q4_0)
+// where acc is the INT32 dot product of the nibbles with the INT8 activations and sum the sum of
+// the group's INT8 activations. Groups are added in input order with one fused multiply-add
+// each; that order is fixed, whatever the batch, the tile or the thread.
+//
+// Thread-safety: W4Weights is immutable after construction; gemm_w4a8 only reads it.
+#pragma once
+
+#include "kernels/cpu/weight_arena.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace ember::kernels::cpu {
+
+// Inputs per scale group.
+constexpr std::int64_t kW4Group = 32;
+
+// Whether this CPU runs the W4A8 kernel (AVX-512 VNNI, checked when the program runs).
+bool w4a8_supported();
+
+// Fills output row `row` of a 4-bit matrix with `in` inputs: for each group g of kW4Group,
+// nibbles[16 g + e] holds input 32 g + e in its low nibble and 32 g + 16 + e in its high one (the
+// pairing of Q4_0 and Q4_1 blocks), and scales[g], offsets[g] the group's d and o. Called from
+// several threads at once for different rows.
+using W4RowSource =
+    std::function<void(std::int64_t row, std::uint8_t* nibbles, float* scales, float* offsets)>;
+
+// The weights in the kernel's layout. Output rows are taken 16 at a time (a block) and 64
+// inputs at a time (a span of two groups); a block's span is one 64-byte-aligned record:
+//   512 bytes of nibbles: for group h of the span and j = 0..3, 64 bytes in which bytes
+//     4r..4r+3 are row r's inputs 4j..4j+3 (low nibbles) and 16+4j..16+4j+3 (high nibbles):
+//     masked and shifted, that is the operand vpdpbusd multiplies with 4 broadcast activations;
+//   64 bytes of scales (FP16, [group h][row r]); with offsets, 64 more bytes of offsets.
+// Scales and offsets are held in FP16, the type of Q4_0 and Q4_1 blocks (Q4_K's products of
+// its FP16 scale and 6-bit sub-scales round to FP16, a relative 2^-11 of the group's scale).
+// Two blocks make a tile, the unit threads share out, stored [span][block] so that a tile is
+// one sequential stream. Rows are padded to a multiple of 16 and inputs to a multiple of 64
+// with zero nibbles and zero scales.
+class W4Weights {
+ public:
+  // `in` a positive multiple of kW4Group. The rows are read through `source` on `threads`
+  // threads and packed into memory from `arena` (huge pages), which this object keeps alive.
+  W4Weights(std::int64_t out, std::int64_t in, bool offsets, const W4RowSource& source,
+            std::shared_ptr<WeightArena> arena, int threads);
+
+  std::int64_t out() const { return out_; }
+  std::int64_t in() const { return in_; }
+  bool has_offsets() const { return offsets_; }
+  std::int64_t spans() const { return spans_; }
+  std::int64_t padded_in() const { return spans_ * 64; }
+  std::int64_t blocks() const { return (out_ + 15) / 16; }
+  std::int64_t tiles() const { return (blocks() + kTileBlocks - 1) / kTileBlocks; }
+  std::int64_t blocks_in(std::int64_t t) const {
+    return blocks() - t * kTileBlocks < kTileBlocks ? blocks() - t * kTileBlocks : kTileBlocks;
+  }
+  std::int64_t record_bytes() const { return offsets_ ? 640 : 576; }
+  const std::uint8_t* tile(std::int64_t t) const { return packed_ + t * kTileBlocks * spans_ * record_bytes(); }
+  std::int64_t bytes() const { return blocks() * spans_ * record_bytes(); }
+
+  static constexpr std::int64_t kTileBlocks = 2;
+
+ private:
+  std::int64_t out_;
+  std::int64_t in_;
+  bool offsets_;
+  std::int64_t spans_;
+  std::shared_ptr<WeightArena> arena_;  // owns packed_
+  const std::uint8_t* packed_;
+};
+
+// Activations quantized per group of kW4Group, the form gemm_w4a8 takes: q [rows][padded_in]
+// (zero past `in`), and per group its scale and the sum of its q.
+struct W4Activations {
+  std::int64_t rows = 0, padded_in = 0;
+  std::vector<std::int8_t> q;
+  std::vector<float> scales;       // [rows][padded_in / kW4Group]
+  std::vector<std::int32_t> sums;  // [rows][padded_in / kW4Group]
+
+  std::int64_t groups() const { return padded_in / kW4Group; }
+};
+
+// x: [rows, in] with row stride ldx, into `a` (resized; its memory is reused between calls).
+// padded_in: W4Weights::padded_in(). threads: OpenMP threads, rows are split between them.
+void quantize_w4_activations(const float* x, std::int64_t rows, std::int64_t in, std::int64_t ldx,
+                             std::int64_t padded_in, W4Activations& a, int threads);
+
+// y[rows, out] (dense) = x·Wᵀ, or y += x·Wᵀ when accumulating (the sum added after the
+// product, as y_old + product). Requires w4a8_supported(). threads: OpenMP threads, output
+// tiles are split between them.
+void gemm_w4a8(const W4Weights& w, const W4Activations& x, float* y, bool accumulate, int threads);
+
+}  // namespace ember::kernels::cpu

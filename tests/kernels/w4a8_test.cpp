@@ -1,0 +1,201 @@
+// The W4A8 kernel (kernels/cpu/gemm_w4a8.hpp) against a scalar reference of its arithmetic,
+// bit for bit, and against the FP32 product of the weights it was given.
+#include "kernel_test_util.hpp"
+#include "kernels/cpu/gemm_w4a8.hpp"
+#include "kernels/cpu/linear.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+using namespace ember::kernels::cpu;
+using ember::test::bit_mismatches;
+using ember::test::random_floats;
+
+namespace {
+
+// A 4-bit matrix as a row source sees it: one nibble value (0..15) per weight, and per group a
+// scale and an offset. Scales and offsets have 11 significant bits, exact in FP16, so the
+// kernel's FP16 copies hold them unchanged.
+struct FourBitMatrix {
+  std::int64_t out, in;
+  bool offsets;
+  std::vector<std::uint8_t> u;  // [out][in]
+  std::vector<float> d, o;      // [out][in / 32]
+
+  FourBitMatrix(std::int64_t out_, std::int64_t in_, bool offsets_, std::uint32_t seed)
+      : out(out_), in(in_), offsets(offsets_) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> nibble(0, 15), fraction(1, 2047);
+    u.resize(static_cast<std::size_t>(out * in));
+    for (auto& v : u) v = static_cast<std::uint8_t>(nibble(rng));
+    const auto groups = static_cast<std::size_t>(out * in / kW4Group);
+    d.resize(groups);
+    o.resize(groups);
+    for (std::size_t g = 0; g < groups; ++g) {
+      d[g] = static_cast<float>(fraction(rng)) / 4096.0f / 16.0f;
+      o[g] = offsets ? -static_cast<float>(fraction(rng)) / 4096.0f / 2.0f : -8.0f * d[g];
+    }
+  }
+
+  float weight(std::int64_t n, std::int64_t k) const {
+    const auto g = static_cast<std::size_t>(n * (in / kW4Group) + k / kW4Group);
+    return d[g] * static_cast<float>(u[static_cast<std::size_t>(n * in + k)]) + o[g];
+  }
+
+  W4RowSource source() const {
+    return [this](std::int64_t n, std::uint8_t* nibbles, float* scales, float* offs) {
+      for (std::int64_t g = 0; g < in / kW4Group; ++g) {
+        const std::uint8_t* row = u.data() + n * in + g * kW4Group;
+        for (int e = 0; e < 16; ++e) nibbles[g * 16 + e] = static_cast<std::uint8_t>(row[e] | (row[16 + e] << 4));
+        scales[g] = d[static_cast<std::size_t>(n * (in / kW4Group) + g)];
+        offs[g] = o[static_cast<std::size_t>(n * (in / kW4Group) + g)];
+      }
+    };
+  }
+};
+
+// The kernel's arithmetic in scalar code, in its order (see gemm_w4a8.hpp).
+std::vector<float> reference(const FourBitMatrix& w, const W4Activations& x) {
+  const std::int64_t groups = w.in / kW4Group;
+  std::vector<float> y(static_cast<std::size_t>(x.rows * w.out));
+  for (std::int64_t i = 0; i < x.rows; ++i)
+    for (std::int64_t n = 0; n < w.out; ++n) {
+      float sum = 0.0f;
+      for (std::int64_t g = 0; g < groups; ++g) {
+        std::int32_t acc = 0;
+        for (std::int64_t k = 0; k < kW4Group; ++k)
+          acc += w.u[static_cast<std::size_t>(n * w.in + g * kW4Group + k)] *
+                 x.q[static_cast<std::size_t>(i * x.padded_in + g * kW4Group + k)];
+        const auto wg = static_cast<std::size_t>(n * groups + g), xg = static_cast<std::size_t>(i * x.groups() + g);
+        float v;
+        if (w.offsets) {
+          v = static_cast<float>(acc) * w.d[wg];
+          v = std::fma(w.o[wg], static_cast<float>(x.sums[xg]), v);
+        } else {
+          v = static_cast<float>(acc - 8 * x.sums[xg]) * w.d[wg];
+        }
+        sum = std::fma(v, x.scales[xg], sum);
+      }
+      y[static_cast<std::size_t>(i * w.out + n)] = sum;
+    }
+  return y;
+}
+
+
+}  // namespace
+
+TEST_CASE("w4a8: the kernel equals its scalar reference bit for bit, every row count and shape") {
+  if (!w4a8_supported()) {
+    MESSAGE("skipped: this CPU has no AVX-512 VNNI");
+    return;
+  }
+  auto arena = std::make_shared<WeightArena>();
+  struct Shape { std::int64_t out, in; };
+  for (const Shape s : {Shape{45, 96}, Shape{576, 576}, Shape{64, 1536}, Shape{16, 32}})
+    for (const bool offsets : {false, true}) {
+      CAPTURE(s.out);
+      CAPTURE(s.in);
+      CAPTURE(offsets);
+      const FourBitMatrix m(s.out, s.in, offsets, 7);
+      const W4Weights w(s.out, s.in, offsets, m.source(), arena, 2);
+      for (const std::int64_t rows : {1, 2, 3, 4, 5, 9, 37}) {
+        CAPTURE(rows);
+        const auto x = random_floats(static_cast<std::size_t>(rows * s.in), 3, -2.0f, 2.0f);
+        W4Activations a;
+        quantize_w4_activations(x.data(), rows, s.in, s.in, w.padded_in(), a, 2);
+        std::vector<float> y(static_cast<std::size_t>(rows * s.out), -1.0f);
+        gemm_w4a8(w, a, y.data(), false, 2);
+        CHECK(bit_mismatches(y, reference(m, a)) == 0);
+      }
+    }
+}
+
+TEST_CASE("w4a8: a row alone equals the same row in a batch, on one thread or two") {
+  if (!w4a8_supported()) {
+    MESSAGE("skipped: this CPU has no AVX-512 VNNI");
+    return;
+  }
+  auto arena = std::make_shared<WeightArena>();
+  const std::int64_t out = 200, in = 640, rows = 23;
+  const FourBitMatrix m(out, in, true, 11);
+  const W4Weights w(out, in, true, m.source(), arena, 1);
+  const auto x = random_floats(static_cast<std::size_t>(rows * in), 5, -3.0f, 3.0f);
+  W4Activations batch;
+  quantize_w4_activations(x.data(), rows, in, in, w.padded_in(), batch, 2);
+  std::vector<float> all(static_cast<std::size_t>(rows * out));
+  gemm_w4a8(w, batch, all.data(), false, 2);
+  for (const std::int64_t r : {0, 6, 22}) {
+    W4Activations one;
+    quantize_w4_activations(x.data() + r * in, 1, in, in, w.padded_in(), one, 1);
+    std::vector<float> alone(static_cast<std::size_t>(out));
+    gemm_w4a8(w, one, alone.data(), false, 1);
+    CHECK(bit_mismatches(alone, std::vector<float>(all.begin() + r * out, all.begin() + (r + 1) * out)) == 0);
+  }
+}
+
+TEST_CASE("w4a8 linear: the product of the 4-bit weights, and y_old + product when accumulating") {
+  if (!w4a8_supported()) {
+    MESSAGE("skipped: this CPU has no AVX-512 VNNI");
+    return;
+  }
+  CpuContext ctx(2);
+  const std::int64_t out = 77, in = 256, rows = 6;
+  for (const bool offsets : {false, true}) {
+    CAPTURE(offsets);
+    const FourBitMatrix m(out, in, offsets, 13);
+    const auto linear = make_w4a8_linear(ctx, out, in, offsets, m.source());
+    CHECK(linear->implementation(ctx, 1) == "w4a8:avx512_vnni");
+    const auto x = random_floats(static_cast<std::size_t>(rows * in), 17, -1.0f, 1.0f);
+    std::vector<double> exact(static_cast<std::size_t>(rows * out));
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t n = 0; n < out; ++n) {
+        double s = 0;
+        for (std::int64_t k = 0; k < in; ++k) s += double{m.weight(n, k)} * x[static_cast<std::size_t>(i * in + k)];
+        exact[static_cast<std::size_t>(i * out + n)] = s;
+      }
+    std::vector<float> y(static_cast<std::size_t>(rows * out));
+    linear->forward(ctx, x.data(), rows, y.data());
+    // INT8 activations per group of 32: about 2^-8 of each group's range.
+    CHECK(ember::test::relative_error(y, exact) < 0.01);
+    std::vector<float> acc(y.size(), 0.5f), once = y;
+    linear->forward(ctx, x.data(), rows, acc.data(), true);
+    for (std::size_t i = 0; i < y.size(); ++i) once[i] = 0.5f + y[i];
+    CHECK(bit_mismatches(acc, once) == 0);
+  }
+}
+
+TEST_CASE("w4a8: activations per group of 32, zero past the inputs; shapes that do not fit refused") {
+  const std::int64_t in = 96, padded = 128;
+  auto x = random_floats(static_cast<std::size_t>(2 * in), 19, -4.0f, 4.0f);
+  std::fill(x.begin() + 32, x.begin() + 64, 0.0f);  // row 0, group 1: all zero
+  W4Activations a;
+  quantize_w4_activations(x.data(), 2, in, in, padded, a, 1);
+  REQUIRE(a.groups() == 4);
+  for (std::int64_t r = 0; r < 2; ++r)
+    for (std::int64_t g = 0; g < 3; ++g) {
+      std::int32_t sum = 0;
+      for (std::int64_t k = 0; k < kW4Group; ++k) {
+        const auto i = static_cast<std::size_t>(r * in + g * kW4Group + k);
+        const std::int8_t q = a.q[static_cast<std::size_t>(r * padded + g * kW4Group + k)];
+        const float s = a.scales[static_cast<std::size_t>(r * 4 + g)];
+        CHECK(std::fabs(q * s - x[i]) <= s / 2 * 1.0001f);
+        sum += q;
+      }
+      CHECK(a.sums[static_cast<std::size_t>(r * 4 + g)] == sum);
+    }
+  CHECK(a.scales[1] == 0.0f);
+  for (std::int64_t r = 0; r < 2; ++r) {
+    CHECK(a.scales[static_cast<std::size_t>(r * 4 + 3)] == 0.0f);
+    CHECK(a.sums[static_cast<std::size_t>(r * 4 + 3)] == 0);
+    for (std::int64_t k = in; k < padded; ++k) CHECK(a.q[static_cast<std::size_t>(r * padded + k)] == 0);
+  }
+  CHECK_THROWS(quantize_w4_activations(x.data(), 2, 90, 90, 96, a, 1));
+  auto arena = std::make_shared<WeightArena>();
+  const FourBitMatrix m(16, 64, false, 1);
+  CHECK_THROWS(W4Weights(16, 48, false, m.source(), arena, 1));
+}
