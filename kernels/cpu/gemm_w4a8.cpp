@@ -80,7 +80,7 @@ EMBER_VNNI void w4_tile(const W4Weights& w, std::int64_t t, const W4Activations&
         __m512i lo[NB], hi[NB];
 #pragma GCC unroll 4
         for (int b = 0; b < NB; ++b) {
-          const __m512i v = _mm512_load_si512(rec + b * record + h * 256 + j * 64);
+          const __m512i v = _mm512_load_si512(rec + ((h * 4 + j) * NB + b) * 64);
           lo[b] = _mm512_and_si512(v, low4);
           hi[b] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
         }
@@ -99,7 +99,7 @@ EMBER_VNNI void w4_tile(const W4Weights& w, std::int64_t t, const W4Activations&
       }
 #pragma GCC unroll 4
       for (int b = 0; b < NB; ++b) {
-        const std::uint8_t* scales = rec + b * record + 512 + h * 32;
+        const std::uint8_t* scales = rec + NB * 512 + (h * NB + b) * 32;
         const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales)));
 #pragma GCC unroll 4
         for (int i = 0; i < M; ++i) {
@@ -107,7 +107,7 @@ EMBER_VNNI void w4_tile(const W4Weights& w, std::int64_t t, const W4Activations&
           if constexpr (U == 2) a = _mm512_add_epi32(a, acc[1][i][b]);
           __m512 v;
           if constexpr (kOffsets) {
-            const __m512 o = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales + 64)));
+            const __m512 o = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales + NB * 64)));
             // The all-ones maskz form is vcvtdq2ps all the same; the plain intrinsic trips GCC
             // 12's -Wmaybe-uninitialized inside its own header.
             v = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, a), d);
@@ -187,19 +187,20 @@ W4Weights::W4Weights(std::int64_t out, std::int64_t in, bool offsets, const W4Ro
     std::vector<std::uint8_t> nibbles(static_cast<std::size_t>(in / 2));
     std::vector<float> scales(static_cast<std::size_t>(groups)), offs(static_cast<std::size_t>(groups));
     const std::int64_t t = block / kTileBlocks, nb = blocks_in(t);
-    std::uint8_t* base = dst + t * kTileBlocks * spans_ * record + block % kTileBlocks * record;
+    std::uint8_t* tile = dst + t * kTileBlocks * spans_ * record;
+    const std::int64_t b = block % kTileBlocks;
     for (std::int64_t r = 0; r < 16 && block * 16 + r < out; ++r) {
       source(block * 16 + r, nibbles.data(), scales.data(), offs.data());
       for (std::int64_t g = 0; g < groups; ++g) {
-        std::uint8_t* rec = base + g / 2 * nb * record;
+        std::uint8_t* span = tile + g / 2 * nb * record;
         const std::int64_t h = g % 2;
         // Inputs 4j..4j+3 and 16+4j..16+4j+3 of the group are nibble bytes 4j..4j+3.
-        for (int j = 0; j < 4; ++j) std::memcpy(rec + h * 256 + j * 64 + r * 4, nibbles.data() + g * 16 + 4 * j, 4);
+        for (int j = 0; j < 4; ++j) std::memcpy(span + ((h * 4 + j) * nb + b) * 64 + r * 4, nibbles.data() + g * 16 + 4 * j, 4);
         const std::uint16_t d = float_to_fp16(scales[static_cast<std::size_t>(g)]);
-        std::memcpy(rec + 512 + h * 32 + r * 2, &d, 2);
+        std::memcpy(span + nb * 512 + (h * nb + b) * 32 + r * 2, &d, 2);
         if (offsets_) {
           const std::uint16_t o = float_to_fp16(offs[static_cast<std::size_t>(g)]);
-          std::memcpy(rec + 576 + h * 32 + r * 2, &o, 2);
+          std::memcpy(span + nb * 576 + (h * nb + b) * 32 + r * 2, &o, 2);
         }
       }
     }
