@@ -32,6 +32,8 @@
 // json: structured output (json_workload.hpp): schema compile time, per-token mask cost (mean,
 // p99) against the model's vocabulary, and decode tokens/s with and without a JSON Schema at
 // batch 1 and with 16 streams.
+// edit, longctx: speculation on and off (on the edit passage and tg128), f16 against int8 KV
+// at 4,096 tokens of context (speculation_workload.hpp).
 // load: cold start. Engine::open() (int8) with an empty packed-weight cache (the weights are
 // prepared and the cache written) and again with that cache, interleaved, with the time of each
 // load phase and from open() to the first token of a short prompt. Process start-up (dynamic
@@ -42,6 +44,7 @@
 #include "json_workload.hpp"
 #include "load_workload.hpp"
 #include "serving_workload.hpp"
+#include "speculation_workload.hpp"
 
 #include <ember/ember.hpp>
 
@@ -77,6 +80,7 @@ struct Args {
   int requests = 32;
   int turns = 8;
   std::string configs = "abcd";
+  int speculative_tokens = 8;
   bool bandwidth = true;
   std::string json_path;
 };
@@ -88,9 +92,9 @@ std::vector<std::string> parse_workloads(const std::string& list) {
   for (std::size_t at = 0; at <= list.size();) {
     const std::size_t end = std::min(list.find(',', at), list.size());
     const std::string w = list.substr(at, end - at);
-    if (w == "pp512" || w == "tg128" || w == "tg128x32" || ((w == "shared" || w == "chat" || w == "load" || w == "frames" || w == "json") && list == w)) workloads.push_back(w);
+    if (w == "pp512" || w == "tg128" || w == "tg128x32" || ((w == "shared" || w == "chat" || w == "load" || w == "frames" || w == "json" || w == "edit" || w == "longctx") && list == w)) workloads.push_back(w);
     else if (w == "all") workloads.insert(workloads.end(), {"pp512", "tg128"});
-    else throw std::invalid_argument("--workload must be pp512, tg128, tg128x32 (or a list of them), all, shared, chat, load, frames or json");
+    else throw std::invalid_argument("--workload must be pp512, tg128, tg128x32 (or a list of them), all, shared, chat, load, frames, json, edit or longctx");
     at = end + 1;
   }
   return workloads;
@@ -133,21 +137,24 @@ Args parse(int argc, char** argv) {
               })
       .option("--workload", "W[,...]",
               "pp512, tg128, tg128x32 or a comma-separated list of them; all = pp512,tg128; or "
-              "one of shared, chat, load, frames, json",
+              "one of shared, chat, load, frames, json, edit, longctx",
               "pp512,tg128",
               [&a](const std::string& list) { a.workloads = parse_workloads(list); })
       .option("--repeats", "R", a.repeats, "runs of each configuration (cold start: of each load)")
       .option("--requests", "N", a.requests, "requests arriving together in the shared workload")
       .option("--configs", "LETTERS",
               "configurations of the shared and chat workloads, among a (fp32 one at a time), b "
-              "(int8 one at a time), c (int8, batching), d (int8, batching, prefix cache)",
+              "(int8 one at a time), c (int8, batching), d (int8, batching, prefix cache), e (d "
+              "with --speculative-tokens)",
               a.configs,
               [&a](const std::string& letters) {
-                if (letters.empty() || letters.find_first_not_of("abcd") != std::string::npos)
-                  throw std::invalid_argument("--configs takes letters among a, b, c, d");
+                if (letters.empty() || letters.find_first_not_of("abcde") != std::string::npos)
+                  throw std::invalid_argument("--configs takes letters among a, b, c, d, e");
                 a.configs = letters;
               })
       .option("--turns", "N", a.turns, "turns of the chat conversation")
+      .option("--speculative-tokens", "K", a.speculative_tokens,
+              "draft tokens per step when speculation is on (edit workload, shared config e)")
       .flag("--no-bandwidth", no_bandwidth,
             "skip the memory-bandwidth probe and its 1 GiB buffer (when peak memory is measured)")
       .option("--json", "FILE", a.json_path, "also write the results to FILE as JSON");
@@ -163,18 +170,7 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-// A prompt of exactly n tokens, different for every call so the prefix cache never helps.
-std::vector<std::int32_t> synthetic_prompt(const ember::Engine& engine, int n, int salt) {
-  std::string text;
-  std::vector<std::int32_t> tokens;
-  for (int i = 0; static_cast<int>(tokens.size()) < n; ++i) {
-    text += "Paragraph " + std::to_string(salt * 1000 + i) +
-            ": the keeper wrote down the ships, the weather and the birds that struck the glass. ";
-    tokens = engine.tokenize(text);
-  }
-  tokens.resize(static_cast<std::size_t>(n));
-  return tokens;
-}
+using ember::bench::synthetic_prompt;
 
 // tg128x32: `streams` requests decoded together; aggregate generated tokens per second.
 double run_streams(ember::Engine& engine, int streams, int salt) {
@@ -311,6 +307,8 @@ nlohmann::json run_serving(const Args& args, const std::string& workload) {
       {"(b) int8, one at a time, no prefix cache", ember::Precision::int8, false, false},
       {"(c) int8 + continuous batching", ember::Precision::int8, true, false},
       {"(d) int8 + batching + prefix cache", ember::Precision::int8, true, true},
+      {"(e) (d) + speculative_tokens " + std::to_string(args.speculative_tokens), ember::Precision::int8, true, true,
+       args.speculative_tokens},
   };
   ember::bench::ServingShape shape;
   shape.requests = args.requests;
@@ -337,6 +335,9 @@ nlohmann::json run_serving(const Args& args, const std::string& workload) {
                 r.mean_delivery_ms, 100 * r.reused_prompt_fraction);
     out.push_back(result_json(args, workload, c.name, r));
   }
+  if (results.count('d') && results.count('e'))
+    std::printf("(e) throughput / (d) = %.3fx (target >= 0.97x)\n",
+                results['e'].generated_tokens_per_s / results['d'].generated_tokens_per_s);
   if (results.count('a') && results.count('d'))
     std::printf("(d) mean response / (a) = %.3f (target <= 0.25)\n", results['d'].mean_response_ms / results['a'].mean_response_ms);
   if (workload == "shared" && results.count('b') && results.count('c')) {
@@ -445,15 +446,66 @@ nlohmann::json run_json(const Args& args) {
                             {"streams16_free", r.tps_b16_free}, {"streams16_schema", r.tps_b16_schema}}}};
 }
 
+// Speculation on and off (speculation_workload.hpp).
+nlohmann::json run_edit(const Args& args) {
+  const auto rows = ember::bench::run_edit_workload(args.model, args.threads, args.repeats, args.speculative_tokens);
+  std::printf("edit and tg128 (int8, %d threads, %d repeats): decode tokens/s, speculation off and on\n", args.threads,
+              args.repeats);
+  std::printf("%-7s %-11s %10s %10s %10s %10s %10s %10s %9s %8s\n", "request", "speculative", "median", "min", "max",
+              "vs off", "generated", "proposed", "accepted", "same");
+  nlohmann::json out = nlohmann::json::array();
+  std::map<std::string, double> off;
+  for (const auto& r : rows) {
+    if (r.speculative_tokens == 0) off[r.request] = r.decode_tokens_per_s.median;
+    const double ratio = r.decode_tokens_per_s.median / off[r.request];
+    std::printf("%-7s %-11d %10.1f %10.1f %10.1f %9.2fx %10d %10d %9d %8s\n", r.request.c_str(), r.speculative_tokens,
+                r.decode_tokens_per_s.median, r.decode_tokens_per_s.min, r.decode_tokens_per_s.max, ratio, r.generated,
+                r.proposed, r.accepted, r.same_tokens ? "yes" : "NO");
+    out.push_back({{"engine", "ember"}, {"workload", "edit"}, {"request", r.request}, {"threads", args.threads},
+                   {"speculative_tokens", r.speculative_tokens},
+                   {"decode_tokens_per_s", {{"median", r.decode_tokens_per_s.median}, {"min", r.decode_tokens_per_s.min},
+                                            {"max", r.decode_tokens_per_s.max}}},
+                   {"vs_off", ratio}, {"generated", r.generated}, {"proposed", r.proposed}, {"accepted", r.accepted},
+                   {"same_tokens", r.same_tokens}});
+  }
+  return out;
+}
+
+// f16 against int8 KV at a long context (speculation_workload.hpp).
+nlohmann::json run_longctx(const Args& args) {
+  constexpr int kPromptTokens = 4096;
+  const auto rows = ember::bench::run_long_context(args.model, args.threads, args.repeats, kPromptTokens);
+  std::printf("longctx: tg128 after a %d-token prompt (int8 weights, %d threads, %d repeats)\n", kPromptTokens,
+              args.threads, args.repeats);
+  std::printf("%-6s %10s %10s %10s %8s %14s\n", "kv", "median", "min", "max", "vs f16", "pool tokens");
+  nlohmann::json out = nlohmann::json::array();
+  const double f16 = rows.front().decode_tokens_per_s.median;
+  for (const auto& r : rows) {
+    const char* kv = r.kv_type == ember::KvCacheType::int8 ? "int8" : "f16";
+    std::printf("%-6s %10.2f %10.2f %10.2f %7.2fx %14d (%zu MiB)\n", kv, r.decode_tokens_per_s.median,
+                r.decode_tokens_per_s.min, r.decode_tokens_per_s.max, r.decode_tokens_per_s.median / f16,
+                r.pool_tokens, r.kv_cache_bytes >> 20);
+    out.push_back({{"engine", "ember"}, {"workload", "longctx"}, {"kv_type", kv}, {"threads", args.threads},
+                   {"prompt_tokens", kPromptTokens},
+                   {"decode_tokens_per_s", {{"median", r.decode_tokens_per_s.median}, {"min", r.decode_tokens_per_s.min},
+                                            {"max", r.decode_tokens_per_s.max}}},
+                   {"pool_tokens", r.pool_tokens}, {"kv_cache_bytes", r.kv_cache_bytes}});
+  }
+  return out;
+}
+
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   const std::string& first = args.workloads[0];
-  if (args.workloads.size() == 1 && (first == "shared" || first == "chat" || first == "load" || first == "frames" || first == "json")) {
+  if (args.workloads.size() == 1 && (first == "shared" || first == "chat" || first == "load" || first == "frames" ||
+                                     first == "json" || first == "edit" || first == "longctx")) {
     try {
-      const nlohmann::json out = first == "load"     ? run_load(args)
-                                 : first == "frames" ? run_frames(args)
-                                 : first == "json"   ? run_json(args)
-                                                     : run_serving(args, first);
+      const nlohmann::json out = first == "load"      ? run_load(args)
+                                 : first == "frames"  ? run_frames(args)
+                                 : first == "json"    ? run_json(args)
+                                 : first == "edit"    ? run_edit(args)
+                                 : first == "longctx" ? run_longctx(args)
+                                                      : run_serving(args, first);
       if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
       return 0;
     } catch (const ember::Error& e) {

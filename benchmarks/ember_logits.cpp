@@ -32,6 +32,7 @@ namespace {
 struct Args {
   std::string model, tokens_path, out_path;
   ember::Precision precision = ember::Precision::fp32;
+  ember::KvCacheType kv_type = ember::KvCacheType::f16;
   int threads = 2;
   int positions = 0;  // 0 = all
 };
@@ -55,12 +56,13 @@ Args parse(int argc, char** argv) {
       .option("--positions", "N", a.positions, "write the logits of the first N positions only; 0 = all");
   engine_flags.declare(cli, ember_examples::EngineFlags::model |
                                 ember_examples::EngineFlags::precision |
-                                ember_examples::EngineFlags::threads);
+                                ember_examples::EngineFlags::threads | ember_examples::EngineFlags::kv_type);
   cli.parse(argc, argv);
   if (a.tokens_path.empty() || a.out_path.empty()) cli.fail("--tokens and --out are required");
   const ember::EngineOptions options = engine_flags.open_options(cli);
   a.model = engine_flags.model_path;
   a.precision = options.precision;
+  a.kv_type = options.kv_cache_type;
   a.threads = options.threads;
   a.positions = std::max(0, a.positions);
   return a;
@@ -121,7 +123,7 @@ int main(int argc, char** argv) {
     const auto config = ember::model::read_model_config(*file);
     const auto backend = make_backend(args, file, config);
     const std::vector<std::int32_t> inputs(tokens.begin(), tokens.end() - 1);
-    ember::test::SequenceRunner runner(*backend, static_cast<int>(tokens.size()) + 16, ember::KvCacheType::f16);
+    ember::test::SequenceRunner runner(*backend, static_cast<int>(tokens.size()) + 16, args.kv_type);
     const auto logits = runner.append(inputs, /*all_rows=*/true, 256);
     write_npy(args.out_path, logits, inputs.size(), static_cast<std::size_t>(config.vocab));
     std::fprintf(stderr, "ember-logits: %zu positions x %d logits -> %s\n", inputs.size(), config.vocab,

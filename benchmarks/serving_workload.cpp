@@ -99,6 +99,7 @@ ServingResult run_shared_prompt(const std::string& model, int threads, const Ser
     const auto unique = text_tokens(engine, shape.unique_tokens, i + 1);
     prompt.insert(prompt.end(), unique.begin(), unique.end());
     requests.push_back(greedy_request(std::move(prompt), shape.generated_tokens));
+    requests.back().sampling.speculative_tokens = config.speculative_tokens;
   }
 
   const auto t0 = Clock::now();

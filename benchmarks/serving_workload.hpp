@@ -13,6 +13,7 @@ struct ServingConfig {
   Precision precision = Precision::int8;
   bool batching = true;      // false: one request at a time (max_sequences = 1)
   bool prefix_cache = true;
+  int speculative_tokens = 0;  // SamplingParams::speculative_tokens of every request
 };
 
 struct ServingShape {

@@ -256,7 +256,8 @@ struct EngineFlags {
     weight_cache = 1u << 5,
     progress = 1u << 6,
     context_policy = 1u << 7,
-    all = (1u << 8) - 1,
+    kv_type = 1u << 8,
+    all = (1u << 9) - 1,
   };
 
   std::string model_path = default_model_path();
@@ -312,6 +313,15 @@ struct EngineFlags {
                    options.kv_cache_bytes = kv_cache_mb_ << 20;
                  });
     }
+    if (which & kv_type)
+      cli.option("--kv-type", "f16|f32|int8",
+                 "storage of the KV cache; int8 (CPU only) holds about twice the tokens of f16",
+                 kv_type_name(options.kv_cache_type), [this](const std::string& t) {
+                   if (t == "f16") options.kv_cache_type = ember::KvCacheType::f16;
+                   else if (t == "f32") options.kv_cache_type = ember::KvCacheType::f32;
+                   else if (t == "int8") options.kv_cache_type = ember::KvCacheType::int8;
+                   else throw std::invalid_argument("--kv-type must be f16, f32 or int8, not '" + t + "'");
+                 });
     if (which & weight_cache)
       cli.option("--weight-cache", "DIR", options.weight_cache_dir,
                  "keep the prepared INT8 weights in DIR, so the next start skips their "
@@ -342,6 +352,9 @@ struct EngineFlags {
   }
 
  private:
+  static const char* kv_type_name(ember::KvCacheType t) {
+    return t == ember::KvCacheType::f16 ? "f16" : t == ember::KvCacheType::f32 ? "f32" : "int8";
+  }
   std::size_t kv_cache_mb_ = 0;
 };
 

@@ -150,6 +150,7 @@ void read_sampling(const json& body, Endpoint endpoint, ember::SamplingParams& s
   read_number(body, "min_p", 0.0, 1.0, s.min_p);        // extension, as in llama.cpp's server
   read_int(body, "top_k", 0, 1 << 20, s.top_k);         // extension
   read_bool(body, "ignore_eos", s.ignore_eos);          // extension
+  read_int(body, "speculative_tokens", 0, 16, s.speculative_tokens);  // extension: draftless speculation
   if (const json* seed = field(body, "seed")) {
     if (!seed->is_number_integer()) throw bad_field("seed", "'seed' must be an integer");
     s.seed = seed->is_number_unsigned() ? seed->get<std::uint64_t>()
@@ -166,11 +167,11 @@ const std::set<std::string>& known_fields(Endpoint endpoint) {
       "model", "user", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
       "presence_penalty", "frequency_penalty", "min_p", "top_k", "ignore_eos", "seed", "stop", "n",
       "stream", "stream_options", "logit_bias", "logprobs", "top_logprobs", "response_format",
-      "tools", "tool_choice", "parallel_tool_calls"};
+      "speculative_tokens", "tools", "tool_choice", "parallel_tool_calls"};
   static const std::set<std::string> completions = {
       "model", "user", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p",
       "presence_penalty", "frequency_penalty", "min_p", "top_k", "ignore_eos", "seed", "stop", "n",
-      "stream", "stream_options", "logit_bias", "logprobs", "response_format"};
+      "stream", "stream_options", "logit_bias", "logprobs", "response_format", "speculative_tokens"};
   return endpoint == Endpoint::chat_completions ? chat : completions;
 }
 
@@ -497,7 +498,12 @@ json usage_json(const ember::Completion& c) {
   return {{"prompt_tokens", c.prompt_tokens},
           {"completion_tokens", c.generated_tokens},
           {"total_tokens", c.prompt_tokens + c.generated_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", c.cached_prompt_tokens}}}};
+          {"prompt_tokens_details", {{"cached_tokens", c.cached_prompt_tokens}}},
+          // OpenAI's names for predicted-output tokens: here the draft tokens of
+          // speculative_tokens that the model confirmed, and those it did not.
+          {"completion_tokens_details",
+           {{"accepted_prediction_tokens", c.speculative_accepted},
+            {"rejected_prediction_tokens", c.speculative_proposed - c.speculative_accepted}}}};
 }
 
 namespace {

@@ -125,7 +125,8 @@ typedef enum ember_device_type {
 
 typedef enum ember_kv_cache_type {
   EMBER_KV_CACHE_F16 = 0, /* half-precision K/V (default) */
-  EMBER_KV_CACHE_F32 = 1
+  EMBER_KV_CACHE_F32 = 1,
+  EMBER_KV_CACHE_INT8 = 2 /* int8, a half scale per 32 values (q8_0); CPU int8 precision only */
 } ember_kv_cache_type;
 
 /* As ember::ContextPolicy: what happens when a chat or a generation outgrows the context. */
@@ -244,6 +245,8 @@ typedef struct ember_sampling {
   size_t logit_bias_count;
   const char* grammar;               /* GBNF text, or NULL; see SamplingParams::grammar */
   const char* json_schema;           /* JSON Schema text, or NULL; at most one of the two */
+  int32_t speculative_tokens;        /* draftless speculation: tokens proposed per step (0-16);
+                                        0 = off (SamplingParams::speculative_tokens) */
 } ember_sampling;
 
 EMBER_API ember_status ember_sampling_init(ember_sampling* sampling, size_t struct_size);
@@ -329,6 +332,8 @@ typedef struct ember_completion {
    * first (row i for tokens[i]); else NULL and 0. */
   const ember_token_logprob* top_logprobs;
   size_t top_logprobs_per_token;
+  int32_t speculative_proposed;      /* tokens sampling.speculative_tokens proposed */
+  int32_t speculative_accepted;      /* of them, accepted */
 } ember_completion;
 
 /* Frees *completion and sets it to NULL; NULL or *completion == NULL does nothing. */
@@ -415,6 +420,8 @@ typedef struct ember_stats {
   int32_t queued;
   int32_t kv_blocks_total;
   int32_t kv_blocks_free;
+  uint64_t speculative_proposed;     /* draft tokens proposed (sampling.speculative_tokens) */
+  uint64_t speculative_accepted;     /* of them, accepted */
 } ember_stats;
 
 EMBER_API ember_status ember_engine_stats(const ember_engine* engine, ember_stats* stats);

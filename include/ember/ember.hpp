@@ -98,6 +98,10 @@ struct Device {
 enum class KvCacheType {
   f16,  // half-precision K/V (default): half the memory of f32, no measurable quality loss
   f32,  // full precision K/V
+  int8,  // K/V as int8 with a half-precision scale per 32 values of a token's KV head
+         // (llama.cpp's q8_0): 0.53x the memory of f16 at head_dim 64, so the pool holds
+         // ~1.9x the tokens. CPU int8 precision only (the CUDA backend and precision fp32
+         // refuse it at open with Error(unsupported))
 };
 
 enum class LogLevel { debug, info, warning, error };
@@ -220,6 +224,13 @@ struct SamplingParams {
   // ignore_eos. See docs/api.md for the supported notation and JSON Schema keywords.
   std::string grammar;              // a GBNF grammar (llama.cpp's notation), start rule `root`
   std::string json_schema;          // a JSON Schema as JSON text; "{}" = any JSON value
+  // Draftless (prompt-lookup) speculative decoding: each step proposes up to this many next
+  // tokens by finding the latest n-gram of the prompt and output earlier in them and copying
+  // what followed it, and verifies them in the same forward pass (one row each). Greedy output
+  // is the same token for token as without it, sampled output follows the same distribution
+  // and a seed still reproduces it. It pays on text that copies its input (edits, summaries,
+  // code); it backs off in steps already full of other sequences' decodes. 0 = off (0-16)
+  int speculative_tokens = 0;
 };
 
 struct Message {
@@ -275,6 +286,8 @@ struct Completion {
   int dropped_messages = 0;          // messages ContextPolicy::truncate left out of the prompt
   int context_shifts = 0;            // times ContextPolicy::shift made room in the window
   int generated_tokens = 0;
+  int speculative_proposed = 0;      // tokens SamplingParams::speculative_tokens proposed
+  int speculative_accepted = 0;      // of them, accepted (each one a forward pass saved)
   Timings timings;
   std::string error;                 // set when finish_reason == error
 };
@@ -336,6 +349,8 @@ struct EngineStats {
   std::uint64_t prefix_hit_blocks = 0;
   std::uint64_t prefix_evictions = 0;
   std::uint64_t response_cache_hits = 0;
+  std::uint64_t speculative_proposed = 0;  // draft tokens proposed (SamplingParams::speculative_tokens)
+  std::uint64_t speculative_accepted = 0;  // of them, accepted
   int running = 0;                         // sequences now running
   int queued = 0;                          // requests now waiting
   int kv_blocks_total = 0;

@@ -3,6 +3,7 @@
 #include "kernels/cpu/math.hpp"
 #include "kernels/cpu/simd.hpp"
 #include "util/check.hpp"
+#include "util/fp16.hpp"
 
 #include <algorithm>
 #include <array>
@@ -18,15 +19,20 @@ namespace ember::kernels::cpu {
 
 namespace {
 
+constexpr int kMaxInt8Groups = 16;  // scales of one int8 head slice attention reads at most
+
 void check_layout(const KvLayout& l) {
   if (l.block_size <= 0 || l.kv_heads <= 0 || l.head_dim <= 0)
     fail(ErrorCode::invalid_argument, "kv layout: bad block_size={} kv_heads={} head_dim={}",
          l.block_size, l.kv_heads, l.head_dim);
+  if (l.dtype == KvCacheType::int8 && kv_int8_groups(l.head_dim) > kMaxInt8Groups)
+    fail(ErrorCode::unsupported, "int8 KV cache: head_dim {} is over {}", l.head_dim, kMaxInt8Groups * kKvInt8Group);
 }
 
-std::int64_t token_stride(const KvLayout& l) {
-  return static_cast<std::int64_t>(l.kv_heads) * l.head_dim;
-}
+// Strides in stored values (uint16 for f16, float, int8): one token's row of every KV head, and
+// one head's slice in it (an int8 slice carries its scale after its values).
+std::int64_t token_stride(const KvLayout& l) { return kv_token_bytes(l) / kv_value_bytes(l.dtype); }
+std::int64_t head_stride(const KvLayout& l) { return kv_head_bytes(l) / kv_value_bytes(l.dtype); }
 
 struct SoftmaxTerms {
   float max;
@@ -53,8 +59,7 @@ EMBER_CLONES SoftmaxTerms exponentiate_in_place(float* s, std::int64_t n) {
 // prefetcher does not follow: without this, batched decode waited on memory ~4x longer than
 // its K/V bytes take to stream.
 template <class T>
-void prefetch_block(const T* slice, std::int64_t stride, int rows, int head_dim) {
-  const int bytes = head_dim * static_cast<int>(sizeof(T));
+void prefetch_block(const T* slice, std::int64_t stride, int rows, std::int64_t bytes) {
   for (int r = 0; r < rows; ++r) {
     const char* row = reinterpret_cast<const char*>(slice + r * stride);
     for (int at = 0; at < bytes; at += 64) __builtin_prefetch(row + at);
@@ -88,7 +93,7 @@ void for_each_chunk(const T* cache, std::array<const T*, 2> ahead, const std::in
   const std::int64_t first = begin / l.block_size;
   const auto slice = [&](const T* base, std::int64_t b) {
     return base + static_cast<std::int64_t>(blocks[b]) * l.block_size * stride +
-           static_cast<std::int64_t>(kv_head) * l.head_dim;
+           static_cast<std::int64_t>(kv_head) * head_stride(l);
   };
   const auto prefetch = [&](std::int64_t b) {  // block b's part of the range, if any
     const std::int64_t from = std::max(begin, b * l.block_size);
@@ -97,7 +102,7 @@ void for_each_chunk(const T* cache, std::array<const T*, 2> ahead, const std::in
     for (const T* base : ahead)
       if (base != nullptr)
         prefetch_block(slice(base, b) + (from - b * l.block_size) * stride, stride,
-                       static_cast<int>(to - from), l.head_dim);
+                       static_cast<int>(to - from), kv_head_bytes(l));
   };
   for (std::int64_t b = first; b < first + kPrefetchBlocks; ++b) prefetch(b);
   for (std::int64_t b = first, t0 = begin; t0 < end; ++b) {
@@ -204,8 +209,46 @@ struct Partials {
   }
 };
 
-// Views a chunk of `keys` cached rows as FP32 rows: an f32 cache is used in place, an f16 one is
-// converted into `buffer` (kKeyChunk * head_dim floats). Conversion is exact, so either way
+// y[j * d + i] = x[j * stride + i] * scales[j * groups + i / kKvInt8Group]: `keys` int8 head
+// slices of d values in FP32, in one call per chunk. The same products for every query.
+EMBER_CLONES void dequantize_keys(const std::int8_t* x, std::int64_t stride, int keys, int d,
+                                  const float* scales, float* y) {
+  const int groups = kv_int8_groups(d);
+  for (int j = 0; j < keys; ++j)
+    for (int g = 0; g < groups; ++g) {
+      const int at = g * kKvInt8Group, n = std::min(kKvInt8Group, d - at);
+      const float scale = scales[j * groups + g];
+      const std::int8_t* xg = x + j * stride + at;
+      float* yg = y + j * d + at;
+#pragma omp simd
+      for (int i = 0; i < n; ++i) yg[i] = static_cast<float>(xg[i]) * scale;
+    }
+}
+
+// n values as int8 steps of their group's scale: q = round(x / scale), scale = max |x| / 127
+// rounded to half precision (and kept finite), so |q| <= 127 after the clamp.
+EMBER_CLONES float quantize_group(const float* x, std::int8_t* y, int n) {
+  float amax = 0.0f;
+#pragma omp simd reduction(max : amax)
+  for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float scale = fp16_to_float(float_to_fp16(std::min(amax / 127.0f, 65504.0f)));
+  const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+#pragma omp simd
+  for (int i = 0; i < n; ++i) y[i] = static_cast<std::int8_t>(std::clamp(std::nearbyint(x[i] * inv), -127.0f, 127.0f));
+  return scale;
+}
+
+// One head's values as an int8 slice: its groups' values, then their scales.
+void quantize_slice(const float* x, std::int8_t* y, int d) {
+  for (int g = 0, at = 0; at < d; ++g, at += kKvInt8Group) {
+    const std::uint16_t half = float_to_fp16(quantize_group(x + at, y + at, std::min(kKvInt8Group, d - at)));
+    std::memcpy(y + d + g * kKvScaleBytes, &half, sizeof half);
+  }
+}
+
+// Views a chunk of `keys` cached rows as FP32 rows: an f32 cache is used in place, an f16 or
+// int8 one is converted into `buffer` (kKeyChunk * head_dim floats), so an int8 cache is never
+// dequantized beyond the chunk in hand. Conversion is a fixed function of the stored bytes, so
 // every query sees the same values.
 template <class T>
 const float* chunk_as_f32(const T* p, std::int64_t stride, int keys, int d, float* buffer,
@@ -213,6 +256,17 @@ const float* chunk_as_f32(const T* p, std::int64_t stride, int keys, int d, floa
   if constexpr (sizeof(T) == 4) {
     ld = stride;
     return p;
+  } else if constexpr (sizeof(T) == 1) {
+    // The chunk's half scales (after each slice's values) converted together, with F16C.
+    const int groups = kv_int8_groups(d);
+    std::array<std::uint16_t, kKeyChunk * kMaxInt8Groups> halves;
+    std::array<float, kKeyChunk * kMaxInt8Groups> scales;
+    for (int j = 0; j < keys; ++j)
+      std::memcpy(halves.data() + j * groups, p + j * stride + d, static_cast<std::size_t>(groups) * sizeof(std::uint16_t));
+    ops.from_f16(halves.data(), scales.data(), keys * groups);
+    dequantize_keys(p, stride, keys, d, scales.data(), buffer);
+    ld = d;
+    return buffer;
   } else {
     for (int j = 0; j < keys; ++j) ops.from_f16(p + j * stride, buffer + j * d, d);
     ld = d;
@@ -385,13 +439,20 @@ std::int64_t scratch_floats(int queries, int head_dim, std::int64_t longest) {
 void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t rows,
               const std::int32_t* slots, const KvLayout& layout, void* k_cache, void* v_cache) {
   check_layout(layout);
-  const std::int64_t n = token_stride(layout);
+  const std::int64_t n = static_cast<std::int64_t>(layout.kv_heads) * layout.head_dim;
   if (ldkv < n) fail(ErrorCode::invalid_argument, "store_kv: ldkv={} < kv width {}", ldkv, n);
   const VecOps& ops = vec_ops();
   for (std::int64_t r = 0; r < rows; ++r) {
     if (slots[r] < 0) continue;
-    const std::int64_t at = static_cast<std::int64_t>(slots[r]) * n;
-    if (layout.dtype == KvCacheType::f16) {
+    const std::int64_t at = static_cast<std::int64_t>(slots[r]) * token_stride(layout);
+    if (layout.dtype == KvCacheType::int8) {
+      for (int h = 0; h < layout.kv_heads; ++h) {
+        const std::int64_t from = static_cast<std::int64_t>(h) * layout.head_dim;
+        const std::int64_t to = at + h * head_stride(layout);
+        quantize_slice(k + r * ldkv + from, static_cast<std::int8_t*>(k_cache) + to, layout.head_dim);
+        quantize_slice(v + r * ldkv + from, static_cast<std::int8_t*>(v_cache) + to, layout.head_dim);
+      }
+    } else if (layout.dtype == KvCacheType::f16) {
       ops.to_f16(k + r * ldkv, static_cast<std::uint16_t*>(k_cache) + at, static_cast<int>(n));
       ops.to_f16(v + r * ldkv, static_cast<std::uint16_t*>(v_cache) + at, static_cast<int>(n));
     } else {
@@ -468,6 +529,9 @@ void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* posit
       if (layout.dtype == KvCacheType::f16)
         attend_task(a, tile, segment, static_cast<const std::uint16_t*>(k_cache),
                     static_cast<const std::uint16_t*>(v_cache), scratch);
+      else if (layout.dtype == KvCacheType::int8)
+        attend_task(a, tile, segment, static_cast<const std::int8_t*>(k_cache),
+                    static_cast<const std::int8_t*>(v_cache), scratch);
       else
         attend_task(a, tile, segment, static_cast<const float*>(k_cache),
                     static_cast<const float*>(v_cache), scratch);

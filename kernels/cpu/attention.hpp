@@ -1,6 +1,7 @@
 // Paged attention over a block-structured KV cache. Per layer, K and V are each an array of
-// [num_blocks, block_size, kv_heads, head_dim] values in IEEE half (uint16 bits) or float; a
-// sequence's token t lives in block block_table[t / block_size] at offset t % block_size.
+// [num_blocks, block_size, kv_heads] head slices (kernels/kv_layout.hpp): head_dim IEEE halves
+// (uint16 bits), floats, or int8 values followed by their groups' half scales; a sequence's token t
+// lives in block block_table[t / block_size] at offset t % block_size.
 #pragma once
 
 #include "kernels/cpu/context.hpp"
@@ -17,7 +18,9 @@ using kernels::KvLayout;
 
 // Writes K and V of `rows` new tokens: k and v rows of kv_heads*head_dim floats at k + r*ldkv
 // and v + r*ldkv (the k and v parts of fused qkv rows); slots[r] = block * block_size + offset.
-// A negative slot skips its row.
+// A negative slot skips its row. An int8 cache stores each group of 32 values of a head as
+// round(x / scale) with scale = max |x| / 127 of that group (a fixed function of the row, so a
+// token's stored K/V is the same in any batch).
 void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t rows,
               const std::int32_t* slots, const KvLayout& layout, void* k_cache, void* v_cache);
 

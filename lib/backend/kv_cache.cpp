@@ -1,5 +1,6 @@
 #include "backend/kv_cache.hpp"
 
+#include "kernels/kv_layout.hpp"
 #include "util/check.hpp"
 
 #include <cstring>
@@ -7,14 +8,10 @@
 
 namespace ember::backend {
 
-namespace {
-DType element_type(KvCacheType type) { return type == KvCacheType::f16 ? DType::f16 : DType::f32; }
-}  // namespace
-
 std::size_t KvGeometry::bytes_per_block() const {
   return static_cast<std::size_t>(layers) * 2 * static_cast<std::size_t>(block_size) *
-         static_cast<std::size_t>(kv_heads) * static_cast<std::size_t>(head_dim) *
-         dtype_size(element_type(type));
+         static_cast<std::size_t>(kv_heads) *
+         static_cast<std::size_t>(kernels::kv_head_bytes(type, head_dim));
 }
 
 int kv_blocks_for_bytes(const KvGeometry& geometry, std::size_t bytes) {
@@ -36,11 +33,13 @@ void check_kv_geometry(const KvGeometry& geometry) {
 
 KvCache::KvCache(const KvGeometry& geometry) : geometry_(geometry) {
   check_kv_geometry(geometry);
-  const DType type = element_type(geometry.type);
+  // Each layer's K or V as bytes: [block_count, block_size, kv_heads, head slice bytes]
+  // (kernels/kv_layout.hpp; an int8 slice carries its scale).
+  const auto slice_bytes = static_cast<std::int64_t>(kernels::kv_head_bytes(geometry.type, geometry.head_dim));
   auto tensors = std::make_shared<std::vector<Tensor>>();
   for (int l = 0; l < 2 * geometry.layers; ++l) {
-    tensors->push_back(Tensor::empty(type, {geometry.block_count, geometry.block_size,
-                                            geometry.kv_heads, geometry.head_dim}));
+    tensors->push_back(Tensor::empty(DType::u8, {geometry.block_count, geometry.block_size,
+                                                 geometry.kv_heads, slice_bytes}));
     (l % 2 == 0 ? keys_ : values_).push_back(tensors->back().raw());
   }
   owner_ = std::move(tensors);

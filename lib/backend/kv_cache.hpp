@@ -1,5 +1,6 @@
 // The paged KV cache's memory: per layer, K and V arrays of
-// [block_count, block_size, kv_heads, head_dim] in f16 or f32. Block ids index every layer at
+// [block_count, block_size, kv_heads] head slices in f16, f32 or int8 with a scale per slice
+// (kernels/kv_layout.hpp). Block ids index every layer at
 // once; which block belongs to which sequence is the runtime's business (runtime/block_pool).
 #pragma once
 

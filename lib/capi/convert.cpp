@@ -75,7 +75,9 @@ ember_engine_options default_options() {
   o.device_index = d.device.index;
   o.threads = d.threads;
   o.context_length = d.context_length;
-  o.kv_cache_type = d.kv_cache_type == KvCacheType::f32 ? EMBER_KV_CACHE_F32 : EMBER_KV_CACHE_F16;
+  o.kv_cache_type = d.kv_cache_type == KvCacheType::f32    ? EMBER_KV_CACHE_F32
+                    : d.kv_cache_type == KvCacheType::int8 ? EMBER_KV_CACHE_INT8
+                                                           : EMBER_KV_CACHE_F16;
   o.kv_cache_bytes = d.kv_cache_bytes;
   o.kv_block_size = d.kv_block_size;
   o.max_batch_tokens = d.max_batch_tokens;
@@ -118,6 +120,7 @@ ember_sampling default_sampling() {
   s.seed = d.seed;
   s.ignore_eos = d.ignore_eos ? 1 : 0;
   s.logprobs = d.logprobs ? 1 : 0;
+  s.speculative_tokens = d.speculative_tokens;
   return s;
 }
 
@@ -170,6 +173,7 @@ EngineOptions to_cpp(const ember_engine_options& in) {
   switch (raw_enum(o.kv_cache_type)) {
     case EMBER_KV_CACHE_F16: out.kv_cache_type = KvCacheType::f16; break;
     case EMBER_KV_CACHE_F32: out.kv_cache_type = KvCacheType::f32; break;
+    case EMBER_KV_CACHE_INT8: out.kv_cache_type = KvCacheType::int8; break;
     default:
       fail(ErrorCode::invalid_argument,
            "ember_engine_options.kv_cache_type = {} is not an ember_kv_cache_type",
@@ -228,6 +232,7 @@ SamplingParams to_cpp(const ember_sampling* in) {
   out.ignore_eos = s.ignore_eos != 0;
   out.logprobs = s.logprobs != 0;
   out.top_logprobs = s.top_logprobs;
+  out.speculative_tokens = s.speculative_tokens;
   if (s.logit_bias_count > 0 && s.logit_bias == nullptr)
     fail(ErrorCode::invalid_argument, "ember_sampling.logit_bias is NULL but logit_bias_count is {}", s.logit_bias_count);
   for (std::size_t i = 0; i < s.logit_bias_count; ++i) out.logit_bias.push_back({s.logit_bias[i].token, s.logit_bias[i].bias});
@@ -326,6 +331,8 @@ void point_at(CompletionBox& box, const Completion& c, std::uint32_t magic) {
   p.from_response_cache = c.from_response_cache ? 1 : 0;
   p.dropped_messages = c.dropped_messages;
   p.context_shifts = c.context_shifts;
+  p.speculative_proposed = c.speculative_proposed;
+  p.speculative_accepted = c.speculative_accepted;
   p.timings = &box.timings;
   p.error = c.error.c_str();
   box.magic = magic;
@@ -356,6 +363,8 @@ void write_stats(ember_stats* out, const EngineStats& s) {
   v.queued = s.queued;
   v.kv_blocks_total = s.kv_blocks_total;
   v.kv_blocks_free = s.kv_blocks_free;
+  v.speculative_proposed = s.speculative_proposed;
+  v.speculative_accepted = s.speculative_accepted;
   write_sized(out, v, "ember_stats");
 }
 

@@ -17,6 +17,7 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 }
 
 constexpr int kDefaultMaxContext = 8192;
+constexpr int kMaxSpeculativeTokens = 16;  // SamplingParams::speculative_tokens at most
 
 }  // namespace
 
@@ -89,6 +90,7 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
   SchedulerLimits limits;
   limits.max_batch_tokens = options.max_batch_tokens;
   limits.max_sequences = options.max_sequences;
+  limits.context_length = context_length_;
   scheduler_ = std::make_unique<Scheduler>(*pool_, limits);
   response_cache_ = std::make_unique<ResponseCache>(options.response_cache_bytes);
 
@@ -199,6 +201,9 @@ std::shared_ptr<const grammar::TokenTrie> EngineCore::token_trie() const {
 
 std::shared_ptr<Sequence> EngineCore::make_sequence(const Request& request, StreamCallback on_chunk) const {
   validate(request.sampling, config_.vocab);
+  if (request.sampling.speculative_tokens < 0 || request.sampling.speculative_tokens > kMaxSpeculativeTokens)
+    fail(ErrorCode::invalid_argument, "sampling.speculative_tokens must be in [0, {}], got {}", kMaxSpeculativeTokens,
+         request.sampling.speculative_tokens);
   if (options_.max_generated_tokens > 0 && request.sampling.max_tokens > options_.max_generated_tokens)
     fail(ErrorCode::invalid_argument, "max_tokens = {} is over this engine's limit, EngineOptions::max_generated_tokens = {}",
          request.sampling.max_tokens, options_.max_generated_tokens);
@@ -494,7 +499,7 @@ int EngineCore::finish_step() {
     scheduler_->commit(step);
     for (const ScheduledSequence& s : step) {
       if (s.logit_index < 0) continue;
-      on_token(*s.sequence, logits_.data() + static_cast<std::size_t>(s.logit_index) * config_.vocab);
+      sample_rows(s);
       if (s.sequence->state == SequenceState::running && static_cast<int>(s.sequence->tokens.size()) >= context_length_)
         shift(s.sequence);
     }
@@ -570,6 +575,29 @@ void EngineCore::on_token(Sequence& seq, float* logits) {
   seq.response_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+void EngineCore::sample_rows(const ScheduledSequence& s) {
+  Sequence& seq = *s.sequence;
+  const auto row = [&](std::size_t i) {
+    return logits_.data() + (static_cast<std::size_t>(s.logit_index) + i) * static_cast<std::size_t>(config_.vocab);
+  };
+  on_token(seq, row(0));
+  // Draft token i is accepted when the token sampled at its place, from the logits of the row
+  // before it, is that token; then its row's K/V is the token's own and its logits give the next
+  // token. This is the standard acceptance rule for a draft that proposes one token with
+  // certainty (accepted with probability p(token); otherwise the sample is drawn from p without
+  // it), and as every row is sampled in order with the sequence's own sampler and RNG, the
+  // output is token for token the one without speculation, greedy or seeded.
+  std::size_t accepted = 0;
+  while (accepted < s.draft.size() && seq.state == SequenceState::running &&
+         seq.tokens.back() == s.draft[accepted]) {
+    scheduler_->advance(seq, 1);
+    ++accepted;
+    on_token(seq, row(accepted));
+  }
+  seq.completion.speculative_proposed += static_cast<int>(s.draft.size());
+  seq.completion.speculative_accepted += static_cast<int>(accepted);
+}
+
 void EngineCore::shift(const std::shared_ptr<Sequence>& seq) {
   // Keep the first context_keep tokens and the newer half of the rest; the kept tokens are
   // computed again from the start (their blocks at the front are likely still cached).
@@ -624,6 +652,7 @@ void EngineCore::serve_from_response_cache(const std::shared_ptr<Sequence>& seq,
   seq->completion.prompt_tokens = prompt_tokens;
   seq->completion.cached_prompt_tokens = prompt_tokens;
   seq->completion.from_response_cache = true;
+  seq->completion.speculative_proposed = seq->completion.speculative_accepted = 0;  // nothing computed
   seq->completion.timings = {};
   seq->first_scheduled = seq->first_token = seq->last_token = Clock::now();
   const Completion& c = seq->completion;
@@ -640,6 +669,8 @@ void EngineCore::finalize(const std::shared_ptr<Sequence>& seq) {
   stats_.prompt_tokens += static_cast<std::uint64_t>(c.prompt_tokens);
   stats_.prompt_tokens_reused += static_cast<std::uint64_t>(c.cached_prompt_tokens);
   stats_.generated_tokens += c.tokens.size();
+  stats_.speculative_proposed += static_cast<std::uint64_t>(c.speculative_proposed);
+  stats_.speculative_accepted += static_cast<std::uint64_t>(c.speculative_accepted);
   if (!seq->response_key.empty() && !c.from_response_cache) response_cache_->insert(seq->response_key, c);
   const auto end = Clock::now();
   c.generated_tokens = static_cast<int>(c.tokens.size());

@@ -114,6 +114,9 @@ class EngineCore {
   }
   void background_loop();
   void on_token(Sequence& seq, float* logits);
+  // Samples a scheduled sequence's token, and with a draft, keeps sampling while the draft is
+  // confirmed (accepting its rows' K/V).
+  void sample_rows(const ScheduledSequence& s);
   void shift(const std::shared_ptr<Sequence>& seq);  // ContextPolicy::shift on a full window
   std::vector<std::int32_t> encode_rendered(const std::string& text) const;
   // A chat prompt; with `truncate`, without its oldest turns until it fits with max_tokens.

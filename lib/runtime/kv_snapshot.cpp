@@ -1,5 +1,6 @@
 #include "runtime/kv_snapshot.hpp"
 
+#include "backend/kv_cache.hpp"
 #include "runtime/block_pool.hpp"
 #include "util/atomic_file.hpp"
 #include "util/check.hpp"
@@ -22,9 +23,9 @@ constexpr std::size_t kChecksumBytes = 8;
 constexpr std::size_t kBlockCountOffset = 60;
 constexpr std::uint64_t kChecksumSeed = 0x6b76736e6170ull;  // "kvsnap"
 
-std::size_t kv_element_bytes(KvCacheType type) { return type == KvCacheType::f16 ? 2 : 4; }
-
-const char* name_of(KvCacheType type) { return type == KvCacheType::f16 ? "f16" : "f32"; }
+const char* name_of(KvCacheType type) {
+  return type == KvCacheType::f16 ? "f16" : type == KvCacheType::f32 ? "f32" : "int8";
+}
 const char* name_of(Precision precision) { return precision == Precision::int8 ? "int8" : "fp32"; }
 
 void put_u32(std::vector<std::uint8_t>& out, std::uint32_t v) {
@@ -42,9 +43,16 @@ std::uint64_t get_le(const std::uint8_t* p, int bytes) {
   return v;
 }
 
-// True when no K/V element is a NaN or an infinity (all exponent bits set).
-bool all_finite(const std::uint8_t* kv, std::size_t bytes, KvCacheType type) {
-  if (type == KvCacheType::f16) {
+// True when no K/V element is a NaN or an infinity (all exponent bits set): for int8 K/V, no
+// head slice's scale (the halves after its head_dim values, kernels/kv_layout.hpp).
+bool all_finite(const std::uint8_t* kv, std::size_t bytes, KvCacheType type, int head_dim) {
+  if (type == KvCacheType::int8) {
+    const auto values = static_cast<std::size_t>(head_dim);
+    const auto slice = static_cast<std::size_t>(backend::KvGeometry{1, 1, head_dim, 1, 1, type}.bytes_per_block() / 2);
+    for (std::size_t at = 0; at + slice <= bytes; at += slice)
+      for (std::size_t s = at + values; s + 1 < at + slice; s += 2)
+        if ((get_le(kv + s, 2) & 0x7c00u) == 0x7c00u) return false;
+  } else if (type == KvCacheType::f16) {
     for (std::size_t i = 0; i + 1 < bytes; i += 2)
       if ((get_le(kv + i, 2) & 0x7c00u) == 0x7c00u) return false;
   } else {
@@ -102,7 +110,7 @@ void check_block(const KvSnapshotBlock& b, std::size_t index, const std::unorder
     fail(ErrorCode::invalid_argument, "KV snapshot block {}: parent {:016x} is not an earlier block", index, b.parent);
   if (earlier.contains(b.hash))
     fail(ErrorCode::invalid_argument, "KV snapshot block {}: hash {:016x} appears twice", index, b.hash);
-  if (!all_finite(b.kv, id.kv_bytes_per_block(), id.kv_type))
+  if (!all_finite(b.kv, id.kv_bytes_per_block(), id.kv_type, id.head_dim))
     fail(ErrorCode::invalid_argument, "KV snapshot block {}: K/V data holds a NaN or an infinity", index);
 }
 
@@ -115,8 +123,7 @@ std::uint64_t kv_snapshot_checksum(std::span<const std::uint8_t> bytes) {
 }
 
 std::size_t KvSnapshotIdentity::kv_bytes_per_block() const {
-  return static_cast<std::size_t>(layers) * 2 * static_cast<std::size_t>(block_size) *
-         static_cast<std::size_t>(kv_heads) * static_cast<std::size_t>(head_dim) * kv_element_bytes(kv_type);
+  return backend::KvGeometry{layers, kv_heads, head_dim, block_size, 1, kv_type}.bytes_per_block();
 }
 
 std::size_t KvSnapshotIdentity::record_bytes_per_block() const {

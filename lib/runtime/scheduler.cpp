@@ -1,5 +1,6 @@
 #include "runtime/scheduler.hpp"
 
+#include "runtime/speculation.hpp"
 #include "util/check.hpp"
 
 #include <algorithm>
@@ -36,6 +37,8 @@ std::vector<ScheduledSequence> Scheduler::schedule(
 
   // 1. Running sequences, oldest first: their decode tokens and the next chunks of their prompts.
   const auto running = running_;  // preemption below edits running_
+  const auto decodes = std::count_if(running.begin(), running.end(), [](const auto& s) { return s->uncomputed() == 1; });
+  const bool speculate = decodes <= kSpeculationMaxDecodes;
   for (const auto& seq : running) {
     if (seq->state != SequenceState::running) continue;  // preempted earlier in this pass
     if (budget == 0 || static_cast<int>(step.size()) == limits_.max_sequences) break;
@@ -53,8 +56,11 @@ std::vector<ScheduledSequence> Scheduler::schedule(
       }
       continue;
     }
-    append_rows(seq, rows, batch, step);
-    budget -= rows;
+    std::vector<std::int32_t> draft;
+    if (speculate && seq->uncomputed() == 1 && seq->sampling.speculative_tokens > 0)
+      draft = draft_for(*seq, budget - rows);
+    budget -= rows + static_cast<int>(draft.size());
+    append_rows(seq, rows, std::move(draft), batch, step);
   }
 
   // 2. Waiting requests in priority order, while the budget, the sequence limit and the free
@@ -77,7 +83,7 @@ std::vector<ScheduledSequence> Scheduler::schedule(
     seq->state = SequenceState::running;
     if (!seq->first_scheduled) seq->first_scheduled = Clock::now();
     const int rows = std::min(seq->uncomputed(), budget);
-    append_rows(seq, rows, batch, step);
+    append_rows(seq, rows, {}, batch, step);
     budget -= rows;
   }
   return step;
@@ -154,36 +160,54 @@ void Scheduler::release_blocks(Sequence& seq) {
   seq.last_block_hash = 0;
 }
 
-void Scheduler::append_rows(const std::shared_ptr<Sequence>& seq, int rows, backend::Batch& batch,
-                            std::vector<ScheduledSequence>& step) {
+std::vector<std::int32_t> Scheduler::draft_for(Sequence& seq, int budget) {
   const int bs = pool_.block_size();
-  ScheduledSequence s{seq, batch.rows(), rows, -1};
-  for (int i = 0; i < rows; ++i) {
+  const int next = static_cast<int>(seq.tokens.size());  // the first draft token's position
+  int limit = std::min({seq.sampling.speculative_tokens, budget, seq.sampling.max_tokens - seq.generated() - 1});
+  // Every accepted token but the last must leave the window unfilled: then a sequence fills
+  // it, or shifts, only on its last token of a step, as it does without a draft.
+  if (limits_.context_length > 0) limit = std::min(limit, limits_.context_length - 1 - next);
+  std::vector<std::int32_t> draft = propose_by_lookup(seq.tokens, limit);
+  const int held = static_cast<int>(seq.blocks.size()) * bs - next;  // positions after the decode row
+  if (static_cast<int>(draft.size()) > held && pool_.free_blocks() > 0)
+    if (auto block = pool_.allocate()) seq.blocks.push_back(*block);
+  draft.resize(static_cast<std::size_t>(std::clamp(static_cast<int>(seq.blocks.size()) * bs - next, 0,
+                                                   static_cast<int>(draft.size()))));
+  return draft;
+}
+
+void Scheduler::append_rows(const std::shared_ptr<Sequence>& seq, int rows, std::vector<std::int32_t> draft,
+                            backend::Batch& batch, std::vector<ScheduledSequence>& step) {
+  const int bs = pool_.block_size();
+  const int drafted = static_cast<int>(draft.size());
+  ScheduledSequence s{seq, batch.rows(), rows + drafted, -1, std::move(draft)};
+  for (int i = 0; i < rows + drafted; ++i) {
     const int pos = seq->computed + i;
-    batch.tokens.push_back(seq->tokens[static_cast<std::size_t>(pos)]);
+    batch.tokens.push_back(i < rows ? seq->tokens[static_cast<std::size_t>(pos)] : s.draft[static_cast<std::size_t>(i - rows)]);
     batch.positions.push_back(pos);
     batch.slots.push_back(seq->blocks[static_cast<std::size_t>(pos / bs)] * bs + pos % bs);
   }
-  batch.sequences.push_back({s.row_begin, rows, seq->blocks});
+  batch.sequences.push_back({s.row_begin, rows + drafted, seq->blocks});
   if (seq->computed + rows == static_cast<int>(seq->tokens.size())) {
     s.logit_index = static_cast<int>(batch.logit_rows.size());
-    batch.logit_rows.push_back(s.row_begin + rows - 1);
+    for (int i = rows - 1; i < rows + drafted; ++i) batch.logit_rows.push_back(s.row_begin + i);
   }
   step.push_back(std::move(s));
 }
 
 void Scheduler::commit(const std::vector<ScheduledSequence>& step) {
+  for (const ScheduledSequence& s : step) advance(*s.sequence, s.rows - static_cast<int>(s.draft.size()));
+}
+
+void Scheduler::advance(Sequence& seq, int rows) {
   const int bs = pool_.block_size();
-  for (const ScheduledSequence& s : step) {
-    Sequence& seq = *s.sequence;
-    seq.computed += s.rows;
-    while ((seq.published_blocks + 1) * bs <= seq.computed) {
-      const auto block_tokens = std::span(seq.tokens).subspan(
-          static_cast<std::size_t>(seq.published_blocks * bs), static_cast<std::size_t>(bs));
-      seq.last_block_hash = pool_.publish_full_block(
-          seq.blocks[static_cast<std::size_t>(seq.published_blocks)], seq.last_block_hash, block_tokens);
-      ++seq.published_blocks;
-    }
+  seq.computed += rows;
+  while ((seq.published_blocks + 1) * bs <= seq.computed) {
+    const auto block_tokens = std::span(seq.tokens).subspan(
+        static_cast<std::size_t>(seq.published_blocks * bs), static_cast<std::size_t>(bs));
+    seq.last_block_hash = pool_.publish_full_block(
+        seq.blocks[static_cast<std::size_t>(seq.published_blocks)], seq.last_block_hash, block_tokens);
+    ++seq.published_blocks;
   }
 }
 

@@ -1,7 +1,9 @@
 // Continuous batching: each step, every running sequence advances (decodes first, then prefill
 // chunks), and waiting requests are admitted while the token budget, the sequence limit and the
 // free KV blocks allow. A sequence is just "tokens not yet computed": a decode has one, a prompt
-// many, so prefill chunks and decode tokens go into one flattened batch.
+// many, so prefill chunks and decode tokens go into one flattened batch. A decode that
+// speculates (SamplingParams::speculative_tokens) adds its draft tokens as rows after its last
+// token, each with logits; the engine keeps the ones its sampling confirms (advance()).
 //
 // Thread-safety: none; the engine calls it under its lock.
 #pragma once
@@ -19,14 +21,17 @@ namespace ember::runtime {
 struct SchedulerLimits {
   int max_batch_tokens = 512;  // rows per step
   int max_sequences = 16;      // sequences in one step
+  int context_length = 0;      // positions per sequence (drafts stay inside it); 0 = no limit
 };
 
 // One sequence's share of a step: rows [row_begin, row_begin + rows) of the batch.
 struct ScheduledSequence {
   std::shared_ptr<Sequence> sequence;
   int row_begin = 0;
-  int rows = 0;
-  int logit_index = -1;  // index into the step's logits, or -1 when no token is sampled
+  int rows = 0;          // the sequence's own tokens, then its draft
+  int logit_index = -1;  // index into the step's logits, or -1 when no token is sampled; a
+                         // drafted decode has 1 + draft.size() logit rows from there
+  std::vector<std::int32_t> draft;  // tokens proposed after the sequence's last one (its last rows)
 };
 
 class Scheduler {
@@ -41,9 +46,12 @@ class Scheduler {
   std::vector<ScheduledSequence> schedule(backend::Batch& batch,
                                           std::vector<std::shared_ptr<Sequence>>& finished, int max_rows = 0);
 
-  // After the backend ran a step: advances each sequence's computed count and publishes the
-  // blocks that became full to the prefix cache.
+  // After the backend ran a step: advances each sequence's computed count over its own rows
+  // (not its draft) and publishes the blocks that became full to the prefix cache.
   void commit(const std::vector<ScheduledSequence>& step);
+  // `rows` more of the sequence's tokens have their K/V in the cache (accepted draft rows, whose
+  // K/V was computed from the token now confirmed at their position); publishes full blocks.
+  void advance(Sequence& seq, int rows);
 
   // Releases a running sequence's blocks and queues it to be computed again from its first
   // token (after its tokens changed: ContextPolicy::shift).
@@ -65,8 +73,11 @@ class Scheduler {
   bool reserve_blocks(Sequence& seq, int tokens, const std::vector<ScheduledSequence>& step);
   void preempt(const std::shared_ptr<Sequence>& victim, bool count = true);
   void release_blocks(Sequence& seq);
-  void append_rows(const std::shared_ptr<Sequence>& seq, int rows, backend::Batch& batch,
-                   std::vector<ScheduledSequence>& step);
+  // Draft tokens for a decode of `seq`, at most `budget`, inside the blocks it holds or one
+  // more free block (a draft never preempts), the context window and max_tokens.
+  std::vector<std::int32_t> draft_for(Sequence& seq, int budget);
+  void append_rows(const std::shared_ptr<Sequence>& seq, int rows, std::vector<std::int32_t> draft,
+                   backend::Batch& batch, std::vector<ScheduledSequence>& step);
 
   BlockPool& pool_;
   SchedulerLimits limits_;

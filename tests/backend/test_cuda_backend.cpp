@@ -163,6 +163,15 @@ TEST_CASE("bad devices, precisions and sizes are errors at open") {
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::out_of_memory);
   }
+  // int8 KV is CPU only for now: refused when the pool is made (at Engine::open), by name.
+  g = backend::KvGeometry{c.layers, c.kv_heads, c.head_dim, 16, 4, KvCacheType::int8};
+  try {
+    b->make_kv_cache(g);
+    FAIL("an int8 KV cache was made on CUDA");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::unsupported);
+    CHECK(std::string(e.what()).find("int8") != std::string::npos);
+  }
   backend::KvCache host(backend::KvGeometry{c.layers, c.kv_heads, c.head_dim, 16, 4, KvCacheType::f16});
   backend::Batch batch;
   batch.tokens = {5};

@@ -50,6 +50,7 @@ extern int capi_failed;
 
 /* The shared test model and the small options every test opens it with. */
 extern const char* capi_model_path;
+ember_engine_options capi_options(void);  /* 2 threads, a 4 MiB KV pool */
 ember_engine* capi_open(void);
 ember_sampling capi_greedy(int max_tokens);
 

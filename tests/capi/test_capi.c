@@ -11,10 +11,15 @@ int capi_passed = 0;
 int capi_failed = 0;
 const char* capi_model_path = NULL;
 
-ember_engine* capi_open(void) {
+ember_engine_options capi_options(void) {
   ember_engine_options options = ember_engine_options_default();
   options.threads = 2;
   options.kv_cache_bytes = 4u << 20;
+  return options;
+}
+
+ember_engine* capi_open(void) {
+  ember_engine_options options = capi_options();
   ember_engine* engine = NULL;
   CHECK_OK(ember_engine_open(capi_model_path, &options, &engine));
   return engine;
@@ -305,6 +310,45 @@ static void test_chat_tokenize_info(ember_engine* engine) {
   CHECK(info.parameters > 0 && info.load_ms > 0);
 }
 
+/* An int8 KV cache (EMBER_KV_CACHE_INT8) and draftless speculation (speculative_tokens): the
+ * greedy tokens with speculation are those without; the completion and the stats count the
+ * drafts. */
+static void test_int8_kv_and_speculation(void) {
+  ember_engine_options options = capi_options();
+  options.kv_cache_type = EMBER_KV_CACHE_INT8;
+  ember_engine* engine = NULL;
+  CHECK_OK(ember_engine_open(capi_model_path, &options, &engine));
+  if (engine == NULL) return;
+  ember_sampling plain = capi_greedy(40);
+  ember_sampling fast = plain;
+  fast.speculative_tokens = 8;
+  CHECK(ember_sampling_default().speculative_tokens == 0);
+  const char* prompt = "one two three one two three one two three one two three";
+  ember_completion* a = NULL;
+  ember_completion* b = NULL;
+  CHECK_OK(ember_generate(engine, prompt, &plain, NULL, NULL, &a));
+  CHECK_OK(ember_generate(engine, prompt, &fast, NULL, NULL, &b));
+  if (a != NULL && b != NULL) {
+    CHECK(same_tokens(a, b));
+    CHECK(a->speculative_proposed == 0 && a->speculative_accepted == 0);
+    CHECK(b->speculative_accepted <= b->speculative_proposed);
+    ember_stats stats;
+    stats.struct_size = sizeof stats;
+    CHECK_OK(ember_engine_stats(engine, &stats));
+    CHECK(stats.speculative_proposed == (uint64_t)b->speculative_proposed);
+    CHECK(stats.speculative_accepted == (uint64_t)b->speculative_accepted);
+  }
+  ember_completion_free(&a);
+  ember_completion_free(&b);
+  fast.speculative_tokens = 17;
+  CHECK_FAILS(ember_generate(engine, prompt, &fast, NULL, NULL, &b), EMBER_ERROR_INVALID_ARGUMENT,
+              "speculative_tokens");
+  ember_engine_close(&engine);
+  options.kv_cache_type = (ember_kv_cache_type)7;
+  CHECK_FAILS(ember_engine_open(capi_model_path, &options, &engine), EMBER_ERROR_INVALID_ARGUMENT,
+              "kv_cache_type");
+}
+
 /* A request handle outlives its engine: the request ends as cancelled. */
 static void test_request_outlives_engine(void) {
   ember_engine* engine = capi_open();
@@ -344,6 +388,7 @@ int main(int argc, char** argv) {
     ember_engine_close(&engine);
   }
   test_request_outlives_engine();
+  test_int8_kv_and_speculation();
   test_state();
   test_load();
   printf("%d passed, %d failed\n", capi_passed, capi_failed);

@@ -52,9 +52,7 @@ static void test_prefix_store(void) {
               "prompts is NULL");
   ember_engine_close(&writer);
 
-  ember_engine_options options = ember_engine_options_default();
-  options.threads = 2;
-  options.kv_cache_bytes = 4u << 20;
+  ember_engine_options options = capi_options();
   options.prefix_store_path = kStoreFile;
   ember_engine* engine = NULL;
   CHECK_OK(ember_engine_open(capi_model_path, &options, &engine));

@@ -16,10 +16,11 @@ namespace {
 
 std::string model_path() { return test::synthetic_model_file(42, 256); }
 
-EngineOptions small_options() {
+EngineOptions small_options(KvCacheType kv = KvCacheType::f16) {
   EngineOptions o;
   o.threads = 2;
-  o.kv_cache_bytes = 1u << 20;  // 256 blocks of 16 tokens
+  o.kv_cache_bytes = 1u << 20;  // 256 blocks of 16 tokens (f16)
+  o.kv_cache_type = kv;
   return o;
 }
 
@@ -56,7 +57,12 @@ ErrorCode code_of(auto&& f, std::string* message = nullptr) {
   return ErrorCode::internal;
 }
 
+// With the int8 KV cache too: its blocks (int8 values and their scales) travel as they are, and a
+// prefix-cache hit on them gives the uninterrupted run's logprobs bit for bit.
 TEST_CASE("save, restore in a fresh engine, continue: the same tokens as never stopping") {
+  for (KvCacheType kv : {KvCacheType::f16, KvCacheType::int8}) {
+  CAPTURE(static_cast<int>(kv));
+  const auto small_options = [kv] { return ember::small_options(kv); };
   const std::vector<std::int32_t> p = prompt_p();
   const auto dir = test::temp_dir("ember-state");
   const std::string path = (dir / "conversation.emberkv").string();
@@ -89,6 +95,7 @@ TEST_CASE("save, restore in a fresh engine, continue: the same tokens as never s
   }
   CHECK(std::filesystem::file_size(path) == bytes.size());
   std::filesystem::remove_all(dir);
+  }
 }
 
 TEST_CASE("a prefix store makes the first request of a fresh engine hit, with the same output") {
@@ -163,6 +170,14 @@ TEST_CASE("bad state file: another model, another KV type, garbage; the engine i
   f32.kv_cache_type = KvCacheType::f32;
   Engine other_type = Engine::open(model_path(), f32);
   CHECK(code_of([&] { (void)other_type.load_state(bytes); }, &message) == ErrorCode::invalid_argument);
+  CHECK(message.find("KV cache type") != std::string::npos);
+  // int8 against f16, both ways.
+  Engine int8_kv = Engine::open(model_path(), small_options(KvCacheType::int8));
+  CHECK(code_of([&] { (void)int8_kv.load_state(bytes); }, &message) == ErrorCode::invalid_argument);
+  CHECK(message.find("(int8)") != std::string::npos);
+  const std::vector<std::uint8_t> int8_bytes = int8_kv.save_state(prompt_p());
+  CHECK(int8_bytes.size() < bytes.size());  // a block of int8 K/V is ~half an f16 one
+  CHECK(code_of([&] { (void)other_type.load_state(int8_bytes); }, &message) == ErrorCode::invalid_argument);
   CHECK(message.find("KV cache type") != std::string::npos);
 
   Engine engine = Engine::open(model_path(), small_options());

@@ -11,7 +11,8 @@ import sys
 
 from example_support import Checks, run
 
-ENGINE = ["--model", "--precision", "--weights", "--threads", "--context", "--context-policy", "--kv-cache-mb", "--weight-cache",
+ENGINE = ["--model", "--precision", "--weights", "--threads", "--context", "--context-policy", "--kv-cache-mb",
+          "--kv-type", "--weight-cache",
           "--progress"]
 
 # name: (its own flags, the shared engine flags it declares, positional arguments)
@@ -27,10 +28,10 @@ PROGRAMS = {
                      ENGINE, []),
     "ember-inspect": ([], [], ["MODEL.gguf"]),
     "ember-bench": (["--device", "--precision", "--workload", "--repeats", "--requests",
-                     "--configs", "--turns", "--no-bandwidth", "--json"],
+                     "--configs", "--turns", "--speculative-tokens", "--no-bandwidth", "--json"],
                     ["--model", "--threads"], []),
     "ember-logits": (["--tokens", "--out", "--positions"],
-                     ["--model", "--precision", "--weights", "--threads"], []),
+                     ["--model", "--precision", "--weights", "--threads", "--kv-type"], []),
     "ember-make-synthetic": ([], [], ["SHAPE", "OUT.gguf", "OUT.json"]),
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -40,6 +41,29 @@ struct Case {
   float scale = 0.0f;   // AttentionOptions::scale
 };
 
+// The scale of an int8 group: max |x| / 127 in half precision.
+float group_scale(const float* x, int n) {
+  float amax = 0.0f;
+  for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  return ember::fp16_to_float(ember::float_to_fp16(amax / 127.0f));
+}
+
+// What a cache of `type` gives back for each value of `x` (rows of heads of head_dim values):
+// f16-rounded, or int8 steps of each group of 32 values of a head.
+std::vector<float> stored_values(std::vector<float> x, KvCacheType type, int head_dim) {
+  if (type == KvCacheType::f16)
+    for (float& v : x) v = ember::fp16_to_float(ember::float_to_fp16(v));
+  if (type == KvCacheType::int8)
+    for (std::size_t head = 0; head < x.size(); head += static_cast<std::size_t>(head_dim))
+      for (int at = 0; at < head_dim; at += ember::kernels::kKvInt8Group) {
+        float* group = x.data() + head + static_cast<std::size_t>(at);
+        const int n = std::min(ember::kernels::kKvInt8Group, head_dim - at);
+        const float scale = group_scale(group, n), inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+        for (int i = 0; i < n; ++i) group[i] = std::clamp(std::nearbyint(group[i] * inv), -127.0f, 127.0f) * scale;
+      }
+  return x;
+}
+
 // A block id far past any pool: a block_table entry the kernel must not follow (it would read
 // terabytes past the cache and crash).
 constexpr std::int32_t kUnreadBlock = 1 << 28;
@@ -59,9 +83,9 @@ void run_case(const Case& c, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::shuffle(pool.begin(), pool.end(), rng);
 
-  const std::size_t elem = c.dtype == KvCacheType::f16 ? 2 : 4;
-  const std::size_t cache_values = static_cast<std::size_t>(total_blocks) * static_cast<std::size_t>(c.block_size * kv_width);
-  std::vector<unsigned char> k_cache(cache_values * elem), v_cache(cache_values * elem);
+  const std::size_t cache_bytes = static_cast<std::size_t>(total_blocks) * static_cast<std::size_t>(c.block_size) *
+                                  static_cast<std::size_t>(ember::kernels::kv_token_bytes(layout));
+  std::vector<unsigned char> k_cache(cache_bytes), v_cache(cache_bytes);
 
   std::vector<std::vector<std::int32_t>> tables;
   std::vector<AttentionSeq> seqs;
@@ -91,11 +115,12 @@ void run_case(const Case& c, std::uint32_t seed) {
   }
   for (std::size_t s = 0; s < seqs.size(); ++s) seqs[s].block_table = tables[s].data();
 
-  // Dense reference in double on the values the cache holds (f16-rounded when f16): every key
-  // t <= p, less those llama.cpp's is_masked_swa (LLAMA_SWA_TYPE_STANDARD) masks: p - t >= window.
-  const auto stored = [&](float v) {
-    return c.dtype == KvCacheType::f16 ? static_cast<double>(ember::fp16_to_float(ember::float_to_fp16(v))) : static_cast<double>(v);
-  };
+  // Dense reference in double on the values the cache holds (f16-rounded when f16, int8 steps of
+  // max |x| / 127 of the token's head when int8): every key t <= p, less those llama.cpp's
+  // is_masked_swa (LLAMA_SWA_TYPE_STANDARD) masks: p - t >= window.
+  for (auto* history : {&ks, &vs})
+    for (auto& values : *history) values = stored_values(values, c.dtype, c.head_dim);
+  const auto stored = [](float v) { return static_cast<double>(v); };
   const std::int64_t ldq = q_width + 5, ldo = q_width + 3;
   const auto q = random_floats(static_cast<std::size_t>(row * ldq), seed + 99);
   const double scale = c.scale != 0.0f ? static_cast<double>(c.scale) : 1.0 / std::sqrt(static_cast<double>(c.head_dim));
@@ -153,7 +178,7 @@ void run_case(const Case& c, std::uint32_t seed) {
 }  // namespace
 
 TEST_CASE("paged attention equals dense attention: shuffled blocks, mixed prefill and decode, GQA") {
-  for (KvCacheType dtype : {KvCacheType::f16, KvCacheType::f32}) {
+  for (KvCacheType dtype : {KvCacheType::f16, KvCacheType::f32, KvCacheType::int8}) {
     // prefill from scratch (37 rows), a decode row at 51 tokens, a chunked prefill (10 rows on
     // top of 20 cached), a single-token sequence.
     const std::vector<SeqSpec> mixed = {{37, 37}, {51, 1}, {30, 10}, {1, 1}};
@@ -170,14 +195,14 @@ TEST_CASE("paged attention with a sliding window equals dense attention masked l
   // A long prefill chunk (40 rows over 300 positions: 19 blocks of 16), decode rows deep in long
   // sequences, a short prefill from scratch, a single-token sequence, a chunk of 9 rows.
   const std::vector<SeqSpec> mixed = {{300, 40}, {260, 1}, {45, 45}, {1, 1}, {130, 9}};
-  for (KvCacheType dtype : {KvCacheType::f16, KvCacheType::f32})
+  for (KvCacheType dtype : {KvCacheType::f16, KvCacheType::f32, KvCacheType::int8})
     for (int window : {1, 7, 16, 17, 32, 48, 64, 301, 100000}) {
       run_case({9, 3, 64, 16, dtype, mixed, window}, 4);         // the default model's shape
       run_case({4, 4, 40, 5, dtype, mixed, window}, 5);          // no GQA, 60 blocks of 5
       run_case({8, 2, 128, 32, dtype, mixed, window}, 6);        // group of 4, blocks of 32
       run_case({8, 1, 32, 24, dtype, {{97, 20}, {49, 1}}, window}, 7);  // multi-query, 24 = 16 + 8
     }
-  for (KvCacheType dtype : {KvCacheType::f16, KvCacheType::f32}) {
+  for (KvCacheType dtype : {KvCacheType::f16, KvCacheType::f32, KvCacheType::int8}) {
     // Gemma 3's window over 2000 cached tokens: decode rows and a prefill chunk.
     run_case({8, 4, 64, 16, dtype, {{2000, 1}, {1500, 12}, {513, 1}, {512, 1}}, 512}, 8);
     // Window multiples of blocks of 5 and of 8.
@@ -188,7 +213,7 @@ TEST_CASE("paged attention with a sliding window equals dense attention masked l
 
 TEST_CASE("paged attention's softmax scale: q.k times the given factor, 0 meaning 1/sqrt(head_dim)") {
   const std::vector<SeqSpec> mixed = {{120, 20}, {77, 1}};
-  for (KvCacheType dtype : {KvCacheType::f16, KvCacheType::f32})
+  for (KvCacheType dtype : {KvCacheType::f16, KvCacheType::f32, KvCacheType::int8})
     for (float scale : {0.05f, 0.125f, 0.3f, 1.0f / 16.0f}) {
       run_case({9, 3, 64, 16, dtype, mixed, 0, scale}, 11);
       run_case({9, 3, 64, 16, dtype, mixed, 33, scale}, 12);  // with a window
@@ -230,17 +255,18 @@ TEST_CASE("paged attention gives a row the same bits alone, in a prefill chunk a
   std::iota(positions.begin(), positions.end(), 0);
   AttentionWorkspace ws;
   CpuContext two(2), one(1);
+  for (KvCacheType dtype : {KvCacheType::f16, KvCacheType::int8})
   for (int block_size : {16, 32, 24}) {
-    CAPTURE(block_size);
+    CAPTURE(block_size); CAPTURE(static_cast<int>(dtype));
     const int blocks = (len + block_size - 1) / block_size;
-    const KvLayout layout{block_size, kv_heads, d, KvCacheType::f16};
+    const KvLayout layout{block_size, kv_heads, d, dtype};
     // Sequence A owns blocks blocks..2*blocks-1 in reverse order, sequence B (a copy of A) blocks
     // 0..blocks-1.
     std::vector<std::int32_t> table_a(static_cast<std::size_t>(blocks)), table_b(table_a.size());
     std::iota(table_a.rbegin(), table_a.rend(), blocks);
     std::iota(table_b.begin(), table_b.end(), 0);
-    std::vector<std::uint16_t> k_cache(static_cast<std::size_t>(2 * blocks * block_size * kv_width));
-    std::vector<std::uint16_t> v_cache(k_cache.size());
+    std::vector<unsigned char> k_cache(static_cast<std::size_t>(2 * blocks * block_size * ember::kernels::kv_token_bytes(layout)));
+    std::vector<unsigned char> v_cache(k_cache.size());
     for (const auto* table : {&table_a, &table_b}) {
       std::vector<std::int32_t> slots(len);
       for (int t = 0; t < len; ++t) slots[static_cast<std::size_t>(t)] = (*table)[static_cast<std::size_t>(t / block_size)] * block_size + t % block_size;
@@ -318,4 +344,47 @@ TEST_CASE("paged attention: a window past the sequence and the default scale cha
   CHECK(run({.scale = 1.0f / std::sqrt(static_cast<float>(d))}) == plain);
   CHECK(run({.window = len - 1}) != plain);  // the last row loses position 0
   CHECK(run({.scale = 0.1f}) != plain);
+}
+
+// The int8 layout of kernels/kv_layout.hpp: per token and KV head, head_dim int8 values and then
+// one half-precision scale per group of 32 (here 32 and 8 values), max |x| / 127; each value is
+// within half a step (and the scale's rounding) of what was stored, and a head of zeros stores
+// zeros with scale 0.
+TEST_CASE("int8 KV: store_kv writes each head as int8 steps with its groups' scales after them") {
+  const int kv_heads = 3, d = 40, block_size = 4, blocks = 2;
+  const KvLayout layout{block_size, kv_heads, d, KvCacheType::int8};
+  CHECK(ember::kernels::kv_head_bytes(layout) == d + 2 * 2);
+  CHECK(ember::kernels::kv_token_bytes(layout) == kv_heads * (d + 4));
+  CHECK(ember::kernels::kv_head_bytes(KvCacheType::int8, 64) == 68);  // 0.53x an f16 head of 64
+  const std::int64_t width = kv_heads * d;
+  auto k = random_floats(static_cast<std::size_t>(2 * width), 31);
+  auto v = random_floats(static_cast<std::size_t>(2 * width), 32);
+  std::fill(v.begin() + d, v.begin() + 2 * d, 0.0f);  // row 0's second head: all zeros
+  std::vector<unsigned char> k_cache(static_cast<std::size_t>(blocks * block_size * ember::kernels::kv_token_bytes(layout)));
+  std::vector<unsigned char> v_cache(k_cache.size());
+  const std::int32_t slots[2] = {5, -1};  // row 1 is skipped
+  store_kv(k.data(), v.data(), width, 2, slots, layout, k_cache.data(), v_cache.data());
+  for (const auto* pair : {&k, &v}) {
+    const auto& cache = pair == &k ? k_cache : v_cache;
+    for (int h = 0; h < kv_heads; ++h) {
+      const unsigned char* slice = cache.data() + 5 * ember::kernels::kv_token_bytes(layout) + h * (d + 4);
+      for (int g = 0; g < 2; ++g) {
+        const int from = 32 * g, n = g == 0 ? 32 : 8;
+        const float* x = pair->data() + h * d + from;
+        std::uint16_t half = 0;
+        std::memcpy(&half, slice + d + 2 * g, sizeof half);
+        const float scale = ember::fp16_to_float(half);
+        CHECK(scale == group_scale(x, n));
+        for (int i = 0; i < n; ++i) {
+          const int q = static_cast<signed char>(slice[from + i]);
+          CHECK(std::abs(q) <= 127);
+          CHECK(std::fabs(q * scale - x[i]) <= 0.5f * scale + 1e-3f * std::fabs(x[i]) + 1e-7f);
+        }
+        if (pair == &v && h == 1) CHECK(scale == 0.0f);
+      }
+    }
+  }
+  // Nothing was written for the skipped row (slot 6 stays zero).
+  const auto* untouched = k_cache.data() + 6 * ember::kernels::kv_token_bytes(layout);
+  CHECK(std::all_of(untouched, untouched + ember::kernels::kv_token_bytes(layout), [](unsigned char b) { return b == 0; }));
 }

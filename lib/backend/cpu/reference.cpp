@@ -267,8 +267,14 @@ class ReferenceBackend final : public Backend {
   std::string name() const override { return "cpu-fp32-reference"; }
   std::string weight_format() const override { return "fp32"; }
 
+  std::unique_ptr<KvCache> make_kv_cache(const KvGeometry& g) const override {
+    check_kv_type(g.type);
+    return Backend::make_kv_cache(g);
+  }
+
   void forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) override {
     const KvGeometry& g = kv.geometry();
+    check_kv_type(g.type);
     validate_batch(batch, g.block_count, g.block_size, config_.vocab);
     if (threads_ > 0) omp_set_num_threads(threads_);  // this thread's parallel regions only
     ReferenceOps ops(config_, weights_, *token_embd_, batch, kv);
@@ -279,6 +285,13 @@ class ReferenceBackend final : public Backend {
   }
 
  private:
+  // The oracle stores K/V as computed (f32) or in f16; the int8 cache is the kernel backend's.
+  static void check_kv_type(KvCacheType type) {
+    if (type == KvCacheType::int8)
+      fail(ErrorCode::unsupported, "KvCacheType::int8 needs precision int8 (the CPU kernel backend); "
+                                   "precision fp32, the reference path, keeps f16 or f32 K/V");
+  }
+
   std::shared_ptr<const model::GgufFile> file_;  // keeps token_embd_ mapped
   model::ModelConfig config_;
   int threads_;
