@@ -49,7 +49,16 @@ Request edit_request() {
                                      "\"Kesselmouth\". Reply with the passage only.\n\n") +
                              kPassage}};
   r.sampling.temperature = 0;
-  r.sampling.max_tokens = 600;
+  r.sampling.max_tokens = 480;  // the passage is ~420 tokens of output
+  return r;
+}
+
+// Text the model writes itself: little of it repeats earlier text (the lookup's worst case).
+Request story_request() {
+  Request r;
+  r.messages = {{"user", "Write a short story about a lighthouse keeper who finds a message in a bottle."}};
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = 128;
   return r;
 }
 
@@ -81,7 +90,8 @@ std::vector<SpeculationRow> run_edit_workload(const std::string& model, int thre
   EngineOptions options;
   options.threads = threads;
   Engine engine = Engine::open(model, options);
-  const std::pair<std::string, Request> requests[] = {{"edit", edit_request()}, {"tg128", tg128_request(engine)}};
+  const std::pair<std::string, Request> requests[] = {
+      {"edit", edit_request()}, {"tg128", tg128_request(engine)}, {"story", story_request()}};
   std::vector<SpeculationRow> rows;
   std::map<std::pair<std::string, int>, std::vector<double>> rates;
   std::map<std::string, std::vector<std::int32_t>> unspeculated;

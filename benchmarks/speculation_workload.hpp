@@ -1,9 +1,11 @@
 // The workloads of ember-bench that do less work per token (issue 21):
 //
 // edit (--workload edit): draftless speculation (SamplingParams::speculative_tokens) on and off,
-// interleaved and repeated, on two requests: a ~400-token passage with the instruction to repeat
-// it with a few words changed (chat template, greedy, until end of turn), and tg128 (128 tokens
-// after a 16-token prompt, as ember-bench's tg128). Per request and setting: decode tokens/s
+// interleaved and repeated, on three requests: a ~400-token passage with the instruction to
+// repeat it with a few words changed (chat template, greedy, at most 480 tokens), tg128 (128
+// tokens after a 16-token prompt, as ember-bench's tg128: its prompt repeats a sentence, and so
+// does the model), and a short story the model writes (chat, greedy, 128 tokens: little to look
+// up). Per request and setting: decode tokens/s
 // (generated tokens after the first over the decode time), draft tokens proposed and accepted,
 // and whether speculation changed a single output token (it must not: greedy).
 //
@@ -30,7 +32,7 @@ struct RateStats {
 };
 
 struct SpeculationRow {
-  std::string request;        // "edit" or "tg128"
+  std::string request;        // "edit", "tg128" or "story"
   int speculative_tokens = 0;  // 0: off
   RateStats decode_tokens_per_s;
   int generated = 0, proposed = 0, accepted = 0;  // of the last run

@@ -594,6 +594,11 @@ void EngineCore::sample_rows(const ScheduledSequence& s) {
     ++accepted;
     on_token(seq, row(accepted));
   }
+  if (!s.draft.empty()) {
+    const int proposed = static_cast<int>(s.draft.size()), kept = static_cast<int>(accepted);
+    seq.draft_length = kept == proposed ? std::min(seq.sampling.speculative_tokens, seq.draft_length + 2)
+                                        : std::max(1, kept + 1);
+  }
   seq.completion.speculative_proposed += static_cast<int>(s.draft.size());
   seq.completion.speculative_accepted += static_cast<int>(accepted);
 }

@@ -163,7 +163,8 @@ void Scheduler::release_blocks(Sequence& seq) {
 std::vector<std::int32_t> Scheduler::draft_for(Sequence& seq, int budget) {
   const int bs = pool_.block_size();
   const int next = static_cast<int>(seq.tokens.size());  // the first draft token's position
-  int limit = std::min({seq.sampling.speculative_tokens, budget, seq.sampling.max_tokens - seq.generated() - 1});
+  if (seq.draft_length == 0) seq.draft_length = seq.sampling.speculative_tokens;
+  int limit = std::min({seq.draft_length, budget, seq.sampling.max_tokens - seq.generated() - 1});
   // Every accepted token but the last must leave the window unfilled: then a sequence fills
   // it, or shifts, only on its last token of a step, as it does without a draft.
   if (limits_.context_length > 0) limit = std::min(limit, limits_.context_length - 1 - next);
