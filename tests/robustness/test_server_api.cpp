@@ -83,5 +83,25 @@ TEST_CASE("bad bodies are 400 naming the field; nothing else escapes parse_reque
   CHECK(refusal(Endpoint::completions, "{\"prompt\": \"hi\", \"max_tokens\": 7}") == P{200, ""});
 }
 
+// The speculative_tokens extension: mapped to SamplingParams, range-checked like the other
+// numbers, and the drafts reported in usage under OpenAI's predicted-output names.
+TEST_CASE("speculative_tokens: the extension field and its usage counts") {
+  using P = std::pair<int, std::string>;
+  CHECK(parse_request(Endpoint::completions, "{\"prompt\": \"hi\", \"speculative_tokens\": 8}", 1)
+            .request.sampling.speculative_tokens == 8);
+  CHECK(parse_request(Endpoint::chat_completions,
+                      "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"speculative_tokens\": 4}", 1)
+            .request.sampling.speculative_tokens == 4);
+  CHECK(parse_request(Endpoint::completions, "{\"prompt\": \"hi\"}", 1).request.sampling.speculative_tokens == 0);
+  CHECK(refusal(Endpoint::completions, "{\"prompt\": \"hi\", \"speculative_tokens\": 17}") == P{400, "speculative_tokens"});
+  CHECK(refusal(Endpoint::completions, "{\"prompt\": \"hi\", \"speculative_tokens\": -1}") == P{400, "speculative_tokens"});
+  ember::Completion c;
+  c.speculative_proposed = 10;
+  c.speculative_accepted = 7;
+  const nlohmann::json usage = usage_json(c);
+  CHECK(usage["completion_tokens_details"]["accepted_prediction_tokens"] == 7);
+  CHECK(usage["completion_tokens_details"]["rejected_prediction_tokens"] == 3);
+}
+
 }  // namespace
 }  // namespace server
