@@ -5,6 +5,7 @@
 #include "grammar/grammar.hpp"
 
 #include "util/check.hpp"
+#include "util/utf8.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -26,24 +27,6 @@ using Alts = std::vector<Seq>;
 struct Range {
   std::uint32_t lo, hi;
 };
-
-void append_utf8(std::string& out, std::uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 // Splits a code point range into ranges whose UTF-8 encodings are a product of byte ranges
 // (the utf8-ranges construction used by RE2 and Rust's regex): each output is one sequence of

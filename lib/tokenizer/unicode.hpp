@@ -4,6 +4,8 @@
 // sequence becomes U+FFFD and decoding resumes at the next byte.
 #pragma once
 
+#include "util/utf8.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -25,7 +27,7 @@ struct CodepointClass {
   static constexpr std::uint16_t whitespace = 1 << 8;   // White_Space property (\s)
 };
 
-inline constexpr std::uint32_t kReplacementCharacter = 0xFFFD;
+using ember::kReplacementCharacter;
 
 // The class bits of `cp`; code points past U+10FFFF are `undefined`.
 std::uint16_t codepoint_class(std::uint32_t cp);
@@ -33,9 +35,7 @@ std::uint16_t codepoint_class(std::uint32_t cp);
 // Decodes `text` into code points (lenient, see above); never throws.
 std::vector<std::uint32_t> decode_utf8(std::string_view text);
 
-// Appends the UTF-8 encoding of `cp`. Code points past U+10FFFF (which lenient decoding can
-// produce from F5..F7 lead bytes) are written as U+FFFD.
-void append_utf8(std::string& out, std::uint32_t cp);
+using ember::append_utf8;  // util/utf8.hpp: U+FFFD past U+10FFFF
 
 // Length of the UTF-8 sequence that `lead` announces (1 for continuation bytes), as llama.cpp.
 inline std::size_t utf8_sequence_length(unsigned char lead) {
