@@ -233,6 +233,12 @@ struct SamplingParams {
   int speculative_tokens = 0;
 };
 
+// The GBNF grammar that SamplingParams::json_schema stands for, to build a larger grammar around
+// a schema (a tool call between its chat format's markers). The document is the rule
+// `root_rule`; every other rule it defines is named `root_rule-...`, `ws` or `json-...`, names
+// the surrounding grammar must not reuse. Throws Error(invalid_argument) as json_schema would.
+EMBER_API std::string json_schema_to_gbnf(std::string_view schema, std::string_view root_rule = "root");
+
 struct Message {
   std::string role;  // "system", "user" or "assistant"
   std::string content;

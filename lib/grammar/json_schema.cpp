@@ -2,6 +2,7 @@
 
 #include "grammar/grammar.hpp"
 #include "grammar/json_value.hpp"
+#include "grammar/schema_overlap.hpp"
 #include "grammar/schema_regex.hpp"
 #include "util/check.hpp"
 
@@ -60,7 +61,8 @@ const std::vector<Primitive>& primitives() {
 
 const std::set<std::string, std::less<>> kAnnotations = {
     "title", "description", "examples", "default", "$schema", "$id", "$comment",
-    "deprecated", "readOnly", "writeOnly", "$defs", "definitions"};
+    "deprecated", "readOnly", "writeOnly", "$defs", "definitions",
+    "discriminator"};  // OpenAPI's (Pydantic's) tag of a oneOf: the branches say it already
 
 std::string pointer_escape(const std::string& s) {
   std::string out;
@@ -140,11 +142,13 @@ std::string int_range(std::optional<std::int64_t> lo, std::optional<std::int64_t
 
 class Converter {
  public:
-  explicit Converter(const JsonValue& root) : root_(root) {}
+  Converter(const JsonValue& root, std::string root_rule)
+      : root_(root), root_rule_(std::move(root_rule)),
+        prefix_(root_rule_ == "root" ? std::string() : root_rule_ + "-") {}
 
   std::string run() {
-    const std::string body = visit(root_, "", "root");
-    rules_.insert(rules_.begin(), {"root", body});
+    const std::string body = visit(root_, "", root_rule_);
+    rules_.insert(rules_.begin(), {root_rule_, body});
     std::string out;
     for (const auto& [name, rule] : rules_) out += name + " ::= " + rule + "\n";
     // Primitives in a fixed order, with what they use.
@@ -177,7 +181,7 @@ class Converter {
     for (char c : hint) base += (std::isalnum(static_cast<unsigned char>(c)) || c == '-') ? c : '-';
     if (base.empty()) base = "r";
     std::string name = base;
-    for (int i = 2; names_.count(name) || name.rfind("json-", 0) == 0 || name == "ws" || name == "root"; ++i)
+    for (int i = 2; names_.count(name) || name.rfind("json-", 0) == 0 || name == "ws" || name == root_rule_; ++i)
       name = fmt::format("{}-{}", base, i);
     names_.insert(name);
     return name;
@@ -264,6 +268,14 @@ class Converter {
         only({key}, key);
         if (list->type != Type::array || list->items.empty())
           invalid(path + "/" + key, fmt::format("'{}' must be a non-empty array", key));
+        if (std::string_view(key) == "oneOf")  // exactly one: only branches that cannot overlap
+          for (std::size_t i = 0; i < list->items.size(); ++i)
+            for (std::size_t j = i + 1; j < list->items.size(); ++j)
+              if (may_overlap(list->items[i], list->items[j], root_))
+                unsupported(path, fmt::format("'oneOf' whose branches {} and {} may both match a value (ember honours "
+                                              "oneOf when its branches differ in type, in const/enum values, or in the "
+                                              "const/enum of a property both require; use anyOf if a value may match "
+                                              "several)", i, j));
         std::string out;
         for (std::size_t i = 0; i < list->items.size(); ++i)
           out += (i ? " | " : "") +
@@ -549,37 +561,14 @@ class Converter {
     if (level >= kMaxRefDepth) return use("json-never");
     const std::string key = fmt::format("{}@{}", ref, level);
     if (auto it = refs_.find(key); it != refs_.end()) return it->second;
-    const JsonValue* target = &root_;
-    std::string p = ref.substr(1);
+    const std::string p = ref.substr(1);
     if (!p.empty() && p[0] != '/') unsupported(path, fmt::format("the $ref \"{}\" (anchors)", ref));
-    std::string hint = "ref";
-    for (std::size_t i = 1; i <= p.size() && !p.empty();) {
-      std::size_t j = p.find('/', i);
-      if (j == std::string::npos) j = p.size();
-      std::string token;
-      for (std::size_t k = i; k < j; ++k) {
-        if (p[k] == '~' && k + 1 < j && (p[k + 1] == '0' || p[k + 1] == '1')) {
-          token += p[k + 1] == '0' ? '~' : '/';
-          ++k;
-        } else {
-          token += p[k];
-        }
-      }
-      if (target->type == Type::object) {
-        target = target->find(token);
-      } else if (target->type == Type::array) {
-        std::size_t idx = 0;
-        const auto r = std::from_chars(token.data(), token.data() + token.size(), idx);
-        target = r.ec == std::errc() && idx < target->items.size() ? &target->items[idx] : nullptr;
-      } else {
-        target = nullptr;
-      }
-      if (!target) invalid(path, fmt::format("the $ref \"{}\" points at nothing", ref));
-      hint = token;
-      i = j + 1;
-    }
+    std::string hint;
+    const JsonValue* target = resolve_pointer(root_, ref, &hint);
+    if (!target) invalid(path, fmt::format("the $ref \"{}\" points at nothing", ref));
+    if (hint.empty()) hint = "ref";
     // The rule is named before its body is built, so recursive references find it.
-    const std::string name = rule_name(ref == "#" ? "schema" : hint);
+    const std::string name = rule_name(prefix_ + (ref == "#" ? "schema" : hint));
     refs_.emplace(key, name);
     const std::size_t slot = rules_.size();
     rules_.emplace_back(name, "");
@@ -591,6 +580,8 @@ class Converter {
   }
 
   const JsonValue& root_;
+  std::string root_rule_;  // the document's rule
+  std::string prefix_;     // of rules not named after a property path ($defs), unless root_rule_ is root
   std::vector<std::pair<std::string, std::string>> rules_;
   std::set<std::string> names_;
   std::set<std::string> used_;
@@ -601,9 +592,13 @@ class Converter {
 
 }  // namespace
 
-std::string json_schema_to_gbnf(std::string_view schema_json) {
+std::string json_schema_to_gbnf(std::string_view schema_json, std::string_view root_rule) {
   const JsonValue schema = parse_json(schema_json, "json_schema");
-  return Converter(schema).run();
+  if (root_rule.empty() || root_rule.rfind("json-", 0) == 0 || root_rule == "ws" ||
+      !std::all_of(root_rule.begin(), root_rule.end(),
+                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; }))
+    fail(kBad, "json_schema: the root rule name '{}' must be letters, digits and '-', and not ws or json-*", root_rule);
+  return Converter(schema, std::string(root_rule)).run();
 }
 
 std::string any_json_gbnf() { return json_schema_to_gbnf("{}"); }

@@ -4,8 +4,8 @@
 //
 // Supported: type (one or a list), properties, required, additionalProperties (false, true or
 // a schema), minProperties (up to the required count), maxProperties (bounding the extra
-// members), items, prefixItems, minItems/maxItems, enum, const, anyOf, oneOf (as anyOf: the
-// branches should not overlap), $ref to "#", "#/$defs/..." or any local JSON pointer, $defs /
+// members), items, prefixItems, minItems/maxItems, enum, const, anyOf, oneOf (exactly one: only
+// branches shown disjoint, see schema_overlap.hpp), $ref to "#", "#/$defs/..." or any local JSON pointer, $defs /
 // definitions, minLength/maxLength, minimum/maximum/exclusiveMinimum/exclusiveMaximum on
 // integers, pattern (the subset in schema_regex.hpp), format date, time, date-time and uuid,
 // and the annotations (title, description, examples, default, $schema, $id, $comment,
@@ -28,10 +28,11 @@
 
 namespace ember::grammar {
 
-// Translates a schema (JSON text) to a GBNF grammar whose root rule is the document.
-// Throws Error(invalid_argument): malformed JSON names its line and column; an unsupported
+// Translates a schema (JSON text) to a GBNF grammar whose rule `root_rule` is the document; its
+// other rules are named `root_rule-...` (or, for root, after the property paths), `ws` and
+// `json-...`. Throws Error(invalid_argument): malformed JSON names its line and column; an unsupported
 // keyword, format or combination names itself and where it is in the schema (a JSON pointer).
-std::string json_schema_to_gbnf(std::string_view schema_json);
+std::string json_schema_to_gbnf(std::string_view schema_json, std::string_view root_rule = "root");
 
 // The GBNF of "any JSON value" (response_format json_object uses `{"type": "object"}`).
 std::string any_json_gbnf();

@@ -1,4 +1,5 @@
 // ember::Engine and ember::RequestHandle: the public face of EngineCore.
+#include "grammar/json_schema.hpp"
 #include "runtime/engine_core.hpp"
 #include "util/check.hpp"
 
@@ -145,6 +146,10 @@ Completion RequestHandle::wait() {
 void RequestHandle::cancel() {
   if (!sequence_) fail(ErrorCode::invalid_argument, "cancel() on an empty RequestHandle");
   if (auto core = core_.lock()) core->cancel(sequence_);
+}
+
+std::string json_schema_to_gbnf(std::string_view schema, std::string_view root_rule) {
+  return grammar::json_schema_to_gbnf(schema, root_rule);
 }
 
 }  // namespace ember

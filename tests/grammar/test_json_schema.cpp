@@ -262,3 +262,37 @@ TEST_CASE("the JSON reader") {
   CHECK(v.dump() == R"({"b":[1,2.50,-3e2],"a":"xé😀","c":{"t":true,"n":null}})");
   CHECK(json_quote("a\"\\\n\x01") == R"("a\"\\\n\u0001")");
 }
+
+TEST_CASE("oneOf is exactly one: disjoint branches are accepted, overlapping ones refused by name") {
+  // Types that cannot meet, values that differ, and a tagged union through $refs (Pydantic's
+  // discriminated union, with its `discriminator` annotation).
+  SchemaMatcher types(R"({"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]})");
+  CHECK(types("12"));
+  CHECK(types(R"("a")"));
+  SchemaMatcher values(R"({"oneOf": [{"const": "a"}, {"enum": ["b", 3]}, {"type": "boolean"}]})");
+  CHECK(values("3"));
+  CHECK_FALSE(values(R"("c")"));
+  SchemaMatcher tagged(R"({"$defs": {
+      "Cat": {"type": "object", "properties": {"pet": {"const": "cat", "type": "string"}, "lives": {"type": "integer"}}, "required": ["pet"]},
+      "Dog": {"type": "object", "properties": {"pet": {"const": "dog", "type": "string"}, "good": {"type": "boolean"}}, "required": ["pet"]}},
+    "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}],
+    "discriminator": {"propertyName": "pet", "mapping": {"cat": "#/$defs/Cat", "dog": "#/$defs/Dog"}}})");
+  CHECK(tagged(R"({"pet":"dog","good":true})"));
+  CHECK_FALSE(tagged(R"({"pet":"cow"})"));
+  SchemaMatcher nested(R"({"oneOf": [{"anyOf": [{"type": "string"}, {"type": "null"}]}, {"type": "array"}]})");
+  CHECK(nested("[]"));
+
+  // A value could match two branches: anyOf would accept it, oneOf must not, so it is refused.
+  for (const char* schema : {R"({"oneOf": [{"type": "integer"}, {"type": "number"}]})",
+                             R"({"oneOf": [{"type": "string", "maxLength": 3}, {"type": "string", "pattern": "^a"}]})",
+                             R"({"oneOf": [{"const": 1}, {"enum": [2, 1.0]}]})",
+                             R"({"oneOf": [{"type": "object", "properties": {"a": {"const": 1}}}, {"type": "object", "properties": {"a": {"const": 2}}}]})",
+                             R"({"oneOf": [{"type": "boolean"}, {}]})"}) {
+    CAPTURE(schema);
+    const std::string e = error_of(schema);
+    CHECK(e.find("'oneOf' whose branches") != std::string::npos);
+    CHECK(e.find("may both match") != std::string::npos);
+  }
+  CHECK(error_of(R"({"oneOf": [{"type": "null"}, {"type": "string"}, {"type": "string", "maxLength": 2}]})")
+            .find("branches 1 and 2") != std::string::npos);
+}

@@ -1,0 +1,26 @@
+// oneOf, honoured exactly: a grammar can say "one of these" only as "any of these", which is
+// the same language exactly when no value matches two branches. The converter therefore
+// accepts a oneOf only when its branches are shown pairwise disjoint by one of these simple
+// reasons, and refuses it (naming the two branches) otherwise:
+//   * their types cannot meet (integer meets number);
+//   * their const/enum values differ (or none of one's values has a type the other allows);
+//   * both are objects that require one property whose const/enum values differ (a tagged
+//     union, Pydantic's discriminated unions).
+// $refs are followed; anything else counts as "may overlap".
+#pragma once
+
+#include "grammar/json_value.hpp"
+
+#include <string>
+#include <string_view>
+
+namespace ember::grammar {
+
+// The value a local JSON pointer ("#", "#/$defs/a") names in `root`, or nullptr; `last`
+// receives its last reference token ("" for "#").
+const JsonValue* resolve_pointer(const JsonValue& root, std::string_view ref, std::string* last = nullptr);
+
+// False only when no JSON value can validate against both `a` and `b` (see above).
+bool may_overlap(const JsonValue& a, const JsonValue& b, const JsonValue& root);
+
+}  // namespace ember::grammar
