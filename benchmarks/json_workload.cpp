@@ -4,6 +4,7 @@
 #include "grammar/json_schema.hpp"
 #include "grammar/token_mask.hpp"
 #include "model/gguf.hpp"
+#include "runtime/sampler.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <ember/ember.hpp>
@@ -90,14 +91,14 @@ JsonRun run_json_workload(const std::string& model, int threads, int repeats) {
 
   // Greedy constrained runs: their tokens feed the mask replay, their lengths the free runs.
   std::vector<int> lengths;
-  std::vector<double> mask_us, uncached_us, compile_ms;
+  std::vector<double> mask_us, uncached_us, compile_ms, check_us;
   std::vector<float> row(static_cast<std::size_t>(trie->vocab_size()));
   for (const Schema& s : kSchemas) {
     const Completion c = engine.generate(request(s, true, 160, 0.0f, 0));
     lengths.push_back(std::max(2, c.generated_tokens));
     t0 = Clock::now();
     auto g = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(grammar::json_schema_to_gbnf(s.json)));
-    grammar::TokenConstraint constraint(std::move(g), trie);
+    grammar::TokenConstraint constraint(g, trie);
     compile_ms.push_back(ms_since(t0));
     for (std::int32_t id : c.tokens) {
       std::fill(row.begin(), row.end(), 0.0f);
@@ -108,6 +109,20 @@ JsonRun run_json_workload(const std::string& model, int threads, int repeats) {
       const double us = std::chrono::duration<double, std::micro>(Clock::now() - t).count();
       mask_us.push_back(us);
       if (constraint.masks_computed() > before) uncached_us.push_back(us);
+    }
+    // The sampler's usual step: greedy, the model's pick (here: the generated token) on top.
+    grammar::TokenConstraint checked(g, trie);
+    SamplingParams greedy;
+    greedy.temperature = 0;
+    runtime::Sampler sampler(greedy, trie->vocab_size());
+    const std::vector<std::int32_t> no_history;
+    for (std::int32_t id : c.tokens) {
+      std::fill(row.begin(), row.end(), 0.0f);
+      row[static_cast<std::size_t>(id)] = 1.0f;
+      const auto t = Clock::now();
+      const std::int32_t got = sampler.sample(row.data(), no_history, nullptr, nullptr, &checked);
+      checked.accept(got);
+      check_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t).count());
     }
   }
   const auto mean = [](const std::vector<double>& v) {
@@ -124,6 +139,9 @@ JsonRun run_json_workload(const std::string& model, int threads, int repeats) {
   std::vector<double> sorted = mask_us;
   std::sort(sorted.begin(), sorted.end());
   out.mask_us_p99 = sorted.empty() ? 0 : sorted[std::min(sorted.size() - 1, sorted.size() * 99 / 100)];
+  out.check_us_mean = mean(check_us);
+  std::sort(check_us.begin(), check_us.end());
+  out.check_us_p99 = check_us.empty() ? 0 : check_us[std::min(check_us.size() - 1, check_us.size() * 99 / 100)];
 
   // Decode tokens/s: batch 1 (decode time of each request) and 16 streams (wall time).
   std::vector<double> b1_free, b1_schema, b16_free, b16_schema;

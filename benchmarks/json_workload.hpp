@@ -4,7 +4,9 @@
 // compile it (schema -> GBNF -> grammar -> constraint), then the per-token mask cost, measured
 // by replaying the tokens of a greedy constrained generation through a TokenConstraint against
 // the model's vocabulary (apply() on a logits row plus accept(), each token timed; a step whose
-// state was seen before is a cache hit). Then decode tokens/s with and without the schema, at
+// state was seen before is a cache hit), and the cost of what the sampler does instead on most
+// steps: the same replay through Sampler::sample with the grammar, greedy, the generated token
+// on top of the row (the grammar is asked about that one token, no mask). Then decode tokens/s with and without the schema, at
 // batch 1 (greedy, each constrained run against an unconstrained one of the same length) and
 // with 16 streams (16 sampled requests at once, same lengths), interleaved and repeated.
 #pragma once
@@ -23,6 +25,7 @@ struct JsonRun {
   double mask_us_mean = 0, mask_us_p99 = 0;           // per token, all steps
   double uncached_mask_us_mean = 0;                   // steps that computed a new mask
   int mask_steps = 0, uncached_steps = 0;
+  double check_us_mean = 0, check_us_p99 = 0;         // sampler step that asks about its pick only
   double tps_b1_free = 0, tps_b1_schema = 0;          // median decode tokens/s, one stream
   double tps_b16_free = 0, tps_b16_schema = 0;        // median aggregate tokens/s, 16 streams
 };

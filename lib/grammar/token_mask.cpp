@@ -117,8 +117,13 @@ const TokenMask& TokenConstraint::mask() {
 bool TokenConstraint::allows(std::int32_t id) {
   if (id < 0 || id >= trie_->vocab_size()) return false;
   if (trie_->is_end_of_generation(id)) return can_end();
-  const TokenMask& m = mask();
-  return (m[static_cast<std::size_t>(id) / 64] >> (id % 64)) & 1;
+  if (const auto it = masks_.find(state_); it != masks_.end())
+    return (it->second[static_cast<std::size_t>(id) / 64] >> (id % 64)) & 1;
+  ++tokens_checked_;
+  // What compute_mask() decides for the token's trie node: it is in the trie (usable, not
+  // empty) and its bytes lead to a live state.
+  const std::string& piece = trie_->piece(id);
+  return trie_->usable(id) && !piece.empty() && matcher_.advance(state_, piece) != Matcher::kDead;
 }
 
 void TokenConstraint::apply(float* logits) {

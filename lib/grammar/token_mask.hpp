@@ -10,7 +10,12 @@
 // every character, the state and its mask repeat).
 //
 // TokenConstraint is one sequence's grammar state: it masks a logits row and advances by the
-// sampled token. End-of-generation tokens are allowed exactly when the grammar can end.
+// sampled token. End-of-generation tokens are allowed exactly when the grammar can end. Most
+// steps need no mask at all: the sampler asks allows() about its few best candidates (the
+// token's bytes walked through the matcher, a handful of table lookups), and only when none of
+// them is allowed, or the whole distribution is wanted (logprobs), computes the mask; both
+// give the same answer for every token (llama.cpp's "sample first, check after" trick, made
+// exact: see runtime/sampler.hpp).
 //
 // Thread-safety: a TokenTrie is immutable and shared; a TokenConstraint is one sequence's
 // (one thread at a time).
@@ -64,7 +69,9 @@ class TokenConstraint {
 
   // Sets every logit the grammar forbids to -infinity (`logits` has trie.vocab_size() entries).
   void apply(float* logits);
-  // Whether `id` is allowed now (the mask's bit, or an end token when the grammar can end).
+  // Whether `id` is allowed now: an end token when the grammar can end, else the bit of the
+  // state's mask when it is cached, else the token's bytes walked through the matcher (the
+  // same answer, without computing the mask).
   bool allows(std::int32_t id);
   // Advances past token `id`. Throws Error(internal) when the grammar does not allow it.
   void accept(std::int32_t id);
@@ -75,6 +82,7 @@ class TokenConstraint {
   // The mask of the current state (computed or from the cache).
   const TokenMask& mask();
   std::size_t masks_computed() const { return masks_computed_; }
+  std::size_t tokens_checked() const { return tokens_checked_; }  // allows() answered without a mask
   std::size_t cached_masks() const { return masks_.size(); }
   Matcher& matcher() { return matcher_; }
 
@@ -86,6 +94,7 @@ class TokenConstraint {
   Matcher::State state_;
   std::unordered_map<Matcher::State, TokenMask> masks_;
   std::size_t masks_computed_ = 0;
+  std::size_t tokens_checked_ = 0;
   std::vector<Matcher::State> walk_;  // scratch: the state at each trie node
   std::vector<float> saved_;          // scratch: end-token logits during apply()
 };

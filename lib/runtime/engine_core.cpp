@@ -539,12 +539,12 @@ void EngineCore::on_token(Sequence& seq, float* logits) {
   if (!seq.first_token) seq.first_token = now;
   seq.last_token = now;
   float logprob = 0;
-  // The grammar's mask goes first: penalties, bias and truncation only ever see allowed tokens.
-  if (seq.constraint) seq.constraint->apply(logits);
   std::vector<TokenLogprob> top;
   const bool want_top = seq.sampling.top_logprobs > 0;
+  // A grammar restricts the choice to the tokens it allows (the sampler masks the row, or asks
+  // about its best candidates only).
   const std::int32_t id = seq.sampler.sample(logits, seq.tokens, seq.sampling.logprobs ? &logprob : nullptr,
-                                             want_top ? &top : nullptr);
+                                             want_top ? &top : nullptr, seq.constraint.get());
 
   const auto t0 = Clock::now();
   if (tokenizer_->is_end_of_generation(id) && !seq.sampling.ignore_eos) {

@@ -90,6 +90,16 @@ bool better(const Sampler::Candidate& a, const Sampler::Candidate& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
+// min-p keeps p_i >= min_p * p_max, i.e. z_i - max >= log(min_p): a prefix of the descending
+// order that contains the best token, so it only bounds where top-p may stop.
+double log_of_min_p(const SamplingParams& p) {
+  return p.min_p > 0 ? std::log(static_cast<double>(p.min_p)) : -std::numeric_limits<double>::infinity();
+}
+
+// How many of the row's best candidates the constrained path asks the grammar about before it
+// computes the whole mask instead: at least this many, or 4 per top_k place.
+constexpr std::size_t kAllowedScan = 256;
+
 }  // namespace
 
 // Fills candidates_ with the k best finite logits. A bounded heap whose top is the worst kept
@@ -116,34 +126,47 @@ void Sampler::collect_top_k(const float* logits, std::size_t k) {
 // (top_k off and top_p on), else 0.
 std::size_t Sampler::select(const float* logits, float max_logit, double* full_norm) {
   const bool use_top_p = params_.top_p < 1.0f;
-  // min-p keeps p_i >= min_p * p_max, i.e. z_i - max >= log(min_p): a prefix of the descending
-  // order that contains the best token, so it only bounds where top-p may stop.
-  const double log_min_p = params_.min_p > 0 ? std::log(static_cast<double>(params_.min_p))
-                                             : -std::numeric_limits<double>::infinity();
+  const double log_min_p = log_of_min_p(params_);
   const auto passes_min_p = [&](float z) {
     return static_cast<double>(z) - max_logit >= log_min_p;
   };
-  double norm = 0;  // top-p mass is measured on the top-k set's temperature-1 distribution
   *full_norm = 0;
   if (params_.top_k > 0 && params_.top_k < vocab_size_) {
     collect_top_k(logits, static_cast<std::size_t>(params_.top_k));
-    if (use_top_p)
-      for (Candidate& c : candidates_) norm += c.weight = std::exp(c.logit - max_logit);
-    const auto last = std::partition(candidates_.begin(), candidates_.end(),
-                                     [&](const Candidate& c) { return passes_min_p(c.logit); });
-    candidates_.erase(last, candidates_.end());
-  } else {
-    candidates_.clear();
-    for (std::int32_t i = 0; i < vocab_size_; ++i) {
-      if (!finite(logits[i])) continue;
-      const float weight = use_top_p ? std::exp(logits[i] - max_logit) : 0.0f;
-      norm += weight;
-      if (passes_min_p(logits[i])) candidates_.push_back({logits[i], i, weight});
-    }
-    *full_norm = norm;
+    // Best first, so that the survivors' order is the same however they were found (the
+    // constrained path finds them without the heap).
+    std::sort(candidates_.begin(), candidates_.end(), better);
+    return select_from_top_k(max_logit);
   }
+  double norm = 0;
+  candidates_.clear();
+  for (std::int32_t i = 0; i < vocab_size_; ++i) {
+    if (!finite(logits[i])) continue;
+    const float weight = use_top_p ? std::exp(logits[i] - max_logit) : 0.0f;
+    norm += weight;
+    if (passes_min_p(logits[i])) candidates_.push_back({logits[i], i, weight});
+  }
+  *full_norm = norm;
+  return use_top_p ? cut_top_p(norm) : candidates_.size();
+}
+
+// candidates_ holds the top-k set, best first: min-p and top-p on it.
+std::size_t Sampler::select_from_top_k(float max_logit) {
+  const double log_min_p = log_of_min_p(params_);
+  double norm = 0;  // top-p mass is measured on the top-k set's temperature-1 distribution
+  const bool use_top_p = params_.top_p < 1.0f;
+  if (use_top_p)
+    for (Candidate& c : candidates_) norm += c.weight = std::exp(c.logit - max_logit);
+  // Sorted best first, the survivors of min-p are a prefix.
+  const auto last = std::find_if(candidates_.begin(), candidates_.end(), [&](const Candidate& c) {
+    return static_cast<double>(c.logit) - max_logit < log_min_p;
+  });
+  candidates_.erase(last, candidates_.end());
+  return use_top_p ? cut_top_p(norm) : candidates_.size();
+}
+
+std::size_t Sampler::cut_top_p(double norm) {
   const std::size_t count = candidates_.size();
-  if (!use_top_p) return count;
 
   // top-p: the smallest prefix of the descending order whose mass reaches top_p. A quickselect
   // on mass finds it without sorting: halve [lo, hi) around its median until the cut lies in a
@@ -192,10 +215,54 @@ std::int32_t Sampler::draw(std::size_t count, float max_logit) {
   return candidates_[count - 1].id;  // u landed in the rounding gap at the very end
 }
 
+// The constrained choice from the best allowed candidates (see sampler.hpp), on a row that has
+// its bias and penalties but no mask. Returns -1 when it cannot decide without the mask: too
+// few of the scanned candidates are allowed, or the row's maximum is not finite (the plain
+// path's answer, an error or not, then stands).
+std::int32_t Sampler::sample_allowed(const float* logits, grammar::TokenConstraint& constraint) {
+  std::int32_t best = -1;
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (std::int32_t i = 0; i < vocab_size_; ++i)
+    if (logits[i] > max_logit) max_logit = logits[i], best = i;
+  if (best < 0 || !finite(max_logit)) return -1;
+  const bool greedy = params_.temperature == 0;
+  // Greedy and the row's argmax allowed: it is the masked row's argmax too (ties: every lower
+  // id has a smaller logit).
+  if (greedy && constraint.allows(best)) return best;
+  const std::size_t k = greedy ? 1 : static_cast<std::size_t>(params_.top_k);
+  const std::size_t scan = std::min(static_cast<std::size_t>(vocab_size_), std::max(kAllowedScan, 4 * k));
+  collect_top_k(logits, scan);
+  std::sort(candidates_.begin(), candidates_.end(), better);
+  const bool whole_row = candidates_.size() < scan;  // every finite logit is a candidate
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < candidates_.size() && kept < k; ++i)
+    if (constraint.allows(candidates_[i].id)) candidates_[kept++] = candidates_[i];
+  if (kept == 0 || (kept < k && !whole_row)) return -1;
+  candidates_.resize(kept);
+  if (greedy) return candidates_[0].id;
+  const float max_allowed = candidates_[0].logit;
+  return draw(select_from_top_k(max_allowed), max_allowed);
+}
+
 std::int32_t Sampler::sample(float* logits, const std::vector<std::int32_t>& history,
-                             float* logprob, std::vector<TokenLogprob>* top) {
+                             float* logprob, std::vector<TokenLogprob>* top,
+                             grammar::TokenConstraint* constraint, bool mask_always) {
+  // The log-probabilities need the masked row's whole sum, and top_k off (or as large as the
+  // vocabulary) samples from all of it: those take the mask.
+  const bool whole_row_needed = logprob != nullptr || (top != nullptr && params_.top_logprobs > 0) ||
+                                (params_.temperature > 0 && !(params_.top_k > 0 && params_.top_k < vocab_size_));
+  const bool check_candidates = constraint != nullptr && !mask_always && !whole_row_needed;
+  if (constraint != nullptr && !check_candidates) constraint->apply(logits);
   for (const LogitBias& b : params_.logit_bias) logits[b.token] += b.bias;
   apply_penalties(logits, history);
+  if (check_candidates) {
+    const std::int32_t id = sample_allowed(logits, *constraint);
+    if (id >= 0) {
+      if (top != nullptr) top->clear();
+      return id;
+    }
+    constraint->apply(logits);  // the plain path from here; -infinity is kept by what follows
+  }
 
   // Argmax (ties -> lowest id); NaN never compares greater, so NaN logits are never chosen.
   std::int32_t best = -1;

@@ -1,15 +1,27 @@
 // Token sampling: turns one row of logits into the next token id under a request's
 // SamplingParams. Pipeline (the order matters and is fixed):
 //
-//   logit_bias (added to the raw row; a grammar's mask, applied by the caller before sample(),
-//   has already set the forbidden tokens to -infinity)
+//   grammar mask (the tokens a constrained request's grammar forbids get -infinity)
+//   -> logit_bias (added to the row)
 //   -> penalties (repetition, presence, frequency over the last penalty_last_n ids of `history`)
 //   -> greedy argmax when temperature == 0, otherwise
 //   -> top-k -> top-p -> min-p   (all three on the temperature-1 distribution)
 //   -> temperature -> softmax over the survivors -> one draw from the request's RNG.
 //
+// The grammar mask without computing it: the mask, the bias and the penalties each change
+// every token on its own, and -infinity stays -infinity through the other two, so they may run
+// in any order. Greedy decoding needs only the best allowed token and top-k sampling only the k
+// best allowed ones (in order), so when no logprob is asked for, the sampler takes the row's
+// best candidates in order, asks the grammar about each (TokenConstraint::allows, a walk of the
+// token's bytes) until it has k, and samples them exactly as it would after the mask. Only
+// when too few of the best 256 (or 4k) are allowed does it compute the mask and run the plain
+// pipeline. Both ways give the same token from the same RNG draw (tests/runtime/
+// test_sampler.cpp compares them); the measured effect is in docs/benchmarks.md.
+//
 // Thread-safety: a Sampler is per-request state; one thread at a time may call sample().
 #pragma once
+
+#include "grammar/token_mask.hpp"
 
 #include <ember/ember.hpp>
 
@@ -39,8 +51,12 @@ class Sampler {
   // history id outside [0, vocab_size) and Error(internal) for a row without a finite maximum.
   // If `top` is given it receives the params' top_logprobs best tokens of that same
   // distribution, best first (ties to the lower id).
+  // `constraint` (a constrained request's grammar state, or null) restricts the choice to the
+  // tokens its grammar allows now; it is not advanced. `mask_always` computes the whole mask
+  // every time (the plain path, kept for tests and measurements).
   std::int32_t sample(float* logits, const std::vector<std::int32_t>& history,
-                      float* logprob = nullptr, std::vector<TokenLogprob>* top = nullptr);
+                      float* logprob = nullptr, std::vector<TokenLogprob>* top = nullptr,
+                      grammar::TokenConstraint* constraint = nullptr, bool mask_always = false);
 
   int vocab_size() const { return vocab_size_; }
 
@@ -54,6 +70,9 @@ class Sampler {
   void apply_penalties(float* logits, const std::vector<std::int32_t>& history);
   void collect_top_k(const float* logits, std::size_t k);
   std::size_t select(const float* logits, float max_logit, double* full_norm);
+  std::size_t select_from_top_k(float max_logit);
+  std::size_t cut_top_p(double norm);
+  std::int32_t sample_allowed(const float* logits, grammar::TokenConstraint& constraint);
   std::int32_t draw(std::size_t count, float max_logit);
   double uniform01();  // [0, 1) with 53 random bits, identical on every standard library
 

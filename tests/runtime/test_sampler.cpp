@@ -1,3 +1,6 @@
+#include "grammar/grammar.hpp"
+#include "grammar/json_schema.hpp"
+#include "grammar/token_mask.hpp"
 #include "runtime/sampler.hpp"
 
 #include <doctest/doctest.h>
@@ -6,7 +9,10 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
+#include <random>
+#include <string>
 #include <vector>
 
 using ember::SamplingParams;
@@ -348,4 +354,120 @@ TEST_CASE("validate rejects each bad field with invalid_argument naming it") {
   // The Sampler validates too, and checks its vocabulary size.
   CHECK_THROWS_AS(Sampler(with([](SamplingParams& p) { p.top_p = 2; }), 10), ember::Error);
   CHECK_THROWS_WITH_AS(Sampler(SamplingParams{}, 0), doctest::Contains("vocab_size"), ember::Error);
+}
+
+// ---- constrained sampling: asking the grammar about the best candidates == masking the row --
+
+namespace {
+
+// Bytes, JSON-ish pieces and 3000 random words (so that the sampler's scan of the best 256
+// candidates can come up short and fall back to the mask), then an end token.
+std::shared_ptr<const ember::grammar::TokenTrie> constrained_vocab() {
+  std::vector<std::string> pieces;
+  for (int b = 0; b < 256; ++b) pieces.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* w : {"{\"", "\":", "\",", "\"}", "true", "false", "null", " \"", "12", "give", "attack",
+                        "\"say\"", "\"action\"", "\"count\"", "}", "{", ": \"", "\", \""})
+    pieces.push_back(w);
+  std::mt19937_64 rng(7);
+  const std::string alphabet = "abcdefgh \"{}:,0123456789";
+  for (int i = 0; i < 3000; ++i) {
+    std::string w;
+    for (std::size_t n = 1 + rng() % 6; n > 0; --n) w += alphabet[rng() % alphabet.size()];
+    pieces.push_back(w);
+  }
+  pieces.push_back("<eos>");
+  std::vector<bool> usable(pieces.size(), true);
+  usable[0] = false;  // a control token: never allowed
+  const auto eos = static_cast<std::int32_t>(pieces.size() - 1);
+  return std::make_shared<const ember::grammar::TokenTrie>(pieces, usable, std::vector<std::int32_t>{eos});
+}
+
+}  // namespace
+
+TEST_CASE("a constrained sample is the same token with or without the whole mask") {
+  const auto trie = constrained_vocab();
+  const auto grammar = std::make_shared<const ember::grammar::Grammar>(ember::grammar::parse_gbnf(
+      ember::grammar::json_schema_to_gbnf(R"({"type": "object", "properties": {"say": {"type": "string", "maxLength": 12},
+        "action": {"enum": ["give", "attack"]}, "count": {"type": "integer", "minimum": 0, "maximum": 20}},
+        "required": ["say", "action", "count"]})")));
+  std::vector<SamplingParams> settings;
+  settings.push_back(greedy_params());
+  settings.push_back(SamplingParams{});  // the defaults: top_k 40, top_p 0.95, min_p 0.05, T 0.8
+  SamplingParams p = plain_params(1.3f, 0);
+  p.top_k = 5;
+  settings.push_back(p);
+  p.top_k = 300;  // more than the scan: the quickselect of top-p over many survivors
+  p.top_p = 0.9f;
+  settings.push_back(p);
+  p = SamplingParams{};
+  p.repetition_penalty = 1.3f;
+  p.logit_bias = {{'"', 2.0f}, {'}', -std::numeric_limits<float>::infinity()}};
+  settings.push_back(p);
+  p = greedy_params();
+  p.frequency_penalty = 0.5f;
+  settings.push_back(p);
+
+  const int vocab = trie->vocab_size();
+  std::size_t checked = 0, masks_fast = 0, masks_plain = 0, tokens = 0;
+  for (std::size_t k = 0; k < settings.size(); ++k) {
+    for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+      CAPTURE(k);
+      CAPTURE(seed);
+      SamplingParams sp = settings[k];
+      sp.seed = seed;
+      Sampler fast(sp, vocab), plain(sp, vocab);
+      ember::grammar::TokenConstraint a(grammar, trie), b(grammar, trie);
+      std::mt19937_64 rng(seed * 100 + k);
+      std::vector<std::int32_t> history;
+      std::string text;
+      for (int step = 0; step < 80; ++step) {
+        // Random logits, with a bonus on the allowed tokens half of the time (a model that
+        // mostly follows the format) so that both the quick answer and the fallback happen.
+        std::vector<float> row = random_logits(vocab, rng());
+        if (rng() % 2 == 0) {
+          const ember::grammar::TokenMask& m = b.mask();
+          for (std::int32_t id = 0; id < vocab; ++id)
+            if ((m[static_cast<std::size_t>(id) / 64] >> (id % 64)) & 1) row[static_cast<std::size_t>(id)] += 6;
+        }
+        std::vector<float> row2 = row;
+        const std::int32_t x = fast.sample(row.data(), history, nullptr, nullptr, &a);
+        const std::int32_t y = plain.sample(row2.data(), history, nullptr, nullptr, &b, /*mask_always=*/true);
+        REQUIRE(x == y);
+        ++tokens;
+        if (trie->is_end_of_generation(x)) break;
+        a.accept(x);
+        b.accept(y);
+        history.push_back(x);
+        text += trie->piece(x);
+        if (a.complete()) break;
+      }
+      CHECK(a.matcher().advance(a.matcher().start(), text) != ember::grammar::Matcher::kDead);
+      checked += a.tokens_checked();
+      masks_fast += a.masks_computed();
+      masks_plain += b.masks_computed();
+    }
+  }
+  // The quick path answered most steps without a mask, and the fallback ran too.
+  CHECK(checked > tokens);
+  CHECK(masks_fast > 0);
+  CHECK(masks_fast < masks_plain);
+  MESSAGE("tokens ", tokens, ", masks computed: ", masks_fast, " checking candidates, ", masks_plain, " masking always");
+}
+
+TEST_CASE("logprobs and top_k off take the whole mask") {
+  const auto trie = constrained_vocab();
+  const auto grammar = std::make_shared<const ember::grammar::Grammar>(ember::grammar::parse_gbnf(R"(root ::= "give" | "attack")"));
+  const int vocab = trie->vocab_size();
+  for (const bool with_logprob : {true, false}) {
+    SamplingParams sp = with_logprob ? greedy_params() : plain_params(1.0f, 3);
+    Sampler s(sp, vocab);
+    ember::grammar::TokenConstraint c(grammar, trie);
+    std::vector<float> row = random_logits(vocab, 5);
+    float lp = 0;
+    const std::int32_t id = s.sample(row.data(), {}, with_logprob ? &lp : nullptr, nullptr, &c);
+    CHECK(c.masks_computed() == 1);
+    const std::string piece = trie->piece(id);
+    CHECK((std::string("give").rfind(piece, 0) == 0 || std::string("attack").rfind(piece, 0) == 0));
+    if (with_logprob) CHECK(lp <= 0);
+  }
 }
