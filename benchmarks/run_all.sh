@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark suite: ember, llama.cpp and CTranslate2 on the same workloads (pp512, tg128,
-# shared-prompt serving, an 8-turn chat, cold start) and the same thread count, interleaved and
+# shared-prompt serving, an 8-turn chat, cold start, JSON Schema constrained decoding against
+# llama.cpp's grammar sampling) and the same thread count, interleaved and
 # repeated, plus the teacher-forced quality of each engine's INT8 mode against ember's fp32 path.
 #
 #   benchmarks/run_all.sh OUTDIR [--quick] [--repeats N] [--threads N] [--engines LIST] [--workloads LIST]

@@ -7,6 +7,7 @@ are ember's own:
   shared, chat     ember-bench --workload W --configs C (d: int8 + batching + prefix cache;
                    a: the plain fp32 one-at-a-time baseline without prefix cache)
   cold             ember-generate --max-tokens 1 [--weight-cache DIR]
+  json             ember-bench --workload json --repeats 1 (JSON Schema constrained decoding)
   quality          ember-logits (the fp32 run writes the reference the others are compared to)
 """
 import json
@@ -40,6 +41,8 @@ class Ember:
             config = "d" if precision == "int8" else "a"
             return [self.bench, *common_flags, "--workload", workload, "--configs", config,
                     "--requests", str(requests), "--turns", str(turns), "--json", json_path]
+        if workload == "json":
+            return [self.bench, *common_flags, "--workload", "json", "--repeats", "1", "--json", json_path]
         if workload == "cold":
             cache = ["--weight-cache", weight_cache] if weight_cache else []
             return [self.generate, *common_flags, "--precision", precision, "--max-tokens", "1",
@@ -57,7 +60,17 @@ def parse(workload, json_path):
     if workload == "cold":
         return {}
     with open(json_path, encoding="utf-8") as f:
-        result = json.load(f)[0]
+        result = json.load(f)
+    if workload == "json":  # ember-bench's and json_bench_llamacpp.py's record alike
+        tps = result["tokens_per_s"]
+        record = {"compile_ms": result["compile_ms"]["mean"], "tokens_per_s_free": tps["batch1_free"],
+                  "tokens_per_s_schema": tps["batch1_schema"], "schema_ratio": tps["batch1_schema"] / tps["batch1_free"]}
+        if "streams16_free" in tps:
+            record["streams16_ratio"] = tps["streams16_schema"] / tps["streams16_free"]
+            record["mask_us_mean"] = result["mask_us"]["mean"]
+            record["check_us_mean"] = result["check_us"]["mean"]
+        return record
+    result = result[0]
     if workload == "pp512":
         tps = result["tokens_per_s"]["median"]
         return {"prompt_tokens_per_s": tps, "ttft_ms": 1000 * common.PP_TOKENS / tps}

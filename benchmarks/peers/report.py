@@ -39,9 +39,15 @@ ROWS = [
     ("chat", "tpot_ms", "  TPOT, ms", False),
     ("chat", "wall_s", "  whole session, s", False),
     ("cold", "start_to_first_token_ms", "cold start: process start to first token, ms", False),
+    # ember's batch-1 rate is decode only, llama-cpp-python's whole completions: compare the ratios.
+    ("json", "schema_ratio", "JSON Schema, batch 1: constrained / free decode rate", True),
+    ("json", "streams16_ratio", "  16 streams: constrained / free", True),
+    ("json", "compile_ms", "  schema compile, ms", False),
+    ("json", "mask_us_mean", "  full mask per token, us", False),
+    ("json", "check_us_mean", "  sampler step asking about its pick, us", False),
 ]
 HEADLINES = {"pp512": "prompt_tokens_per_s", "tg128": "generated_tokens_per_s", "shared": "response_ms.mean",
-             "chat": "response_ms.mean", "cold": "start_to_first_token_ms"}
+             "chat": "response_ms.mean", "cold": "start_to_first_token_ms", "json": "schema_ratio"}
 
 
 def lookup(metrics, path):

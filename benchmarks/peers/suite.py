@@ -25,7 +25,8 @@ import ember_driver
 import report
 
 PEERS = os.path.dirname(os.path.abspath(__file__))
-SPEED_WORKLOADS = ("pp512", "tg128", "shared", "chat", "cold")
+SPEED_WORKLOADS = ("pp512", "tg128", "shared", "chat", "cold", "json")
+JSON_BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "json_bench_llamacpp.py")
 
 
 class Engine:
@@ -37,10 +38,15 @@ class Engine:
 
 def peer_engine(name, driver, model, workloads, args):
     def command(workload, json_path):
+        if workload == "json":  # llama.cpp's grammar sampling on ember-bench's JSON schemas
+            return [sys.executable, JSON_BENCH, model, "--threads", str(args.threads), "--repeats", "1",
+                    "--json", json_path]
         return [sys.executable, os.path.join(PEERS, driver), workload, "--model", model,
                 "--threads", str(args.threads), "--requests", str(args.requests), "--turns", str(args.turns)]
 
     def parse(workload, stdout, json_path):
+        if workload == "json":
+            return ember_driver.parse("json", json_path)
         return json.loads(stdout.strip().splitlines()[-1]) if workload != "cold" else {}
     return Engine(name, workloads, command, parse)
 
@@ -88,9 +94,9 @@ def prepare_models(args, log):
 def make_engines(args, ember, models):
     serving = ("pp512", "tg128", "shared", "chat", "cold")
     engines = [
-        ember_engine("ember int8", ember, "int8", serving, args),
+        ember_engine("ember int8", ember, "int8", serving + ("json",), args),
         ember_engine("ember fp32 baseline", ember, "fp32", serving, args, once=("shared", "chat")),
-        peer_engine("llama.cpp Q4_1", "llamacpp_driver.py", args.model, serving, args),
+        peer_engine("llama.cpp Q4_1", "llamacpp_driver.py", args.model, serving + ("json",), args),
         peer_engine("llama.cpp Q8_0", "llamacpp_driver.py", models["q8_0"], ("pp512", "tg128"), args),
         peer_engine("CTranslate2 int8", "ctranslate2_driver.py", models["ct2_int8"], serving, args),
     ]
