@@ -129,6 +129,10 @@ int main(int argc, char** argv) {
   state.driver = &*driver;
   state.model_id = std::filesystem::path(options.model).stem().string();
   state.next_seed = std::random_device{}();
+  try {  // the tool-call format of the model's chat family (generic without a template)
+    state.tool_format = server::tool_format_of_rendering(engine->apply_chat_template({{"user", "x"}}));
+  } catch (const ember::Error&) {
+  }
 
   auto http = std::make_unique<server::HttpServer>(
       options.http, server::make_routes(state),
@@ -140,9 +144,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: cannot listen on %s:%d: %s\n", options.host.c_str(), options.port, error.c_str());
     return 1;
   }
-  std::printf("ember-server: %s on http://%s:%d (context %d, loaded in %.0f ms)\n",
+  std::printf("ember-server: %s on http://%s:%d (context %d, tool calls %s, loaded in %.0f ms)\n",
               state.model_id.c_str(), options.host.c_str(), port, engine->info().context_length,
-              engine->load_ms());
+              server::to_string(state.tool_format), engine->load_ms());
   std::fflush(stdout);
   http->run();  // until SIGINT or SIGTERM
   driver.reset();

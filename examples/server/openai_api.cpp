@@ -91,12 +91,13 @@ std::string read_content(const json& message, std::size_t index) {
   return text;
 }
 
-std::vector<ember::Message> read_messages(const json& body) {
+std::vector<ember::Message> read_messages(const json& body, ToolFormat format) {
   const json* v = field(body, "messages");
   if (!v) throw bad_field("messages", "'messages' is required");
   if (!v->is_array() || v->empty())
     throw bad_field("messages", "'messages' must be a non-empty array");
   std::vector<ember::Message> messages;
+  bool previous_was_result = false;
   for (std::size_t i = 0; i < v->size(); ++i) {
     const json& m = (*v)[i];
     const std::string param = "messages[" + std::to_string(i) + "]";
@@ -106,18 +107,19 @@ std::vector<ember::Message> read_messages(const json& body) {
       throw bad_field(param + ".role", "'" + param + ".role' must be a string");
     std::string r = role->get<std::string>();
     if (r == "developer") r = "system";  // OpenAI's newer name for the system role
-    if (r == "tool") {  // a function's result, as a user turn (ember's default tool format)
+    if (r == "tool") {  // a function's result, as the chat family renders one
       const json* id = field(m, "tool_call_id");
-      messages.push_back({"user", "Result of the function call" +
-                                      (id && id->is_string() ? " " + id->get<std::string>() : std::string()) +
-                                      ":\n" + read_content(m, i)});
+      add_tool_result(format, id && id->is_string() ? id->get<std::string>() : std::string(), read_content(m, i),
+                      messages, previous_was_result);
+      previous_was_result = true;
       continue;
     }
+    previous_was_result = false;
     if (r != "system" && r != "user" && r != "assistant")
       throw bad_field(param + ".role", "'" + param + ".role' must be system, user, assistant or tool");
     std::string content = read_content(m, i);
     if (const json* calls = r == "assistant" ? field(m, "tool_calls") : nullptr) {
-      // The call as the model wrote it: {"name": ..., "arguments": {...}}.
+      // The call as the family's model writes it.
       if (!calls->is_array()) throw bad_field(param + ".tool_calls", "'" + param + ".tool_calls' must be an array");
       for (const json& call : *calls) {
         const json* fn = call.is_object() ? field(call, "function") : nullptr;
@@ -128,7 +130,7 @@ std::vector<ember::Message> read_messages(const json& body) {
         if (const json* a = field(*fn, "arguments"); a && a->is_string())
           args = json::parse(a->get<std::string>(), nullptr, false);
         if (args.is_discarded()) args = field(*fn, "arguments")->get<std::string>();
-        content += (content.empty() ? "" : "\n") + dump(json{{"name", *name}, {"arguments", args}});
+        content += (content.empty() ? "" : "\n") + render_call(format, name->get<std::string>(), args);
       }
     }
     messages.push_back({r, content});
@@ -240,28 +242,9 @@ void read_response_format(const json& body, const ordered& in_order, ember::Samp
   s.json_schema = schema ? in_order["response_format"]["json_schema"]["schema"].dump() : "{}";
 }
 
-// The system text that describes the tools (ember's default tool format).
-std::string tools_prompt(const json& tools, const ToolSpec& spec) {
-  std::string out = "You can call these functions:\n";
-  for (const json& t : tools) {
-    const json& fn = t["function"];
-    json d = {{"name", fn["name"]}};
-    if (const json* desc = field(fn, "description")) d["description"] = *desc;
-    d["parameters"] = field(fn, "parameters") ? fn["parameters"] : json::object();
-    out += dump(d) + "\n";
-  }
-  const std::string shape = "a JSON object {\"name\": <the function's name>, \"arguments\": <its arguments as an object>}";
-  if (spec.choice == ToolSpec::Choice::auto_)
-    out += "To call a function, reply with only " + shape + ". Otherwise reply in plain text.";
-  else if (spec.choice == ToolSpec::Choice::named)
-    out += "Call the function " + spec.named + ": reply with only " + shape + ".";
-  else
-    out += "Call one of them: reply with only " + shape + ".";
-  return out;
-}
-
-ToolSpec read_tools(const json& body, const ordered& in_order, ParsedRequest& out) {
+ToolSpec read_tools(const json& body, const ordered& in_order, ToolFormat format, ParsedRequest& out) {
   ToolSpec spec;
+  spec.format = format;
   const json* tools = field(body, "tools");
   const json* choice = field(body, "tool_choice");
   if (const json* p = field(body, "parallel_tool_calls"); p && !p->is_boolean())
@@ -272,7 +255,7 @@ ToolSpec read_tools(const json& body, const ordered& in_order, ParsedRequest& ou
     return spec;
   }
   if (!tools->is_array() || tools->empty()) throw bad_field("tools", "'tools' must be a non-empty array");
-  std::vector<std::string> schemas;  // per tool: {"name": its name, "arguments": its parameters}, in that order
+  std::vector<std::string> schemas;  // per tool: one call of it in the family's shape
   for (std::size_t i = 0; i < tools->size(); ++i) {
     const json& t = (*tools)[i];
     const std::string param = "tools[" + std::to_string(i) + "]";
@@ -287,9 +270,7 @@ ToolSpec read_tools(const json& body, const ordered& in_order, ParsedRequest& ou
       throw bad_field(param + ".function.parameters", "'" + param + ".function.parameters' must be a JSON Schema object");
     spec.names.push_back(name->get<std::string>());
     const std::string arguments = params ? in_order["tools"][i]["function"]["parameters"].dump() : R"({"type": "object"})";
-    schemas.push_back(R"({"type": "object", "properties": {"name": {"const": )" + json(*name).dump() +
-                      R"(}, "arguments": )" + arguments +
-                      R"(}, "required": ["name", "arguments"], "additionalProperties": false})");
+    schemas.push_back(call_schema(format, name->get<std::string>(), arguments));
   }
   spec.choice = ToolSpec::Choice::auto_;
   if (choice) {
@@ -312,18 +293,16 @@ ToolSpec read_tools(const json& body, const ordered& in_order, ParsedRequest& ou
   }
   if (!spec.active()) return spec;
   ember::SamplingParams& s = out.request.sampling;
-  if (spec.choice != ToolSpec::Choice::auto_) {
-    if (!s.json_schema.empty())
-      throw bad_field("response_format", "'response_format' cannot be combined with tool_choice required or a named function");
+  const bool forced = spec.choice != ToolSpec::Choice::auto_;
+  if (forced && !s.json_schema.empty())
+    throw bad_field("response_format", "'response_format' cannot be combined with tool_choice required or a named function");
+  // auto with a response_format: the reply follows the format; a call in it is still read.
+  if (s.json_schema.empty()) {
     std::string any_of;
     for (const std::string& one : schemas) any_of += (any_of.empty() ? "" : ", ") + one;
-    s.json_schema = schemas.size() == 1 ? schemas[0] : R"({"anyOf": [)" + any_of + "]}";
+    s.grammar = tool_grammar(format, schemas.size() == 1 ? schemas[0] : R"({"anyOf": [)" + any_of + "]}", forced);
   }
-  // The tools go into the system message (a new one when the conversation has none).
-  auto& messages = out.request.messages;
-  const std::string text = tools_prompt(*tools, spec);
-  if (!messages.empty() && messages[0].role == "system") messages[0].content += "\n\n" + text;
-  else messages.insert(messages.begin(), {"system", text});
+  add_tool_prompt(spec, *tools, out.request.messages);
   return spec;
 }
 
@@ -364,26 +343,21 @@ json logprobs_json(const ResponseContext& ctx, const std::int32_t* tokens, const
   return {{"tokens", texts}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
-json tool_calls_json(const ResponseContext& ctx, const std::string& name, const std::string& arguments) {
-  return json::array({{{"id", "call_" + ctx.id},
-                       {"type", "function"},
-                       {"function", {{"name", name}, {"arguments", arguments}}}}});
+// A call's id: call_<response id>, then _2, _3 ... for the further calls of one reply.
+std::string call_id(const ResponseContext& ctx, std::size_t index) {
+  return "call_" + ctx.id + (index == 0 ? "" : "_" + std::to_string(index + 1));
+}
+
+json tool_calls_json(const ResponseContext& ctx, const std::vector<ToolCall>& calls) {
+  json out = json::array();
+  for (std::size_t i = 0; i < calls.size(); ++i)
+    out.push_back({{"id", call_id(ctx, i)},
+                   {"type", "function"},
+                   {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}});
+  return out;
 }
 
 }  // namespace
-
-bool parse_tool_call(const ToolSpec& tools, const std::string& text, std::string& name, std::string& arguments) {
-  if (!tools.active()) return false;
-  const json v = json::parse(text, nullptr, false);
-  if (v.is_discarded() || !v.is_object() || v.size() != 2) return false;
-  const json* n = field(v, "name");
-  const json* a = field(v, "arguments");
-  if (!n || !n->is_string() || !a || !a->is_object()) return false;
-  if (std::find(tools.names.begin(), tools.names.end(), n->get<std::string>()) == tools.names.end()) return false;
-  name = n->get<std::string>();
-  arguments = dump(*a);
-  return true;
-}
 
 json error_body(const ApiError& e) {
   return {{"error",
@@ -438,7 +412,7 @@ static int json_depth(const std::string& text) {
 }
 
 ParsedRequest parse_request(Endpoint endpoint, const std::string& body_text,
-                            std::uint64_t default_seed) {
+                            std::uint64_t default_seed, ToolFormat tool_format) {
   if (json_depth(body_text) > kMaxJsonDepth) {
     ApiError e;
     e.message = "the request body nests arrays and objects more than " + std::to_string(kMaxJsonDepth) +
@@ -471,8 +445,8 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body_text,
     if (!prompt->is_string()) throw bad_field("prompt", "'prompt' must be a string");
     out.request.prompt = prompt->get<std::string>();
   } else {
-    out.request.messages = read_messages(body);
-    out.tools = read_tools(body, in_order, out);
+    out.request.messages = read_messages(body, tool_format);
+    out.tools = read_tools(body, in_order, tool_format, out);
   }
   read_bool(body, "stream", out.stream);
   if (const json* options = field(body, "stream_options")) {
@@ -525,9 +499,12 @@ json response_body(const ResponseContext& ctx, const ember::Completion& c) {
                  {"logprobs", logprobs_json(ctx, c.tokens.data(), c.logprobs.empty() ? nullptr : c.logprobs.data(),
                                             c.top_logprobs.empty() ? nullptr : c.top_logprobs.data(), c.tokens.size(), 0)},
                  {"finish_reason", finish_reason_name(c.finish_reason)}};
-  std::string name, arguments;
-  if (ctx.endpoint == Endpoint::chat_completions && parse_tool_call(ctx.tools, c.text, name, arguments)) {
-    choice["message"] = {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", tool_calls_json(ctx, name, arguments)}};
+  std::vector<ToolCall> calls;
+  std::string content;
+  if (ctx.endpoint == Endpoint::chat_completions && parse_tool_calls(ctx.tools, c.text, calls, content)) {
+    choice["message"] = {{"role", "assistant"},
+                         {"content", content.empty() ? json(nullptr) : json(content)},
+                         {"tool_calls", tool_calls_json(ctx, calls)}};
     if (c.finish_reason == ember::FinishReason::stop) choice["finish_reason"] = "tool_calls";
   } else if (ctx.endpoint == Endpoint::chat_completions) {
     choice["message"] = {{"role", "assistant"}, {"content", c.text}};
@@ -582,23 +559,38 @@ namespace {
 
 bool json_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
-// Matches `{ "name" : "<name>" , "arguments" :` at the start of `s` (whitespace anywhere between).
-// Returns 1 and sets name/args_start when it does, 0 while `s` may still become it, -1 when it
-// cannot.
+// The length of the longest proper prefix of `marker` that ends `s` (text to hold back: the
+// marker may be arriving).
+std::size_t partial_marker(const std::string& s, const std::string& marker) {
+  for (std::size_t k = std::min(s.size(), marker.size() - 1); k > 0; --k)
+    if (s.compare(s.size() - k, k, marker, 0, k) == 0) return k;
+  return 0;
+}
+
+// Matches `{ "name" : "<name>" , "arguments" :` (or "parameters") at the start of `s`
+// (whitespace anywhere between). Returns 1 and sets name/args_start when it does, 0 while `s`
+// may still become it, -1 when it cannot.
 int match_call_head(const std::string& s, std::string& name, std::size_t& args_start) {
   std::size_t i = 0;
   const auto skip = [&] { while (i < s.size() && json_space(s[i])) ++i; };
-  const auto lit = [&](std::string_view w) -> int {
+  // 1 when one of `words` comes next, 0 when the text ends inside one, -1 otherwise.
+  const auto lit = [&](std::initializer_list<std::string_view> words) -> int {
     skip();
-    for (char c : w) {
-      if (i >= s.size()) return 0;
-      if (s[i] != c) return -1;
-      ++i;
+    int r = -1;
+    for (std::string_view w : words) {
+      const std::size_t n = std::min(w.size(), s.size() - i);
+      if (s.compare(i, n, w.data(), n) != 0) continue;
+      if (n < w.size()) {
+        r = 0;
+        continue;
+      }
+      i += w.size();
+      return 1;
     }
-    return 1;
+    return r;
   };
   int r;
-  if ((r = lit("{")) != 1 || (r = lit("\"name\"")) != 1 || (r = lit(":")) != 1 || (r = lit("\"")) != 1) return r;
+  if ((r = lit({"{"})) != 1 || (r = lit({"\"name\""})) != 1 || (r = lit({":"})) != 1 || (r = lit({"\""})) != 1) return r;
   std::string n;
   while (true) {  // function names are plain text (no escapes in the names ember accepts)
     if (i >= s.size()) return 0;
@@ -607,7 +599,7 @@ int match_call_head(const std::string& s, std::string& name, std::size_t& args_s
     n += s[i++];
   }
   ++i;
-  if ((r = lit(",")) != 1 || (r = lit("\"arguments\"")) != 1 || (r = lit(":")) != 1) return r;
+  if ((r = lit({","})) != 1 || (r = lit({"\"arguments\"", "\"parameters\""})) != 1 || (r = lit({":"})) != 1) return r;
   skip();
   if (i >= s.size()) return 0;
   name = n;
@@ -617,30 +609,75 @@ int match_call_head(const std::string& s, std::string& name, std::size_t& args_s
 
 }  // namespace
 
-std::vector<json> StreamMapper::flush_call(bool final) {
+StreamMapper::StreamMapper(ResponseContext ctx) : ctx_(std::move(ctx)) {
+  // The marked formats stream text until the opener; the bare ones decide at the first character.
+  mode_ = markers(ctx_.tools.format).open.empty() ? Mode::undecided : Mode::scanning;
+}
+
+std::vector<json> StreamMapper::advance(bool final) {
   std::vector<json> out;
-  if (!header_sent_) {
-    std::string name;
-    const int m = match_call_head(buffer_, name, args_start_);
-    if (m < 0 || (m == 0 && final) ||
-        (m == 1 && std::find(ctx_.tools.names.begin(), ctx_.tools.names.end(), name) == ctx_.tools.names.end())) {
-      mode_ = Mode::text;  // not a call after all: the buffered text is the reply
-      if (!buffer_.empty()) out.push_back(stream_chunk(ctx_, buffer_, nullptr));
-      buffer_.clear();
+  const ToolMarkers& m = markers(ctx_.tools.format);
+  const auto text = [&](const std::string& t) {
+    if (!t.empty()) out.push_back(stream_chunk(ctx_, t, nullptr));
+  };
+  if (mode_ == Mode::undecided) {
+    std::size_t i = 0;
+    while (i < buffer_.size() && json_space(buffer_[i])) ++i;
+    if (i == buffer_.size() && !final) return out;
+    mode_ = i < buffer_.size() && buffer_[i] == '{' ? Mode::call : Mode::plain;
+  }
+  if (mode_ == Mode::scanning) {
+    const std::size_t at = buffer_.find(m.open);
+    if (at == std::string::npos) {
+      const std::size_t keep = final ? 0 : partial_marker(buffer_, m.open);
+      text(buffer_.substr(0, buffer_.size() - keep));
+      buffer_.erase(0, buffer_.size() - keep);
       return out;
     }
-    if (m == 0) return out;
+    text(buffer_.substr(0, at));  // the reply's text before its call
+    buffer_.erase(0, at + m.open.size());
+    mode_ = Mode::call;
+  }
+  if (mode_ == Mode::call) {
+    std::vector<json> call = flush_call(final);
+    out.insert(out.end(), call.begin(), call.end());
+  }
+  if (mode_ == Mode::plain) text(buffer_);
+  if (mode_ != Mode::call) buffer_.clear();
+  return out;
+}
+
+std::vector<json> StreamMapper::flush_call(bool final) {
+  std::vector<json> out;
+  const ToolMarkers& m = markers(ctx_.tools.format);
+  if (!header_sent_) {
+    std::string name;
+    const int r = match_call_head(buffer_, name, args_start_);
+    if (r < 0 || (r == 0 && final) ||
+        (r == 1 && std::find(ctx_.tools.names.begin(), ctx_.tools.names.end(), name) == ctx_.tools.names.end())) {
+      mode_ = Mode::plain;  // not a call after all: the buffered text (with its opener) is the reply
+      buffer_.insert(0, m.open);
+      return out;
+    }
+    if (r == 0) return out;
     json chunk = stream_chunk(ctx_, "", nullptr);
-    chunk["choices"][0]["delta"] = {{"tool_calls", json::array({{{"index", 0}, {"id", "call_" + ctx_.id}, {"type", "function"},
+    chunk["choices"][0]["delta"] = {{"tool_calls", json::array({{{"index", 0}, {"id", call_id(ctx_, 0)}, {"type", "function"},
                                                                  {"function", {{"name", name}, {"arguments", ""}}}}})}};
     out.push_back(chunk);
     header_sent_ = true;
     args_sent_ = args_start_;
   }
-  // The arguments run to the call's closing brace: hold back a trailing run of whitespace and
-  // braces until the end, when the last brace is the call's own.
+  // The arguments run to the call's closing brace (before the closer, in the marked formats):
+  // hold back a trailing run of whitespace and braces (and a closer that may be arriving) until
+  // the end is known, when the last brace is the call's own.
   std::size_t end = buffer_.size();
-  if (final) {
+  bool closed = false;
+  if (!m.close.empty()) {
+    const std::size_t at = buffer_.find(m.close, args_start_);
+    closed = at != std::string::npos;
+    end = closed ? at : end - (final ? 0 : partial_marker(buffer_, m.close));
+  }
+  if (final || closed) {
     while (end > args_sent_ && json_space(buffer_[end - 1])) --end;
     if (end > args_sent_ && buffer_[end - 1] == '}') --end;
     while (end > args_sent_ && json_space(buffer_[end - 1])) --end;
@@ -654,6 +691,7 @@ std::vector<json> StreamMapper::flush_call(bool final) {
     out.push_back(chunk);
     args_sent_ = end;
   }
+  if (closed) mode_ = Mode::done;  // one call per streamed reply; what follows is dropped
   return out;
 }
 
@@ -665,17 +703,10 @@ std::vector<json> StreamMapper::on_chunk(const ember::Chunk& chunk) {
                 : json(nullptr);
   for (std::size_t i = 0; ctx_.token_text && i < chunk.token_count && chunk.logprobs; ++i)
     logprob_offset_ += ctx_.token_text(chunk.tokens[i]).size();
-  if (ctx_.endpoint == Endpoint::chat_completions && ctx_.tools.active() && mode_ != Mode::text) {
-    buffer_ += text;
-    if (mode_ == Mode::undecided) {
-      std::size_t i = 0;
-      while (i < buffer_.size() && json_space(buffer_[i])) ++i;
-      if (i < buffer_.size()) mode_ = buffer_[i] == '{' ? Mode::call : Mode::text;
-    }
-    if (mode_ == Mode::call) out = flush_call(false);
-    else if (mode_ == Mode::text && !buffer_.empty()) {
-      out.push_back(stream_chunk(ctx_, buffer_, nullptr));
-      buffer_.clear();
+  if (ctx_.endpoint == Endpoint::chat_completions && ctx_.tools.active() && mode_ != Mode::plain) {
+    if (mode_ != Mode::done) {
+      buffer_ += text;
+      out = advance(false);
     }
   } else if (!text.empty()) {
     out.push_back(stream_chunk(ctx_, text, nullptr));
@@ -689,12 +720,10 @@ std::vector<json> StreamMapper::on_chunk(const ember::Chunk& chunk) {
 
 std::vector<json> StreamMapper::finish(const ember::Completion& c) {
   std::vector<json> out;
-  if (mode_ == Mode::call) out = flush_call(true);
-  else if (mode_ == Mode::undecided && !buffer_.empty()) out.push_back(stream_chunk(ctx_, buffer_, nullptr));
+  if (ctx_.endpoint == Endpoint::chat_completions && ctx_.tools.active() && mode_ != Mode::done) out = advance(true);
   buffer_.clear();
   json last = stream_chunk(ctx_, "", &c);
-  if (mode_ == Mode::call && header_sent_ && c.finish_reason == ember::FinishReason::stop)
-    last["choices"][0]["finish_reason"] = "tool_calls";
+  if (header_sent_ && c.finish_reason == ember::FinishReason::stop) last["choices"][0]["finish_reason"] = "tool_calls";
   out.push_back(last);
   return out;
 }

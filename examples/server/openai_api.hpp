@@ -2,6 +2,8 @@
 // response bodies and stream chunks. No HTTP here, so the mapping can be read in one place.
 #pragma once
 
+#include "tool_format.hpp"
+
 #include <ember/ember.hpp>
 #include <nlohmann/json.hpp>
 
@@ -31,15 +33,6 @@ nlohmann::json error_body(const ApiError& e);
 // ErrorCode::busy (--max-requests in flight) is 429, the rest 500s.
 ApiError api_error(const ember::Error& e, Endpoint endpoint);
 
-// The tools of a chat request and how the model may use them.
-struct ToolSpec {
-  enum class Choice { none, auto_, required, named };
-  Choice choice = Choice::none;  // none also when the request has no tools
-  std::vector<std::string> names;  // the functions' names, in the request's order
-  std::string named;               // tool_choice {"type": "function", "function": {"name"}}
-  bool active() const { return choice != Choice::none; }
-};
-
 struct ParsedRequest {
   ember::Request request;
   bool stream = false;
@@ -54,15 +47,16 @@ struct ParsedRequest {
 //
 // Structured output: `response_format` json_object constrains the reply to a JSON object,
 // json_schema (strict or not: ember always enforces the schema) to its `schema`. `tools` are
-// described to the model in the system message (ember's default tool prompt, the same for every
-// chat template); tool_choice `required` or a named function constrains the reply to a call
-// {"name": ..., "arguments": {...}} of one of them, `auto` (the default with tools) lets the
-// model answer in text or with such a call (detected when the reply is one), `none` ignores
-// the tools. Messages of role `tool` and assistant messages with `tool_calls` (a round trip)
-// are rendered as text turns.
+// described to the model, and calls and results rendered, in the chat family's own format
+// (`tool_format`, see tool_format.hpp); tool_choice `required` or a named function constrains
+// the reply to one call of them, `auto` (the default with tools) leaves the reply free until
+// the family's call opener appears and constrains the call from there (with a response_format
+// as well, the reply follows the response_format and a call is only detected), `none` ignores
+// the tools.
 // Bodies nesting arrays and objects deeper than this are refused (400 invalid_json) before parsing.
 constexpr int kMaxJsonDepth = 64;
-ParsedRequest parse_request(Endpoint endpoint, const std::string& body, std::uint64_t default_seed);
+ParsedRequest parse_request(Endpoint endpoint, const std::string& body, std::uint64_t default_seed,
+                            ToolFormat tool_format = ToolFormat::generic);
 
 // What a response needs besides the completion.
 struct ResponseContext {
@@ -75,11 +69,6 @@ struct ResponseContext {
   std::function<std::string(std::int32_t)> token_text;
   bool logprobs = false;  // the request asked for logprobs
 };
-
-// A tool call found in a reply: the reply is exactly {"name": one of the tools, "arguments":
-// an object}. Returns false otherwise.
-bool parse_tool_call(const ToolSpec& tools, const std::string& text, std::string& name,
-                     std::string& arguments);
 
 const char* finish_reason_name(ember::FinishReason reason);  // OpenAI's names
 nlohmann::json usage_json(const ember::Completion& c);
@@ -96,16 +85,19 @@ nlohmann::json stream_role_chunk(const ResponseContext& ctx);
 // logprobs of each chunk's tokens. One per request, called on the engine's thread.
 class StreamMapper {
  public:
-  explicit StreamMapper(ResponseContext ctx) : ctx_(std::move(ctx)) {}
+  explicit StreamMapper(ResponseContext ctx);
   std::vector<nlohmann::json> on_chunk(const ember::Chunk& chunk);
   // The closing chunks (text still held back, then the finish reason).
   std::vector<nlohmann::json> finish(const ember::Completion& c);
 
  private:
+  std::vector<nlohmann::json> advance(bool final);
   std::vector<nlohmann::json> flush_call(bool final);
   ResponseContext ctx_;
-  enum class Mode { undecided, text, call } mode_ = Mode::undecided;
-  std::string buffer_;        // text not yet sent (undecided, or a call being parsed)
+  // undecided: a bare format before the first character; scanning: a marked format's text,
+  // watched for the opener; plain: text only from here; call: inside a call; done: after it.
+  enum class Mode { undecided, scanning, plain, call, done } mode_ = Mode::undecided;
+  std::string buffer_;        // text not yet sent (held back, or a call being parsed)
   std::size_t args_sent_ = 0; // bytes of the arguments already sent (call)
   std::size_t args_start_ = std::string::npos;  // where the arguments begin in buffer_
   bool header_sent_ = false;

@@ -139,7 +139,7 @@ void submit_stream(ServerState& state, const ParsedRequest& parsed, const Respon
 void completion_route(ServerState& state, Endpoint endpoint, const HttpRequest& req,
                       const std::shared_ptr<Exchange>& ex) {
   try {
-    const ParsedRequest parsed = parse_request(endpoint, req.body, state.next_seed++);
+    const ParsedRequest parsed = parse_request(endpoint, req.body, state.next_seed++, state.tool_format);
     ResponseContext ctx{
         endpoint,
         (endpoint == Endpoint::chat_completions ? "chatcmpl-" : "cmpl-") +

@@ -7,6 +7,7 @@
 #include "engine_driver.hpp"
 #include "http_server.hpp"
 #include "metrics.hpp"
+#include "tool_format.hpp"
 
 #include <ember/ember.hpp>
 
@@ -24,6 +25,7 @@ struct ServerState {
   std::atomic<std::uint64_t> next_seed{0};  // seeds of requests that do not give one
   std::atomic<std::uint64_t> next_id{1};    // response ids: "cmpl-1", "chatcmpl-2", ...
   const HttpCounters* http = nullptr;       // the front end's counters, for /metrics
+  ToolFormat tool_format = ToolFormat::generic;  // the chat family's tool-call format
 };
 
 std::vector<Route> make_routes(ServerState& state);
