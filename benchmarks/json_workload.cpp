@@ -142,6 +142,8 @@ JsonRun run_json_workload(const std::string& model, int threads, int repeats) {
   out.check_us_mean = mean(check_us);
   std::sort(check_us.begin(), check_us.end());
   out.check_us_p99 = check_us.empty() ? 0 : check_us[std::min(check_us.size() - 1, check_us.size() * 99 / 100)];
+  out.check_us_p50 = check_us.empty() ? 0 : check_us[check_us.size() / 2];
+  out.mask_us_p50 = sorted.empty() ? 0 : sorted[sorted.size() / 2];
 
   // Decode tokens/s: batch 1 (decode time of each request) and 16 streams (wall time).
   std::vector<double> b1_free, b1_schema, b16_free, b16_schema;
@@ -167,12 +169,18 @@ JsonRun run_json_workload(const std::string& model, int threads, int repeats) {
     return tokens * 1000.0 / ms_since(start);
   };
   b1(true), b1(false);  // warm-up
+  // Pairs run back to back, the order alternating, and each pair gives a ratio: on a shared
+  // machine whose load drifts, the median of paired ratios is steadier than a ratio of medians.
+  std::vector<double> b1_ratio, b16_ratio;
   for (int r = 0; r < repeats; ++r) {
-    b1_schema.push_back(b1(true));
-    b1_free.push_back(b1(false));
-    b16_schema.push_back(b16(true));
-    b16_free.push_back(b16(false));
+    const bool schema_first = r % 2 == 0;
+    for (bool constrained : {schema_first, !schema_first}) (constrained ? b1_schema : b1_free).push_back(b1(constrained));
+    for (bool constrained : {schema_first, !schema_first}) (constrained ? b16_schema : b16_free).push_back(b16(constrained));
+    b1_ratio.push_back(b1_schema.back() / b1_free.back());
+    b16_ratio.push_back(b16_schema.back() / b16_free.back());
   }
+  out.ratio_b1 = median(b1_ratio);
+  out.ratio_b16 = median(b16_ratio);
   out.tps_b1_free = median(b1_free);
   out.tps_b1_schema = median(b1_schema);
   out.tps_b16_free = median(b16_free);

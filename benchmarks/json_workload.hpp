@@ -22,12 +22,13 @@ struct JsonRun {
   std::size_t trie_nodes = 0;
   double trie_build_ms = 0;
   double compile_ms_mean = 0, compile_ms_max = 0;     // per schema
-  double mask_us_mean = 0, mask_us_p99 = 0;           // per token, all steps
+  double mask_us_mean = 0, mask_us_p50 = 0, mask_us_p99 = 0;  // per token, all steps
   double uncached_mask_us_mean = 0;                   // steps that computed a new mask
   int mask_steps = 0, uncached_steps = 0;
-  double check_us_mean = 0, check_us_p99 = 0;         // sampler step that asks about its pick only
+  double check_us_mean = 0, check_us_p50 = 0, check_us_p99 = 0;  // sampler step asking about its pick only
   double tps_b1_free = 0, tps_b1_schema = 0;          // median decode tokens/s, one stream
   double tps_b16_free = 0, tps_b16_schema = 0;        // median aggregate tokens/s, 16 streams
+  double ratio_b1 = 0, ratio_b16 = 0;                 // median of paired schema / free ratios
 };
 
 JsonRun run_json_workload(const std::string& model, int threads, int repeats);

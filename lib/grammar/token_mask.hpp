@@ -76,6 +76,7 @@ class TokenConstraint {
   // Advances past token `id`. Throws Error(internal) when the grammar does not allow it.
   void accept(std::int32_t id);
   bool can_end() const { return matcher_.accepting(state_); }
+  const std::vector<std::int32_t>& end_tokens() const { return trie_->end_of_generation(); }
   // The grammar is complete and nothing can follow: only an end token is allowed.
   bool complete() const { return !matcher_.can_continue(state_); }
 

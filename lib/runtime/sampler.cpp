@@ -3,6 +3,7 @@
 #include "util/check.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -107,17 +108,20 @@ constexpr std::size_t kAllowedScan = 256;
 // nth_element over a copy of the whole row.
 void Sampler::collect_top_k(const float* logits, std::size_t k) {
   candidates_.clear();
-  for (std::int32_t i = 0; i < vocab_size_; ++i) {
-    if (!finite(logits[i])) continue;
-    const Candidate c{logits[i], i, 0.0f};
-    if (candidates_.size() < k) {
-      candidates_.push_back(c);
-      std::push_heap(candidates_.begin(), candidates_.end(), better);
-    } else if (better(c, candidates_.front())) {
-      std::pop_heap(candidates_.begin(), candidates_.end(), better);
-      candidates_.back() = c;
-      std::push_heap(candidates_.begin(), candidates_.end(), better);
-    }
+  for (std::int32_t i = 0; i < vocab_size_; ++i) offer(logits, i, k);
+}
+
+// Keeps token `i` in the bounded heap of the k best finite candidates if it belongs there.
+void Sampler::offer(const float* logits, std::int32_t i, std::size_t k) {
+  if (!finite(logits[i])) return;
+  const Candidate c{logits[i], i, 0.0f};
+  if (candidates_.size() < k) {
+    candidates_.push_back(c);
+    std::push_heap(candidates_.begin(), candidates_.end(), better);
+  } else if (better(c, candidates_.front())) {
+    std::pop_heap(candidates_.begin(), candidates_.end(), better);
+    candidates_.back() = c;
+    std::push_heap(candidates_.begin(), candidates_.end(), better);
   }
 }
 
@@ -237,7 +241,21 @@ std::int32_t Sampler::sample_allowed(const float* logits, grammar::TokenConstrai
   std::size_t kept = 0;
   for (std::size_t i = 0; i < candidates_.size() && kept < k; ++i)
     if (constraint.allows(candidates_[i].id)) candidates_[kept++] = candidates_[i];
-  if (kept == 0 || (kept < k && !whole_row)) return -1;
+  if (kept < k && !whole_row) {
+    // Few tokens pass here (a state inside the JSON structure): the k best of the state's
+    // mask, read bit by bit, without writing the row or passing over it again. The mask of
+    // such a state is a short walk of the trie (it prunes at the first byte) and is cached.
+    const grammar::TokenMask& mask = constraint.mask();
+    candidates_.clear();
+    for (std::size_t w = 0; w < mask.size(); ++w)
+      for (std::uint64_t bits = mask[w]; bits != 0; bits &= bits - 1)
+        offer(logits, static_cast<std::int32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(bits))), k);
+    if (constraint.can_end())
+      for (std::int32_t id : constraint.end_tokens()) offer(logits, id, k);
+    std::sort(candidates_.begin(), candidates_.end(), better);
+    kept = candidates_.size();
+  }
+  if (kept == 0) return -1;
   candidates_.resize(kept);
   if (greedy) return candidates_[0].id;
   const float max_allowed = candidates_[0].logit;

@@ -13,9 +13,9 @@
 // in any order. Greedy decoding needs only the best allowed token and top-k sampling only the k
 // best allowed ones (in order), so when no logprob is asked for, the sampler takes the row's
 // best candidates in order, asks the grammar about each (TokenConstraint::allows, a walk of the
-// token's bytes) until it has k, and samples them exactly as it would after the mask. Only
-// when too few of the best 256 (or 4k) are allowed does it compute the mask and run the plain
-// pipeline. Both ways give the same token from the same RNG draw (tests/runtime/
+// token's bytes) until it has k, and samples them exactly as it would after the mask. When
+// too few of the best 256 (or 4k) are allowed, it takes the k best of the state's mask, read
+// bit by bit (such states allow few tokens: their masks are short trie walks, and cached). Both ways give the same token from the same RNG draw (tests/runtime/
 // test_sampler.cpp compares them); the measured effect is in docs/benchmarks.md.
 //
 // Thread-safety: a Sampler is per-request state; one thread at a time may call sample().
@@ -69,6 +69,7 @@ class Sampler {
  private:
   void apply_penalties(float* logits, const std::vector<std::int32_t>& history);
   void collect_top_k(const float* logits, std::size_t k);
+  void offer(const float* logits, std::int32_t i, std::size_t k);
   std::size_t select(const float* logits, float max_logit, double* full_norm);
   std::size_t select_from_top_k(float max_logit);
   std::size_t cut_top_p(double norm);
