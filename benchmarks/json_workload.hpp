@@ -26,6 +26,7 @@ struct JsonRun {
   double uncached_mask_us_mean = 0;                   // steps that computed a new mask
   int mask_steps = 0, uncached_steps = 0;
   double check_us_mean = 0, check_us_p50 = 0, check_us_p99 = 0;  // sampler step asking about its pick only
+  double free_step_us_p50 = 0;                        // the same sampler step without a grammar
   double tps_b1_free = 0, tps_b1_schema = 0;          // median decode tokens/s, one stream
   double tps_b16_free = 0, tps_b16_schema = 0;        // median aggregate tokens/s, 16 streams
   double ratio_b1 = 0, ratio_b16 = 0;                 // median of paired schema / free ratios

@@ -46,7 +46,9 @@ add("number", "What is pi, roughly?", {"type": "number"})
 add("boolean", "Is the sky blue?", {"type": "boolean"})
 add("null", "Say nothing.", {"type": "null"})
 add("type_list", "Give a name or nothing.", {"type": ["string", "null"], "maxLength": 20})
-add("any_value", "Give any JSON value describing a cat.", {})
+# Any value holds unbounded strings too: after the 4-bit weights (W4A8) a sampled run (seed 2)
+# repeated an emoji until max_tokens, as additional_true's did below, so greedy only.
+add("any_value", "Give any JSON value describing a cat.", {}, sampled=False)
 add("any_object", "Describe a cat as a JSON object.", {"type": "object", "additionalProperties": {"type": ["integer", "boolean"]}, "maxProperties": 4})
 # objects
 add("npc", "The blacksmith greets a knight.", obj({
