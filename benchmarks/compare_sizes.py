@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""ember against llama.cpp at several model sizes: pp512 and tg128 on the same GGUF files.
+
+    benchmarks/compare_sizes.py --build build --model 1b=/tmp/models/synth-1b.gguf \
+        --model 8b=/tmp/models/synth-8b.gguf [--rounds 3] [--threads 2] [--json FILE]
+
+The files are usually ember-make-synthetic's (random weights in the real shapes, Q4_0), so the
+prompt is token ids spread over the vocabulary rather than text. Each round runs ember-bench
+(int8, its default weight format: w4a8 on a 4-bit file) and then llama.cpp (llama-cpp-python from
+tests/reference/setup_venv.sh, run with that venv's python) on one model before the next model;
+rounds repeat the whole sequence, so machine drift hits both engines alike. Medians of the rounds.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "peers"))
+
+import common  # noqa: E402
+import llamacpp_driver  # noqa: E402
+
+
+def synthetic_tokens(vocab):
+    """Token ids for a model whose vocabulary is random: spread over it, away from the specials."""
+    def tokens(count, offset=0):
+        return [1000 + ((offset + i) * 7919) % (vocab - 1000) for i in range(count)]
+    return tokens
+
+
+def ember_round(build, model, threads):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "ember.json")
+        subprocess.run([os.path.join(build, "benchmarks", "ember-bench"), "--model", model, "--precision", "int8",
+                        "--workload", "pp512,tg128", "--repeats", "1", "--threads", str(threads), "--no-bandwidth",
+                        "--json", out], check=True, stdout=subprocess.DEVNULL)
+        with open(out, encoding="utf-8") as f:
+            rows = json.load(f)
+    return {r["workload"]: r["tokens_per_s"]["median"] for r in rows} | {"weight_format": rows[0].get("weight_format")}
+
+
+def llamacpp_round(model, threads, vocab):
+    common.text_tokens = synthetic_tokens(vocab)
+    args = argparse.Namespace(model=model, threads=threads)
+    return {"pp512": llamacpp_driver.run_pp(args)["prompt_tokens_per_s"],
+            "tg128": llamacpp_driver.run_tg(args)["generated_tokens_per_s"]}
+
+
+def vocab_of(model):
+    import gguf
+    return len(gguf.GGUFReader(model).fields["tokenizer.ggml.tokens"].data)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--model", action="append", required=True, help="NAME=PATH, repeatable")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    models = [m.split("=", 1) for m in args.model]
+    runs = {name: {"ember": [], "llama.cpp": []} for name, _ in models}
+    for r in range(args.rounds):
+        for name, path in models:
+            print(f"round {r + 1}: {name} ember", file=sys.stderr, flush=True)
+            runs[name]["ember"].append(ember_round(args.build, path, args.threads))
+            print(f"round {r + 1}: {name} llama.cpp", file=sys.stderr, flush=True)
+            runs[name]["llama.cpp"].append(llamacpp_round(path, args.threads, vocab_of(path)))
+    print("| model | ember weights | ember pp512 | llama.cpp pp512 | ratio | ember tg128 | llama.cpp tg128 | ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    summary = {}
+    for name, _ in models:
+        med = {engine: {w: statistics.median(run[w] for run in runs[name][engine]) for w in ("pp512", "tg128")}
+               for engine in ("ember", "llama.cpp")}
+        e, l = med["ember"], med["llama.cpp"]
+        print(f"| {name} | {runs[name]['ember'][0]['weight_format']} | {e['pp512']:.1f} | {l['pp512']:.1f} | "
+              f"{e['pp512'] / l['pp512']:.2f}x | {e['tg128']:.1f} | {l['tg128']:.1f} | {e['tg128'] / l['tg128']:.2f}x |")
+        summary[name] = {"medians": med, "runs": runs[name]}
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"threads": args.threads, "rounds": args.rounds, "models": summary}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
