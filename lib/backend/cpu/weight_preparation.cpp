@@ -121,7 +121,7 @@ class Preparer {
     for (int l = -1; l < config_.layers; ++l)
       for (const GraphWeight& w : l < 0 ? model::head_weights(tensors_, config_) : model::layer_weights(tensors_, config_, l)) {
         if (!w.is_matrix()) continue;
-        const bool four = four_bit(w, gemm_, options_.weight_format);
+        const bool four = kept_four_bit(w);
         (four ? w4 : w8) += 1;
         if (four && l >= 0) four_bit_[static_cast<std::size_t>(l)][static_cast<std::size_t>(w.ref.id)] = true;
       }
@@ -165,7 +165,7 @@ class Preparer {
       for (const GraphWeight& w : layer) {
         if (!w.is_matrix())
           weights_[w.ref].values = dequantize(w);
-        else if (calibration || !four_bit(w, gemm_, options_.weight_format))
+        else if (calibration || !kept_four_bit(w))
           dequantize(w, m[static_cast<std::size_t>(w.ref.id)]);
       }
       if (calibration) {
@@ -242,7 +242,7 @@ class Preparer {
   void build(const GraphWeight& w, const Matrices& m, Precision precision, WeightCacheWriter* cache) {
     const std::vector<float>& values = m[static_cast<std::size_t>(w.ref.id)];
     std::unique_ptr<k::Linear>& linear = weights_[w.ref].linear;
-    if (precision == Precision::int8 && four_bit(w, gemm_, options_.weight_format)) {
+    if (precision == Precision::int8 && kept_four_bit(w)) {
       linear = make_four_bit(w);
       return;
     }
@@ -254,6 +254,9 @@ class Preparer {
     if (cache != nullptr) cache->add_linear(cache_name(w.ref), w.rows, w.cols, q.q.data(), q.scales.data());
     linear = k::make_int8_linear(ctx_, q.q.data(), q.scales.data(), w.rows, w.cols, activations_for(w.ref.id));
   }
+
+  // Whether matrix w is kept as the file's 4-bit groups in this preparation (four_bit()).
+  bool kept_four_bit(const GraphWeight& w) const { return four_bit(w, gemm_, options_.weight_format); }
 
   std::unique_ptr<k::Linear> make_four_bit(const GraphWeight& w) {
     const bool offsets = std::any_of(w.sources.begin(), w.sources.end(),
@@ -327,7 +330,7 @@ class Preparer {
   void prepare_lm_head(const GraphWeight& w, const ChannelRange& input_range, WeightCacheWriter* cache) {
     const std::int64_t vocab = w.rows, d = w.cols;
     const model::GgufTensor& tensor = *w.sources.at(0);
-    if (four_bit(w, gemm_, options_.weight_format)) {
+    if (kept_four_bit(w)) {
       weights_[w.ref].linear = make_four_bit(w);
       return;
     }
@@ -403,7 +406,7 @@ class Preparer {
           weights_[w.ref].values = prepared(w.ref.id) ? cache.vector(cache_name(w.ref), w.cols) : dequantize(w);
           return;
         }
-        if (four_bit(w, gemm_, options_.weight_format)) {  // not in the cache: the file has them
+        if (kept_four_bit(w)) {  // not in the cache: the file has them
           weights_[w.ref].linear = make_four_bit(w);
           return;
         }
