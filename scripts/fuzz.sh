@@ -46,7 +46,13 @@ if [[ ! -f $build/build.ninja ]]; then
     -DEMBER_CUDA=OFF -DEMBER_SANITIZE=address,undefined -DEMBER_FUZZ=ON \
     -DEMBER_EXAMPLES=OFF -DEMBER_BENCHMARKS=OFF >/dev/null
 fi
-ninja -C "$build" -j"$jobs" "${targets[@]/#/fuzz_}" >/dev/null
+# The build is quiet when it works; a failure shows the compiler's messages (ninja writes them
+# to stdout, which a silent build would lose).
+if ! ninja -C "$build" -j"$jobs" "${targets[@]/#/fuzz_}" >"$build/build.log" 2>&1; then
+  echo "fuzz: the fuzz targets did not build; the end of $build/build.log:" >&2
+  grep -E -A8 "error:|FAILED:" "$build/build.log" | head -60 >&2 || tail -40 "$build/build.log" >&2
+  exit 1
+fi
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

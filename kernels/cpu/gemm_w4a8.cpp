@@ -12,6 +12,7 @@
 #include "kernels/cpu/gemv_int8.hpp"
 #include "kernels/cpu/parallel.hpp"
 #include "kernels/cpu/quantize.hpp"
+#include "kernels/cpu/simd.hpp"
 #include "util/check.hpp"
 #include "util/fp16.hpp"
 
@@ -164,7 +165,7 @@ void run_tile(const W4Weights& w, std::int64_t t, const W4Activations& x, float*
 // The GEMV's instructions plus F16C for the scales (every AVX-512 CPU has it).
 bool w4a8_supported() {
 #if EMBER_W4_X86
-  static const bool supported = gemv_int8_supported() && __builtin_cpu_supports("f16c");  // immutable after the first call
+  static const bool supported = gemv_int8_supported() && cpu_has_f16c();  // immutable after the first call
   return supported;
 #else
   return false;

@@ -276,14 +276,6 @@ constexpr VecOps kAvx512{Isa::avx512, dot_keys_f32_avx512, axpy_rows_f32_avx512,
                          from_f16_avx512};
 #endif
 
-#if EMBER_X86_DISPATCH
-// CPUID leaf 1, ECX bit 29: clang before 16 rejects "f16c" in __builtin_cpu_supports.
-bool cpu_has_f16c() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
-}
-#endif
-
 Isa detect_isa() {
 #if EMBER_X86_DISPATCH
   __builtin_cpu_init();
@@ -295,6 +287,16 @@ Isa detect_isa() {
 }
 
 }  // namespace
+
+// CPUID leaf 1, ECX bit 29: clang before 16 rejects "f16c" in __builtin_cpu_supports.
+bool cpu_has_f16c() {
+#if EMBER_X86_DISPATCH
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+#else
+  return false;
+#endif
+}
 
 Isa best_isa() {
   static const Isa isa = detect_isa();  // immutable after the first call

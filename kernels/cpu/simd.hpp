@@ -37,6 +37,9 @@ const char* to_string(Isa isa);
 // The best instruction set of this CPU that VecOps implements (checked once with cpuid).
 Isa best_isa();
 bool isa_supported(Isa isa);
+// Whether the CPU converts half floats in hardware (F16C; ask here, not __builtin_cpu_supports,
+// which older Clang refuses for this feature).
+bool cpu_has_f16c();
 
 // Keys scored by one VecOps::dot_keys_f32 call.
 inline constexpr int kKeyChunk = 16;
