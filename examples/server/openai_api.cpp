@@ -452,6 +452,9 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body_text,
   if (const json* options = field(body, "stream_options")) {
     if (!options->is_object())
       throw bad_field("stream_options", "'stream_options' must be an object");
+    for (const auto& [key, value] : options->items())
+      if (key != "include_usage")
+        throw bad_field("stream_options." + key, "'stream_options." + key + "' is not supported by ember-server");
     read_bool(*options, "include_usage", out.include_usage);
   }
   return out;

@@ -249,6 +249,9 @@ class Converter {
     }
     if (const JsonValue* c = s.find("const")) {
       only({"const", "type"}, "const");
+      const std::vector<std::string> types = types_of(s, path);
+      if (!types.empty() && !value_has_type(*c, types))  // nothing validates: no grammar can honour it
+        unsupported(path, "a 'const' whose value fails its 'type'");
       return gbnf_literal(c->dump());
     }
     if (const JsonValue* e = s.find("enum")) {

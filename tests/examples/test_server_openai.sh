@@ -8,23 +8,18 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/server_harness.sh"
 command -v curl >/dev/null || { echo "SKIPPED: curl is not installed"; exit 77; }
 
-if ! "$venv/bin/python" -c "import openai" 2>/dev/null; then
-  "$py" -m venv "$venv" || { echo "SKIPPED: cannot create a venv (python3-venv missing?)"; exit 77; }
-  if ! "$venv/bin/pip" install -q --disable-pip-version-check openai; then
-    echo "SKIPPED: pip cannot install the openai package (no access to the package index?)"
-    exit 77
-  fi
-fi
+source "$here/../support/python_venv.sh"
+ensure_venv "$venv" "$py" openai
 
 alone=$(mktemp)
 start_server "$server" --model "$model" --threads 2 --max-body-bytes 65536 --max-prompt-tokens 1500
-"$venv/bin/python" "$here/openai_client_check.py" "$BASE" "$alone"
+"$VENV_PYTHON" "$here/openai_client_check.py" "$BASE" "$alone"
 result=$?
 stop_server || result=1
 # The batch window holds the engine until all 16 concurrent requests are queued (30 s at most),
 # so they share every step whatever the load on the machine.
 start_server "$server" --model "$model" --threads 2 --batch-min 16 --batch-wait-ms 30000
-"$venv/bin/python" "$here/openai_client_check.py" --batched "$BASE" "$alone" || result=1
+"$VENV_PYTHON" "$here/openai_client_check.py" --batched "$BASE" "$alone" || result=1
 stop_server || result=1
 trap - EXIT
 rm -f "$alone"

@@ -1,11 +1,13 @@
-// grammar_corpus_driver MODEL SCHEMAS.json OUT.jsonl [SEEDS]
+// grammar_corpus_driver MODEL CORPUS.json OUT.jsonl [SEEDS]
 //
-// Generates from every schema of the corpus (tests/data/grammar/schemas.json) on a model:
+// Generates from every entry of a corpus on a model: a JSON Schema ("schema",
+// tests/data/grammar/schemas.json) or a GBNF grammar ("gbnf", tests/data/grammar/grammars.json),
 // greedy, then sampled (temperature 0.7) with seeds 1..SEEDS (default 2) unless the entry
 // says "sampled": false. All requests are
 // submitted at once and decoded together (constrained requests in continuous batching), and
 // one JSON line per output is written: {"name", "seed", "text", "finish_reason"}.
-// validate_corpus.py checks them with Python's jsonschema.
+// validate_corpus.py checks the schemas' outputs with Python's jsonschema, validate_gbnf.py the
+// grammars' with recognisers of its own.
 #include <ember/ember.hpp>
 
 #include <nlohmann/json.hpp>
@@ -19,7 +21,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::cerr << "usage: grammar_corpus_driver MODEL SCHEMAS.json OUT.jsonl [SEEDS]\n";
+    std::cerr << "usage: grammar_corpus_driver MODEL CORPUS.json OUT.jsonl [SEEDS]\n";
     return 2;
   }
   const int seeds = argc > 4 ? std::stoi(argv[4]) : 2;
@@ -43,8 +45,13 @@ int main(int argc, char** argv) {
     const bool sampled = entry.value("sampled", true);  // false: greedy only
     for (int seed = 0; seed <= (sampled ? seeds : 0); ++seed) {
       ember::Request r;
-      r.messages = {{"system", "You answer with JSON only."}, {"user", entry["prompt"].get<std::string>()}};
-      r.sampling.json_schema = entry["schema"].dump();
+      const bool gbnf = entry.contains("gbnf");
+      r.messages = {{"system", gbnf ? "You answer in the form asked for." : "You answer with JSON only."},
+                    {"user", entry["prompt"].get<std::string>()}};
+      if (gbnf)
+        r.sampling.grammar = entry["gbnf"].get<std::string>();
+      else
+        r.sampling.json_schema = entry["schema"].dump();
       r.sampling.temperature = seed == 0 ? 0.0f : 0.7f;
       r.sampling.seed = static_cast<std::uint64_t>(seed);
       r.sampling.max_tokens = 384;

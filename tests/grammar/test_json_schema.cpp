@@ -131,6 +131,9 @@ TEST_CASE("enum, const, anyOf, oneOf") {
   SchemaMatcher c(R"({"const": "fixed"})");
   CHECK(c(R"("fixed")"));
   CHECK_FALSE(c(R"("fixes")"));
+  SchemaMatcher typed_const(R"({"type": ["integer", "null"], "const": 3})");
+  CHECK(typed_const("3"));
+  CHECK_FALSE(typed_const("null"));
   SchemaMatcher a(R"({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 2}]})");
   CHECK(a("12"));
   CHECK(a(R"("ab")"));
@@ -242,6 +245,8 @@ TEST_CASE("unsupported constructs are errors naming them") {
   CHECK(error_of(R"({"type": "object", "required": ["x"]})").find("'required' naming 'x'") != std::string::npos);
   CHECK(error_of(R"({"type": "blob"})").find("unknown 'type' at /type") != std::string::npos);
   CHECK(error_of(R"({"const": 1, "minimum": 0})").find("'minimum' beside 'const'") != std::string::npos);
+  CHECK(error_of(R"({"type": "string", "const": 1})").find("a 'const' whose value fails its 'type' at /") != std::string::npos);
+  CHECK(error_of(R"({"type": "string", "enum": [1, 2]})").find("an 'enum' whose values all fail its 'type'") != std::string::npos);
   CHECK(error_of("false").find("the schema 'false'") != std::string::npos);
 }
 

@@ -22,6 +22,13 @@ def main():
     outputs = [json.loads(line) for line in open(sys.argv[2], encoding="utf-8") if line.strip()]
     # The 2020-12 format checker: a bare FormatChecker() checks "time" as draft 3 did (no offset).
     checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    # jsonschema checks "time" only with rfc3339-validator installed and otherwise passes any
+    # string: make sure every format the corpus uses is really checked.
+    for fmt, bad in [("date", "2024-02-30"), ("time", "25:61:00Z"), ("date-time", "2024-01-01 10:00"),
+                     ("uuid", "not-a-uuid")]:
+        if checker.conforms(bad, fmt):
+            print(f"validate_corpus: the format checker accepts {bad!r} as {fmt} (pip install rfc3339-validator)")
+            return 1
     failures = []
     seen = set()
     for o in outputs:

@@ -73,6 +73,11 @@ TEST_CASE("bad bodies are 400 naming the field; nothing else escapes parse_reque
   CHECK(refusal(Endpoint::chat_completions, "{\"messages\": [1]}") == P{400, "messages[0]"});
   CHECK(refusal(Endpoint::completions, "{\"prompt\": \"hi\", \"stream_options\": 3}") ==
         P{400, "stream_options"});
+  CHECK(refusal(Endpoint::completions, "{\"prompt\": \"hi\", \"stream\": true, \"stream_options\": "
+                                       "{\"include_usage\": true, \"include_obfuscation\": false}}") ==
+        P{400, "stream_options.include_obfuscation"});
+  CHECK(refusal(Endpoint::completions, "{\"prompt\": \"hi\", \"stream\": true, \"stream_options\": "
+                                       "{\"include_usage\": true}}") == P{200, ""});
   // Deeply nested JSON is refused before parsing (kMaxJsonDepth); brackets inside strings and
   // 64 levels are fine (then refused by shape here).
   CHECK(refusal(Endpoint::completions, std::string(5000, '[') + std::string(5000, ']')) == P{400, ""});
