@@ -196,6 +196,8 @@ typedef struct ember_engine_options {
                                         "" = the file's own. Read during ember_engine_open(). */
   ember_context_policy context_policy; /* for requests that do not say (default ERROR) */
   ember_weight_format weight_format; /* INT8 on the CPU (default AUTOMATIC) */
+  int32_t background_low_priority;   /* nonzero, with background_thread: compute at a lower OS
+                                        priority (Linux: nice +10) */
 } ember_engine_options;
 
 /* Fills the first `struct_size` bytes of `options` with the library's defaults and sets

@@ -157,6 +157,9 @@ struct EngineOptions {
   bool prefix_cache = true;    // reuse the KV of prompt prefixes already computed
   std::size_t response_cache_bytes = 0;  // exact cache of whole completions for repeated
                                          // requests (same prompt and parameters); 0 = off
+  bool background_low_priority = false;  // background_thread only: its compute threads run at a
+                                         // lower OS priority (Linux: nice +10), so a host's
+                                         // render or UI thread keeps its core under load
   bool background_thread = false;  // the engine steps itself on a thread it owns; otherwise
                                    // the host drives it (step(), wait(), generate())
   // Limits, checked by submit()/generate() before a request is queued; 0 = no limit of its own.
@@ -215,7 +218,7 @@ struct SamplingParams {
   bool ignore_eos = false;          // keep generating past end-of-sequence tokens
   bool logprobs = false;            // report the log-probability of every chosen token
   int top_logprobs = 0;             // also report the n most likely tokens at each step (0-20)
-  std::vector<LogitBias> logit_bias;  // added to the raw logits before the grammar and penalties
+  std::vector<LogitBias> logit_bias;  // added to the raw logits before the penalties (the grammar's mask applies either way)
   // Constrained generation (at most one of the two). Generated text is a prefix of a string of
   // the grammar's language, and an end-of-generation token is allowed exactly when the text so
   // far is a whole string of it; the request then finishes with `stop` (or `length` when

@@ -6,8 +6,15 @@
 #include "util/check.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <thread>
 #include <utility>
+
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace ember::runtime {
 namespace {
@@ -18,6 +25,22 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 
 constexpr int kDefaultMaxContext = 8192;
 constexpr int kMaxSpeculativeTokens = 16;  // SamplingParams::speculative_tokens at most
+
+// EngineOptions::background_low_priority: the calling thread's nice value goes up by 10. Linux
+// keeps nice per thread and a new thread starts with its creator's, so the OpenMP team this
+// thread starts for its first parallel region inherits it (libgomp keeps a pool per master).
+// Returns false where the OS has no such per-thread setting or refuses it.
+bool lower_this_thread_priority() {
+#if defined(__linux__)
+  const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+  errno = 0;
+  const int nice_now = ::getpriority(PRIO_PROCESS, tid);
+  if (errno != 0) return false;
+  return ::setpriority(PRIO_PROCESS, tid, std::min(nice_now + 10, 19)) == 0;
+#else
+  return false;
+#endif
+}
 
 }  // namespace
 
@@ -36,6 +59,9 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options) : 
     fail(ErrorCode::invalid_argument,
          "max_prompt_tokens, max_generated_tokens and max_requests must be >= 0 (0 = no limit), got {}, {}, {}",
          options.max_prompt_tokens, options.max_generated_tokens, options.max_requests);
+
+  if (options.background_low_priority && !options.background_thread)
+    fail(ErrorCode::invalid_argument, "background_low_priority needs background_thread (it lowers the engine's own thread)");
 
   backend::LoadProgress progress(options.on_load_progress);
   progress.report(LoadPhase::reading, 0.0f);
@@ -166,6 +192,8 @@ void EngineCore::let_callers_in(std::unique_lock<std::mutex>& lock) const {
 }
 
 void EngineCore::background_loop() {
+  if (options_.background_low_priority && !lower_this_thread_priority())
+    log(LogLevel::warning, "background_low_priority: the OS refused a lower priority; computing at the normal one");
   std::unique_lock lock(mutex_);
   while (true) {
     work_cv_.wait(lock, [&] { return stopping_ || !scheduler_->idle(); });

@@ -6,10 +6,18 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <thread>
+
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace ember {
 namespace {
@@ -209,6 +217,44 @@ TEST_CASE("context policy truncate: a chat that outgrows the window drops its ol
   r.context_policy = ContextPolicy::error;
   CHECK_THROWS_AS(engine.generate(r), Error);
 }
+
+#if defined(__linux__)
+// The nice value of each of this process's threads (/proc/self/task/*/stat, field 19).
+std::vector<int> thread_nice_values() {
+  std::vector<int> out;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "stat");
+    const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::size_t comm_end = stat.rfind(')');
+    if (comm_end == std::string::npos) continue;
+    std::istringstream fields(stat.substr(comm_end + 2));  // from field 3 (state) on
+    std::string field;
+    for (int i = 3; i <= 19 && fields >> field; ++i)
+      if (i == 19) out.push_back(std::stoi(field));
+  }
+  return out;
+}
+
+TEST_CASE("background_low_priority: the engine's thread and its compute team run at nice +10") {
+  EngineOptions o = small_options();
+  o.background_low_priority = true;
+  CHECK_THROWS_AS(Engine::open(model_path(), o), Error);  // needs background_thread
+  o.background_thread = true;
+  const int own_nice = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+  Engine engine = Engine::open(model_path(), o);
+  int stepping_nice = -100;
+  const Completion c = engine.generate(greedy("a quiet background", 8), [&](const Chunk&) {
+    stepping_nice = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+    return true;
+  });
+  CHECK(c.generated_tokens == 8);
+  CHECK(stepping_nice == std::min(own_nice + 10, 19));
+  CHECK(getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid))) == own_nice);  // the caller's is kept
+  // The stepping thread and every OpenMP thread it started for the step's kernels.
+  const std::vector<int> nice = thread_nice_values();
+  CHECK(std::count(nice.begin(), nice.end(), std::min(own_nice + 10, 19)) >= o.threads);
+}
+#endif
 
 TEST_CASE("a callback that calls back into its own engine gets invalid_argument, not a deadlock") {
   for (bool background : {false, true}) {
