@@ -8,7 +8,7 @@
 # exits non-zero when any target crashes, leaks, trips a sanitizer or a fuzz check, or goes over
 # the memory caps; the crashing input is left in build-fuzz/findings/<target>/ — copy it to
 # tests/fuzz/corpus/<target>/crash-<what> once fixed, so the replay tests keep it fixed.
-# Environment: EMBER_FUZZ_BUILD (default build-fuzz), EMBER_FUZZ_JOBS (ninja -j, default 1).
+# Environment: EMBER_FUZZ_BUILD (default build-fuzz), EMBER_FUZZ_JOBS (ninja -j, default: the number of cores).
 set -euo pipefail
 
 seconds=${1:?usage: scripts/fuzz.sh SECONDS [TARGET...]}
@@ -18,7 +18,7 @@ targets=("$@")
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${EMBER_FUZZ_BUILD:-$root/build-fuzz}
-jobs=${EMBER_FUZZ_JOBS:-1}
+jobs=${EMBER_FUZZ_JOBS:-$(nproc)}
 
 # clang and libFuzzer (Debian ships libFuzzer in libclang-rt-dev, or in clang itself up to 14).
 fuzzer_links() {
