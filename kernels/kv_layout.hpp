@@ -7,6 +7,10 @@
 // dequantized copy or a second array to follow. One scale per whole head was tried first: on
 // the default model's golden text it cost 0.9 points of top-1 and a KL of 0.0035 against the
 // f16 cache (a few large key channels set every head's step), groups of 32 meet the targets.
+// An int8 group holds its 32 values rotated by the orthonormal 32-point Hadamard transform
+// (rotate_kv_group): a large channel is spread over the whole group before it sets the group's
+// step, instead of leaving the other 31 values a few steps each. q.k is the same in the rotated
+// basis, so attention rotates the query, and its output back, instead of un-rotating every key.
 #pragma once
 
 #include <ember/ember.hpp>  // KvCacheType
@@ -31,6 +35,24 @@ constexpr std::int64_t kv_value_bytes(KvCacheType type) {
 constexpr int kKvInt8Group = 32;
 constexpr std::int64_t kKvScaleBytes = 2;
 constexpr int kv_int8_groups(int head_dim) { return (head_dim + kKvInt8Group - 1) / kKvInt8Group; }
+
+// x = H x / sqrt(32) for each whole group of kKvInt8Group values of a head of head_dim (a last,
+// shorter group is left as it is). H is the Sylvester Hadamard matrix, so the transform is its
+// own inverse. A fixed sequence of additions: the same bits on every device and in any batch.
+inline void rotate_kv_groups(float* x, int head_dim) {
+  for (int at = 0; at + kKvInt8Group <= head_dim; at += kKvInt8Group) {
+    float* g = x + at;
+    for (int len = 1; len < kKvInt8Group; len <<= 1)
+      for (int i = 0; i < kKvInt8Group; i += 2 * len)
+        for (int j = i; j < i + len; ++j) {
+          const float a = g[j], b = g[j + len];
+          g[j] = a + b;
+          g[j + len] = a - b;
+        }
+    constexpr float kNorm = 0.17677669529663687f;  // 1 / sqrt(32)
+    for (int i = 0; i < kKvInt8Group; ++i) g[i] *= kNorm;
+  }
+}
 
 // Bytes of one token's K (or V) of one KV head: its values, and an int8 slice's scales.
 constexpr std::int64_t kv_head_bytes(KvCacheType type, int head_dim) {

@@ -317,6 +317,7 @@ void attend_head(const TaskArgs& a, const Tile& tile, int segment, const RowSpan
   for (int i = 0; i < queries; ++i) {  // scaling q once is cheaper than scaling every score
     const float* qi = a.q + row_of(i) * a.ldq + static_cast<std::int64_t>(head_of(i)) * d;
     for (int e = 0; e < d; ++e) scaled_q[i * d + e] = qi[e] * a.scale;
+    if constexpr (sizeof(T) == 1) rotate_kv_groups(scaled_q + i * d, d);  // into the keys' basis
   }
   const std::array<const T*, 2> k_ahead = warm ? std::array<const T*, 2>{} : std::array<const T*, 2>{k_cache, v_cache};
   const std::array<const T*, 2> v_ahead = warm ? std::array<const T*, 2>{} : std::array<const T*, 2>{v_cache, nullptr};
@@ -446,11 +447,17 @@ void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t ro
     if (slots[r] < 0) continue;
     const std::int64_t at = static_cast<std::int64_t>(slots[r]) * token_stride(layout);
     if (layout.dtype == KvCacheType::int8) {
+      std::array<float, kMaxInt8Groups * kKvInt8Group> rotated;
+      const auto store = [&](const float* x, void* cache, std::int64_t to) {
+        std::copy_n(x, layout.head_dim, rotated.data());
+        rotate_kv_groups(rotated.data(), layout.head_dim);
+        quantize_slice(rotated.data(), static_cast<std::int8_t*>(cache) + to, layout.head_dim);
+      };
       for (int h = 0; h < layout.kv_heads; ++h) {
         const std::int64_t from = static_cast<std::int64_t>(h) * layout.head_dim;
         const std::int64_t to = at + h * head_stride(layout);
-        quantize_slice(k + r * ldkv + from, static_cast<std::int8_t*>(k_cache) + to, layout.head_dim);
-        quantize_slice(v + r * ldkv + from, static_cast<std::int8_t*>(v_cache) + to, layout.head_dim);
+        store(k + r * ldkv + from, k_cache, to);
+        store(v + r * ldkv + from, v_cache, to);
       }
     } else if (layout.dtype == KvCacheType::f16) {
       ops.to_f16(k + r * ldkv, static_cast<std::uint16_t*>(k_cache) + at, static_cast<int>(n));
@@ -542,9 +549,12 @@ void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* posit
       for (std::int32_t r = tile.row_begin; r < tile.row_begin + tile.rows; ++r) {
         const Span visible = visible_of(positions[r], options.window);
         const bool one_segment = segment_of(visible, 1, layout.block_size).empty();
-        for (int h = 0; h < heads; ++h)
-          merge_segments(args.partials, r, h, one_segment,
-                         out + r * ldo + static_cast<std::int64_t>(h) * layout.head_dim);
+        for (int h = 0; h < heads; ++h) {
+          float* head_out = out + r * ldo + static_cast<std::int64_t>(h) * layout.head_dim;
+          merge_segments(args.partials, r, h, one_segment, head_out);
+          // An int8 cache's values are rotated: so is their weighted sum, until rotated back.
+          if (layout.dtype == KvCacheType::int8) rotate_kv_groups(head_out, layout.head_dim);
+        }
       }
     }
   }

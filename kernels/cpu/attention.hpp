@@ -18,9 +18,9 @@ using kernels::KvLayout;
 
 // Writes K and V of `rows` new tokens: k and v rows of kv_heads*head_dim floats at k + r*ldkv
 // and v + r*ldkv (the k and v parts of fused qkv rows); slots[r] = block * block_size + offset.
-// A negative slot skips its row. An int8 cache stores each group of 32 values of a head as
-// round(x / scale) with scale = max |x| / 127 of that group (a fixed function of the row, so a
-// token's stored K/V is the same in any batch).
+// A negative slot skips its row. An int8 cache stores each group of 32 values of a head rotated
+// (rotate_kv_groups, kernels/kv_layout.hpp) as round(x / scale) with scale = max |x| / 127 of the
+// rotated group (a fixed function of the row, so a token's stored K/V is the same in any batch).
 void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t rows,
               const std::int32_t* slots, const KvLayout& layout, void* k_cache, void* v_cache);
 

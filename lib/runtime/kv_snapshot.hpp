@@ -38,7 +38,8 @@
 
 namespace ember::runtime {
 
-inline constexpr std::uint32_t kKvSnapshotVersion = 1;
+// 2: int8 KV groups are stored Hadamard-rotated (kernels/kv_layout.hpp); 1 held them as they were.
+inline constexpr std::uint32_t kKvSnapshotVersion = 2;
 inline constexpr std::size_t kKvSnapshotHeaderBytes = 68;
 
 // What a snapshot is tied to: the engine that may load it must match every field.

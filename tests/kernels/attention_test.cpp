@@ -49,18 +49,22 @@ float group_scale(const float* x, int n) {
 }
 
 // What a cache of `type` gives back for each value of `x` (rows of heads of head_dim values):
-// f16-rounded, or int8 steps of each group of 32 values of a head.
+// f16-rounded, or int8 steps of each group of 32 values of a head, quantized in the rotated basis
+// the cache stores (rotate_kv_groups) and rotated back, as attention sees them.
 std::vector<float> stored_values(std::vector<float> x, KvCacheType type, int head_dim) {
   if (type == KvCacheType::f16)
     for (float& v : x) v = ember::fp16_to_float(ember::float_to_fp16(v));
   if (type == KvCacheType::int8)
-    for (std::size_t head = 0; head < x.size(); head += static_cast<std::size_t>(head_dim))
+    for (std::size_t head = 0; head < x.size(); head += static_cast<std::size_t>(head_dim)) {
+      ember::kernels::rotate_kv_groups(x.data() + head, head_dim);
       for (int at = 0; at < head_dim; at += ember::kernels::kKvInt8Group) {
         float* group = x.data() + head + static_cast<std::size_t>(at);
         const int n = std::min(ember::kernels::kKvInt8Group, head_dim - at);
         const float scale = group_scale(group, n), inv = scale > 0.0f ? 1.0f / scale : 0.0f;
         for (int i = 0; i < n; ++i) group[i] = std::clamp(std::nearbyint(group[i] * inv), -127.0f, 127.0f) * scale;
       }
+      ember::kernels::rotate_kv_groups(x.data() + head, head_dim);
+    }
   return x;
 }
 
@@ -347,8 +351,9 @@ TEST_CASE("paged attention: a window past the sequence and the default scale cha
 }
 
 // The int8 layout of kernels/kv_layout.hpp: per token and KV head, head_dim int8 values and then
-// one half-precision scale per group of 32 (here 32 and 8 values), max |x| / 127; each value is
-// within half a step (and the scale's rounding) of what was stored, and a head of zeros stores
+// one half-precision scale per group of 32 (here 32 and 8 values), max |x| / 127 of the group as
+// stored: a whole group rotated by the 32-point Hadamard transform, the short last one as it is;
+// each value is within half a step (and the scale's rounding) of that, and a head of zeros stores
 // zeros with scale 0.
 TEST_CASE("int8 KV: store_kv writes each head as int8 steps with its groups' scales after them") {
   const int kv_heads = 3, d = 40, block_size = 4, blocks = 2;
@@ -368,9 +373,11 @@ TEST_CASE("int8 KV: store_kv writes each head as int8 steps with its groups' sca
     const auto& cache = pair == &k ? k_cache : v_cache;
     for (int h = 0; h < kv_heads; ++h) {
       const unsigned char* slice = cache.data() + 5 * ember::kernels::kv_token_bytes(layout) + h * (d + 4);
+      std::vector<float> head(pair->begin() + h * d, pair->begin() + (h + 1) * d);
+      ember::kernels::rotate_kv_groups(head.data(), d);
       for (int g = 0; g < 2; ++g) {
         const int from = 32 * g, n = g == 0 ? 32 : 8;
-        const float* x = pair->data() + h * d + from;
+        const float* x = head.data() + from;
         std::uint16_t half = 0;
         std::memcpy(&half, slice + d + 2 * g, sizeof half);
         const float scale = ember::fp16_to_float(half);
@@ -387,4 +394,33 @@ TEST_CASE("int8 KV: store_kv writes each head as int8 steps with its groups' sca
   // Nothing was written for the skipped row (slot 6 stays zero).
   const auto* untouched = k_cache.data() + 6 * ember::kernels::kv_token_bytes(layout);
   CHECK(std::all_of(untouched, untouched + ember::kernels::kv_token_bytes(layout), [](unsigned char b) { return b == 0; }));
+}
+
+// The rotation of an int8 group: orthonormal (norms kept), its own inverse, and what it is for:
+// one large channel among small ones no longer sets a step that erases the others.
+TEST_CASE("int8 KV: the Hadamard rotation keeps norms, undoes itself and spreads a large channel") {
+  const int d = 72;  // two whole groups and a short one, which stays as it is
+  auto x = random_floats(static_cast<std::size_t>(d), 77);
+  x[5] = 100.0f;  // a large key channel
+  auto y = x;
+  ember::kernels::rotate_kv_groups(y.data(), d);
+  double norm_x = 0, norm_y = 0;
+  for (int i = 0; i < 32; ++i) norm_x += x[i] * x[i], norm_y += y[i] * y[i];
+  CHECK(norm_y == doctest::Approx(norm_x).epsilon(1e-5));
+  CHECK(std::equal(x.begin() + 64, x.end(), y.begin() + 64));
+  float largest = 0;
+  for (int i = 0; i < 32; ++i) largest = std::max(largest, std::fabs(y[i]));
+  CHECK(largest < 100.0f / 5.0f);  // about 100 / sqrt(32)
+  ember::kernels::rotate_kv_groups(y.data(), d);
+  for (int i = 0; i < d; ++i) CHECK(y[i] == doctest::Approx(x[i]).epsilon(1e-5));
+  // Stored and read back: the small values of the first group keep far more of themselves.
+  const std::vector<float> rotated = stored_values(x, KvCacheType::int8, d);
+  double error_rotated = 0, error_plain = 0;
+  const float step = group_scale(x.data(), 32);
+  for (int i = 0; i < 32; ++i) {
+    if (i == 5) continue;
+    error_rotated += std::pow(rotated[i] - x[i], 2);
+    error_plain += std::pow(std::clamp(std::nearbyint(x[i] / step), -127.0f, 127.0f) * step - x[i], 2);
+  }
+  CHECK(error_rotated < 0.25 * error_plain);
 }
