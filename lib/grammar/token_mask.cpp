@@ -9,7 +9,7 @@
 namespace ember::grammar {
 namespace {
 
-// Masks kept per sequence before the cache starts over (a mask is vocab / 8 bytes: 6 KiB for
+// Masks kept per compiled grammar before the cache starts over (a mask is vocab / 8 bytes: 6 KiB for
 // a 49k vocabulary, 32 KiB for 262k). States repeat within a value, so a small cache serves
 // most steps; one that overflows is cleared rather than tracked for recency.
 constexpr std::size_t kMaxCachedMaskBytes = 16u << 20;
@@ -75,11 +75,21 @@ bool TokenTrie::is_end_of_generation(std::int32_t id) const {
   return std::binary_search(end_of_generation_.begin(), end_of_generation_.end(), id);
 }
 
-TokenConstraint::TokenConstraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie)
-    : matcher_(std::move(grammar)), trie_(std::move(trie)), state_(matcher_.start()) {}
+CompiledGrammar::CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie)
+    : matcher_(std::move(grammar)), trie_(std::move(trie)) {}
 
-void TokenConstraint::compute_mask(Matcher::State s, TokenMask& out) {
+const TokenMask* CompiledGrammar::cached_mask(Matcher::State s) const {
+  const auto it = masks_.find(s);
+  return it == masks_.end() ? nullptr : &it->second;
+}
+
+const TokenMask& CompiledGrammar::mask(Matcher::State s, bool& computed) {
+  computed = false;
+  if (const TokenMask* m = cached_mask(s)) return *m;
   const TokenTrie& t = *trie_;
+  const std::size_t bytes = (static_cast<std::size_t>(t.vocab_size()) + 63) / 64 * 8;
+  if ((masks_.size() + 1) * bytes > kMaxCachedMaskBytes) masks_.clear();
+  TokenMask out;
   out.assign((static_cast<std::size_t>(t.vocab_size()) + 63) / 64, 0);
   const std::size_t n = t.node_count();
   walk_.resize(n);
@@ -101,29 +111,34 @@ void TokenConstraint::compute_mask(Matcher::State s, TokenMask& out) {
     }
     ++i;
   }
-  ++masks_computed_;
+  computed = true;
+  return masks_.emplace(s, std::move(out)).first->second;
 }
 
+TokenConstraint::TokenConstraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie)
+    : TokenConstraint(std::make_shared<CompiledGrammar>(std::move(grammar), std::move(trie))) {}
+
+TokenConstraint::TokenConstraint(std::shared_ptr<CompiledGrammar> compiled)
+    : compiled_(std::move(compiled)), state_(compiled_->start()) {}
+
 const TokenMask& TokenConstraint::mask() {
-  auto it = masks_.find(state_);
-  if (it != masks_.end()) return it->second;
-  const std::size_t bytes = (static_cast<std::size_t>(trie_->vocab_size()) + 63) / 64 * 8;
-  if ((masks_.size() + 1) * bytes > kMaxCachedMaskBytes) masks_.clear();
-  TokenMask m;
-  compute_mask(state_, m);
-  return masks_.emplace(state_, std::move(m)).first->second;
+  bool computed = false;
+  const TokenMask& m = compiled_->mask(state_, computed);
+  masks_computed_ += computed ? 1 : 0;
+  return m;
 }
 
 bool TokenConstraint::allows(std::int32_t id) {
-  if (id < 0 || id >= trie_->vocab_size()) return false;
-  if (trie_->is_end_of_generation(id)) return can_end();
-  if (const auto it = masks_.find(state_); it != masks_.end())
-    return (it->second[static_cast<std::size_t>(id) / 64] >> (id % 64)) & 1;
+  const TokenTrie& trie = compiled_->trie();
+  if (id < 0 || id >= trie.vocab_size()) return false;
+  if (trie.is_end_of_generation(id)) return can_end();
+  if (const TokenMask* m = compiled_->cached_mask(state_))
+    return ((*m)[static_cast<std::size_t>(id) / 64] >> (id % 64)) & 1;
   ++tokens_checked_;
-  // What compute_mask() decides for the token's trie node: it is in the trie (usable, not
-  // empty) and its bytes lead to a live state.
-  const std::string& piece = trie_->piece(id);
-  return trie_->usable(id) && !piece.empty() && matcher_.advance(state_, piece) != Matcher::kDead;
+  // What CompiledGrammar::mask() decides for the token's trie node: it is in the trie (usable,
+  // not empty) and its bytes lead to a live state.
+  const std::string& piece = trie.piece(id);
+  return trie.usable(id) && !piece.empty() && compiled_->matcher().advance(state_, piece) != Matcher::kDead;
 }
 
 void TokenConstraint::apply(float* logits) {
@@ -131,11 +146,12 @@ void TokenConstraint::apply(float* logits) {
   const float minus_inf = -std::numeric_limits<float>::infinity();
   // End tokens are never in the trie: their logits are kept aside and restored when the
   // grammar can end here.
+  const TokenTrie& trie = compiled_->trie();
   const bool end_ok = can_end();
   saved_.clear();
   if (end_ok)
-    for (std::int32_t id : trie_->end_of_generation()) saved_.push_back(logits[id]);
-  const std::size_t vocab = static_cast<std::size_t>(trie_->vocab_size());
+    for (std::int32_t id : trie.end_of_generation()) saved_.push_back(logits[id]);
+  const std::size_t vocab = static_cast<std::size_t>(trie.vocab_size());
   for (std::size_t w = 0; w < m.size(); ++w) {
     std::uint64_t bits = m[w];
     if (bits == ~std::uint64_t{0}) continue;
@@ -145,14 +161,14 @@ void TokenConstraint::apply(float* logits) {
       if (!((bits >> b) & 1)) logits[base + b] = minus_inf;
   }
   if (!end_ok) return;
-  for (std::size_t k = 0; k < saved_.size(); ++k) logits[trie_->end_of_generation()[k]] = saved_[k];
+  for (std::size_t k = 0; k < saved_.size(); ++k) logits[trie.end_of_generation()[k]] = saved_[k];
 }
 
 void TokenConstraint::accept(std::int32_t id) {
   if (!allows(id))
     fail(ErrorCode::internal, "grammar: token {} is not allowed in the current state", id);
-  if (trie_->is_end_of_generation(id)) return;
-  state_ = matcher_.advance(state_, trie_->piece(id));
+  if (compiled_->trie().is_end_of_generation(id)) return;
+  state_ = compiled_->matcher().advance(state_, compiled_->trie().piece(id));
 }
 
 }  // namespace ember::grammar

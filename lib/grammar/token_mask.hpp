@@ -9,6 +9,11 @@
 // so equal states have equal masks wherever they occur (inside a long string value, after
 // every character, the state and its mask repeat).
 //
+// CompiledGrammar is what depends on the grammar and the vocabulary only: the matcher's states
+// and the masks computed for them. Sequences with the same grammar share one (the engine keeps
+// them by grammar text), so a state one request reached, and its mask, cost the next nothing:
+// sixteen streams of one JSON Schema meet the same structural states again and again.
+//
 // TokenConstraint is one sequence's grammar state: it masks a logits row and advances by the
 // sampled token. End-of-generation tokens are allowed exactly when the grammar can end. Most
 // steps need no mask at all: the sampler asks allows() about its few best candidates (the
@@ -17,8 +22,9 @@
 // give the same answer for every token (llama.cpp's "sample first, check after" trick, made
 // exact: see runtime/sampler.hpp).
 //
-// Thread-safety: a TokenTrie is immutable and shared; a TokenConstraint is one sequence's
-// (one thread at a time).
+// Thread-safety: a TokenTrie is immutable and shared. A CompiledGrammar mutates its tables on
+// every call: it and all the TokenConstraints over it are used by one thread at a time (the
+// engine's step); only constructing a TokenConstraint over it may happen beside that.
 #pragma once
 
 #include "grammar/matcher.hpp"
@@ -63,9 +69,31 @@ class TokenTrie {
 // A mask over the vocabulary, one bit per token.
 using TokenMask = std::vector<std::uint64_t>;
 
+class CompiledGrammar {
+ public:
+  CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie);
+
+  Matcher& matcher() { return matcher_; }
+  Matcher::State start() const { return matcher_.start(); }  // fixed at construction
+  const TokenTrie& trie() const { return *trie_; }
+  // The mask of state `s`: from the cache, or computed (and `computed` set) and cached.
+  const TokenMask& mask(Matcher::State s, bool& computed);
+  const TokenMask* cached_mask(Matcher::State s) const;
+  std::size_t cached_masks() const { return masks_.size(); }
+
+ private:
+  Matcher matcher_;
+  std::shared_ptr<const TokenTrie> trie_;
+  std::unordered_map<Matcher::State, TokenMask> masks_;
+  std::vector<Matcher::State> walk_;  // scratch: the state at each trie node
+};
+
 class TokenConstraint {
  public:
+  // Over a grammar of its own.
   TokenConstraint(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie);
+  // Over one shared with other sequences.
+  explicit TokenConstraint(std::shared_ptr<CompiledGrammar> compiled);
 
   // Sets every logit the grammar forbids to -infinity (`logits` has trie.vocab_size() entries).
   void apply(float* logits);
@@ -75,29 +103,24 @@ class TokenConstraint {
   bool allows(std::int32_t id);
   // Advances past token `id`. Throws Error(internal) when the grammar does not allow it.
   void accept(std::int32_t id);
-  bool can_end() const { return matcher_.accepting(state_); }
-  const std::vector<std::int32_t>& end_tokens() const { return trie_->end_of_generation(); }
+  bool can_end() const { return compiled_->matcher().accepting(state_); }
+  const std::vector<std::int32_t>& end_tokens() const { return compiled_->trie().end_of_generation(); }
   // The grammar is complete and nothing can follow: only an end token is allowed.
-  bool complete() const { return !matcher_.can_continue(state_); }
+  bool complete() const { return !compiled_->matcher().can_continue(state_); }
 
   // The mask of the current state (computed or from the cache).
   const TokenMask& mask();
-  std::size_t masks_computed() const { return masks_computed_; }
+  std::size_t masks_computed() const { return masks_computed_; }  // by this constraint's calls
   std::size_t tokens_checked() const { return tokens_checked_; }  // allows() answered without a mask
-  std::size_t cached_masks() const { return masks_.size(); }
-  Matcher& matcher() { return matcher_; }
+  std::size_t cached_masks() const { return compiled_->cached_masks(); }
+  Matcher& matcher() { return compiled_->matcher(); }
 
  private:
-  void compute_mask(Matcher::State s, TokenMask& out);
-
-  Matcher matcher_;
-  std::shared_ptr<const TokenTrie> trie_;
+  std::shared_ptr<CompiledGrammar> compiled_;
   Matcher::State state_;
-  std::unordered_map<Matcher::State, TokenMask> masks_;
   std::size_t masks_computed_ = 0;
   std::size_t tokens_checked_ = 0;
-  std::vector<Matcher::State> walk_;  // scratch: the state at each trie node
-  std::vector<float> saved_;          // scratch: end-token logits during apply()
+  std::vector<float> saved_;  // scratch: end-token logits during apply()
 };
 
 }  // namespace ember::grammar

@@ -227,6 +227,26 @@ std::shared_ptr<const grammar::TokenTrie> EngineCore::token_trie() const {
   return token_trie_;
 }
 
+std::shared_ptr<grammar::CompiledGrammar> EngineCore::compiled_grammar(const SamplingParams& sp) const {
+  if (sp.grammar.empty() && sp.json_schema.empty()) return nullptr;
+  // One key space for both sources: a schema's key cannot equal a grammar's (a NUL starts it).
+  const std::string key = sp.grammar.empty() ? std::string(1, '\0') + sp.json_schema : sp.grammar;
+  {
+    std::lock_guard lock(grammars_mutex_);
+    if (const auto it = grammars_.find(key); it != grammars_.end())
+      if (auto shared = it->second.lock()) return shared;
+  }
+  // Compiled without the lock (a large schema takes a while); two requests racing here each
+  // compile, and the later one's is kept for the next.
+  auto g = std::make_shared<const grammar::Grammar>(
+      grammar::parse_gbnf(sp.grammar.empty() ? grammar::json_schema_to_gbnf(sp.json_schema) : sp.grammar));
+  auto compiled = std::make_shared<grammar::CompiledGrammar>(std::move(g), token_trie());
+  std::lock_guard lock(grammars_mutex_);
+  std::erase_if(grammars_, [](const auto& entry) { return entry.second.expired(); });
+  grammars_[key] = compiled;
+  return compiled;
+}
+
 std::shared_ptr<Sequence> EngineCore::make_sequence(const Request& request, StreamCallback on_chunk) const {
   validate(request.sampling, config_.vocab);
   if (request.sampling.speculative_tokens < 0 || request.sampling.speculative_tokens > kMaxSpeculativeTokens)
@@ -259,12 +279,8 @@ std::shared_ptr<Sequence> EngineCore::make_sequence(const Request& request, Stre
          prompt.size(), context_length_);
 
   auto seq = std::make_shared<Sequence>(0, request.sampling, config_.vocab, *tokenizer_, std::move(on_chunk));
-  const SamplingParams& sp = request.sampling;
-  if (!sp.grammar.empty() || !sp.json_schema.empty()) {
-    auto g = std::make_shared<const grammar::Grammar>(
-        grammar::parse_gbnf(sp.grammar.empty() ? grammar::json_schema_to_gbnf(sp.json_schema) : sp.grammar));
-    seq->constraint = std::make_unique<grammar::TokenConstraint>(std::move(g), token_trie());
-  }
+  if (auto compiled = compiled_grammar(request.sampling))
+    seq->constraint = std::make_unique<grammar::TokenConstraint>(std::move(compiled));
   seq->priority = request.priority;
   seq->tokens = std::move(prompt);
   seq->prompt_tokens = static_cast<int>(seq->tokens.size());

@@ -30,6 +30,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace ember::runtime {
@@ -143,6 +144,12 @@ class EngineCore {
   std::shared_ptr<const grammar::TokenTrie> token_trie() const;
   mutable std::once_flag token_trie_once_;
   mutable std::shared_ptr<const grammar::TokenTrie> token_trie_;
+  // A request's grammar (SamplingParams::grammar or json_schema) compiled, or the one requests
+  // with the same text in flight already share: their states and masks are computed once. Kept
+  // only while some request uses it (weak), so nothing grows with the schemas a server has seen.
+  std::shared_ptr<grammar::CompiledGrammar> compiled_grammar(const SamplingParams& sampling) const;
+  mutable std::mutex grammars_mutex_;
+  mutable std::unordered_map<std::string, std::weak_ptr<grammar::CompiledGrammar>> grammars_;
 
   EngineOptions options_;
   std::shared_ptr<const model::GgufFile> file_;
