@@ -8,7 +8,8 @@
 // steps: the same replay through Sampler::sample with the grammar, greedy, the generated token
 // on top of the row (the grammar is asked about that one token, no mask). Then decode tokens/s with and without the schema, at
 // batch 1 (greedy, each constrained run against an unconstrained one of the same length) and
-// with 16 streams (16 sampled requests at once, same lengths), interleaved and repeated.
+// with 16 streams (16 sampled requests at once; each free stream generates as many tokens as
+// the constrained stream of its seed), interleaved and repeated.
 #pragma once
 
 #include <string>
