@@ -34,6 +34,9 @@
 // batch 1 and with 16 streams.
 // edit, longctx: speculation on and off (on the edit passage and tg128), f16 against int8 KV
 // at 4,096 tokens of context (speculation_workload.hpp).
+// newlen: a prefill of a length the engine has not seen before against the same prefill
+// repeated (prefix cache off), for each --precision, after warming up on other lengths: what a
+// chat pays when each turn's prompt has a new length.
 // load: cold start. Engine::open() (int8) with an empty packed-weight cache (the weights are
 // prepared and the cache written) and again with that cache, interleaved, with the time of each
 // load phase and from open() to the first token of a short prompt. Process start-up (dynamic
@@ -92,9 +95,9 @@ std::vector<std::string> parse_workloads(const std::string& list) {
   for (std::size_t at = 0; at <= list.size();) {
     const std::size_t end = std::min(list.find(',', at), list.size());
     const std::string w = list.substr(at, end - at);
-    if (w == "pp512" || w == "tg128" || w == "tg128x32" || ((w == "shared" || w == "chat" || w == "load" || w == "frames" || w == "json" || w == "edit" || w == "longctx") && list == w)) workloads.push_back(w);
+    if (w == "pp512" || w == "tg128" || w == "tg128x32" || ((w == "shared" || w == "chat" || w == "load" || w == "frames" || w == "json" || w == "edit" || w == "longctx" || w == "newlen") && list == w)) workloads.push_back(w);
     else if (w == "all") workloads.insert(workloads.end(), {"pp512", "tg128"});
-    else throw std::invalid_argument("--workload must be pp512, tg128, tg128x32 (or a list of them), all, shared, chat, load, frames, json, edit or longctx");
+    else throw std::invalid_argument("--workload must be pp512, tg128, tg128x32 (or a list of them), all, shared, chat, load, frames, json, edit, longctx or newlen");
     at = end + 1;
   }
   return workloads;
@@ -137,7 +140,7 @@ Args parse(int argc, char** argv) {
               })
       .option("--workload", "W[,...]",
               "pp512, tg128, tg128x32 or a comma-separated list of them; all = pp512,tg128; or "
-              "one of shared, chat, load, frames, json, edit, longctx",
+              "one of shared, chat, load, frames, json, edit, longctx, newlen",
               "pp512,tg128",
               [&a](const std::string& list) { a.workloads = parse_workloads(list); })
       .option("--repeats", "R", a.repeats, "runs of each configuration (cold start: of each load)")
@@ -500,17 +503,50 @@ nlohmann::json run_longctx(const Args& args) {
   return out;
 }
 
+// Prefill time of new lengths, first and repeated (the workload list at the top).
+nlohmann::json run_new_lengths(const Args& args) {
+  const int lengths[] = {281, 283, 301, 347, 389, 433};
+  std::printf("newlen: prefill of a length not seen before, then the same length again (%d threads)\n", args.threads);
+  std::printf("%-6s %7s %12s %12s %8s\n", "prec", "tokens", "first ms", "repeat ms", "ratio");
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& p : args.precisions) {
+    ember::EngineOptions options = options_for(p);
+    options.threads = args.threads;
+    options.prefix_cache = false;
+    ember::Engine engine = ember::Engine::open(args.model, options);
+    const auto prefill_ms = [&](int n, int salt) {
+      ember::Request r;
+      r.prompt_tokens = synthetic_prompt(engine, n, salt);
+      r.sampling.max_tokens = 1;
+      return engine.generate(r).timings.prefill_ms;
+    };
+    for (int warm : {64, 512, 16}) prefill_ms(warm, 1);
+    std::vector<double> ratios;
+    for (int n : lengths) {
+      const double first = prefill_ms(n, 2), repeat = prefill_ms(n, 3);
+      ratios.push_back(first / repeat);
+      std::printf("%-6s %7d %12.1f %12.1f %7.2fx\n", p.c_str(), n, first, repeat, first / repeat);
+      out.push_back({{"engine", "ember"}, {"workload", "newlen"}, {"precision", p}, {"threads", args.threads},
+                     {"prompt_tokens", n}, {"first_ms", first}, {"repeat_ms", repeat}});
+    }
+    std::sort(ratios.begin(), ratios.end());
+    std::printf("%-6s median first / repeat %.2fx, worst %.2fx\n", p.c_str(), ratios[ratios.size() / 2], ratios.back());
+  }
+  return out;
+}
+
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   const std::string& first = args.workloads[0];
   if (args.workloads.size() == 1 && (first == "shared" || first == "chat" || first == "load" || first == "frames" ||
-                                     first == "json" || first == "edit" || first == "longctx")) {
+                                     first == "json" || first == "edit" || first == "longctx" || first == "newlen")) {
     try {
       const nlohmann::json out = first == "load"      ? run_load(args)
                                  : first == "frames"  ? run_frames(args)
                                  : first == "json"    ? run_json(args)
                                  : first == "edit"    ? run_edit(args)
                                  : first == "longctx" ? run_longctx(args)
+                                 : first == "newlen"  ? run_new_lengths(args)
                                                       : run_serving(args, first);
       if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
       return 0;

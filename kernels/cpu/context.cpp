@@ -24,7 +24,8 @@ CpuContext::CpuContext(int threads_in)
     : threads(resolve_threads(threads_in)),
       engine(make_engine()),
       stream(engine),
-      decode_weights(std::make_shared<WeightArena>()) {}
+      decode_weights(std::make_shared<WeightArena>()),
+      matmuls(std::make_shared<MatmulCache>()) {}
 
 void bind_threads(const CpuContext& ctx) {
   if (omp_get_max_threads() != ctx.threads) omp_set_num_threads(ctx.threads);

@@ -16,6 +16,15 @@
 //    ONEDNN_MAX_CPU_ISA=AVX2 gave 17-20 % relative error. Weights are then quantized to 7 bits
 //    (|q| <= 63, 2*255*63 < 32767), which keeps results exact at about twice the weight
 //    rounding error. With VNNI (or AMX) the full [-127, 127] range is used.
+//  * One primitive per shape and row count, shared by every Linear of that shape through the
+//    context's MatmulCache: the weight scales are a second binary-mul post-op ([1,1,n], a
+//    run-time argument) instead of output scales baked into each Linear's primitive. Baked,
+//    every Linear built its own primitive for each new row count (~1.3 ms each, ~150 per prefill
+//    of the default model in w8a8): a prefill of a length not seen before took 2.4x a repeated
+//    one (`ember-bench --workload newlen --precision w8a8`, median of 6 lengths); shared, 1.05x.
+//    The extra post-op costs ~10 % of a repeated w8a8 pp512 (1,788 against 1,985 tokens/s,
+//    interleaved). oneDNN 2.6 has no cheaper run-time form: run-time output scales leave brgemm
+//    for gemm:jit, and weight argument scales are refused for matmul.
 //  * Decode (m <= kGemvMaxRows) with AVX-512 VNNI runs ember's own GEMV (gemv_int8.hpp) on a
 //    second copy of the INT8 weights: brgemm streams only ~9 GB/s of weights per core at m = 1.
 //    The GEMV is bit-exact with this oneDNN path (kernels_test compares them bitwise), so a
@@ -26,7 +35,6 @@
 #include "kernels/cpu/quantize.hpp"
 #include "util/check.hpp"
 
-#include <map>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -42,9 +50,6 @@ using Md = dnnl::memory::desc;
 // The weights layout is chosen for this many rows; other m reuse it (brgemm accepts the same
 // blocked layout for every m, checked by kernels_test through implementation()).
 constexpr std::int64_t kPackRows = 64;
-// Distinct m values kept; continuous batching sees at most the token budget, this only bounds
-// memory if a caller sweeps m.
-constexpr std::size_t kMaxCachedShapes = 512;
 
 // Matrices are described as {1, rows, cols} so that a [1, m, 1] per-row tensor is a dim-1
 // ("per output channel") broadcast, which brgemm fuses (see the file comment).
@@ -69,7 +74,7 @@ class OnednnLinear : public Linear {
 
   std::string implementation(CpuContext& ctx, std::int64_t m, bool accumulate) override {
     std::lock_guard lock(mutex_);
-    return primitive(ctx, m, accumulate).impl;
+    return primitive(ctx, m, accumulate)->implementation;
   }
 
  protected:
@@ -89,36 +94,35 @@ class OnednnLinear : public Linear {
     ctx.stream.wait();
   }
 
+  // Depends on the shape, m and accumulate only: per-Linear values (the weight scales) are
+  // run-time arguments, so the context's MatmulCache shares one primitive among Linears.
   virtual dnnl::primitive_attr make_attr(std::int64_t m, bool accumulate) const = 0;
   virtual void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate) = 0;
 
-  struct Cached {
-    dnnl::matmul matmul;
-    std::string impl;
-  };
-
-  // Caller holds mutex_.
-  const Cached& primitive(CpuContext& ctx, std::int64_t m, bool accumulate) {
-    const auto key = std::make_pair(m, accumulate);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-    if (cache_.size() >= kMaxCachedShapes) cache_.clear();
-    const auto pd = make_pd(ctx, m, accumulate, packed_.get_desc());
-    return cache_.emplace(key, Cached{dnnl::matmul(pd), pd.impl_info_str()}).first->second;
+  std::shared_ptr<const CachedMatmul> primitive(CpuContext& ctx, std::int64_t m, bool accumulate) {
+    const MatmulKey key{static_cast<int>(type_), in_features(), out_features(), m, accumulate};
+    return ctx.matmuls->get(key, [&] {
+      const auto pd = make_pd(ctx, m, accumulate, packed_.get_desc());
+      return CachedMatmul{dnnl::matmul(pd), pd.impl_info_str()};
+    });
   }
 
+  // weight_scales: the per-output-channel scales (int8), a run-time argument of the primitive.
   void execute(CpuContext& ctx, std::int64_t m, bool accumulate, void* src, float* y,
-               float* row_scales) {
-    const Cached& c = primitive(ctx, m, accumulate);
+               float* row_scales, const float* weight_scales = nullptr) {
+    const std::shared_ptr<const CachedMatmul> c = primitive(ctx, m, accumulate);
     dnnl::memory src_mem(md3(m, in_features(), type_), ctx.engine, src);
     dnnl::memory dst_mem(md3(m, out_features(), dt::f32), ctx.engine, y);
     std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, packed_}, {DNNL_ARG_DST, dst_mem}};
-    if (row_scales != nullptr)
+    if (weight_scales != nullptr) {
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                   dnnl::memory(md3(1, out_features(), dt::f32), ctx.engine, const_cast<float*>(weight_scales)));
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1,
                    dnnl::memory(md3(m, 1, dt::f32), ctx.engine, row_scales));
+    }
     bind_threads(ctx);
-    c.matmul.execute(ctx.stream, args);
+    c->matmul.execute(ctx.stream, args);
     ctx.stream.wait();
   }
 
@@ -134,7 +138,6 @@ class OnednnLinear : public Linear {
 
   dt type_;
   dnnl::memory packed_;
-  std::map<std::pair<std::int64_t, bool>, Cached> cache_;
 };
 
 // The effective ISA honours ONEDNN_MAX_CPU_ISA; bit 0x40 is avx512_core_vnni (and the ISAs
@@ -189,8 +192,8 @@ class Int8Linear final : public OnednnLinear {
   // sum; oneDNN applies post-ops in order, so the residual is added after both scales.
   dnnl::primitive_attr make_attr(std::int64_t m, bool accumulate) const override {
     dnnl::primitive_attr attr;
-    attr.set_output_scales(1 << 2, weight_scales_);
     dnnl::post_ops ops;
+    ops.append_binary(dnnl::algorithm::binary_mul, md3(1, out_features(), dt::f32));  // weight_scales_
     ops.append_binary(dnnl::algorithm::binary_mul, md3(m, 1, dt::f32));
     if (accumulate) ops.append_sum(1.0f);
     attr.set_post_ops(ops);
@@ -235,7 +238,7 @@ class Int8Linear final : public OnednnLinear {
       gemv_int8(*gemv_, xu_.data(), scales, m, y, accumulate, ctx.threads);
       return;
     }
-    execute(ctx, m, accumulate, q, y, scales);
+    execute(ctx, m, accumulate, q, y, scales, weight_scales_.data());
   }
 
   template <class T>
