@@ -107,7 +107,8 @@ class OnednnLinear : public Linear {
     });
   }
 
-  // weight_scales: the per-output-channel scales (int8), a run-time argument of the primitive.
+  // Int8 passes both scales, the post-ops' run-time arguments: weight_scales per output channel,
+  // row_scales per activation row. FP32 passes neither.
   void execute(CpuContext& ctx, std::int64_t m, bool accumulate, void* src, float* y,
                float* row_scales, const float* weight_scales = nullptr) {
     const std::shared_ptr<const CachedMatmul> c = primitive(ctx, m, accumulate);

@@ -10,6 +10,8 @@ each failure, 77 (ctest's skip) when jsonschema is not installed.
 import json
 import sys
 
+from corpus_outputs import check_outputs
+
 try:
     import jsonschema
 except ImportError:
@@ -19,7 +21,6 @@ except ImportError:
 
 def main():
     schemas = {e["name"]: e["schema"] for e in json.load(open(sys.argv[1], encoding="utf-8"))}
-    outputs = [json.loads(line) for line in open(sys.argv[2], encoding="utf-8") if line.strip()]
     # The 2020-12 format checker: a bare FormatChecker() checks "time" as draft 3 did (no offset).
     checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
     # jsonschema checks "time" only with rfc3339-validator installed and otherwise passes any
@@ -29,30 +30,17 @@ def main():
         if checker.conforms(bad, fmt):
             print(f"validate_corpus: the format checker accepts {bad!r} as {fmt} (pip install rfc3339-validator)")
             return 1
-    failures = []
-    seen = set()
-    for o in outputs:
-        seen.add(o["name"])
-        where = f'{o["name"]} seed {o["seed"]}'
-        if o["finish_reason"] != "stop":
-            failures.append(f'{where}: finished with {o["finish_reason"]} {o.get("error", "")}: {o["text"]!r}')
-            continue
+
+    def why_not(name, text):
         try:
-            value = json.loads(o["text"])
+            value = json.loads(text)
         except ValueError as e:
-            failures.append(f'{where}: not JSON ({e}): {o["text"]!r}')
-            continue
-        validator = jsonschema.Draft202012Validator(schemas[o["name"]], format_checker=checker)
+            return f"not JSON ({e})"
+        validator = jsonschema.Draft202012Validator(schemas[name], format_checker=checker)
         errors = [e.message for e in validator.iter_errors(value)]
-        if errors:
-            failures.append(f'{where}: {errors[0]}: {o["text"]!r}')
-    missing = set(schemas) - seen
-    for name in sorted(missing):
-        failures.append(f"{name}: no output")
-    print(f"validate_corpus: {len(outputs)} outputs of {len(schemas)} schemas, {len(failures)} failures")
-    for f in failures:
-        print("  " + f)
-    return 1 if failures else 0
+        return errors[0] if errors else None
+
+    return check_outputs("validate_corpus", "schemas", sys.argv[1], sys.argv[2], why_not)
 
 
 if __name__ == "__main__":

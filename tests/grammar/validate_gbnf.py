@@ -10,6 +10,8 @@ import json
 import string
 import sys
 
+from corpus_outputs import check_outputs
+
 
 class Reader:
     """A cursor over the text; each recogniser below consumes its construct or raises."""
@@ -146,7 +148,6 @@ def in_language(name, text):
 
 def main():
     names = [e["name"] for e in json.load(open(sys.argv[1], encoding="utf-8"))]
-    outputs = [json.loads(line) for line in open(sys.argv[2], encoding="utf-8") if line.strip()]
     failures = [f"{n}: no recogniser" for n in names if n not in RECOGNISERS]
     # The recognisers must refuse near misses, or they would pass anything.
     for name, bad in [("arithmetic", "(1+2"), ("arithmetic", "1+2+3+4+5+6"), ("list", "- a\n" * 6),
@@ -154,22 +155,7 @@ def main():
                       ("settings", 'x = "a\n')]:
         if in_language(name, bad) is None:
             failures.append(f"{name}: the recogniser accepts {bad!r}")
-    seen = set()
-    for o in outputs:
-        seen.add(o["name"])
-        where = f'{o["name"]} seed {o["seed"]}'
-        if o["finish_reason"] != "stop":
-            failures.append(f'{where}: finished with {o["finish_reason"]} {o.get("error", "")}: {o["text"]!r}')
-            continue
-        why = in_language(o["name"], o["text"])
-        if why:
-            failures.append(f'{where}: {why}: {o["text"]!r}')
-    for name in sorted(set(names) - seen):
-        failures.append(f"{name}: no output")
-    print(f"validate_gbnf: {len(outputs)} outputs of {len(names)} grammars, {len(failures)} failures")
-    for f in failures:
-        print("  " + f)
-    return 1 if failures else 0
+    return check_outputs("validate_gbnf", "grammars", sys.argv[1], sys.argv[2], in_language, failures)
 
 
 if __name__ == "__main__":
