@@ -2,13 +2,14 @@
 """ember against llama.cpp at several model sizes: pp512 and tg128 on the same GGUF files.
 
     benchmarks/compare_sizes.py --build build --model 1b=/tmp/models/synth-1b.gguf \
-        --model 8b=/tmp/models/synth-8b.gguf [--rounds 3] [--threads 2] [--json FILE]
+        --model 8b=/tmp/models/synth-8b.gguf [--rounds 3] [--threads 2] [--json FILE] [--plot FILE]
 
 The files are usually ember-make-synthetic's (random weights in the real shapes, Q4_0), so the
 prompt is token ids spread over the vocabulary rather than text. Each round runs ember-bench
 (int8, its default weight format: w4a8 on a 4-bit file) and then llama.cpp (llama-cpp-python from
 tests/reference/setup_venv.sh, run with that venv's python) on one model before the next model;
 rounds repeat the whole sequence, so machine drift hits both engines alike. Medians of the rounds.
+--plot draws tokens/s against the files' parameter counts for both engines (matplotlib).
 """
 import argparse
 import json
@@ -55,6 +56,36 @@ def vocab_of(model):
     return len(gguf.GGUFReader(model).fields["tokenizer.ggml.tokens"].data)
 
 
+def parameters_of(model):
+    import gguf
+    return sum(int(t.n_elements) for t in gguf.GGUFReader(model).tensors)
+
+
+def plot(path, models, summary):
+    """Two panels, pp512 and tg128: each engine's median tokens/s against the model's parameters."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    sizes = [parameters_of(p) / 1e9 for _, p in models]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, workload in zip(axes, ("pp512", "tg128")):
+        for engine, marker in (("ember", "o"), ("llama.cpp", "s")):
+            ax.plot(sizes, [summary[name]["medians"][engine][workload] for name, _ in models], marker=marker,
+                    label=engine)
+        for (name, _), x in zip(models, sizes):
+            ax.annotate(name, (x, summary[name]["medians"]["ember"][workload]), textcoords="offset points",
+                        xytext=(4, 4), fontsize=8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("parameters (billions)")
+        ax.set_ylabel("tokens/s")
+        ax.set_title(workload)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default="build")
@@ -62,6 +93,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json")
+    parser.add_argument("--plot", help="PNG file for the tokens/s-against-size plot")
     args = parser.parse_args()
     models = [m.split("=", 1) for m in args.model]
     runs = {name: {"ember": [], "llama.cpp": []} for name, _ in models}
@@ -84,6 +116,8 @@ def main():
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"threads": args.threads, "rounds": args.rounds, "models": summary}, f, indent=2)
+    if args.plot:
+        plot(args.plot, models, summary)
 
 
 if __name__ == "__main__":
