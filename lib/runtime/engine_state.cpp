@@ -44,7 +44,7 @@ void EngineCore::prefill(const std::vector<std::int32_t>& tokens) {
 }
 
 bool EngineCore::export_chain(const std::vector<std::int32_t>& tokens, KvSnapshotWriter& out) {
-  auto lock = lock_as_caller();
+  auto lock = lock_.lock();
   const std::vector<int> chain = pool_->find_chain(tokens);  // retained: no step can evict them now
   const std::size_t bs = static_cast<std::size_t>(pool_->block_size());
   const bool complete = chain.size() == tokens.size() / bs;
@@ -87,7 +87,7 @@ std::size_t EngineCore::load_state(std::span<const std::uint8_t> snapshot) {
   // Everything is validated before the pool is touched: a bad snapshot changes nothing.
   const std::vector<KvSnapshotBlock> blocks = read_kv_snapshot(snapshot, snapshot_identity(), snapshot_limits());
 
-  auto lock = lock_as_caller();
+  auto lock = lock_.lock();
   std::vector<int> held;  // retained while importing, so the import never evicts its own blocks
   std::unordered_set<std::uint64_t> cached;
   try {
@@ -105,7 +105,7 @@ std::size_t EngineCore::load_state(std::span<const std::uint8_t> snapshot) {
   }
   for (auto it = held.rbegin(); it != held.rend(); ++it) pool_->release(*it);
   if (cached.size() < blocks.size())
-    log(LogLevel::warning, "KV state: {} of {} blocks loaded; the KV cache has no room for the rest", cached.size(),
+    logger_.log(LogLevel::warning, "KV state: {} of {} blocks loaded; the KV cache has no room for the rest", cached.size(),
         blocks.size());
   return cached.size();
 }

@@ -54,6 +54,9 @@ struct Sequence {
   int published_blocks = 0;          // leading blocks registered in the prefix cache
   std::uint64_t last_block_hash = 0; // hash chain up to published_blocks
   bool cancel_requested = false;
+  // RequestHandle::cancel_soon: set from any thread without the engine's lock; the stepping
+  // thread ends the request before its next step (Stepper::end_cancelled).
+  std::atomic<bool> cancel_soon{false};
   // Draft tokens the next speculative step may propose (SamplingParams::speculative_tokens at
   // most): grows by 2 after a draft accepted whole, falls to one more than the accepted run
   // after a rejection, so rows are spent where drafts are being confirmed.

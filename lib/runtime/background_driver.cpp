@@ -1,0 +1,107 @@
+#include "runtime/background_driver.hpp"
+
+#include <algorithm>
+#include <cerrno>
+
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace ember::runtime {
+namespace {
+
+// EngineOptions::background_low_priority: the calling thread's nice value goes up by 10. Linux
+// keeps nice per thread and a new thread starts with its creator's, so the OpenMP team this
+// thread starts for its first parallel region inherits it (libgomp keeps a pool per master).
+// Returns false where the OS has no such per-thread setting or refuses it.
+bool lower_this_thread_priority() {
+#if defined(__linux__)
+  const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+  errno = 0;
+  const int nice_now = ::getpriority(PRIO_PROCESS, tid);
+  if (errno != 0) return false;
+  return ::setpriority(PRIO_PROCESS, tid, std::min(nice_now + 10, 19)) == 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+BackgroundDriver::BackgroundDriver(const EngineLock& lock, Stepper& stepper, const Logger& logger,
+                                   BatchWindow window, bool low_priority)
+    : lock_(lock), stepper_(stepper), logger_(logger), window_(window) {
+  thread_ = std::thread([this, low_priority] { loop(low_priority); });
+}
+
+void BackgroundDriver::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void BackgroundDriver::queued() {
+  {
+    std::lock_guard lock(mutex_);
+    if (arrivals_++ == 0) first_arrival_ = Clock::now();
+  }
+  changed_.notify_all();
+}
+
+void BackgroundDriver::wake() {
+  {
+    std::lock_guard lock(mutex_);
+    cancels_ = true;
+  }
+  changed_.notify_all();
+}
+
+void BackgroundDriver::loop(bool low_priority) {
+  if (low_priority && !lower_this_thread_priority())
+    logger_.log(LogLevel::warning, "background_low_priority: the OS refused a lower priority; computing at the normal one");
+  std::unique_lock lock(mutex_);
+  while (true) {
+    changed_.wait(lock, [&] { return stopping_ || arrivals_ > 0 || cancels_; });
+    if (stopping_) return;
+    const bool hold = window_holds(lock);
+    if (stopping_) return;
+    cancels_ = false;
+    lock.unlock();
+    // A client that leaves during the window has its request ended now, not after it.
+    if (hold) end_cancelled();
+    else run_until_idle();
+    lock.lock();
+  }
+}
+
+bool BackgroundDriver::window_holds(std::unique_lock<std::mutex>& lock) {
+  if (arrivals_ == 0) return false;  // only cancels: a run finds nothing to step
+  const auto closes = first_arrival_ + window_.max_wait;
+  changed_.wait_until(lock, closes, [&] { return stopping_ || cancels_ || arrivals_ >= window_.min_requests; });
+  return arrivals_ < window_.min_requests && Clock::now() < closes;
+}
+
+void BackgroundDriver::end_cancelled() {
+  auto engine = lock_.lock();
+  stepper_.end_cancelled();
+}
+
+void BackgroundDriver::run_until_idle() {
+  auto engine = lock_.lock();
+  while (!stopping_) {
+    if (stepper_.step() == Stepper::kIdle) {
+      // queued() runs under the engine's lock, held here: nothing arrived that this step missed.
+      std::lock_guard lock(mutex_);
+      arrivals_ = 0;
+      return;
+    }
+    lock_.let_callers_in(engine);
+  }
+}
+
+}  // namespace ember::runtime

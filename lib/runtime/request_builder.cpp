@@ -1,0 +1,173 @@
+#include "runtime/request_builder.hpp"
+
+#include "grammar/grammar.hpp"
+#include "grammar/json_schema.hpp"
+#include "runtime/sampler.hpp"
+#include "util/check.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace ember::runtime {
+namespace {
+
+constexpr int kMaxSpeculativeTokens = 16;  // SamplingParams::speculative_tokens at most
+
+}  // namespace
+
+RequestBuilder::RequestBuilder(const EngineOptions& options, const tokenizer::Tokenizer& tokenizer, int vocab,
+                               int context_length, std::optional<tokenizer::ChatTemplate> chat_template,
+                               std::string template_error)
+    : max_prompt_tokens_(options.max_prompt_tokens),
+      max_generated_tokens_(options.max_generated_tokens),
+      context_policy_(options.context_policy),
+      tokenizer_(tokenizer),
+      vocab_(vocab),
+      context_length_(context_length),
+      chat_template_(std::move(chat_template)),
+      chat_template_error_(std::move(template_error)) {}
+
+std::string RequestBuilder::render_chat(const std::vector<Message>& messages) const {
+  if (!chat_template_) fail(ErrorCode::unsupported, "cannot render a chat: {}", chat_template_error_);
+  return chat_template_->render(messages, /*add_generation_prompt=*/true);
+}
+
+std::shared_ptr<const grammar::TokenTrie> RequestBuilder::token_trie() const {
+  std::call_once(token_trie_once_, [&] {
+    const tokenizer::Tokenizer& tok = tokenizer_;
+    std::vector<std::string> pieces(static_cast<std::size_t>(vocab_));
+    std::vector<bool> usable(pieces.size(), false);
+    for (std::int32_t id = 0; id < vocab_ && id < tok.vocab_size(); ++id) {
+      // Control, unknown and unused tokens never appear in constrained text.
+      const tokenizer::TokenType t = tok.token_type(id);
+      if (t != tokenizer::TokenType::normal && t != tokenizer::TokenType::byte &&
+          t != tokenizer::TokenType::user_defined && t != tokenizer::TokenType::undefined)
+        continue;
+      pieces[static_cast<std::size_t>(id)] = tok.token_to_piece(id);
+      usable[static_cast<std::size_t>(id)] = true;
+    }
+    token_trie_ = std::make_shared<const grammar::TokenTrie>(pieces, usable, tok.end_of_generation_tokens());
+  });
+  return token_trie_;
+}
+
+std::shared_ptr<grammar::CompiledGrammar> RequestBuilder::compiled_grammar(const SamplingParams& sp) const {
+  if (sp.grammar.empty() && sp.json_schema.empty()) return nullptr;
+  // One key space for both sources: a schema's key cannot equal a grammar's (a NUL starts it).
+  const std::string key = sp.grammar.empty() ? std::string(1, '\0') + sp.json_schema : sp.grammar;
+  {
+    std::lock_guard lock(grammars_mutex_);
+    if (const auto it = grammars_.find(key); it != grammars_.end())
+      if (auto shared = it->second.lock()) return shared;
+  }
+  // Compiled without the lock (a large schema takes a while); two requests racing here each
+  // compile, and the later one's is kept for the next.
+  auto g = std::make_shared<const grammar::Grammar>(
+      grammar::parse_gbnf(sp.grammar.empty() ? grammar::json_schema_to_gbnf(sp.json_schema) : sp.grammar));
+  auto compiled = std::make_shared<grammar::CompiledGrammar>(std::move(g), token_trie());
+  std::lock_guard lock(grammars_mutex_);
+  std::erase_if(grammars_, [](const auto& entry) { return entry.second.expired(); });
+  grammars_[key] = compiled;
+  return compiled;
+}
+
+std::shared_ptr<Sequence> RequestBuilder::make_sequence(const Request& request, StreamCallback on_chunk) const {
+  validate(request.sampling, vocab_);
+  if (request.sampling.speculative_tokens < 0 || request.sampling.speculative_tokens > kMaxSpeculativeTokens)
+    fail(ErrorCode::invalid_argument, "sampling.speculative_tokens must be in [0, {}], got {}", kMaxSpeculativeTokens,
+         request.sampling.speculative_tokens);
+  if (max_generated_tokens_ > 0 && request.sampling.max_tokens > max_generated_tokens_)
+    fail(ErrorCode::invalid_argument, "max_tokens = {} is over this engine's limit, EngineOptions::max_generated_tokens = {}",
+         request.sampling.max_tokens, max_generated_tokens_);
+  const ContextPolicy policy = request.context_policy.value_or(context_policy_);
+  if (request.context_keep < -1)
+    fail(ErrorCode::invalid_argument, "context_keep = {} (it must be -1 or at least 0)", request.context_keep);
+  int dropped_messages = 0, keep = 0;
+  std::vector<std::int32_t> prompt;
+  if (!request.prompt_tokens.empty()) {
+    prompt = request.prompt_tokens;
+    for (std::int32_t id : prompt)
+      if (id < 0 || id >= vocab_)
+        fail(ErrorCode::invalid_argument, "prompt token {} is outside the vocabulary [0, {})", id, vocab_);
+  } else if (!request.messages.empty()) {
+    prompt = encode_chat(request, policy != ContextPolicy::error, dropped_messages, keep);
+  } else {
+    prompt = tokenizer_.encode(request.prompt, request.parse_special_tokens, tokenizer_.add_bos());
+  }
+  if (prompt.empty()) fail(ErrorCode::invalid_argument, "the prompt is empty (0 tokens)");
+  if (max_prompt_tokens_ > 0 && static_cast<int>(prompt.size()) > max_prompt_tokens_)
+    fail(ErrorCode::context_overflow, "the prompt has {} tokens, over this engine's limit, EngineOptions::max_prompt_tokens = {}",
+         prompt.size(), max_prompt_tokens_);
+  if (static_cast<int>(prompt.size()) >= context_length_)
+    fail(ErrorCode::context_overflow, "the prompt has {} tokens but the context holds {} (one more is needed to generate)",
+         prompt.size(), context_length_);
+
+  auto seq = std::make_shared<Sequence>(0, request.sampling, vocab_, tokenizer_, std::move(on_chunk));
+  if (auto compiled = compiled_grammar(request.sampling))
+    seq->constraint = std::make_unique<grammar::TokenConstraint>(std::move(compiled));
+  seq->priority = request.priority;
+  seq->tokens = std::move(prompt);
+  seq->prompt_tokens = static_cast<int>(seq->tokens.size());
+  seq->completion.prompt_tokens = seq->prompt_tokens;
+  seq->completion.dropped_messages = dropped_messages;
+  seq->shift_on_full = policy == ContextPolicy::shift;
+  seq->context_keep = std::min(request.context_keep >= 0 ? request.context_keep : keep, context_length_ / 2);
+  return seq;
+}
+
+std::vector<std::int32_t> RequestBuilder::encode_rendered(const std::string& text) const {
+  const auto& tok = tokenizer_;
+  // Templates that write the BOS text themselves (Llama 3) must not get a second BOS.
+  const bool has_bos_text = tok.bos() >= 0 && text.rfind(tok.token_text(tok.bos()), 0) == 0;
+  return tok.encode(text, /*parse_special=*/true, tok.add_bos() && !has_bos_text);
+}
+
+std::vector<std::int32_t> RequestBuilder::encode_chat(const Request& request, bool truncate, int& dropped,
+                                                  int& system_tokens) const {
+  const std::vector<Message>& messages = request.messages;
+  const std::size_t first = messages[0].role == "system" ? 1 : 0;
+  if (first == 1 && chat_template_) {
+    // The system message's tokens: what the prompt shares with the system turn rendered alone.
+    const std::vector<std::int32_t> prompt = encode_rendered(render_chat(messages));
+    const std::vector<std::int32_t> alone = encode_rendered(chat_template_->render({messages[0]}, false));
+    system_tokens = static_cast<int>(std::mismatch(prompt.begin(), prompt.end(), alone.begin(), alone.end()).first -
+                                     prompt.begin());
+    if (!truncate) return prompt;
+  }
+  // Where the conversation may start after the system message: at its first turn, or at a later
+  // user message (a turn is a user message and the replies that follow it).
+  std::vector<std::size_t> starts{first};
+  for (std::size_t i = first + 1; i < messages.size(); ++i)
+    if (messages[i].role == "user") starts.push_back(i);
+  const auto encode_from = [&](std::size_t start) {
+    std::vector<Message> kept(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(first));
+    kept.insert(kept.end(), messages.begin() + static_cast<std::ptrdiff_t>(start), messages.end());
+    return encode_rendered(render_chat(kept));
+  };
+  const auto fits = [&](const std::vector<std::int32_t>& p) {
+    return static_cast<long long>(p.size()) + request.sampling.max_tokens <= context_length_;
+  };
+  std::vector<std::int32_t> prompt = encode_from(starts[0]);
+  if (!truncate || fits(prompt)) return prompt;
+  // The fewest dropped turns that fit (a later start is never longer): a binary search, so a
+  // long conversation is rendered a few times, not once per turn. When even the last turn
+  // alone does not fit it is the prompt, and the context window decides.
+  std::size_t lo = 1, hi = starts.size() - 1;
+  while (lo < hi) {
+    const std::size_t mid = (lo + hi) / 2;
+    if (fits(encode_from(starts[mid]))) hi = mid;
+    else lo = mid + 1;
+  }
+  // Then the cut moves in steps of half the turns that fit, not one turn at a time: the next
+  // turns of the conversation keep the same start, so their prompts extend this one and the
+  // prefix cache serves it instead of a whole window being prefilled again every turn.
+  const std::size_t step = std::max<std::size_t>(1, (starts.size() - lo) / 2);
+  lo = std::min(starts.size() - 1, (lo + step - 1) / step * step);
+  if (starts.size() > 1) {
+    prompt = encode_from(starts[lo]);
+    dropped = static_cast<int>(starts[lo] - first);
+  }
+  return prompt;
+}
+
+}  // namespace ember::runtime

@@ -1,0 +1,143 @@
+#include "runtime/stepper.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace ember::runtime {
+
+Stepper::Stepper(backend::Backend& backend, backend::KvCache& kv, Scheduler& scheduler, OutputStage& output,
+                 const Logger& logger, int layers)
+    : backend_(backend), kv_(kv), scheduler_(scheduler), output_(output), logger_(logger), layers_(layers) {}
+
+int Stepper::rows_for_budget(std::chrono::microseconds budget) const {
+  if (row_layer_seconds_ <= 0 || budget.count() <= 0) return 0;
+  // At least a step of decodes: the running sequences are never starved by the cap.
+  const SchedulerLimits& limits = scheduler_.limits();
+  const double rows = 0.5 * std::chrono::duration<double>(budget).count() / row_layer_seconds_;
+  const double floor = std::max(rows, static_cast<double>(limits.max_sequences));
+  return static_cast<int>(std::min(floor, static_cast<double>(limits.max_batch_tokens)));
+}
+
+int Stepper::step(Clock::time_point deadline, int max_rows) {
+  // Nothing may escape a step: on the background thread it would end the host's process.
+  // Failures of the forward pass or of sampling end the step's requests (run_step); anything
+  // else ends every unfinished request, so no waiter hangs and the blocks all come back.
+  try {
+    return run_step(deadline, max_rows);
+  } catch (const std::exception& e) {
+    abort_all(e.what());
+  } catch (...) {
+    abort_all("an unknown exception");
+  }
+  return 0;
+}
+
+void Stepper::cancel_soon(Sequence& seq) {
+  seq.cancel_soon.store(true);
+  cancel_soon_pending_.store(true);
+}
+
+void Stepper::end_cancelled() {
+  // Requests cancelled while running end before the step, freeing their blocks for it. The
+  // sweep runs only when a cancel flagged one, not on every step.
+  if (step_paused_) return;  // the step in progress holds them; they end before the next one
+  const bool soon = cancel_soon_pending_.exchange(false);
+  if (!std::exchange(cancel_pending_, false) && !soon) return;
+  for (const auto& seq : scheduler_.sequences())
+    if (seq->cancel_requested || seq->cancel_soon.load()) {
+      output_.finish(*seq, FinishReason::cancelled);
+      output_.finalize(seq);
+    }
+}
+
+int Stepper::run_step(Clock::time_point deadline, int max_rows) {
+  if (!step_paused_) {
+    end_cancelled();
+    inject(FaultPoint::schedule);
+    std::vector<std::shared_ptr<Sequence>> finished;
+    step_ = scheduler_.schedule(batch_, finished, max_rows);
+    for (const auto& seq : finished) output_.finalize(seq);
+    if (step_.empty()) return finished.empty() ? kIdle : 0;
+  }
+  // Two failure points, one rollback: until commit() nothing of the step is published, and
+  // finalize() returns every block the step's sequences hold, so the pool stays whole.
+  try {
+    if (!step_paused_) {
+      inject(FaultPoint::forward);
+      step_forward_time_ = {};
+      backend_.begin_forward(batch_, kv_, logits_);
+    }
+    const auto start = Clock::now();
+    step_paused_ = !backend_.advance_forward(deadline);
+    step_forward_time_ += Clock::now() - start;
+    if (step_paused_) return kPaused;
+  } catch (const std::exception& e) {
+    step_paused_ = false;
+    ++steps_;
+    fail_step(std::exchange(step_, {}), e.what());
+    return 0;
+  }
+  return finish_step();
+}
+
+int Stepper::finish_step() {
+  const std::vector<ScheduledSequence> step = std::exchange(step_, {});
+  ++steps_;
+  last_layer_time_ = step_forward_time_ / std::max(1, layers_);
+  if (const int rows = batch_.rows(); rows >= 32) {
+    const double seconds = std::chrono::duration<double>(step_forward_time_).count() / (rows * layers_);
+    row_layer_seconds_ = row_layer_seconds_ > 0 ? 0.7 * row_layer_seconds_ + 0.3 * seconds : seconds;
+  }
+  const int context_length = scheduler_.limits().context_length;
+  try {
+    inject(FaultPoint::sample);
+    scheduler_.commit(step);
+    for (const ScheduledSequence& s : step) {
+      if (s.logit_index < 0) continue;
+      output_.sample_rows(s, logits_.data());
+      if (s.sequence->state == SequenceState::running && static_cast<int>(s.sequence->tokens.size()) >= context_length)
+        shift(s.sequence);
+    }
+  } catch (const std::exception& e) {
+    fail_step(step, e.what());
+    return 0;
+  }
+  for (const ScheduledSequence& s : step)
+    if (s.sequence->state == SequenceState::finished) output_.finalize(s.sequence);
+  return batch_.rows();
+}
+
+void Stepper::fail_step(const std::vector<ScheduledSequence>& step, const std::string& why) {
+  logger_.log(LogLevel::error, "engine step failed: {}", why);
+  // Sequences that finished in this step before the failure keep their finish reason.
+  for (const ScheduledSequence& s : step) {
+    Sequence& seq = *s.sequence;
+    if (seq.state != SequenceState::finished) {
+      seq.completion.error = "the engine step failed: " + why;
+      seq.completion.finish_reason = FinishReason::error;
+    }
+    output_.finalize(s.sequence);
+  }
+}
+
+void Stepper::abort_all(const std::string& why) {
+  logger_.log(LogLevel::error, "engine failed outside a step's computation: {}; ending every request", why);
+  for (const auto& seq : scheduler_.sequences()) {
+    seq->completion.error = "the engine failed: " + why;
+    seq->completion.finish_reason = FinishReason::error;
+    output_.finalize(seq);
+  }
+}
+
+void Stepper::shift(const std::shared_ptr<Sequence>& seq) {
+  // Keep the first context_keep tokens and the newer half of the rest; the kept tokens are
+  // computed again from the start (their blocks at the front are likely still cached).
+  const int keep = seq->context_keep;
+  const int drop = (static_cast<int>(seq->tokens.size()) - keep) / 2;
+  seq->tokens.erase(seq->tokens.begin() + keep, seq->tokens.begin() + keep + drop);
+  seq->shifted_tokens += drop;
+  ++seq->completion.context_shifts;
+  scheduler_.recompute(seq);
+}
+
+}  // namespace ember::runtime
