@@ -198,6 +198,9 @@ typedef struct ember_engine_options {
   ember_weight_format weight_format; /* INT8 on the CPU (default AUTOMATIC) */
   int32_t background_low_priority;   /* nonzero, with background_thread: compute at a lower OS
                                         priority (Linux: nice +10) */
+  int32_t batch_min_requests;        /* background_thread's batch window: an idle engine starts */
+  int32_t batch_max_wait_ms;         /* once this many are queued or the first waited this long
+                                        (default 1 and 0: at once; see ember.hpp) */
 } ember_engine_options;
 
 /* Fills the first `struct_size` bytes of `options` with the library's defaults and sets
@@ -503,8 +506,15 @@ typedef enum ember_request_state {
  * generated until then. Without a background thread the caller runs engine steps itself. */
 EMBER_API ember_status ember_request_wait(ember_request* request, ember_completion** completion);
 
-/* Asks the request to stop (finish reason EMBER_FINISH_CANCELLED); no-op once finished. */
+/* Asks the request to stop (finish reason EMBER_FINISH_CANCELLED); no-op once finished. Waits
+ * for the step in progress; from inside one of the engine's stream callbacks it fails with
+ * EMBER_ERROR_INVALID_ARGUMENT. */
 EMBER_API ember_status ember_request_cancel(ember_request* request);
+
+/* ember_request_cancel that never waits (RequestHandle::cancel_soon): flags the request and
+ * returns at once, also from a stream callback; the thread that steps the engine ends it before
+ * its next step (the background thread, else the next ember_engine_step or ember_request_wait). */
+EMBER_API ember_status ember_request_cancel_soon(ember_request* request);
 
 EMBER_API ember_status ember_request_status(const ember_request* request,
                                             ember_request_state* state);

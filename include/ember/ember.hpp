@@ -15,7 +15,8 @@
 //     mid-generation joins the next step.
 //   * Callbacks run on the thread that runs the engine step, with the engine's lock held: a
 //     callback must not call back into the same Engine (such a call throws
-//     Error(invalid_argument) instead of deadlocking). An exception thrown by a callback stops
+//     Error(invalid_argument) instead of deadlocking); RequestHandle::cancel_soon() is the one
+//     call that takes no lock and works from a callback. An exception thrown by a callback stops
 //     its request (finish reason `cancelled`, Completion::error says why) and goes no further;
 //     one thrown by the log callback loses its line. Nothing escapes into ember's own thread.
 //   * Moving or destroying an Engine must not race with calls on it.
@@ -162,6 +163,14 @@ struct EngineOptions {
                                          // render or UI thread keeps its core under load
   bool background_thread = false;  // the engine steps itself on a thread it owns; otherwise
                                    // the host drives it (step(), wait(), generate())
+  // The batch window of background_thread (throughput for latency): an idle engine starts its
+  // next batch once batch_min_requests requests are queued, or once the first of them has waited
+  // batch_max_wait, so that requests arriving close together share their steps from the first.
+  // 1 and 0 (the default): at once. Requests that arrive while the engine is busy join the next
+  // step whatever the window. Checked at open: min >= 1, wait in [0 ms, 1 h], a window needs
+  // background_thread, and min > 1 needs a wait > 0 (Error(invalid_argument) otherwise).
+  int batch_min_requests = 1;                // requests that start a batch at once
+  std::chrono::milliseconds batch_max_wait{0};  // the longest the first request waits for them
   // Limits, checked by submit()/generate() before a request is queued; 0 = no limit of its own.
   int max_prompt_tokens = 0;     // prompt tokens at most; over it: Error(context_overflow).
                                  // The context window always applies (prompt < context_length)
@@ -334,8 +343,18 @@ class EMBER_API RequestHandle {
   // the waiting thread runs engine steps itself (serving every queued request meanwhile).
   Completion wait();
   // Asks the request to stop; it finishes with `cancelled` and frees its KV blocks at the next
-  // step (at once when still queued). Cancelling a finished request does nothing.
+  // step (at once when still queued). Cancelling a finished request does nothing. Takes the
+  // engine's lock, so it waits for the step in progress and throws Error(invalid_argument) from
+  // inside one of the engine's callbacks.
   void cancel();
+  // cancel() that never waits: it flags the request and returns at once, without the engine's
+  // lock, so it suits a thread that must not block (a server's I/O thread whose client left) and
+  // a stream callback (its own request or another). The thread that steps the engine ends the
+  // request before its next step, `cancelled`, and frees its blocks: the background thread
+  // (at once while its batch window holds the queue), else the next step(), wait() or
+  // generate() on the engine; a stream callback's own request ends after that chunk. Until then
+  // status() still reports it queued or running. A finished request is left as it is.
+  void cancel_soon();
 
  private:
   friend class Engine;

@@ -91,6 +91,8 @@ ember_engine_options default_options() {
   o.context_policy = static_cast<ember_context_policy>(d.context_policy);
   o.weight_format = d.weight_format == WeightFormat::w8a8 ? EMBER_WEIGHTS_W8A8 : EMBER_WEIGHTS_AUTOMATIC;
   o.background_low_priority = d.background_low_priority ? 1 : 0;
+  o.batch_min_requests = d.batch_min_requests;
+  o.batch_max_wait_ms = static_cast<std::int32_t>(d.batch_max_wait.count());
   return o;
 }
 
@@ -204,6 +206,8 @@ EngineOptions to_cpp(const ember_engine_options& in) {
   out.response_cache_bytes = to_size(o.response_cache_bytes, "response_cache_bytes");
   out.background_thread = o.background_thread != 0;
   out.background_low_priority = o.background_low_priority != 0;
+  out.batch_min_requests = o.batch_min_requests;
+  out.batch_max_wait = std::chrono::milliseconds(o.batch_max_wait_ms);
   out.log = to_cpp(o.log, o.log_user_data);
   if (o.prefix_store_path != nullptr) out.prefix_store_path = o.prefix_store_path;
   out.on_load_progress = to_cpp(o.on_load_progress, o.load_progress_user_data);

@@ -302,6 +302,10 @@ EMBER_API ember_status ember_request_cancel(ember_request* request) {
   return guarded(nullptr, [&] { live(request).handle.cancel(); });
 }
 
+EMBER_API ember_status ember_request_cancel_soon(ember_request* request) {
+  return guarded(nullptr, [&] { live(request).handle.cancel_soon(); });
+}
+
 EMBER_API ember_status ember_request_status(const ember_request* request, ember_request_state* state) {
   return guarded(nullptr, [&] {
     const ember_request& r = live(request);

@@ -89,6 +89,9 @@ bool BackgroundDriver::window_holds(std::unique_lock<std::mutex>& lock) {
 void BackgroundDriver::end_cancelled() {
   auto engine = lock_.lock();
   stepper_.end_cancelled();
+  if (!stepper_.idle()) return;
+  std::lock_guard lock(mutex_);  // every arrival was cancelled: the next one opens a new window
+  arrivals_ = 0;
 }
 
 void BackgroundDriver::run_until_idle() {

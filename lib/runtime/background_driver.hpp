@@ -52,7 +52,7 @@ class BackgroundDriver {
   const BatchWindow window_;
   std::mutex mutex_;  // guards the members below; never held during a step
   std::condition_variable changed_;
-  int arrivals_ = 0;  // requests queued since the engine was last found idle
+  int arrivals_ = 0;  // requests queued since the engine was last found idle (cancelled or not)
   Clock::time_point first_arrival_;
   bool cancels_ = false;              // wake() since the thread last looked
   std::atomic<bool> stopping_{false};  // written under mutex_, read between steps without it

@@ -148,6 +148,11 @@ void RequestHandle::cancel() {
   if (auto core = core_.lock()) core->cancel(sequence_);
 }
 
+void RequestHandle::cancel_soon() {
+  if (!sequence_) fail(ErrorCode::invalid_argument, "cancel_soon() on an empty RequestHandle");
+  if (auto core = core_.lock()) core->cancel_soon(sequence_);
+}
+
 std::string json_schema_to_gbnf(std::string_view schema, std::string_view root_rule) {
   return grammar::json_schema_to_gbnf(schema, root_rule);
 }

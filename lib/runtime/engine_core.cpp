@@ -10,6 +10,7 @@ namespace ember::runtime {
 namespace {
 
 constexpr int kDefaultMaxContext = 8192;
+constexpr std::chrono::milliseconds kMaxBatchWait = std::chrono::hours(1);
 
 // Option checks that need no model: a wrong value fails before anything is read.
 void check_options(const EngineOptions& o) {
@@ -26,6 +27,23 @@ void check_options(const EngineOptions& o) {
          o.max_prompt_tokens, o.max_generated_tokens, o.max_requests);
   if (o.background_low_priority && !o.background_thread)
     fail(ErrorCode::invalid_argument, "background_low_priority needs background_thread (it lowers the engine's own thread)");
+  if (o.batch_min_requests < 1)
+    fail(ErrorCode::invalid_argument, "batch_min_requests must be at least 1 (1: no window), got {}",
+         o.batch_min_requests);
+  if (o.batch_max_wait.count() < 0 || o.batch_max_wait > kMaxBatchWait)
+    fail(ErrorCode::invalid_argument, "batch_max_wait must be in [0, {}] ms, got {} ms", kMaxBatchWait.count(),
+         o.batch_max_wait.count());
+  const bool window = o.batch_min_requests > 1 || o.batch_max_wait.count() > 0;
+  if (window && !o.background_thread)
+    fail(ErrorCode::invalid_argument,
+         "the batch window (batch_min_requests = {}, batch_max_wait = {} ms) needs background_thread: a host that "
+         "steps the engine itself decides when a batch starts",
+         o.batch_min_requests, o.batch_max_wait.count());
+  if (o.batch_min_requests > 1 && o.batch_max_wait.count() == 0)
+    fail(ErrorCode::invalid_argument,
+         "batch_min_requests = {} with batch_max_wait = 0 ms: the window would never wait for them; give "
+         "batch_max_wait, the longest the first request waits",
+         o.batch_min_requests);
 }
 
 }  // namespace
@@ -111,7 +129,7 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options)
       geometry.block_count, geometry.block_size);
   if (options.background_thread)
     driver_ = std::make_unique<BackgroundDriver>(lock_, *stepper_, logger_,
-                                                 BatchWindow{},
+                                                 BatchWindow{options.batch_min_requests, options.batch_max_wait},
                                                  options.background_low_priority);
 }
 

@@ -53,6 +53,7 @@ class Stepper {
   int rows_for_budget(std::chrono::microseconds budget) const;
   Clock::duration last_layer_time() const { return last_layer_time_; }  // of the last finished step
   std::uint64_t steps() const { return steps_; }                         // finished steps
+  bool idle() const { return !step_paused_ && scheduler_.idle(); }       // no request left
 
   // A running request was cancelled: it ends before the next step.
   void cancel_at_next_step() { cancel_pending_ = true; }

@@ -219,6 +219,17 @@ static void test_submit_wait_cancel(ember_engine* engine) {
   ember_completion_free(&c);
   CHECK_OK(ember_request_cancel(r));  /* cancelling a finished request does nothing */
   ember_request_free(&r);
+
+  /* cancel_soon only flags the request: it stays queued until a step ends it (here the wait's). */
+  r = submit_prompt(engine, "cancel me soon", &many, NULL);
+  CHECK_OK(ember_request_cancel_soon(r));
+  CHECK_OK(ember_request_status(r, &state));
+  CHECK(state == EMBER_REQUEST_QUEUED);
+  CHECK_OK(ember_request_wait(r, &c));
+  if (c != NULL) CHECK(c->finish_reason == EMBER_FINISH_CANCELLED && c->generated_tokens == 0);
+  ember_completion_free(&c);
+  CHECK_OK(ember_request_cancel_soon(r));  /* finished: nothing happens */
+  ember_request_free(&r);
   ember_completion_free(&expected);
 }
 

@@ -35,6 +35,7 @@ void test_version_and_defaults(void) {
   CHECK(o.max_batch_tokens == 512 && o.max_sequences == 16 && o.prefix_cache == 1);
   CHECK(o.background_thread == 0 && o.log == NULL && o.threads == 0);
   CHECK(o.max_prompt_tokens == 0 && o.max_generated_tokens == 0 && o.max_requests == 0);
+  CHECK(o.batch_min_requests == 1 && o.batch_max_wait_ms == 0);
   const ember_sampling s = ember_sampling_default();
   CHECK(s.struct_size == sizeof(ember_sampling));
   CHECK(s.max_tokens == 256 && s.temperature == 0.8f && s.top_k == 40 && s.top_p == 0.95f);
@@ -85,6 +86,15 @@ void test_open_errors(void) {
   options.kv_block_size = 0;
   CHECK_FAILS(ember_engine_open(capi_model_path, &options, &engine), EMBER_ERROR_INVALID_ARGUMENT,
               "kv_block_size");
+  options = ember_engine_options_default();
+  options.batch_min_requests = 2;
+  options.batch_max_wait_ms = 50;  /* a batch window without background_thread */
+  CHECK_FAILS(ember_engine_open(capi_model_path, &options, &engine), EMBER_ERROR_INVALID_ARGUMENT,
+              "needs background_thread");
+  options.background_thread = 1;
+  options.batch_max_wait_ms = -1;
+  CHECK_FAILS(ember_engine_open(capi_model_path, &options, &engine), EMBER_ERROR_INVALID_ARGUMENT,
+              "batch_max_wait");
 
   /* The log callback receives the load line with its user data. */
   options = ember_engine_options_default();
@@ -176,6 +186,7 @@ void test_handle_misuse(void) {
   ember_completion* c = NULL;
   CHECK_FAILS(ember_request_wait(NULL, &c), EMBER_ERROR_INVALID_ARGUMENT, "request is NULL");
   CHECK_FAILS(ember_request_cancel(NULL), EMBER_ERROR_INVALID_ARGUMENT, "NULL");
+  CHECK_FAILS(ember_request_cancel_soon(NULL), EMBER_ERROR_INVALID_ARGUMENT, "NULL");
   ember_request_state state;
   CHECK_FAILS(ember_request_status(NULL, &state), EMBER_ERROR_INVALID_ARGUMENT, "NULL");
 

@@ -31,14 +31,7 @@ EngineOptions small_options() {
   return o;
 }
 
-Request greedy(const std::string& prompt, int max_tokens) {
-  Request r;
-  r.prompt = prompt;
-  r.sampling.temperature = 0;
-  r.sampling.max_tokens = max_tokens;
-  r.sampling.ignore_eos = true;
-  return r;
-}
+Request greedy(const std::string& prompt, int max_tokens) { return test::greedy_request(prompt, max_tokens); }
 
 TEST_CASE("generate: greedy is deterministic and streaming delivers exactly the text") {
   Engine engine = Engine::open(model_path(), small_options());

@@ -128,4 +128,13 @@ std::vector<std::int32_t> random_tokens(int n, int vocab, std::uint64_t seed) {
   return t;
 }
 
+Request greedy_request(const std::string& prompt, int max_tokens) {
+  Request r;
+  r.prompt = prompt;
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = max_tokens;
+  r.sampling.ignore_eos = true;
+  return r;
+}
+
 }  // namespace ember::test

@@ -50,4 +50,7 @@ std::filesystem::path temp_dir(const std::string& prefix);
 // n token ids drawn uniformly from [3, vocab) (past the usual special ids), reproducible by seed.
 std::vector<std::int32_t> random_tokens(int n, int vocab, std::uint64_t seed);
 
+// A request for `prompt` decoded greedily for exactly `max_tokens` tokens (end of sequence ignored).
+Request greedy_request(const std::string& prompt, int max_tokens);
+
 }  // namespace ember::test
