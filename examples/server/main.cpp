@@ -16,9 +16,11 @@
 // server-sent events), GET /v1/models, GET /health, GET /metrics (Prometheus text). Every
 // completion carries a Server-Timing header (a trailer for streams): parse, queue, prefill,
 // decode, write.
-// One thread (server::EngineDriver) steps the engine, so the requests of concurrent clients are
-// batched into the same engine steps; a worker thread only parses and submits, and the engine's
-// callbacks answer. A client that leaves has its request cancelled before the next step.
+// The engine steps itself on its background thread (EngineOptions::background_thread, with the
+// batch window above), so the requests of concurrent clients are batched into the same engine
+// steps; a worker thread only parses and submits, and the engine's callbacks answer. A client
+// that leaves has its request cancelled before the next step (RequestHandle::cancel_soon, which
+// never blocks the I/O thread).
 // It binds 127.0.0.1 by default: there is no authentication, put a proxy in front before
 // exposing it. Try it:
 //
@@ -41,7 +43,6 @@ struct Options {
   std::string host = "127.0.0.1";
   int port = 8080;
   server::HttpLimits http;
-  server::BatchWindow batch;
   ember::EngineOptions engine;
 };
 
@@ -82,15 +83,15 @@ Options parse_flags(int argc, char** argv) {
       .option("--max-requests", "N", engine.max_requests,
               "requests in flight (queued + running) at most; beyond it: 429 "
               "rate_limit_exceeded; 0 = no limit")
-      .option("--batch-min", "N", o.batch.min_requests,
+      .option("--batch-min", "N", engine.batch_min_requests,
               "an idle engine starts its next batch once N requests are queued, or once the "
               "first of them has waited --batch-wait-ms")
       .option("--batch-wait-ms", "MS",
               "an idle engine starts its next batch once the first queued request has waited MS "
               "ms, or once --batch-min are queued; a larger window trades the first token's "
               "latency for fuller batches",
-              std::to_string(o.batch.max_wait.count()), [&o](const std::string& v) {
-                o.batch.max_wait = std::chrono::milliseconds(
+              std::to_string(engine.batch_max_wait.count()), [&engine](const std::string& v) {
+                engine.batch_max_wait = std::chrono::milliseconds(
                     ember_examples::CommandLine::parse<int>("--batch-wait-ms", v));
               });
   engine_flags.declare(cli);
@@ -100,8 +101,11 @@ Options parse_flags(int argc, char** argv) {
   if (o.http.max_connections < 1) cli.fail("--max-connections must be at least 1");
   if (o.http.header_timeout.count() < 1 || o.http.body_timeout.count() < 1)
     cli.fail("--header-timeout-ms and --body-timeout-ms must be at least 1");
-  if (o.batch.min_requests < 1) cli.fail("--batch-min must be at least 1");
-  if (o.batch.max_wait.count() < 0) cli.fail("--batch-wait-ms must be >= 0");
+  if (engine.batch_min_requests < 1) cli.fail("--batch-min must be at least 1");
+  if (engine.batch_max_wait.count() < 0) cli.fail("--batch-wait-ms must be >= 0");
+  if (engine.batch_min_requests > 1 && engine.batch_max_wait.count() == 0)
+    cli.fail("--batch-min above 1 needs --batch-wait-ms, the longest the first request waits for the others");
+  engine.background_thread = true;  // the engine steps itself; the batch window is its own
   o.engine = engine_flags.open_options(cli);
   o.model = engine_flags.model_path;
   return o;
@@ -117,16 +121,14 @@ int main(int argc, char** argv) {
   server::ServerState state;
   std::optional<ember::Engine> engine;
   try {
-    engine.emplace(ember::Engine::open(options.model, options.engine));  // host-driven
+    engine.emplace(ember::Engine::open(options.model, options.engine));  // background_thread
   } catch (const ember::Error& e) {
     std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());
     return 1;
   }
-  // Destroyed in this order after run(): the stepping thread stops, then the engine (its
-  // unfinished requests end and their callbacks post to the stopped front end), then the front end.
-  std::optional<server::EngineDriver> driver;
-  driver.emplace(*engine, options.batch);
-  state.driver = &*driver;
+  // Destroyed in this order after run(): the engine (its thread stops, its unfinished requests
+  // end and their callbacks post to the stopped front end), then the front end.
+  state.engine = &*engine;
   state.model_id = std::filesystem::path(options.model).stem().string();
   state.next_seed = std::random_device{}();
   try {  // the tool-call format of the model's chat family (generic without a template)
@@ -149,7 +151,6 @@ int main(int argc, char** argv) {
               server::to_string(state.tool_format), engine->load_ms());
   std::fflush(stdout);
   http->run();  // until SIGINT or SIGTERM
-  driver.reset();
   engine.reset();
   http.reset();
   std::printf("ember-server: stopped\n");

@@ -83,9 +83,9 @@ void submit_whole(ServerState& state, const ParsedRequest& parsed, const Respons
     ex->respond(std::move(r));
     return true;
   };
-  ember::RequestHandle handle = state.driver->submit(parsed.request, on_chunk);  // throws on bad parameters
+  ember::RequestHandle handle = state.engine->submit(parsed.request, on_chunk);  // throws on bad parameters
   *parse_ms = ms_since(received);
-  ex->on_gone([&state, handle]() mutable { state.driver->cancel_soon(std::move(handle)); });
+  ex->on_gone([handle]() mutable { handle.cancel_soon(); });  // the I/O thread: never blocks
 }
 
 void submit_stream(ServerState& state, const ParsedRequest& parsed, const ResponseContext& ctx,
@@ -119,7 +119,7 @@ void submit_stream(ServerState& state, const ParsedRequest& parsed, const Respon
     if (!events.empty()) send(std::move(events));
     return !ex->gone();  // false stops generation for a client that left
   };
-  ember::RequestHandle handle = state.driver->submit(parsed.request, on_chunk);  // throws on bad parameters
+  ember::RequestHandle handle = state.engine->submit(parsed.request, on_chunk);  // throws on bad parameters
   *parse_ms = ms_since(received);
 
   HttpResponse head;
@@ -133,7 +133,7 @@ void submit_stream(ServerState& state, const ParsedRequest& parsed, const Respon
     pending->submitted = true;
     ex->begin_stream(std::move(head));  // before any later ex->stream(): posted in this order
   }
-  ex->on_gone([&state, handle]() mutable { state.driver->cancel_soon(std::move(handle)); });
+  ex->on_gone([handle]() mutable { handle.cancel_soon(); });  // the I/O thread: never blocks
 }
 
 void completion_route(ServerState& state, Endpoint endpoint, const HttpRequest& req,
@@ -147,7 +147,8 @@ void completion_route(ServerState& state, Endpoint endpoint, const HttpRequest& 
         state.model_id, unix_now()};
     ctx.tools = parsed.tools;
     ctx.logprobs = parsed.request.sampling.logprobs;
-    ctx.token_text = [driver = state.driver](std::int32_t id) { return driver->token_text(id); };
+    // Engine::detokenize takes no engine lock: safe from a stream callback.
+    ctx.token_text = [engine = state.engine](std::int32_t id) { return engine->detokenize({id}); };
     if (parsed.stream) return submit_stream(state, parsed, ctx, ex, req.received);
     submit_whole(state, parsed, ctx, ex, req.received);
   } catch (const ApiError& e) {
@@ -207,7 +208,7 @@ std::vector<Route> make_routes(ServerState& state) {
   routes.push_back({"GET", "/metrics", [&state](const HttpRequest&, std::shared_ptr<Exchange> ex) {
                       HttpResponse r;
                       r.content_type = "text/plain; version=0.0.4";
-                      r.body = state.metrics.render(state.driver->stats());
+                      r.body = state.metrics.render(state.engine->stats());
                       if (state.http) r.body += front_end_metrics(*state.http);
                       ex->respond(std::move(r));
                     }});

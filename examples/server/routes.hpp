@@ -1,10 +1,9 @@
 // The HTTP routes of ember-server. A completion handler runs on one of the front end's worker
-// threads only to parse the body and submit the request through the EngineDriver (whose thread
+// threads only to parse the body and submit the request to the engine (whose background thread
 // batches all clients together); the engine's callbacks then answer through the Exchange
 // (a whole response, or server-sent events), so no thread waits for a generation.
 #pragma once
 
-#include "engine_driver.hpp"
 #include "http_server.hpp"
 #include "metrics.hpp"
 #include "tool_format.hpp"
@@ -19,7 +18,7 @@
 namespace server {
 
 struct ServerState {
-  EngineDriver* driver = nullptr;   // the only way to the engine: it steps it
+  ember::Engine* engine = nullptr;  // opened with background_thread: it steps itself
   Metrics metrics;
   std::string model_id;             // reported by /v1/models and in every response
   std::atomic<std::uint64_t> next_seed{0};  // seeds of requests that do not give one
