@@ -64,6 +64,7 @@ def parameters_of(model):
 def plot(path, models, summary):
     """Two panels, pp512 and tg128: each engine's median tokens/s against the model's parameters."""
     import matplotlib
+    import matplotlib.ticker
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     sizes = [parameters_of(p) / 1e9 for _, p in models]
@@ -77,6 +78,7 @@ def plot(path, models, summary):
                         xytext=(4, 4), fontsize=8)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("parameters (billions)")
         ax.set_ylabel("tokens/s")
         ax.set_title(workload)
