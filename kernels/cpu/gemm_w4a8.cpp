@@ -236,6 +236,13 @@ void quantize_w4_activations(const float* x, std::int64_t rows, std::int64_t in,
 }
 
 void gemm_w4a8(const W4Weights& w, const W4Activations& x, float* y, bool accumulate, int threads) {
+  gemm_w4a8(w, x, y, accumulate, threads, 0, w.tiles());
+}
+
+void gemm_w4a8(const W4Weights& w, const W4Activations& x, float* y, bool accumulate, int threads,
+               std::int64_t tile_begin, std::int64_t tile_end) {
+  if (tile_begin < 0 || tile_begin > tile_end || tile_end > w.tiles())
+    fail(ErrorCode::invalid_argument, "w4a8: tiles [{}, {}) of {}", tile_begin, tile_end, w.tiles());
   if (x.padded_in != w.padded_in())
     fail(ErrorCode::invalid_argument, "w4a8: activations of {} inputs for weights of {}", x.padded_in, w.padded_in());
   if (x.rows == 0) return;
@@ -243,9 +250,10 @@ void gemm_w4a8(const W4Weights& w, const W4Activations& x, float* y, bool accumu
 #if EMBER_W4_X86
   // Decode's few rows are bandwidth bound and small matrices are not worth a team; prefill
   // always is.
-  const std::int64_t work = w.bytes() * ((x.rows + kTileRows - 1) / kTileRows);
+  const std::int64_t tiles = tile_end - tile_begin;
+  const std::int64_t work = w.bytes() / w.tiles() * tiles * ((x.rows + kTileRows - 1) / kTileRows);
   const auto team = static_cast<int>(std::clamp<std::int64_t>(work / kMinBytesPerThread, 1, threads));
-  for_tiles(w.tiles(), team, [&](std::int64_t t) { run_tile(w, t, x, y, accumulate); });
+  for_tiles(tiles, team, [&](std::int64_t t) { run_tile(w, tile_begin + t, x, y, accumulate); });
 #endif
 }
 

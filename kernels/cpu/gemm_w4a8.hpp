@@ -72,6 +72,7 @@ class W4Weights {
   std::int64_t bytes() const { return blocks() * spans_ * record_bytes(); }
 
   static constexpr std::int64_t kTileBlocks = 2;
+  static constexpr std::int64_t kTileOutputs = kTileBlocks * 16;  // output rows per tile
 
  private:
   std::int64_t out_;
@@ -102,5 +103,9 @@ void quantize_w4_activations(const float* x, std::int64_t rows, std::int64_t in,
 // product, as y_old + product). Requires w4a8_supported(). threads: OpenMP threads, output
 // tiles are split between them.
 void gemm_w4a8(const W4Weights& w, const W4Activations& x, float* y, bool accumulate, int threads);
+// The same for output tiles [tile_begin, tile_end) only: y's columns [tile_begin, tile_end) *
+// kTileOutputs (up to out()), its other columns untouched.
+void gemm_w4a8(const W4Weights& w, const W4Activations& x, float* y, bool accumulate, int threads,
+               std::int64_t tile_begin, std::int64_t tile_end);
 
 }  // namespace ember::kernels::cpu

@@ -191,13 +191,22 @@ void gemv_activations(const std::int8_t* q, std::int64_t m, std::int64_t in,
 
 void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_scales,
                std::int64_t m, float* y, bool accumulate, int threads) {
+  gemv_int8(w, xu, x_scales, m, y, accumulate, threads, 0, w.tiles());
+}
+
+void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_scales,
+               std::int64_t m, float* y, bool accumulate, int threads, std::int64_t tile_begin,
+               std::int64_t tile_end) {
+  if (tile_begin < 0 || tile_begin > tile_end || tile_end > w.tiles())
+    fail(ErrorCode::invalid_argument, "gemv: tiles [{}, {}) of {}", tile_begin, tile_end, w.tiles());
   if (m < 1 || m > kGemvMaxRows)
     fail(ErrorCode::invalid_argument, "gemv: m = {} rows, expected 1..{}", m, kGemvMaxRows);
   if (!gemv_int8_supported()) fail(ErrorCode::internal, "gemv: this CPU has no AVX-512 VNNI");
 #if EMBER_GEMV_X86
-  const std::int64_t by_size = w.blocks() * 16 * w.padded_in() / kMinBytesPerThread;
+  const std::int64_t tiles = tile_end - tile_begin;
+  const std::int64_t by_size = tiles * w.tile_blocks() * 16 * w.padded_in() / kMinBytesPerThread;
   const auto team = static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(threads, by_size), 1, kMaxTileTeam));
-  for_tiles(w.tiles(), team, [&](std::int64_t t) { run_tile(w, t, xu, x_scales, m, y, accumulate); });
+  for_tiles(tiles, team, [&](std::int64_t t) { run_tile(w, tile_begin + t, xu, x_scales, m, y, accumulate); });
 #endif
 }
 

@@ -92,5 +92,10 @@ void gemv_activations(const std::int8_t* q, std::int64_t m, std::int64_t in,
 // threads, output blocks are split between them.
 void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_scales,
                std::int64_t m, float* y, bool accumulate, int threads);
+// The same for tiles [tile_begin, tile_end) only: y's columns [tile_begin, tile_end) *
+// tile_blocks() * 16 (up to out()), its other columns untouched.
+void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_scales,
+               std::int64_t m, float* y, bool accumulate, int threads, std::int64_t tile_begin,
+               std::int64_t tile_end);
 
 }  // namespace ember::kernels::cpu

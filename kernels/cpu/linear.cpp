@@ -62,14 +62,7 @@ class OnednnLinear : public Linear {
   void forward(CpuContext& ctx, const float* x, std::int64_t m, float* y,
                bool accumulate) override {
     if (m < 0) fail(ErrorCode::invalid_argument, "linear: m = {} rows is negative", m);
-    if (m == 0) return;
-    std::lock_guard lock(mutex_);
-    try {
-      run(ctx, x, m, y, accumulate);
-    } catch (const dnnl::error& e) {
-      fail(ErrorCode::internal, "linear {}x{} at m={}: oneDNN: {}", out_features(), in_features(),
-           m, e.what());
-    }
+    locked_run(ctx, x, m, y, accumulate, 0, out_features());
   }
 
   std::string implementation(CpuContext& ctx, std::int64_t m, bool accumulate) override {
@@ -94,10 +87,17 @@ class OnednnLinear : public Linear {
     ctx.stream.wait();
   }
 
+  void forward_range(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin,
+                     std::int64_t end) override {
+    locked_run(ctx, x, m, y, false, begin, end);
+  }
+
   // Depends on the shape, m and accumulate only: per-Linear values (the weight scales) are
   // run-time arguments, so the context's MatmulCache shares one primitive among Linears.
   virtual dnnl::primitive_attr make_attr(std::int64_t m, bool accumulate) const = 0;
-  virtual void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate) = 0;
+  // y's columns [begin, end) (the whole of them unless output_granule() allows less).
+  virtual void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate,
+                   std::int64_t begin, std::int64_t end) = 0;
 
   std::shared_ptr<const CachedMatmul> primitive(CpuContext& ctx, std::int64_t m, bool accumulate) {
     const MatmulKey key{static_cast<int>(type_), in_features(), out_features(), m, accumulate};
@@ -130,6 +130,18 @@ class OnednnLinear : public Linear {
   std::mutex mutex_;
 
  private:
+  void locked_run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate,
+                  std::int64_t begin, std::int64_t end) {
+    if (m == 0) return;
+    std::lock_guard lock(mutex_);
+    try {
+      run(ctx, x, m, y, accumulate, begin, end);
+    } catch (const dnnl::error& e) {
+      fail(ErrorCode::internal, "linear {}x{} at m={}: oneDNN: {}", out_features(), in_features(),
+           m, e.what());
+    }
+  }
+
   dnnl::matmul::primitive_desc make_pd(CpuContext& ctx, std::int64_t m, bool accumulate,
                                        const Md& weights) const {
     const dnnl::matmul::desc desc(md3(m, in_features(), type_), weights,
@@ -186,6 +198,12 @@ class Int8Linear final : public OnednnLinear {
     return OnednnLinear::implementation(ctx, m, accumulate);
   }
 
+  // Both terms of a two-term row run the GEMV whenever a single term does (together, or one
+  // after the other), so m alone decides.
+  std::int64_t output_granule(std::int64_t m) const override {
+    return uses_gemv(m) ? gemv_->tile_blocks() * 16 : out_features();
+  }
+
  private:
   bool uses_gemv(std::int64_t m) const { return gemv_ != nullptr && m <= kGemvMaxRows; }
 
@@ -201,13 +219,15 @@ class Int8Linear final : public OnednnLinear {
     return attr;
   }
 
-  void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate) override {
+  void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate,
+           std::int64_t begin, std::int64_t end) override {
     const std::int64_t in = in_features();
+    const Columns cols{begin, end};
     grow(q_, terms_ * m * in);
     grow(row_scales_, terms_ * m);
     if (terms_ == 1) {
       quantize_rows_s8(x, m, in, in, q_.data(), row_scales_.data(), ctx.threads);
-      multiply(ctx, q_.data(), row_scales_.data(), m, y, accumulate);
+      multiply(ctx, q_.data(), row_scales_.data(), m, y, accumulate, cols);
       return;
     }
     // Term 2's rows follow term 1's: [q_hi; q_lo]. It is added in a second pass, y = (y + t1) +
@@ -218,25 +238,32 @@ class Int8Linear final : public OnednnLinear {
       // Both terms in one GEMV call: the weights are streamed once, as for a single term.
       const std::int64_t out = out_features();
       grow(terms_y_, 2 * m * out);
-      multiply(ctx, q_.data(), row_scales_.data(), 2 * m, terms_y_.data(), false);
+      multiply(ctx, q_.data(), row_scales_.data(), 2 * m, terms_y_.data(), false, cols);
       for (std::int64_t r = 0; r < m; ++r) {
         const float* t1 = terms_y_.data() + r * out;
         const float* t2 = t1 + m * out;
         float* yr = y + r * out;
-        for (std::int64_t i = 0; i < out; ++i) yr[i] = (accumulate ? yr[i] + t1[i] : t1[i]) + t2[i];
+        for (std::int64_t i = begin; i < end; ++i) yr[i] = (accumulate ? yr[i] + t1[i] : t1[i]) + t2[i];
       }
       return;
     }
-    multiply(ctx, q_.data(), row_scales_.data(), m, y, accumulate);
-    multiply(ctx, q_.data() + m * in, row_scales_.data() + m, m, y, true);
+    multiply(ctx, q_.data(), row_scales_.data(), m, y, accumulate, cols);
+    multiply(ctx, q_.data() + m * in, row_scales_.data() + m, m, y, true, cols);
   }
 
-  // y (+)= the product of m quantized rows.
-  void multiply(CpuContext& ctx, std::int8_t* q, float* scales, std::int64_t m, float* y, bool accumulate) {
+  struct Columns {
+    std::int64_t begin, end;
+  };
+
+  // y's columns `cols` (+)= the product of m quantized rows; oneDNN computes them all.
+  void multiply(CpuContext& ctx, std::int8_t* q, float* scales, std::int64_t m, float* y, bool accumulate,
+                Columns cols) {
     if (uses_gemv(m)) {
       grow(xu_, m * gemv_->padded_in());
       gemv_activations(q, m, in_features(), gemv_->padded_in(), xu_.data());
-      gemv_int8(*gemv_, xu_.data(), scales, m, y, accumulate, ctx.threads);
+      const std::int64_t tile = gemv_->tile_blocks() * 16;
+      gemv_int8(*gemv_, xu_.data(), scales, m, y, accumulate, ctx.threads, cols.begin / tile,
+                (cols.end + tile - 1) / tile);
       return;
     }
     execute(ctx, m, accumulate, q, y, scales, weight_scales_.data());
@@ -276,7 +303,8 @@ class Fp32Linear final : public OnednnLinear {
     return attr;
   }
 
-  void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate) override {
+  void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate, std::int64_t,
+           std::int64_t) override {
     execute(ctx, m, accumulate, const_cast<float*>(x), y, nullptr);
   }
 };
@@ -293,6 +321,21 @@ std::unique_ptr<Linear> make_linear(CpuContext& ctx, const W* w, std::int64_t ou
 }
 
 }  // namespace
+
+void Linear::forward_outputs(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin,
+                             std::int64_t end) {
+  if (m < 0) fail(ErrorCode::invalid_argument, "linear: m = {} rows is negative", m);
+  const std::int64_t granule = output_granule(m);
+  if (begin < 0 || begin >= end || end > out_features() || begin % granule != 0 ||
+      (end % granule != 0 && end != out_features()))
+    fail(ErrorCode::invalid_argument, "linear: outputs [{}, {}) of {} at m = {} are not in units of {}", begin, end,
+         out_features(), m, granule);
+  forward_range(ctx, x, m, y, begin, end);
+}
+
+void Linear::forward_range(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t, std::int64_t) {
+  forward(ctx, x, m, y, false);
+}
 
 int int8_weight_range() { return weight_qmax_for_isa(); }
 

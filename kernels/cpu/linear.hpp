@@ -38,8 +38,23 @@ class Linear {
   // path multiplies, scales included where they are per group.
   virtual std::int64_t decode_bytes() const = 0;
 
+  // Columns [begin, end) of y = x·Wᵀ, y dense [m, out] with its other columns left as they are:
+  // a long product in pieces, such as the lm_head across the frames of a budgeted step. begin is
+  // a multiple of output_granule(m), end one too or out_features(). The columns equal forward()'s
+  // bit for bit. Throws ErrorCode::invalid_argument on a range that breaks these rules.
+  void forward_outputs(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin,
+                       std::int64_t end);
+  // The unit of forward_outputs()'s ranges at m rows: a tile of the kernel that runs m rows, or
+  // out_features() where that kernel computes every output at once (oneDNN's matmul).
+  virtual std::int64_t output_granule(std::int64_t /*m*/) const { return out_features(); }
+
  protected:
   Linear(std::int64_t out, std::int64_t in) : in_(in), out_(out) {}
+
+  // forward_outputs() once its range is checked. The default, for a kernel that cannot split,
+  // is handed the whole range and runs forward().
+  virtual void forward_range(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin,
+                             std::int64_t end);
 
  private:
   std::int64_t in_;

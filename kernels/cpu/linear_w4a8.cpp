@@ -16,16 +16,28 @@ class W4a8Linear final : public Linear {
 
   void forward(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate) override {
     if (m < 0) fail(ErrorCode::invalid_argument, "linear: m = {} rows is negative", m);
-    if (m == 0) return;
-    std::lock_guard lock(mutex_);
-    quantize_w4_activations(x, m, in_features(), in_features(), weights_.padded_in(), activations_, ctx.threads);
-    gemm_w4a8(weights_, activations_, y, accumulate, ctx.threads);
+    run(ctx, x, m, y, accumulate, 0, weights_.tiles());
   }
 
   std::string implementation(CpuContext&, std::int64_t, bool) override { return "w4a8:avx512_vnni"; }
   std::int64_t decode_bytes() const override { return weights_.bytes(); }
+  std::int64_t output_granule(std::int64_t) const override { return W4Weights::kTileOutputs; }
 
  private:
+  void forward_range(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin,
+                     std::int64_t end) override {
+    run(ctx, x, m, y, false, begin / W4Weights::kTileOutputs,
+        (end + W4Weights::kTileOutputs - 1) / W4Weights::kTileOutputs);
+  }
+
+  void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate, std::int64_t tile_begin,
+           std::int64_t tile_end) {
+    if (m == 0) return;
+    std::lock_guard lock(mutex_);
+    quantize_w4_activations(x, m, in_features(), in_features(), weights_.padded_in(), activations_, ctx.threads);
+    gemm_w4a8(weights_, activations_, y, accumulate, ctx.threads, tile_begin, tile_end);
+  }
+
   const W4Weights weights_;
   std::mutex mutex_;
   W4Activations activations_;  // scratch, guarded by mutex_; grows to the largest batch seen

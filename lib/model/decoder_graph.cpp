@@ -93,6 +93,12 @@ void run_final_norm(const ModelConfig&, DecoderOps& ops, std::int64_t logit_rows
   ops.rmsnorm({-1, WeightId::output_norm}, Activation::logit_input, Activation::h, logit_rows);
 }
 
+void run_lm_head(const ModelConfig&, DecoderOps& ops, std::int64_t logit_rows, std::int64_t begin,
+                 std::int64_t end) {
+  if (logit_rows == 0) return;
+  ops.linear_outputs({-1, WeightId::lm_head}, Activation::h, Activation::logits, logit_rows, begin, end);
+}
+
 void run_head(const ModelConfig& c, DecoderOps& ops, std::int64_t logit_rows) {
   if (logit_rows == 0) return;
   run_final_norm(c, ops, logit_rows);

@@ -100,6 +100,10 @@ class DecoderOps {
   virtual void rmsnorm_heads(WeightRef weight, QkvPart part) = 0;
   // out = in Wᵀ (out += in Wᵀ when accumulate), in `rows` rows.
   virtual void linear(WeightRef weight, Activation in, Activation out, std::int64_t rows, bool accumulate) = 0;
+  // Columns [begin, end) of out = in Wᵀ only, the rest of out untouched (begin and end in the
+  // units the device's kernel takes, which the host that splits the linear asks it for).
+  virtual void linear_outputs(WeightRef weight, Activation in, Activation out, std::int64_t rows,
+                              std::int64_t begin, std::int64_t end) = 0;
   // a += bias, every row.
   virtual void add_bias(WeightRef bias, Activation a) = 0;
   // into += from, every row.
@@ -119,13 +123,17 @@ class DecoderOps {
 };
 
 // The graph, a piece at a time: a host that must stop between layers (a frame budget) runs
-// begin_step, then run_layer for each layer as time allows, then run_head.
+// begin_step, then run_layer for each layer as time allows, then run_head, or, where the head
+// itself is too long for one piece, run_final_norm and run_lm_head over slices of the vocabulary.
 void begin_step(const ModelConfig& config, DecoderOps& ops);
 void run_layer(const ModelConfig& config, int layer, DecoderOps& ops, std::int64_t rows);
 void run_head(const ModelConfig& config, DecoderOps& ops, std::int64_t logit_rows);
 // The head's first part: h = rmsnorm(x[logit rows], output_norm), the lm_head's input (what
 // calibration observes).
 void run_final_norm(const ModelConfig& config, DecoderOps& ops, std::int64_t logit_rows);
+// The head's second part for the vocabulary entries [begin, end): their logits = h W_lm_headᵀ.
+void run_lm_head(const ModelConfig& config, DecoderOps& ops, std::int64_t logit_rows, std::int64_t begin,
+                 std::int64_t end);
 // All of it.
 void run_decoder(const ModelConfig& config, DecoderOps& ops, std::int64_t rows, std::int64_t logit_rows);
 

@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -267,6 +268,43 @@ TEST_CASE("a flattened batch of several sequences equals each sequence alone") {
     std::vector<float> together_b(logits.begin() + c.vocab, logits.end());
     CHECK(compare(together_a, a_last, c.vocab).max_abs < 1e-4);
     CHECK(compare(together_b, b_all, c.vocab).max_abs < 1e-4);
+  }
+}
+
+TEST_CASE("a pass in pieces (a layer or a slice of the lm_head per call) equals the whole pass bit for bit") {
+  model::SyntheticModelSpec spec;
+  spec.config.vocab = 4096;  // a head of about seven layers' weights: it runs in slices
+  for (const model::GgmlType type : {model::GgmlType::Q8_0, model::GgmlType::Q4_0}) {
+    spec.weight_type = type;
+    const auto bytes = model::make_synthetic_model(spec);
+    const auto file = model::GgufFile::parse(bytes.data(), bytes.size(), "synthetic");
+    const model::ModelConfig c = model::read_model_config(*file);
+    backend::BackendOptions options;
+    options.threads = 2;
+    for (Precision precision : {Precision::fp32, Precision::int8}) {
+      auto b = backend::cpu::make_kernel_backend(file, c, options, precision);
+      CAPTURE(b->weight_format());
+      const auto tokens = random_tokens(11, c.vocab, 4);
+      test::SequenceRunner whole_runner(*b, 32), piece_runner(*b, 32);
+      // Passes of 5 logit rows, then a decode row: the lm_head's kernel (GEMV, W4A8 or oneDNN)
+      // takes its slices at either row count.
+      const std::vector<std::int32_t> prompt(tokens.begin(), tokens.end() - 1);
+      auto whole = whole_runner.append(prompt, /*all_rows=*/true, 5);
+      const auto whole_last = whole_runner.append({tokens.back()});
+      whole.insert(whole.end(), whole_last.begin(), whole_last.end());
+      int calls = 0;
+      auto pieces = piece_runner.append(prompt, /*all_rows=*/true, 5, &calls);
+      const auto pieces_last = piece_runner.append({tokens.back()}, false, 256, &calls);
+      pieces.insert(pieces.end(), pieces_last.begin(), pieces_last.end());
+      REQUIRE(pieces.size() == whole.size());
+      CHECK(std::memcmp(pieces.data(), whole.data(), whole.size() * sizeof(float)) == 0);
+      const int passes = 3;  // 5 + 5 prompt rows, then 1
+      MESSAGE(b->weight_format(), ": ", calls, " calls for ", passes, " passes of ", c.layers, " layers");
+      if (precision == Precision::fp32)
+        CHECK(calls == passes * (c.layers + 1));  // oneDNN computes a head whole
+      else
+        CHECK(calls > passes * (c.layers + 2));  // the head in slices in every pass
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -119,6 +120,37 @@ TEST_CASE("int8 linear: a row alone (GEMV) equals the same row in a batch past t
       lin->forward(ctx, x.data() + i * in, 1, y_row.data());
       const std::vector<float> expected(y_batch.begin() + i * out, y_batch.begin() + (i + 1) * out);
       CHECK(bit_mismatches(y_row, expected) == 0);
+    }
+  }
+}
+
+TEST_CASE("int8 linear: outputs in slices of its granule equal the whole product bit for bit") {
+  const std::int64_t in = 192, out = 1000, rows = kGemvMaxRows + 8;
+  const auto w = random_floats(static_cast<std::size_t>(out * in), 31, -0.05f, 0.05f);
+  const auto x = random_floats(static_cast<std::size_t>(rows * in), 32, -4.0f, 4.0f);
+  CpuContext ctx(2);
+  for (ActivationQuant a : {ActivationQuant::per_row, ActivationQuant::residual}) {
+    auto lin = make_int8_linear(ctx, w.data(), out, in, a);
+    // One row, two-term rows in one GEMV call and not (2m > kGemvMaxRows), and oneDNN's m.
+    for (const std::int64_t m : {std::int64_t{1}, std::int64_t{5}, std::int64_t{40}, rows}) {
+      CAPTURE(static_cast<int>(a)); CAPTURE(m);
+      const std::int64_t unit = lin->output_granule(m);
+      if (gemv_expected() && m <= kGemvMaxRows)
+        CHECK((unit % 16 == 0 && unit < out));  // GEMV tiles: whole blocks of 16 outputs
+      else
+        CHECK(unit == out);  // oneDNN computes every output at once
+      std::vector<float> whole(static_cast<std::size_t>(m * out)), sliced(whole.size(), -1.0f);
+      lin->forward(ctx, x.data(), m, whole.data());
+      for (std::int64_t begin = 0; begin < out; begin += 3 * unit)
+        lin->forward_outputs(ctx, x.data(), m, sliced.data(), begin, std::min(out, begin + 3 * unit));
+      CHECK(bit_mismatches(sliced, whole) == 0);
+      if (unit < out) {
+        CHECK_THROWS_AS(lin->forward_outputs(ctx, x.data(), m, sliced.data(), unit / 2, unit), ember::Error);
+        CHECK_THROWS_AS(lin->forward_outputs(ctx, x.data(), m, sliced.data(), 0, unit + 1), ember::Error);
+      } else {
+        CHECK_THROWS_AS(lin->forward_outputs(ctx, x.data(), m, sliced.data(), 0, out / 2), ember::Error);
+      }
+      CHECK_THROWS_AS(lin->forward_outputs(ctx, x.data(), m, sliced.data(), 0, out + 1), ember::Error);
     }
   }
 }

@@ -3,9 +3,11 @@
 #include "kernel_test_util.hpp"
 #include "kernels/cpu/gemm_w4a8.hpp"
 #include "kernels/cpu/linear.hpp"
+#include "util/check.hpp"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -166,6 +168,29 @@ TEST_CASE("w4a8 linear: the product of the 4-bit weights, and y_old + product wh
     linear->forward(ctx, x.data(), rows, acc.data(), true);
     for (std::size_t i = 0; i < y.size(); ++i) once[i] = 0.5f + y[i];
     CHECK(bit_mismatches(acc, once) == 0);
+  }
+}
+
+TEST_CASE("w4a8 linear: outputs in slices of 32 equal the whole product bit for bit") {
+  if (!w4a8_supported()) {
+    MESSAGE("skipped: this CPU has no AVX-512 VNNI");
+    return;
+  }
+  CpuContext ctx(2);
+  const std::int64_t out = 300, in = 128;
+  const FourBitMatrix w(out, in, /*offsets=*/true, 19);
+  const auto linear = make_w4a8_linear(ctx, out, in, true, w.source());
+  for (const std::int64_t rows : {1, 9}) {
+    CAPTURE(rows);
+    CHECK(linear->output_granule(rows) == 32);
+    const auto x = random_floats(static_cast<std::size_t>(rows * in), 23, -1.0f, 1.0f);
+    std::vector<float> whole(static_cast<std::size_t>(rows * out)), sliced(whole.size(), -1.0f);
+    linear->forward(ctx, x.data(), rows, whole.data());
+    for (std::int64_t begin = 0; begin < out; begin += 64)
+      linear->forward_outputs(ctx, x.data(), rows, sliced.data(), begin, std::min(out, begin + 64));
+    CHECK(bit_mismatches(sliced, whole) == 0);
+    CHECK_THROWS_AS(linear->forward_outputs(ctx, x.data(), rows, sliced.data(), 16, 64), ember::Error);
+    CHECK_THROWS_AS(linear->forward_outputs(ctx, x.data(), rows, sliced.data(), 256, 290), ember::Error);
   }
 }
 

@@ -1,6 +1,7 @@
 #include "sequence_runner.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 
@@ -24,7 +25,7 @@ SequenceRunner::SequenceRunner(backend::Backend& backend, int max_tokens, KvCach
 }
 
 std::vector<float> SequenceRunner::append(const std::vector<std::int32_t>& tokens, bool all_rows,
-                                          int chunk) {
+                                          int chunk, int* pieces) {
   const int vocab = backend_.config().vocab;
   std::vector<float> result, logits;
   for (std::size_t begin = 0; begin < tokens.size(); begin += static_cast<std::size_t>(chunk)) {
@@ -41,7 +42,13 @@ std::vector<float> SequenceRunner::append(const std::vector<std::int32_t>& token
     const int blocks_used = (length_ + block_size_ - 1) / block_size_;
     batch.sequences.push_back({0, batch.rows(),
                                std::vector<std::int32_t>(block_table_.begin(), block_table_.begin() + blocks_used)});
-    backend_.forward(batch, *kv_, logits);
+    if (pieces == nullptr) {
+      backend_.forward(batch, *kv_, logits);
+    } else {
+      backend_.begin_forward(batch, *kv_, logits);
+      do ++*pieces;
+      while (!backend_.advance_forward(std::chrono::steady_clock::time_point::min()));
+    }
     result.insert(result.end(), logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(batch.logit_rows.size()) * vocab);
   }
   return result;

@@ -16,9 +16,11 @@ class SequenceRunner {
                  int block_size = 16);
 
   // Appends `tokens` (in chunks of at most `chunk` rows) and returns the logits of the last
-  // row, or of every appended row when `all_rows` ([n, vocab] row-major).
+  // row, or of every appended row when `all_rows` ([n, vocab] row-major). With `pieces`, each
+  // forward pass runs as a budgeted step with no time left, a piece per advance_forward() call
+  // (a layer, or a piece of the head), and *pieces counts the calls.
   std::vector<float> append(const std::vector<std::int32_t>& tokens, bool all_rows = false,
-                            int chunk = 256);
+                            int chunk = 256, int* pieces = nullptr);
   int length() const { return length_; }
   void reset() { length_ = 0; }
 

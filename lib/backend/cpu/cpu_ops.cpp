@@ -94,6 +94,11 @@ void CpuOps::linear(model::WeightRef weight, Activation in, Activation out, std:
   weights_[weight].linear->forward(ctx_, at(in), rows, at(out), accumulate);
 }
 
+void CpuOps::linear_outputs(model::WeightRef weight, Activation in, Activation out, std::int64_t rows,
+                            std::int64_t begin, std::int64_t end) {
+  weights_[weight].linear->forward_outputs(ctx_, at(in), rows, at(out), begin, end);
+}
+
 void CpuOps::add_bias(model::WeightRef bias, Activation a) {
   const std::vector<float>& b = weights_[bias].values;
   const std::int64_t n = width(a);

@@ -53,6 +53,8 @@ class CpuOps final : public model::DecoderOps {
   void rmsnorm_heads(model::WeightRef weight, model::QkvPart part) override;
   void linear(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows,
               bool accumulate) override;
+  void linear_outputs(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows,
+                      std::int64_t begin, std::int64_t end) override;
   void add_bias(model::WeightRef bias, model::Activation a) override;
   void add(model::Activation from, model::Activation into) override;
   void rope(model::QkvPart part, model::RopeAngleSet set) override;

@@ -111,6 +111,14 @@ class ReferenceOps final : public model::DecoderOps {
       act(out) = act(in) * weights_[weight].transpose();
   }
 
+  void linear_outputs(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t,
+                      std::int64_t begin, std::int64_t end) override {
+    const Matrix& w = weights_[weight];
+    Matrix& y = act(out);
+    if (y.rows() != act(in).rows() || y.cols() != w.rows()) y.resize(act(in).rows(), w.rows());
+    y.middleCols(begin, end - begin) = act(in) * w.middleRows(begin, end - begin).transpose();
+  }
+
   void add_bias(model::WeightRef bias, model::Activation a) override {
     act(a).rowwise() += weights_[bias].row(0);
   }

@@ -365,6 +365,13 @@ class CudaBackend final : public Backend, private model::DecoderOps {
     linear(weights_[weight].linear, at(in), rows, at(out), accumulate);
   }
 
+  void linear_outputs(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows,
+                      std::int64_t begin, std::int64_t end) override {
+    const Linear& l = weights_[weight].linear;
+    if (begin != 0 || end != l.out) missing("a linear in pieces");
+    linear(l, at(in), rows, at(out), false);
+  }
+
   void add_bias(model::WeightRef bias, model::Activation a) override {
     EMBER_ASSERT(a == model::Activation::qkv);
     k::add_bias(at(a), step_.rows, q_dim_ + 2 * kv_dim_, weights_[bias].values.as<float>(), stream_->get());
