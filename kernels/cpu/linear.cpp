@@ -222,12 +222,11 @@ class Int8Linear final : public OnednnLinear {
   void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate,
            std::int64_t begin, std::int64_t end) override {
     const std::int64_t in = in_features();
-    const Columns cols{begin, end};
     grow(q_, terms_ * m * in);
     grow(row_scales_, terms_ * m);
     if (terms_ == 1) {
       quantize_rows_s8(x, m, in, in, q_.data(), row_scales_.data(), ctx.threads);
-      multiply(ctx, q_.data(), row_scales_.data(), m, y, accumulate, cols);
+      multiply(ctx, q_.data(), row_scales_.data(), m, y, accumulate, begin, end);
       return;
     }
     // Term 2's rows follow term 1's: [q_hi; q_lo]. It is added in a second pass, y = (y + t1) +
@@ -238,7 +237,7 @@ class Int8Linear final : public OnednnLinear {
       // Both terms in one GEMV call: the weights are streamed once, as for a single term.
       const std::int64_t out = out_features();
       grow(terms_y_, 2 * m * out);
-      multiply(ctx, q_.data(), row_scales_.data(), 2 * m, terms_y_.data(), false, cols);
+      multiply(ctx, q_.data(), row_scales_.data(), 2 * m, terms_y_.data(), false, begin, end);
       for (std::int64_t r = 0; r < m; ++r) {
         const float* t1 = terms_y_.data() + r * out;
         const float* t2 = t1 + m * out;
@@ -247,23 +246,18 @@ class Int8Linear final : public OnednnLinear {
       }
       return;
     }
-    multiply(ctx, q_.data(), row_scales_.data(), m, y, accumulate, cols);
-    multiply(ctx, q_.data() + m * in, row_scales_.data() + m, m, y, true, cols);
+    multiply(ctx, q_.data(), row_scales_.data(), m, y, accumulate, begin, end);
+    multiply(ctx, q_.data() + m * in, row_scales_.data() + m, m, y, true, begin, end);
   }
 
-  struct Columns {
-    std::int64_t begin, end;
-  };
-
-  // y's columns `cols` (+)= the product of m quantized rows; oneDNN computes them all.
+  // y's columns [begin, end) (+)= the product of m quantized rows; oneDNN computes them all.
   void multiply(CpuContext& ctx, std::int8_t* q, float* scales, std::int64_t m, float* y, bool accumulate,
-                Columns cols) {
+                std::int64_t begin, std::int64_t end) {
     if (uses_gemv(m)) {
       grow(xu_, m * gemv_->padded_in());
       gemv_activations(q, m, in_features(), gemv_->padded_in(), xu_.data());
       const std::int64_t tile = gemv_->tile_blocks() * 16;
-      gemv_int8(*gemv_, xu_.data(), scales, m, y, accumulate, ctx.threads, cols.begin / tile,
-                (cols.end + tile - 1) / tile);
+      gemv_int8(*gemv_, xu_.data(), scales, m, y, accumulate, ctx.threads, begin / tile, (end + tile - 1) / tile);
       return;
     }
     execute(ctx, m, accumulate, q, y, scales, weight_scales_.data());

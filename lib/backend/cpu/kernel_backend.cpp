@@ -26,7 +26,7 @@ class KernelBackend final : public Backend {
     weights_ = std::move(prepared.weights);
     weight_format_ = std::move(prepared.format);
     ops_ = std::make_unique<CpuOps>(config_, weights_, *tensors.token_embd, ctx_);
-    head_pieces_ = head_pieces();
+    head_pieces_ = count_head_pieces();
   }
 
   const model::ModelConfig& config() const override { return config_; }
@@ -81,13 +81,6 @@ class KernelBackend final : public Backend {
   }
 
  private:
-  std::shared_ptr<const model::GgufFile> file_;  // keeps the token embeddings mapped
-  model::ModelConfig config_;
-  kernels::cpu::CpuContext ctx_;
-  Precision gemm_;
-  CpuWeights weights_;
-  std::string weight_format_;
-  std::unique_ptr<CpuOps> ops_;
   std::uint64_t linear_bytes(int layer) const {
     std::uint64_t bytes = 0;
     for (int id = 0; id < model::kWeightIdCount; ++id)
@@ -99,7 +92,7 @@ class KernelBackend final : public Backend {
   // The lm_head runs in pieces of about a layer's weight stream, so that a budgeted step can
   // stop inside it as it does between layers: a large vocabulary's head (a 1B model's streams
   // ~4x a layer's weights) is otherwise the one long unit of the pass.
-  std::int64_t head_pieces() const {
+  std::int64_t count_head_pieces() const {
     const std::uint64_t layer = config_.layers > 0 ? linear_bytes(0) : 0;
     if (layer == 0) return 1;
     return static_cast<std::int64_t>(std::max<std::uint64_t>(1, (linear_bytes(-1) + layer / 2) / layer));
@@ -112,6 +105,13 @@ class KernelBackend final : public Backend {
     return std::min<std::int64_t>((piece + unit - 1) / unit * unit, config_.vocab);
   }
 
+  std::shared_ptr<const model::GgufFile> file_;  // keeps the token embeddings mapped
+  model::ModelConfig config_;
+  kernels::cpu::CpuContext ctx_;
+  Precision gemm_;
+  CpuWeights weights_;
+  std::string weight_format_;
+  std::unique_ptr<CpuOps> ops_;
   struct Pass {  // the forward pass in progress (begin_forward)
     std::int64_t rows = 0, logit_rows = 0;
     int next_layer = 0;
