@@ -179,9 +179,11 @@ StepResult EngineCore::run_for(std::chrono::microseconds budget) {
   }
   const auto deadline = Clock::now() + budget;
   auto lock = lock_.lock();
-  const int max_rows = stepper_->rows_for_budget(budget);
+  int max_rows = 0;
   do {
     lock_.let_callers_in(lock);
+    // The cap follows the cost model, which learns from every step (the first is small).
+    max_rows = stepper_->rows_for_budget(budget);
     const int rows = stepper_->step(deadline, max_rows);
     if (rows == Stepper::kPaused) {  // the budget is spent; the step continues next call
       result.step_paused = true;
@@ -193,8 +195,9 @@ StepResult EngineCore::run_for(std::chrono::microseconds budget) {
     }
     ++result.steps;
     result.tokens += rows;
-    // A new step runs at least one layer: start one only when a layer like the last step's fits.
-  } while (Clock::now() + stepper_->last_layer_time() < deadline);
+    // A new step runs at least one layer: start one only when a layer of the largest step the
+    // cap allows fits (the last step's may have been a few decodes, the next a prefill chunk).
+  } while (Clock::now() + stepper_->next_layer_time(max_rows) < deadline);
   return result;
 }
 

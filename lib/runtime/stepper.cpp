@@ -10,12 +10,19 @@ Stepper::Stepper(backend::Backend& backend, backend::KvCache& kv, Scheduler& sch
     : backend_(backend), kv_(kv), scheduler_(scheduler), output_(output), logger_(logger), layers_(layers) {}
 
 int Stepper::rows_for_budget(std::chrono::microseconds budget) const {
-  if (row_layer_seconds_ <= 0 || budget.count() <= 0) return 0;
-  // At least a step of decodes: the running sequences are never starved by the cap.
+  if (budget.count() <= 0) return 0;
   const SchedulerLimits& limits = scheduler_.limits();
-  const double rows = 0.5 * std::chrono::duration<double>(budget).count() / row_layer_seconds_;
-  const double floor = std::max(rows, static_cast<double>(limits.max_sequences));
-  return static_cast<int>(std::min(floor, static_cast<double>(limits.max_batch_tokens)));
+  // Until a step was measured, a small one (it teaches the cost model what rows cost).
+  int rows = limits.max_sequences;
+  if (cost_.known()) rows = cost_.rows_within(kLayerShareOfBudget * std::chrono::duration<double>(budget).count());
+  // At least a row per running sequence: the decodes are never starved by the cap.
+  rows = std::max({rows, scheduler_.running(), 1});
+  return std::min(rows, limits.max_batch_tokens);
+}
+
+Clock::duration Stepper::next_layer_time(int max_rows) const {
+  if (!cost_.known() || max_rows <= 0) return last_layer_time_;
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cost_.layer_seconds(max_rows)));
 }
 
 int Stepper::step(Clock::time_point deadline, int max_rows) {
@@ -84,10 +91,7 @@ int Stepper::finish_step() {
   const std::vector<ScheduledSequence> step = std::exchange(step_, {});
   ++steps_;
   last_layer_time_ = step_forward_time_ / std::max(1, layers_);
-  if (const int rows = batch_.rows(); rows >= 32) {
-    const double seconds = std::chrono::duration<double>(step_forward_time_).count() / (rows * layers_);
-    row_layer_seconds_ = row_layer_seconds_ > 0 ? 0.7 * row_layer_seconds_ + 0.3 * seconds : seconds;
-  }
+  cost_.add(batch_.rows(), std::chrono::duration<double>(last_layer_time_).count());
   const int context_length = scheduler_.limits().context_length;
   try {
     inject(FaultPoint::sample);

@@ -16,6 +16,7 @@
 #include "runtime/output_stage.hpp"
 #include "runtime/scheduler.hpp"
 #include "runtime/sequence.hpp"
+#include "runtime/step_cost.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -38,6 +39,11 @@ class Stepper {
  public:
   static constexpr int kIdle = -1;    // step(): there was nothing to do
   static constexpr int kPaused = -2;  // step(): the deadline came inside the forward pass
+  // A budgeted step's layer is sized to this share of the budget. Larger steps do more work per
+  // weight read, but a layer the estimate misses by 2x (a shared machine's noise, a layer after
+  // a frame's sleep on cold caches, a chunk attending to more context than the last) must still
+  // end within the frame; at 0.75 the default model's 16 ms frames overran by more than 2 ms.
+  static constexpr double kLayerShareOfBudget = 0.5;
 
   Stepper(backend::Backend& backend, backend::KvCache& kv, Scheduler& scheduler, OutputStage& output,
           const Logger& logger, int layers);
@@ -49,9 +55,12 @@ class Stepper {
   // most `max_rows` rows (0: the scheduler's limit). Returns the rows computed, kPaused or
   // kIdle. Nothing escapes: a failure ends requests with FinishReason::error instead.
   int step(Clock::time_point deadline = Clock::time_point::max(), int max_rows = 0);
-  // The rows of a step whose every layer fits in about half of `budget` (0: no cap).
+  // The rows of a step whose every layer is expected to fit in kLayerShareOfBudget of `budget`
+  // (0: no cap), at least one per running sequence.
   int rows_for_budget(std::chrono::microseconds budget) const;
-  Clock::duration last_layer_time() const { return last_layer_time_; }  // of the last finished step
+  // What a layer of a new step of at most `max_rows` rows (0: no cap) is expected to take: the
+  // cost model's estimate, or the last finished step's layer before it knows anything.
+  Clock::duration next_layer_time(int max_rows) const;
   std::uint64_t steps() const { return steps_; }                         // finished steps
   bool idle() const { return !step_paused_ && scheduler_.idle(); }       // no request left
 
@@ -94,9 +103,7 @@ class Stepper {
   std::vector<ScheduledSequence> step_;
   bool step_paused_ = false;
   Clock::duration step_forward_time_{};  // the forward pass of step_ so far
-  // Seconds one row costs in one layer, measured on steps of 32 rows or more (where the rows'
-  // work, not reading the weights, dominates); 0 until such a step ran.
-  double row_layer_seconds_ = 0;
+  StepCost cost_;  // of a layer against the step's rows, from the steps that finished
   Clock::duration last_layer_time_{};
   std::function<void(FaultPoint)> fault_hook_;
 };
