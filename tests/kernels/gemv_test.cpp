@@ -68,11 +68,14 @@ TEST_CASE("int8 linear: the decode GEMV is bitwise equal to oneDNN (model and od
   struct Shape { std::int64_t in, out; };
   for (const Shape s : {Shape{576, 960}, Shape{576, 576}, Shape{576, 3072}, Shape{1536, 576},
                         Shape{576, 49152}, Shape{65, 17}, Shape{3, 33}, Shape{66, 1100}}) {
-    // Without the GEMV both sides are oneDNN: the large shape adds only minutes there.
+    // Without the GEMV both sides are oneDNN, and each row count builds its primitives anew
+    // (slow with the AVX2 ISA): there the test only checks that the dispatch says so, on one
+    // input pattern and the small shapes.
     if (!gemv_expected() && s.out > 4096) continue;
     for (Pattern p : {Pattern::random, Pattern::max_weights_min_acts,
                       Pattern::min_weights_max_acts, Pattern::random_signs_at_max})
     for (ActivationQuant a : {ActivationQuant::per_row, ActivationQuant::residual}) {
+      if (!gemv_expected() && p != Pattern::random) continue;
       CAPTURE(s.in); CAPTURE(s.out); CAPTURE(static_cast<int>(p)); CAPTURE(static_cast<int>(a));
       std::vector<float> w, x;
       make_inputs(p, s.out, s.in, w, x);
@@ -84,9 +87,7 @@ TEST_CASE("int8 linear: the decode GEMV is bitwise equal to oneDNN (model and od
       // inputs stop fitting one GEMV call (2m > kGemvMaxRows) and the GEMV's last row count.
       // Each m builds new oneDNN primitives, which is slow under ASan with the AVX2 ISA.
       for (std::int64_t m : {1, 3, 4, 5, 9, 32, 33, 64}) {
-        // Without the GEMV both sides are oneDNN, and its AVX2 primitives for the larger row
-        // counts take minutes to build here.
-        if (!gemv_expected() && m > 9) continue;
+        if (!gemv_expected() && m > 5) continue;
         for (bool accumulate : {false, true}) {
           CAPTURE(m); CAPTURE(accumulate);
           const std::string impl = fast->implementation(ctx, m, accumulate);
