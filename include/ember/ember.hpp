@@ -442,10 +442,11 @@ class EMBER_API Engine {
   // Runs engine steps on the calling thread until `budget` is spent or nothing is left (a game
   // calls this once per frame). A step whose forward pass does not fit stops between layers
   // and the next call continues it (StepResult::step_paused): a call overruns the budget by at
-  // most about one layer. Until a paused step is finished nothing observes it (its requests
-  // get no token, stats() does not count it), and its results are bit-identical to unbudgeted
-  // stepping. Other calls (generate, wait) finish a paused step first. With a background
-  // thread this returns at once.
+  // most about one layer, and its steps take as many prompt rows as the steps measured so far
+  // say fit a layer in half the budget. Until a paused step is finished nothing observes it
+  // (its requests get no token, stats() does not count it), and its results are bit-identical
+  // to unbudgeted stepping. Other calls (generate, wait) finish a paused step first. With a
+  // background thread this returns at once.
   StepResult step(std::chrono::microseconds budget);
 
   EngineStats stats() const;

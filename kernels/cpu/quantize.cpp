@@ -11,7 +11,7 @@ namespace ember::kernels::cpu {
 namespace {
 
 // Below this many elements a quantization runs on the calling thread.
-constexpr std::int64_t kParallelElements = 65536;
+constexpr std::int64_t kQuantizeParallelElements = 65536;
 
 // `a > m ? a : m`, not std::fmax: the latter is a libm call per element that stops the loop
 // from vectorising (it was 15 % of a 512-token prefill). NaN is skipped the same way.
@@ -91,7 +91,7 @@ void check_shape(std::int64_t rows, std::int64_t cols, std::int64_t ld) {
 void quantize_rows(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx,
                    float qmax, std::int8_t* q, float* scales, int threads) {
   check_shape(rows, cols, ldx);
-  for_rows(rows, threads, rows * cols >= kParallelElements, [&](std::int64_t r) {
+  for_rows(rows, threads, rows * cols >= kQuantizeParallelElements, [&](std::int64_t r) {
     quantize_one(x + r * ldx, cols, qmax, q + r * cols, scales + r);
   });
 }
@@ -107,7 +107,7 @@ void quantize_rows_s8_residual(const float* x, std::int64_t rows, std::int64_t c
                                std::int64_t ldx, std::int8_t* q_hi, float* s_hi, std::int8_t* q_lo,
                                float* s_lo, int threads) {
   check_shape(rows, cols, ldx);
-  for_rows(rows, threads, rows * cols >= kParallelElements, [&](std::int64_t r) {
+  for_rows(rows, threads, rows * cols >= kQuantizeParallelElements, [&](std::int64_t r) {
     quantize_one(x + r * ldx, cols, 127.0f, q_hi + r * cols, s_hi + r);
     quantize_error(x + r * ldx, cols, q_hi + r * cols, s_hi[r], q_lo + r * cols, s_lo + r);
   });

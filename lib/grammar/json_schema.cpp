@@ -15,7 +15,7 @@
 namespace ember::grammar {
 namespace {
 
-constexpr ErrorCode kBad = ErrorCode::invalid_argument;
+constexpr ErrorCode kBadSchema = ErrorCode::invalid_argument;
 using Type = JsonValue::Type;
 
 // The building blocks every schema grammar may use (only the referenced ones are emitted).
@@ -166,10 +166,10 @@ class Converter {
 
  private:
   [[noreturn]] static void unsupported(const std::string& path, const std::string& what) {
-    fail(kBad, "json_schema: {} at {} is not supported", what, path.empty() ? "/" : path);
+    fail(kBadSchema, "json_schema: {} at {} is not supported", what, path.empty() ? "/" : path);
   }
   [[noreturn]] static void invalid(const std::string& path, const std::string& what) {
-    fail(kBad, "json_schema: {} at {}", what, path.empty() ? "/" : path);
+    fail(kBadSchema, "json_schema: {} at {}", what, path.empty() ? "/" : path);
   }
 
   std::string use(const char* primitive) {
@@ -600,7 +600,7 @@ std::string json_schema_to_gbnf(std::string_view schema_json, std::string_view r
   if (root_rule.empty() || root_rule.rfind("json-", 0) == 0 || root_rule == "ws" ||
       !std::all_of(root_rule.begin(), root_rule.end(),
                    [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; }))
-    fail(kBad, "json_schema: the root rule name '{}' must be letters, digits and '-', and not ws or json-*", root_rule);
+    fail(kBadSchema, "json_schema: the root rule name '{}' must be letters, digits and '-', and not ws or json-*", root_rule);
   return Converter(schema, std::string(root_rule)).run();
 }
 

@@ -9,17 +9,17 @@
 namespace ember::grammar {
 namespace {
 
-struct Range {
+struct ClassRange {
   std::uint32_t lo, hi;
 };
-using Ranges = std::vector<Range>;
+using Ranges = std::vector<ClassRange>;
 
 constexpr std::uint32_t kMaxCp = 0x10FFFF;
 
 Ranges normalise(Ranges r) {
-  std::sort(r.begin(), r.end(), [](Range a, Range b) { return a.lo < b.lo; });
+  std::sort(r.begin(), r.end(), [](ClassRange a, ClassRange b) { return a.lo < b.lo; });
   Ranges out;
-  for (Range x : r) {
+  for (ClassRange x : r) {
     if (!out.empty() && x.lo <= out.back().hi + 1) out.back().hi = std::max(out.back().hi, x.hi);
     else out.push_back(x);
   }
@@ -29,7 +29,7 @@ Ranges normalise(Ranges r) {
 Ranges complement(const Ranges& r) {
   Ranges out;
   std::uint32_t next = 0;
-  for (Range x : normalise(r)) {
+  for (ClassRange x : normalise(r)) {
     if (x.lo > next) out.push_back({next, x.lo - 1});
     next = x.hi + 1;
   }
@@ -40,7 +40,7 @@ Ranges complement(const Ranges& r) {
 // r minus [lo, hi].
 Ranges subtract(const Ranges& r, std::uint32_t lo, std::uint32_t hi) {
   Ranges out;
-  for (Range x : r) {
+  for (ClassRange x : r) {
     if (x.hi < lo || x.lo > hi) {
       out.push_back(x);
       continue;
@@ -52,7 +52,7 @@ Ranges subtract(const Ranges& r, std::uint32_t lo, std::uint32_t hi) {
 }
 
 bool contains(const Ranges& r, std::uint32_t c) {
-  for (Range x : r)
+  for (ClassRange x : r)
     if (c >= x.lo && c <= x.hi) return true;
   return false;
 }
@@ -73,7 +73,7 @@ std::string json_chars(Ranges r) {
   std::vector<std::string> alts;
   if (!plain.empty()) {
     std::string cls = "[";
-    for (Range x : plain) {
+    for (ClassRange x : plain) {
       cls += class_char(x.lo);
       if (x.hi != x.lo) cls += "-" + class_char(x.hi);
     }

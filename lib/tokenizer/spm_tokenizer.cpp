@@ -18,16 +18,16 @@ namespace {
 
 constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581
 
-struct Symbol {
+struct SpmSymbol {
   std::size_t offset, size;  // bytes of the escaped text
   std::int32_t prev, next;
 };
 
-struct Candidate {
+struct SpmCandidate {
   float score;
   std::int32_t left, right;
   std::size_t size;  // bytes of the merged text, to detect stale candidates
-  bool operator<(const Candidate& o) const {  // highest score first, then leftmost
+  bool operator<(const SpmCandidate& o) const {  // highest score first, then leftmost
     return score != o.score ? score < o.score : left > o.left;
   }
 };
@@ -76,7 +76,7 @@ class SpmTokenizer final : public Tokenizer {
       }
     }
 
-    std::vector<Symbol> symbols;
+    std::vector<SpmSymbol> symbols;
     for (std::size_t offset = 0; offset < text.size();) {
       const std::size_t size = std::min(utf8_sequence_length(static_cast<unsigned char>(text[offset])),
                                         text.size() - offset);
@@ -85,7 +85,7 @@ class SpmTokenizer final : public Tokenizer {
       offset += size;
     }
 
-    std::priority_queue<Candidate> queue;
+    std::priority_queue<SpmCandidate> queue;
     auto try_pair = [&](std::int32_t left, std::int32_t right) {
       if (left < 0 || right < 0) return;
       const std::size_t size = symbols[left].size + symbols[right].size;
@@ -95,10 +95,10 @@ class SpmTokenizer final : public Tokenizer {
     for (std::int32_t i = 1; i < static_cast<std::int32_t>(symbols.size()); ++i) try_pair(i - 1, i);
 
     while (!queue.empty()) {
-      const Candidate c = queue.top();
+      const SpmCandidate c = queue.top();
       queue.pop();
-      Symbol& left = symbols[c.left];
-      Symbol& right = symbols[c.right];
+      SpmSymbol& left = symbols[c.left];
+      SpmSymbol& right = symbols[c.right];
       if (left.size == 0 || right.size == 0 || left.size + right.size != c.size) continue;
       left.size += right.size;
       right.size = 0;

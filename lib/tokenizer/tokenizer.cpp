@@ -14,7 +14,7 @@ bool is_special_type(TokenType t) {
 }
 
 // A piece of the input: plain text to tokenize, or an already recognised special token.
-struct Fragment {
+struct TextOrSpecial {
   std::string_view text;
   TokenId token = -1;  // >= 0 for a special token
 };
@@ -94,13 +94,13 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special
 
   // Then llama.cpp's partition: each present special token in order (longest first) is cut out
   // everywhere in the remaining plain text, left to right.
-  std::vector<Fragment> fragments{{text}};
-  std::vector<Fragment> next;
+  std::vector<TextOrSpecial> fragments{{text}};
+  std::vector<TextOrSpecial> next;
   for (int entry : present) {
     const TokenId id = special_tokens_[static_cast<std::size_t>(entry)];
     const std::string& special = tokens_[id];
     next.clear();
-    for (const Fragment& f : fragments) {
+    for (const TextOrSpecial& f : fragments) {
       if (f.token >= 0) {
         next.push_back(f);
         continue;
@@ -119,7 +119,7 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special
   std::vector<TokenId> out;
   out.reserve(text.size() / 3 + 2);
   if (add_bos && add_bos_ && bos_ >= 0) out.push_back(bos_);
-  for (const Fragment& f : fragments) {
+  for (const TextOrSpecial& f : fragments) {
     if (f.token >= 0) {
       out.push_back(f.token);
     } else if (!f.text.empty()) {

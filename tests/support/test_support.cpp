@@ -81,16 +81,18 @@ std::string require_default_model() {
   return path;
 }
 
-int compute_threads(int wanted) {
+bool thread_sanitizer() {
 #if defined(__SANITIZE_THREAD__)
-  return 1;
+  return true;
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
-  return 1;
+  return true;
 #endif
 #endif
-  return wanted;
+  return false;
 }
+
+int compute_threads(int wanted) { return thread_sanitizer() ? 1 : wanted; }
 
 std::filesystem::path data_path(const std::string& relative) {
   return std::filesystem::path(EMBER_TEST_DATA_DIR) / relative;

@@ -43,6 +43,9 @@ std::string synthetic_model_file(std::uint64_t seed, int context_length = 256);
 // one compute thread no region forks and every report is about ember's own threads (the
 // background thread, host threads, handles).
 int compute_threads(int wanted);
+// Whether this build runs under ThreadSanitizer: a test's single-threaded numeric cases on the
+// real model (minutes there, and nothing for TSan to see) skip.
+bool thread_sanitizer();
 
 // A fresh temporary directory, removed by the caller (or left for inspection).
 std::filesystem::path temp_dir(const std::string& prefix);
