@@ -44,7 +44,7 @@ if [[ ! -f $build/build.ninja ]]; then
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
     "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
-    -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
+    -DEMBER_UNITY_BUILD=ON \
     -DEMBER_CUDA=OFF -DEMBER_SANITIZE=address,undefined -DEMBER_FUZZ=ON \
     -DEMBER_EXAMPLES=OFF -DEMBER_BENCHMARKS=OFF >/dev/null
 fi

@@ -17,13 +17,13 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 
 # -O1 with line tables only (-g1): what the sanitizers' own documentation recommends, and half
 # the compile time of -O2 -g (the suite's build under ASan + UBSan is most of what CI spends
-# here); reports still name the file and line. A unity build (batches of 8 sources per
-# compilation) compiles the library in about half the time again: these builds start from
+# here); reports still name the file and line. The library's layers are unity-built (batches
+# of 8 sources per compilation: about half the compile time again): these builds start from
 # scratch every time, where a unity build's slower rebuilds cost nothing.
 configure() {  # dir sanitizer
   cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_SANITIZE="$2" \
         -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-        -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 \
+        -DEMBER_UNITY_BUILD=ON \
         -DEMBER_TESTS=ON -DEMBER_EXAMPLES=ON -DEMBER_BENCHMARKS=OFF -DEMBER_CUDA=OFF
 }
 
