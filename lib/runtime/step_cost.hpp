@@ -1,10 +1,11 @@
 // What one layer of a step costs as a function of its rows, learned from the steps the engine
 // ran: time = fixed + per_row * rows, the line through a running average of small steps (a few
 // decodes) and the latest large one (a prefill chunk). The fixed part is mostly reading the
-// layer's weights, the per-row part the rows' arithmetic and attention over their context (a long
-// prompt's later chunks attend to more of it and cost more per row than its first: an average
-// over its chunks would lag behind and overrun the budget). A budgeted step takes as many rows as fit in its budget
-// (Stepper::rows_for_budget), so a frame is spent on work it can finish.
+// layer's weights, the per-row part the rows' arithmetic and attention over their context (a
+// long prompt's later chunks attend to more of it and cost more per row than its first: an
+// average over its chunks would lag behind and overrun the budget). A budgeted step takes as
+// many rows as fit in its budget (Stepper::rows_for_budget), so a frame is spent on work it can
+// finish.
 //
 // A least-squares line through all steps was tried first: the many small steps of a decode
 // phase pinned its slope, which then said a 400-row layer of the default model would take half
@@ -17,7 +18,8 @@ namespace ember::runtime {
 
 class StepCost {
  public:
-  // Steps of at least this many rows go into the large steps' average, smaller ones the small.
+  // Steps of at least this many rows are large (the latest sets the per-row cost), smaller ones
+  // go into the small steps' average.
   static constexpr int kLargeStep = 32;
 
   // A finished step: `rows` rows, `layer_seconds` per layer.
