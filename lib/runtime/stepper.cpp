@@ -21,7 +21,6 @@ int Stepper::rows_for_budget(std::chrono::microseconds budget) const {
 }
 
 Clock::duration Stepper::next_layer_time(int max_rows) const {
-  if (!cost_.known() || max_rows <= 0) return last_layer_time_;
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cost_.layer_seconds(max_rows)));
 }
 
@@ -90,8 +89,7 @@ int Stepper::run_step(Clock::time_point deadline, int max_rows) {
 int Stepper::finish_step() {
   const std::vector<ScheduledSequence> step = std::exchange(step_, {});
   ++steps_;
-  last_layer_time_ = step_forward_time_ / std::max(1, layers_);
-  cost_.add(batch_.rows(), std::chrono::duration<double>(last_layer_time_).count());
+  cost_.add(batch_.rows(), std::chrono::duration<double>(step_forward_time_).count() / std::max(1, layers_));
   const int context_length = scheduler_.limits().context_length;
   try {
     inject(FaultPoint::sample);

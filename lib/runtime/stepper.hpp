@@ -58,8 +58,8 @@ class Stepper {
   // The rows of a step whose every layer is expected to fit in kLayerShareOfBudget of `budget`
   // (0: no cap), at least one per running sequence.
   int rows_for_budget(std::chrono::microseconds budget) const;
-  // What a layer of a new step of at most `max_rows` rows (0: no cap) is expected to take: the
-  // cost model's estimate, or the last finished step's layer before it knows anything.
+  // What a layer of a new step of `max_rows` rows is expected to take (zero before any step
+  // finished: the cost model knows nothing yet).
   Clock::duration next_layer_time(int max_rows) const;
   std::uint64_t steps() const { return steps_; }                         // finished steps
   bool idle() const { return !step_paused_ && scheduler_.idle(); }       // no request left
@@ -104,7 +104,6 @@ class Stepper {
   bool step_paused_ = false;
   Clock::duration step_forward_time_{};  // the forward pass of step_ so far
   StepCost cost_;  // of a layer against the step's rows, from the steps that finished
-  Clock::duration last_layer_time_{};
   std::function<void(FaultPoint)> fault_hook_;
 };
 
