@@ -440,13 +440,14 @@ class EMBER_API Engine {
   RequestHandle submit(const Request& request, StreamCallback on_chunk = {});
 
   // Runs engine steps on the calling thread until `budget` is spent or nothing is left (a game
-  // calls this once per frame). A step whose forward pass does not fit stops between layers
-  // and the next call continues it (StepResult::step_paused): a call overruns the budget by at
-  // most about one layer, and its steps take as many prompt rows as the steps measured so far
-  // say fit a layer in half the budget. Until a paused step is finished nothing observes it
-  // (its requests get no token, stats() does not count it), and its results are bit-identical
-  // to unbudgeted stepping. Other calls (generate, wait) finish a paused step first. With a
-  // background thread this returns at once.
+  // calls this once per frame). A step is the one unbudgeted stepping would run (the same rows);
+  // its forward pass runs in pieces (a stage of a layer, or a part of a matrix product or of
+  // attention) sized from what such pieces just cost to end by three quarters of the budget, and
+  // the next call continues where this one stopped (StepResult::step_paused). The last quarter
+  // absorbs what no estimate sees (another process taking a core for a moment). Until a paused
+  // step is finished nothing observes it (its requests get no token, stats() does not count it),
+  // and its results are bit-identical to unbudgeted stepping. Other calls (generate, wait) finish
+  // a paused step first. With a background thread this returns at once.
   StepResult step(std::chrono::microseconds budget);
 
   EngineStats stats() const;

@@ -62,7 +62,7 @@ class OnednnLinear : public Linear {
   void forward(CpuContext& ctx, const float* x, std::int64_t m, float* y,
                bool accumulate) override {
     if (m < 0) fail(ErrorCode::invalid_argument, "linear: m = {} rows is negative", m);
-    locked_run(ctx, x, m, y, accumulate, 0, out_features());
+    locked_run(ctx, x, m, y, accumulate, 0, out_features(), LinearInput::fresh);
   }
 
   std::string implementation(CpuContext& ctx, std::int64_t m, bool accumulate) override {
@@ -88,8 +88,8 @@ class OnednnLinear : public Linear {
   }
 
   void forward_range(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin,
-                     std::int64_t end) override {
-    locked_run(ctx, x, m, y, false, begin, end);
+                     std::int64_t end, bool accumulate, LinearInput input) override {
+    locked_run(ctx, x, m, y, accumulate, begin, end, input);
   }
 
   // Depends on the shape, m and accumulate only: per-Linear values (the weight scales) are
@@ -97,7 +97,7 @@ class OnednnLinear : public Linear {
   virtual dnnl::primitive_attr make_attr(std::int64_t m, bool accumulate) const = 0;
   // y's columns [begin, end) (the whole of them unless output_granule() allows less).
   virtual void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate,
-                   std::int64_t begin, std::int64_t end) = 0;
+                   std::int64_t begin, std::int64_t end, LinearInput input) = 0;
 
   std::shared_ptr<const CachedMatmul> primitive(CpuContext& ctx, std::int64_t m, bool accumulate) {
     const MatmulKey key{static_cast<int>(type_), in_features(), out_features(), m, accumulate};
@@ -131,11 +131,11 @@ class OnednnLinear : public Linear {
 
  private:
   void locked_run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate,
-                  std::int64_t begin, std::int64_t end) {
+                  std::int64_t begin, std::int64_t end, LinearInput input) {
     if (m == 0) return;
     std::lock_guard lock(mutex_);
     try {
-      run(ctx, x, m, y, accumulate, begin, end);
+      run(ctx, x, m, y, accumulate, begin, end, input);
     } catch (const dnnl::error& e) {
       fail(ErrorCode::internal, "linear {}x{} at m={}: oneDNN: {}", out_features(), in_features(),
            m, e.what());
@@ -220,19 +220,24 @@ class Int8Linear final : public OnednnLinear {
   }
 
   void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate,
-           std::int64_t begin, std::int64_t end) override {
+           std::int64_t begin, std::int64_t end, LinearInput input) override {
     const std::int64_t in = in_features();
+    const bool quantize = input == LinearInput::fresh;
+    if (!quantize && quantized_rows_ != m)
+      fail(ErrorCode::internal, "linear: {} rows said to be as before, but {} were quantized", m, quantized_rows_);
+    quantized_rows_ = m;
     grow(q_, terms_ * m * in);
     grow(row_scales_, terms_ * m);
     if (terms_ == 1) {
-      quantize_rows_s8(x, m, in, in, q_.data(), row_scales_.data(), ctx.threads);
+      if (quantize) quantize_rows_s8(x, m, in, in, q_.data(), row_scales_.data(), ctx.threads);
       multiply(ctx, q_.data(), row_scales_.data(), m, y, accumulate, begin, end);
       return;
     }
     // Term 2's rows follow term 1's: [q_hi; q_lo]. It is added in a second pass, y = (y + t1) +
     // t2, in this order for every m, so a row's result does not depend on its batch.
-    quantize_rows_s8_residual(x, m, in, in, q_.data(), row_scales_.data(), q_.data() + m * in,
-                              row_scales_.data() + m, ctx.threads);
+    if (quantize)
+      quantize_rows_s8_residual(x, m, in, in, q_.data(), row_scales_.data(), q_.data() + m * in,
+                                row_scales_.data() + m, ctx.threads);
     if (uses_gemv(2 * m)) {
       // Both terms in one GEMV call: the weights are streamed once, as for a single term.
       const std::int64_t out = out_features();
@@ -274,6 +279,7 @@ class Int8Linear final : public OnednnLinear {
   std::unique_ptr<const GemvWeightsS8> gemv_;  // null: oneDNN for every m
   std::vector<std::uint8_t> xu_;     // GEMV activations (q + 128), guarded by mutex_
   std::vector<std::int8_t> q_;       // activation scratch, guarded by mutex_
+  std::int64_t quantized_rows_ = -1;  // the rows q_ holds, guarded by mutex_
   std::vector<float> row_scales_;    // activation scales, guarded by mutex_
 };
 
@@ -297,8 +303,8 @@ class Fp32Linear final : public OnednnLinear {
     return attr;
   }
 
-  void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate, std::int64_t,
-           std::int64_t) override {
+  void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate, std::int64_t, std::int64_t,
+           LinearInput) override {
     execute(ctx, m, accumulate, const_cast<float*>(x), y, nullptr);
   }
 };
@@ -317,18 +323,19 @@ std::unique_ptr<Linear> make_linear(CpuContext& ctx, const W* w, std::int64_t ou
 }  // namespace
 
 void Linear::forward_outputs(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin,
-                             std::int64_t end) {
+                             std::int64_t end, bool accumulate, LinearInput input) {
   if (m < 0) fail(ErrorCode::invalid_argument, "linear: m = {} rows is negative", m);
   const std::int64_t granule = output_granule(m);
   if (begin < 0 || begin >= end || end > out_features() || begin % granule != 0 ||
       (end % granule != 0 && end != out_features()))
     fail(ErrorCode::invalid_argument, "linear: outputs [{}, {}) of {} at m = {} are not in units of {}", begin, end,
          out_features(), m, granule);
-  forward_range(ctx, x, m, y, begin, end);
+  forward_range(ctx, x, m, y, begin, end, accumulate, input);
 }
 
-void Linear::forward_range(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t, std::int64_t) {
-  forward(ctx, x, m, y, false);
+void Linear::forward_range(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t, std::int64_t,
+                           bool accumulate, LinearInput) {
+  forward(ctx, x, m, y, accumulate);
 }
 
 int int8_weight_range() { return weight_qmax_for_isa(); }

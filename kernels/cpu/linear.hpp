@@ -17,6 +17,11 @@
 
 namespace ember::kernels::cpu {
 
+// What a forward_outputs() call's x is: new, or the x of the previous call on the same Linear
+// (the next part of the same product, nothing having written x or called the Linear in
+// between), whose quantized rows the kernel then uses again instead of quantizing x anew.
+enum class LinearInput { fresh, as_before };
+
 class Linear {
  public:
   virtual ~Linear() = default;
@@ -38,12 +43,13 @@ class Linear {
   // path multiplies, scales included where they are per group.
   virtual std::int64_t decode_bytes() const = 0;
 
-  // Columns [begin, end) of y = x·Wᵀ, y dense [m, out] with its other columns left as they are:
-  // a long product in pieces, such as the lm_head across the frames of a budgeted step. begin is
-  // a multiple of output_granule(m), end one too or out_features(). The columns equal forward()'s
-  // bit for bit. Throws ErrorCode::invalid_argument on a range that breaks these rules.
+  // Columns [begin, end) of y = x·Wᵀ (y += x·Wᵀ when accumulating), y dense [m, out] with its
+  // other columns left as they are: a long product in pieces, as a budgeted step runs it across
+  // frames. begin is a multiple of output_granule(m), end one too or out_features(). The columns
+  // equal forward()'s bit for bit. Throws ErrorCode::invalid_argument on a range that breaks these
+  // rules, ErrorCode::internal when `input` says as_before but the previous call had other rows.
   void forward_outputs(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin,
-                       std::int64_t end);
+                       std::int64_t end, bool accumulate = false, LinearInput input = LinearInput::fresh);
   // The unit of forward_outputs()'s ranges at m rows: a tile of the kernel that runs m rows, or
   // out_features() where that kernel computes every output at once (oneDNN's matmul).
   virtual std::int64_t output_granule(std::int64_t /*m*/) const { return out_features(); }
@@ -54,7 +60,7 @@ class Linear {
   // forward_outputs() once its range is checked. The default, for a kernel that cannot split,
   // is handed the whole range and runs forward().
   virtual void forward_range(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin,
-                             std::int64_t end);
+                             std::int64_t end, bool accumulate, LinearInput input);
 
  private:
   std::int64_t in_;

@@ -16,7 +16,7 @@ class W4a8Linear final : public Linear {
 
   void forward(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate) override {
     if (m < 0) fail(ErrorCode::invalid_argument, "linear: m = {} rows is negative", m);
-    run(ctx, x, m, y, accumulate, 0, weights_.tiles());
+    run(ctx, x, m, y, accumulate, 0, weights_.tiles(), LinearInput::fresh);
   }
 
   std::string implementation(CpuContext&, std::int64_t, bool) override { return "w4a8:avx512_vnni"; }
@@ -25,22 +25,27 @@ class W4a8Linear final : public Linear {
 
  private:
   void forward_range(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin,
-                     std::int64_t end) override {
-    run(ctx, x, m, y, false, begin / W4Weights::kTileOutputs,
-        (end + W4Weights::kTileOutputs - 1) / W4Weights::kTileOutputs);
+                     std::int64_t end, bool accumulate, LinearInput input) override {
+    run(ctx, x, m, y, accumulate, begin / W4Weights::kTileOutputs,
+        (end + W4Weights::kTileOutputs - 1) / W4Weights::kTileOutputs, input);
   }
 
   void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate, std::int64_t tile_begin,
-           std::int64_t tile_end) {
+           std::int64_t tile_end, LinearInput input) {
     if (m == 0) return;
     std::lock_guard lock(mutex_);
-    quantize_w4_activations(x, m, in_features(), in_features(), weights_.padded_in(), activations_, ctx.threads);
+    if (input == LinearInput::fresh)
+      quantize_w4_activations(x, m, in_features(), in_features(), weights_.padded_in(), activations_, ctx.threads);
+    else if (quantized_rows_ != m)
+      fail(ErrorCode::internal, "linear: {} rows said to be as before, but {} were quantized", m, quantized_rows_);
+    quantized_rows_ = m;
     gemm_w4a8(weights_, activations_, y, accumulate, ctx.threads, tile_begin, tile_end);
   }
 
   const W4Weights weights_;
   std::mutex mutex_;
   W4Activations activations_;  // scratch, guarded by mutex_; grows to the largest batch seen
+  std::int64_t quantized_rows_ = -1;  // the rows activations_ holds, guarded by mutex_
 };
 
 }  // namespace

@@ -32,12 +32,13 @@ class Backend {
   virtual void forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) = 0;
 
   // The same forward pass in pieces, for a host with a frame budget: begin_forward() sets it
-  // up, each advance_forward() runs layers until the pass is done (true: the logits are
-  // written) or the next layer would end past `deadline` (false: call again). Every call runs
-  // at least one layer, so the pass always progresses, and the result is bit-identical to
-  // forward(). batch, kv and logits must stay untouched until the pass is done, and no other
-  // forward may start in between. The default runs the whole pass in the first call (a device
-  // that records the pass as one graph cannot stop inside it).
+  // up, each advance_forward() runs pieces of it (a stage of a layer, or a part of a matrix
+  // product or of attention: model::Stage) until the pass is done (true: the logits are written)
+  // or the next piece would end past `deadline` (false: call again). Every call runs at least one
+  // piece, so the pass always progresses, and the result is bit-identical to forward(). batch,
+  // kv and logits must stay untouched until the pass is done, and no other forward may start in
+  // between. The default runs the whole pass in the first call (a device that records the pass as
+  // one graph cannot stop inside it).
   virtual void begin_forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) {
     staged_ = {&batch, &kv, &logits};
   }

@@ -8,16 +8,35 @@ GraphWeight weight(int layer, WeightId id, std::int64_t rows, std::int64_t cols,
   return {{layer, id}, rows, cols, std::move(sources)};
 }
 
-// Layer weights feed the residual through `id` (wo or down): straight into x, or through the
-// architecture's post-norm first.
-void residual(const ModelConfig& c, int layer, WeightId id, WeightId post_norm, Activation in,
-              DecoderOps& ops, std::int64_t rows) {
-  if (!c.post_norms) {
-    ops.linear({layer, id}, in, Activation::x, rows, /*accumulate=*/true);
-    return;
+// A matrix product of the graph: which matrix, from which activation into which, and whether it
+// adds to what is there. wo and down feed the residual: straight into x, or through the
+// architecture's post-norm first (written to h, normed and added in the next stage).
+struct Product {
+  WeightRef weight;
+  Activation in, out;
+  bool accumulate = false;
+};
+
+Product product(const ModelConfig& c, int l, Stage stage) {
+  const Activation residual_out = c.post_norms ? Activation::h : Activation::x;
+  switch (stage) {
+    case Stage::qkv: return {{l, WeightId::qkv}, Activation::h, Activation::qkv};
+    case Stage::wo: return {{l, WeightId::wo}, Activation::attn, residual_out, !c.post_norms};
+    case Stage::gate_up: return {{l, WeightId::gate_up}, Activation::h, Activation::gate_up};
+    case Stage::down: return {{l, WeightId::down}, Activation::act, residual_out, !c.post_norms};
+    case Stage::lm_head: return {{-1, WeightId::lm_head}, Activation::h, Activation::logits};
+    default: return {};
   }
-  ops.linear({layer, id}, in, Activation::h, rows, /*accumulate=*/false);
-  ops.rmsnorm({layer, post_norm}, Activation::h, Activation::h, rows);
+}
+
+bool is_product(Stage s) {
+  return s == Stage::qkv || s == Stage::wo || s == Stage::gate_up || s == Stage::down || s == Stage::lm_head;
+}
+
+// The post-norm of a residual branch (in h), added into x.
+void add_post_normed(const ModelConfig& c, int l, WeightId post_norm, DecoderOps& ops, std::int64_t rows) {
+  if (!c.post_norms) return;
+  ops.rmsnorm({l, post_norm}, Activation::h, Activation::h, rows);
   ops.add(Activation::h, Activation::x);
 }
 
@@ -66,43 +85,90 @@ void begin_step(const ModelConfig& c, DecoderOps& ops) {
   }
 }
 
-void run_layer(const ModelConfig& c, int l, DecoderOps& ops, std::int64_t rows) {
-  using A = Activation;
-  // Attention block.
-  ops.rmsnorm({l, WeightId::attn_norm}, A::x, A::h, rows);
-  ops.linear({l, WeightId::qkv}, A::h, A::qkv, rows, /*accumulate=*/false);
-  if (c.attention_bias) ops.add_bias({l, WeightId::qkv_bias}, A::qkv);
-  if (c.qk_norm) {
-    ops.rmsnorm_heads({l, WeightId::q_norm}, QkvPart::q);
-    ops.rmsnorm_heads({l, WeightId::k_norm}, QkvPart::k);
+StageWork stage_work(const ModelConfig& c, int layer, Stage stage, std::int64_t rows) {
+  if (stage == Stage::final_norm || stage == Stage::lm_head) {
+    if (rows == 0) return {StageWork::Split::whole, 0};  // no logits wanted: no head
   }
-  ops.rope(QkvPart::q, angle_set(c, l));
-  ops.rope(QkvPart::k, angle_set(c, l));
-  ops.store_kv(l);
-  ops.attention(l, c.attention_window(l), c.attention_score_scale());
-  residual(c, l, WeightId::wo, WeightId::post_attn_norm, A::attn, ops, rows);
-  // Feed-forward block.
-  ops.rmsnorm({l, WeightId::ffn_norm}, A::x, A::h, rows);
-  ops.linear({l, WeightId::gate_up}, A::h, A::gate_up, rows, /*accumulate=*/false);
-  ops.gated_activation(c.feed_forward);
-  residual(c, l, WeightId::down, WeightId::post_ffn_norm, A::act, ops, rows);
+  if (is_product(stage)) {
+    const Product p = product(c, layer, stage);
+    const std::int64_t outputs = stage == Stage::lm_head ? c.vocab
+                                 : stage == Stage::qkv    ? std::int64_t{c.heads + 2 * c.kv_heads} * c.head_dim
+                                 : stage == Stage::gate_up ? 2 * std::int64_t{c.ffn}
+                                                           : c.embedding;
+    return {StageWork::Split::outputs, outputs, p.weight};
+  }
+  if (stage == Stage::attention) return {StageWork::Split::rows, rows};
+  if (stage == Stage::layer_end && !c.post_norms) return {StageWork::Split::whole, 0};
+  return {};
 }
 
-void run_final_norm(const ModelConfig&, DecoderOps& ops, std::int64_t logit_rows) {
-  ops.gather_logit_rows();
-  ops.rmsnorm({-1, WeightId::output_norm}, Activation::logit_input, Activation::h, logit_rows);
+void run_stage(const ModelConfig& c, int l, Stage stage, DecoderOps& ops, std::int64_t rows, std::int64_t begin,
+               std::int64_t end) {
+  using A = Activation;
+  if (is_product(stage)) {
+    const Product p = product(c, l, stage);
+    ops.linear_outputs(p.weight, p.in, p.out, rows, begin, end, p.accumulate);
+    return;
+  }
+  switch (stage) {
+    case Stage::attention_norm:
+      ops.rmsnorm({l, WeightId::attn_norm}, A::x, A::h, rows);
+      return;
+    case Stage::qkv_finish:
+      if (c.attention_bias) ops.add_bias({l, WeightId::qkv_bias}, A::qkv);
+      if (c.qk_norm) {
+        ops.rmsnorm_heads({l, WeightId::q_norm}, QkvPart::q);
+        ops.rmsnorm_heads({l, WeightId::k_norm}, QkvPart::k);
+      }
+      ops.rope(QkvPart::q, angle_set(c, l));
+      ops.rope(QkvPart::k, angle_set(c, l));
+      ops.store_kv(l);
+      return;
+    case Stage::attention:
+      ops.attention(l, c.attention_window(l), c.attention_score_scale(), begin, end);
+      return;
+    case Stage::ffn_norm:
+      add_post_normed(c, l, WeightId::post_attn_norm, ops, rows);
+      ops.rmsnorm({l, WeightId::ffn_norm}, A::x, A::h, rows);
+      return;
+    case Stage::activation:
+      ops.gated_activation(c.feed_forward);
+      return;
+    case Stage::layer_end:
+      add_post_normed(c, l, WeightId::post_ffn_norm, ops, rows);
+      return;
+    case Stage::final_norm:
+      if (rows == 0) return;
+      ops.gather_logit_rows();
+      ops.rmsnorm({-1, WeightId::output_norm}, A::logit_input, A::h, rows);
+      return;
+    default:
+      return;
+  }
 }
 
-void run_lm_head(const ModelConfig&, DecoderOps& ops, std::int64_t logit_rows, std::int64_t begin,
-                 std::int64_t end) {
-  if (logit_rows == 0) return;
-  ops.linear_outputs({-1, WeightId::lm_head}, Activation::h, Activation::logits, logit_rows, begin, end);
+namespace {
+
+// A stage at once; a product as one linear (the op calibration observes).
+void run_whole(const ModelConfig& c, int layer, Stage stage, DecoderOps& ops, std::int64_t rows) {
+  const StageWork work = stage_work(c, layer, stage, rows);
+  if (work.units == 0) return;
+  if (work.split != StageWork::Split::outputs) {
+    run_stage(c, layer, stage, ops, rows, 0, work.units);
+    return;
+  }
+  const Product p = product(c, layer, stage);
+  ops.linear(p.weight, p.in, p.out, rows, p.accumulate);
+}
+
+}  // namespace
+
+void run_layer(const ModelConfig& c, int l, DecoderOps& ops, std::int64_t rows) {
+  for (const Stage stage : kLayerStages) run_whole(c, l, stage, ops, rows);
 }
 
 void run_head(const ModelConfig& c, DecoderOps& ops, std::int64_t logit_rows) {
-  if (logit_rows == 0) return;
-  run_final_norm(c, ops, logit_rows);
-  ops.linear({-1, WeightId::lm_head}, Activation::h, Activation::logits, logit_rows, /*accumulate=*/false);
+  for (const Stage stage : kHeadStages) run_whole(c, -1, stage, ops, logit_rows);
 }
 
 void run_decoder(const ModelConfig& c, DecoderOps& ops, std::int64_t rows, std::int64_t logit_rows) {

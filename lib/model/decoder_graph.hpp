@@ -100,10 +100,13 @@ class DecoderOps {
   virtual void rmsnorm_heads(WeightRef weight, QkvPart part) = 0;
   // out = in Wᵀ (out += in Wᵀ when accumulate), in `rows` rows.
   virtual void linear(WeightRef weight, Activation in, Activation out, std::int64_t rows, bool accumulate) = 0;
-  // Columns [begin, end) of out = in Wᵀ only, the rest of out untouched (begin and end in the
-  // units the device's kernel takes, which the host that splits the linear asks it for).
+  // Columns [begin, end) of out = in Wᵀ (out += in Wᵀ when accumulate) only, the rest of out
+  // untouched (begin and end in the units the device's kernel takes, which the host that splits
+  // the linear asks it for). A product's parts come in the order of their ranges, one after
+  // another, nothing writing `in` or using `weight` in between: a device may keep what it
+  // derived from `in` for the first part (its quantized rows) for the next.
   virtual void linear_outputs(WeightRef weight, Activation in, Activation out, std::int64_t rows,
-                              std::int64_t begin, std::int64_t end) = 0;
+                              std::int64_t begin, std::int64_t end, bool accumulate) = 0;
   // a += bias, every row.
   virtual void add_bias(WeightRef bias, Activation a) = 0;
   // into += from, every row.
@@ -112,29 +115,53 @@ class DecoderOps {
   virtual void rope(QkvPart part, RopeAngleSet set) = 0;
   // Writes the k and v parts of qkv into layer `layer`'s KV cache, at the rows' slots.
   virtual void store_kv(int layer) = 0;
-  // attn = causal paged attention of the q part of qkv over layer `layer`'s cache: a query at
-  // position p sees the keys at p - window < t <= p (window 0: all t <= p), scores scaled by
-  // `scale` (ModelConfig::attention_score_scale()).
-  virtual void attention(int layer, int window, float scale) = 0;
+  // attn = causal paged attention of the q part of qkv over layer `layer`'s cache, for the rows
+  // [row_begin, row_end) of the step (the other rows of attn untouched): a query at position p
+  // sees the keys at p - window < t <= p (window 0: all t <= p), scores scaled by `scale`
+  // (ModelConfig::attention_score_scale()). A row's result depends on its own query and keys
+  // only, so the rows may come in any ranges.
+  virtual void attention(int layer, int window, float scale, std::int64_t row_begin, std::int64_t row_end) = 0;
   // act = act(gate) * up of the gate_up rows.
   virtual void gated_activation(FeedForward kind) = 0;
   // logit_input = the rows of x that need logits.
   virtual void gather_logit_rows() = 0;
 };
 
-// The graph, a piece at a time: a host that must stop between layers (a frame budget) runs
-// begin_step, then run_layer for each layer as time allows, then run_head, or, where the head
-// itself is too long for one piece, run_final_norm and run_lm_head over slices of the vocabulary.
+// The graph in pieces, for a host that must stop inside a layer (a frame budget). A layer is
+// the stages below in order; the expensive ones may run in parts, one after another: a matrix
+// product by ranges of its outputs, attention by ranges of its query rows. The rest (norms, rope,
+// the KV store, residual adds: cheap, row by row) run whole. The ops promise that a part equals
+// the same part of the whole stage bit for bit, so every split gives the same pass. The head is
+// two stages after the last layer (layer -1), over the logit rows.
+enum class Stage {
+  attention_norm, qkv, qkv_finish, attention, wo, ffn_norm, gate_up, activation, down, layer_end,
+  final_norm, lm_head,
+};
+inline constexpr Stage kLayerStages[] = {Stage::attention_norm, Stage::qkv,        Stage::qkv_finish, Stage::attention,
+                                         Stage::wo,             Stage::ffn_norm,   Stage::gate_up,    Stage::activation,
+                                         Stage::down,           Stage::layer_end};
+inline constexpr Stage kHeadStages[] = {Stage::final_norm, Stage::lm_head};
+
+// How a stage may be split: into `units` (a product's outputs, attention's rows; 1 for a stage
+// that runs whole, 0 for one with nothing to do). `weight`: the product's matrix, whose device
+// kernel says in which units its outputs may be split.
+struct StageWork {
+  enum class Split { whole, outputs, rows };
+  Split split = Split::whole;
+  std::int64_t units = 1;
+  WeightRef weight{};
+};
+
+// `rows`: the step's rows for a layer's stage, its logit rows for the head's.
+StageWork stage_work(const ModelConfig& config, int layer, Stage stage, std::int64_t rows);
+// Units [begin, end) of `stage` of layer `layer` (-1: the head).
+void run_stage(const ModelConfig& config, int layer, Stage stage, DecoderOps& ops, std::int64_t rows,
+               std::int64_t begin, std::int64_t end);
+
+// Whole pieces: the step's start (embeddings, rotation angles), a layer, the head, all of it.
 void begin_step(const ModelConfig& config, DecoderOps& ops);
 void run_layer(const ModelConfig& config, int layer, DecoderOps& ops, std::int64_t rows);
 void run_head(const ModelConfig& config, DecoderOps& ops, std::int64_t logit_rows);
-// The head's first part: h = rmsnorm(x[logit rows], output_norm), the lm_head's input (what
-// calibration observes).
-void run_final_norm(const ModelConfig& config, DecoderOps& ops, std::int64_t logit_rows);
-// The head's second part for the vocabulary entries [begin, end): their logits = h W_lm_headᵀ.
-void run_lm_head(const ModelConfig& config, DecoderOps& ops, std::int64_t logit_rows, std::int64_t begin,
-                 std::int64_t end);
-// All of it.
 void run_decoder(const ModelConfig& config, DecoderOps& ops, std::int64_t rows, std::int64_t logit_rows);
 
 }  // namespace ember::model

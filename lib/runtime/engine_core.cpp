@@ -115,7 +115,7 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options)
   response_cache_ = std::make_unique<ResponseCache>(options.response_cache_bytes);
   output_ = std::make_unique<OutputStage>(*tokenizer_, *scheduler_, *response_cache_, lock_, config_.vocab,
                                           context_length_);
-  stepper_ = std::make_unique<Stepper>(*backend_, *kv_, *scheduler_, *output_, logger_, config_.layers);
+  stepper_ = std::make_unique<Stepper>(*backend_, *kv_, *scheduler_, *output_, logger_);
 
   if (!options.prefix_store_path.empty()) {
     const std::size_t blocks = load_state_file(options.prefix_store_path);
@@ -177,14 +177,14 @@ StepResult EngineCore::run_for(std::chrono::microseconds budget) {
     result.idle = scheduler_->idle();
     return result;
   }
-  const auto deadline = Clock::now() + budget;
+  // Work is planned to end by a share of the budget: the rest absorbs what no estimate sees (on
+  // a machine with as many busy threads as cores, another process that takes a core stalls the
+  // team's next barrier for a scheduler tick, a few milliseconds).
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(budget * kPlannedShareOfBudget);
   auto lock = lock_.lock();
-  int max_rows = 0;
   do {
     lock_.let_callers_in(lock);
-    // The cap follows the cost model, which learns from every step (the first is small).
-    max_rows = stepper_->rows_for_budget(budget);
-    const int rows = stepper_->step(deadline, max_rows);
+    const int rows = stepper_->step(deadline);
     if (rows == Stepper::kPaused) {  // the budget is spent; the step continues next call
       result.step_paused = true;
       break;
@@ -195,9 +195,8 @@ StepResult EngineCore::run_for(std::chrono::microseconds budget) {
     }
     ++result.steps;
     result.tokens += rows;
-    // A new step runs at least one layer: start one only when a layer of the largest step the
-    // cap allows fits (the last step's may have been a few decodes, the next a prefill chunk).
-  } while (Clock::now() + stepper_->next_layer_time(max_rows) < deadline);
+    // A new step runs at least one piece of its forward pass, sized to the time left.
+  } while (Clock::now() < deadline);
   return result;
 }
 

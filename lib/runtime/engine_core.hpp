@@ -63,6 +63,8 @@ class EngineCore {
   RequestStatus status(const Sequence& seq) const;
   // Steps until `budget` is spent or there is no work (returns at once in background mode).
   StepResult run_for(std::chrono::microseconds budget);
+  // The share of a step(budget) call's budget its work is planned to fill.
+  static constexpr double kPlannedShareOfBudget = 0.75;
   EngineStats stats() const;
 
   // KV state that outlives a request (engine_state.cpp; format in runtime/kv_snapshot.hpp).

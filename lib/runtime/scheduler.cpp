@@ -29,11 +29,11 @@ void Scheduler::add(std::shared_ptr<Sequence> sequence) {
   waiting_.insert(at, std::move(sequence));
 }
 
-std::vector<ScheduledSequence> Scheduler::schedule(
-    backend::Batch& batch, std::vector<std::shared_ptr<Sequence>>& finished, int max_rows) {
+std::vector<ScheduledSequence> Scheduler::schedule(backend::Batch& batch,
+                                                   std::vector<std::shared_ptr<Sequence>>& finished) {
   batch.clear();
   std::vector<ScheduledSequence> step;
-  int budget = max_rows > 0 ? std::min(max_rows, limits_.max_batch_tokens) : limits_.max_batch_tokens;
+  int budget = limits_.max_batch_tokens;
 
   // 1. Running sequences, oldest first: their decode tokens and the next chunks of their prompts.
   const auto running = running_;  // preemption below edits running_

@@ -40,11 +40,10 @@ class Scheduler {
 
   void add(std::shared_ptr<Sequence> sequence);
 
-  // Builds the next step's batch, of at most max_rows rows (0: limits().max_batch_tokens, and
-  // never more). Sequences that can never fit are finished (`context`) and returned through
-  // `finished`. Returns the scheduled sequences (empty when there is no work).
-  std::vector<ScheduledSequence> schedule(backend::Batch& batch,
-                                          std::vector<std::shared_ptr<Sequence>>& finished, int max_rows = 0);
+  // Builds the next step's batch, of at most limits().max_batch_tokens rows. Sequences that can
+  // never fit are finished (`context`) and returned through `finished`. Returns the scheduled
+  // sequences (empty when there is no work).
+  std::vector<ScheduledSequence> schedule(backend::Batch& batch, std::vector<std::shared_ptr<Sequence>>& finished);
 
   // After the backend ran a step: advances each sequence's computed count over its own rows
   // (not its draft) and publishes the blocks that became full to the prefix cache.

@@ -6,30 +6,15 @@
 namespace ember::runtime {
 
 Stepper::Stepper(backend::Backend& backend, backend::KvCache& kv, Scheduler& scheduler, OutputStage& output,
-                 const Logger& logger, int layers)
-    : backend_(backend), kv_(kv), scheduler_(scheduler), output_(output), logger_(logger), layers_(layers) {}
+                 const Logger& logger)
+    : backend_(backend), kv_(kv), scheduler_(scheduler), output_(output), logger_(logger) {}
 
-int Stepper::rows_for_budget(std::chrono::microseconds budget) const {
-  if (budget.count() <= 0) return 0;
-  const SchedulerLimits& limits = scheduler_.limits();
-  // Until a step was measured, a small one (it teaches the cost model what rows cost).
-  int rows = limits.max_sequences;
-  if (cost_.known()) rows = cost_.rows_within(kLayerShareOfBudget * std::chrono::duration<double>(budget).count());
-  // At least a row per running sequence: the decodes are never starved by the cap.
-  rows = std::max({rows, scheduler_.running(), 1});
-  return std::min(rows, limits.max_batch_tokens);
-}
-
-Clock::duration Stepper::next_layer_time(int max_rows) const {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cost_.layer_seconds(max_rows)));
-}
-
-int Stepper::step(Clock::time_point deadline, int max_rows) {
+int Stepper::step(Clock::time_point deadline) {
   // Nothing may escape a step: on the background thread it would end the host's process.
   // Failures of the forward pass or of sampling end the step's requests (run_step); anything
   // else ends every unfinished request, so no waiter hangs and the blocks all come back.
   try {
-    return run_step(deadline, max_rows);
+    return run_step(deadline);
   } catch (const std::exception& e) {
     abort_all(e.what());
   } catch (...) {
@@ -56,12 +41,12 @@ void Stepper::end_cancelled() {
     }
 }
 
-int Stepper::run_step(Clock::time_point deadline, int max_rows) {
+int Stepper::run_step(Clock::time_point deadline) {
   if (!step_paused_) {
     end_cancelled();
     inject(FaultPoint::schedule);
     std::vector<std::shared_ptr<Sequence>> finished;
-    step_ = scheduler_.schedule(batch_, finished, max_rows);
+    step_ = scheduler_.schedule(batch_, finished);
     for (const auto& seq : finished) output_.finalize(seq);
     if (step_.empty()) return finished.empty() ? kIdle : 0;
   }
@@ -70,12 +55,9 @@ int Stepper::run_step(Clock::time_point deadline, int max_rows) {
   try {
     if (!step_paused_) {
       inject(FaultPoint::forward);
-      step_forward_time_ = {};
       backend_.begin_forward(batch_, kv_, logits_);
     }
-    const auto start = Clock::now();
     step_paused_ = !backend_.advance_forward(deadline);
-    step_forward_time_ += Clock::now() - start;
     if (step_paused_) return kPaused;
   } catch (const std::exception& e) {
     step_paused_ = false;
@@ -89,7 +71,6 @@ int Stepper::run_step(Clock::time_point deadline, int max_rows) {
 int Stepper::finish_step() {
   const std::vector<ScheduledSequence> step = std::exchange(step_, {});
   ++steps_;
-  cost_.add(batch_.rows(), std::chrono::duration<double>(step_forward_time_).count() / std::max(1, layers_));
   const int context_length = scheduler_.limits().context_length;
   try {
     inject(FaultPoint::sample);

@@ -1,10 +1,10 @@
 // The scheduled step: the scheduler picks the work, the backend runs the forward pass (resumable
-// between layers, so a deadline is kept to about one layer), and once it is done the step is
+// between pieces of a layer, so a deadline is kept to about a piece), and once it is done the step is
 // committed and the output stage samples its rows. Until then nothing of the step is published:
 // its sequences are still running, its tokens uncommitted, steps() has not counted it.
 // Also here: requests cancelled since the last step end before the next; a failure ends the
 // step's requests (or every request, outside the computation) and never escapes; the test fault
-// hook; the rows of a budgeted step, from the measured cost of a row in a layer.
+// hook.
 //
 // Thread-safety: none of its own; the engine calls it under its lock. The one exception is
 // cancel_soon(), which only sets atomics and may run on any thread at any time.
@@ -16,7 +16,6 @@
 #include "runtime/output_stage.hpp"
 #include "runtime/scheduler.hpp"
 #include "runtime/sequence.hpp"
-#include "runtime/step_cost.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -39,28 +38,18 @@ class Stepper {
  public:
   static constexpr int kIdle = -1;    // step(): there was nothing to do
   static constexpr int kPaused = -2;  // step(): the deadline came inside the forward pass
-  // A budgeted step's layer is sized to this share of the budget. Larger steps do more work per
-  // weight read, but a layer the estimate misses by 2x (a shared machine's noise, a layer after
-  // a frame's sleep on cold caches, a chunk attending to more context than the last) must still
-  // end within the frame; at 0.75 the default model's 16 ms frames overran by more than 2 ms.
-  static constexpr double kLayerShareOfBudget = 0.5;
 
   Stepper(backend::Backend& backend, backend::KvCache& kv, Scheduler& scheduler, OutputStage& output,
-          const Logger& logger, int layers);
+          const Logger& logger);
   Stepper(const Stepper&) = delete;
   Stepper& operator=(const Stepper&) = delete;
 
   // Runs one step, or what the deadline leaves of it: a step whose forward pass does not fit
-  // stops between layers (kPaused) and the next call continues it before anything else. At
-  // most `max_rows` rows (0: the scheduler's limit). Returns the rows computed, kPaused or
-  // kIdle. Nothing escapes: a failure ends requests with FinishReason::error instead.
-  int step(Clock::time_point deadline = Clock::time_point::max(), int max_rows = 0);
-  // The rows of a step whose every layer is expected to fit in kLayerShareOfBudget of `budget`
-  // (0: no cap), at least one per running sequence.
-  int rows_for_budget(std::chrono::microseconds budget) const;
-  // What a layer of a new step of `max_rows` rows is expected to take (zero before any step
-  // finished: the cost model knows nothing yet).
-  Clock::duration next_layer_time(int max_rows) const;
+  // stops between pieces (kPaused) and the next call continues it before anything else. A
+  // budgeted step is the step an unbudgeted one would be (the same rows), spread over calls.
+  // Returns the rows computed, kPaused or kIdle. Nothing escapes: a failure ends requests with
+  // FinishReason::error instead.
+  int step(Clock::time_point deadline = Clock::time_point::max());
   std::uint64_t steps() const { return steps_; }                         // finished steps
   bool idle() const { return !step_paused_ && scheduler_.idle(); }       // no request left
 
@@ -79,7 +68,7 @@ class Stepper {
   void set_fault_hook(std::function<void(FaultPoint)> hook) { fault_hook_ = std::move(hook); }
 
  private:
-  int run_step(Clock::time_point deadline, int max_rows);  // step()'s body; may throw
+  int run_step(Clock::time_point deadline);  // step()'s body; may throw
   int finish_step();  // commits and samples the step whose forward pass is done
   void fail_step(const std::vector<ScheduledSequence>& step, const std::string& why);
   void abort_all(const std::string& why);
@@ -93,7 +82,6 @@ class Stepper {
   Scheduler& scheduler_;
   OutputStage& output_;
   const Logger& logger_;
-  const int layers_;
   std::uint64_t steps_ = 0;
   bool cancel_pending_ = false;                  // a running request was cancelled since the last step
   std::atomic<bool> cancel_soon_pending_{false};  // cancel_soon() flagged a request since then
@@ -102,8 +90,6 @@ class Stepper {
   // The step whose forward pass is under way (step_paused_: it stopped between layers).
   std::vector<ScheduledSequence> step_;
   bool step_paused_ = false;
-  Clock::duration step_forward_time_{};  // the forward pass of step_ so far
-  StepCost cost_;  // of a layer against the step's rows, from the steps that finished
   std::function<void(FaultPoint)> fault_hook_;
 };
 

@@ -3,6 +3,7 @@
 // flattened multi-sequence batch must give the same logits as each sequence alone.
 #include "backend/cpu/kernel_backend.hpp"
 #include "backend/cpu/reference.hpp"
+#include "model/decoder_graph.hpp"
 #include "model/gguf_writer.hpp"
 #include "sequence_runner.hpp"
 #include "test_support.hpp"
@@ -271,9 +272,9 @@ TEST_CASE("a flattened batch of several sequences equals each sequence alone") {
   }
 }
 
-TEST_CASE("a pass in pieces (a layer or a slice of the lm_head per call) equals the whole pass bit for bit") {
+TEST_CASE("a pass in pieces (a stage, or part of a product or of attention, per call) equals the whole pass bit for bit") {
   model::SyntheticModelSpec spec;
-  spec.config.vocab = 4096;  // a head of about seven layers' weights: it runs in slices
+  spec.config.vocab = 4096;  // a head of about seven layers' weights
   for (const model::GgmlType type : {model::GgmlType::Q8_0, model::GgmlType::Q4_0}) {
     spec.weight_type = type;
     const auto bytes = model::make_synthetic_model(spec);
@@ -284,26 +285,30 @@ TEST_CASE("a pass in pieces (a layer or a slice of the lm_head per call) equals 
     for (Precision precision : {Precision::fp32, Precision::int8}) {
       auto b = backend::cpu::make_kernel_backend(file, c, options, precision);
       CAPTURE(b->weight_format());
-      const auto tokens = random_tokens(11, c.vocab, 4);
-      test::SequenceRunner whole_runner(*b, 32), piece_runner(*b, 32);
-      // Passes of 5 logit rows, then a decode row: the lm_head's kernel (GEMV, W4A8 or oneDNN)
-      // takes its slices at either row count.
+      const auto tokens = random_tokens(41, c.vocab, 4);
+      test::SequenceRunner whole_runner(*b, 64), piece_runner(*b, 64);
+      // Passes of 20 logit rows (attention in parts of 8 rows), then a decode row: each product's
+      // kernel (GEMV, W4A8 or oneDNN) takes its slices at either row count.
       const std::vector<std::int32_t> prompt(tokens.begin(), tokens.end() - 1);
-      auto whole = whole_runner.append(prompt, /*all_rows=*/true, 5);
+      auto whole = whole_runner.append(prompt, /*all_rows=*/true, 20);
       const auto whole_last = whole_runner.append({tokens.back()});
       whole.insert(whole.end(), whole_last.begin(), whole_last.end());
       int calls = 0;
-      auto pieces = piece_runner.append(prompt, /*all_rows=*/true, 5, &calls);
+      auto pieces = piece_runner.append(prompt, /*all_rows=*/true, 20, &calls);
       const auto pieces_last = piece_runner.append({tokens.back()}, false, 256, &calls);
       pieces.insert(pieces.end(), pieces_last.begin(), pieces_last.end());
       REQUIRE(pieces.size() == whole.size());
       CHECK(std::memcmp(pieces.data(), whole.data(), whole.size() * sizeof(float)) == 0);
-      const int passes = 3;  // 5 + 5 prompt rows, then 1
-      MESSAGE(b->weight_format(), ": ", calls, " calls for ", passes, " passes of ", c.layers, " layers");
+      // With no time left every call runs one piece: a whole stage, or a granule of a split one.
+      int stages = 0;
+      for (const model::Stage s : model::kLayerStages) stages += model::stage_work(c, 0, s, 20).units > 0;
+      const int whole_stages = 3 * (c.layers * stages + 2);  // 20 + 20 prompt rows, then 1
+      const int attention_parts = 2 * c.layers * (3 - 1);    // 20 rows in parts of 8, twice
+      MESSAGE(b->weight_format(), ": ", calls, " calls for ", whole_stages, " stages");
       if (precision == Precision::fp32)
-        CHECK(calls == passes * (c.layers + 1));  // oneDNN computes a head whole
+        CHECK(calls == whole_stages + attention_parts);  // oneDNN computes a product whole
       else
-        CHECK(calls > passes * (c.layers + 2));  // the head in slices in every pass
+        CHECK(calls > whole_stages + attention_parts + 3 * c.layers * 4);  // every product in slices
     }
   }
 }

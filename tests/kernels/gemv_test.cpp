@@ -145,6 +145,14 @@ TEST_CASE("int8 linear: outputs in slices of its granule equal the whole product
       for (std::int64_t begin = 0; begin < out; begin += 3 * unit)
         lin->forward_outputs(ctx, x.data(), m, sliced.data(), begin, std::min(out, begin + 3 * unit));
       CHECK(bit_mismatches(sliced, whole) == 0);
+      // Accumulating, the later slices on the input the first one quantized (a product in parts).
+      const auto base = random_floats(whole.size(), 33, -1.0f, 1.0f);
+      std::vector<float> added = base, added_sliced = base;
+      lin->forward(ctx, x.data(), m, added.data(), /*accumulate=*/true);
+      for (std::int64_t begin = 0; begin < out; begin += 3 * unit)
+        lin->forward_outputs(ctx, x.data(), m, added_sliced.data(), begin, std::min(out, begin + 3 * unit), true,
+                             begin == 0 ? LinearInput::fresh : LinearInput::as_before);
+      CHECK(bit_mismatches(added_sliced, added) == 0);
       if (unit < out) {
         CHECK_THROWS_AS(lin->forward_outputs(ctx, x.data(), m, sliced.data(), unit / 2, unit), ember::Error);
         CHECK_THROWS_AS(lin->forward_outputs(ctx, x.data(), m, sliced.data(), 0, unit + 1), ember::Error);

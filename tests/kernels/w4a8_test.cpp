@@ -189,6 +189,16 @@ TEST_CASE("w4a8 linear: outputs in slices of 32 equal the whole product bit for 
     for (std::int64_t begin = 0; begin < out; begin += 64)
       linear->forward_outputs(ctx, x.data(), rows, sliced.data(), begin, std::min(out, begin + 64));
     CHECK(bit_mismatches(sliced, whole) == 0);
+    // Accumulating, the later slices on the input the first one quantized (a product in parts).
+    const auto base = random_floats(whole.size(), 29, -1.0f, 1.0f);
+    std::vector<float> added = base, added_sliced = base;
+    linear->forward(ctx, x.data(), rows, added.data(), /*accumulate=*/true);
+    for (std::int64_t begin = 0; begin < out; begin += 64)
+      linear->forward_outputs(ctx, x.data(), rows, added_sliced.data(), begin, std::min(out, begin + 64), true,
+                              begin == 0 ? LinearInput::fresh : LinearInput::as_before);
+    CHECK(bit_mismatches(added_sliced, added) == 0);
+    CHECK_THROWS_AS(linear->forward_outputs(ctx, x.data(), rows + 1, sliced.data(), 64, 128, false, LinearInput::as_before),
+                    ember::Error);  // other rows than the ones quantized
     CHECK_THROWS_AS(linear->forward_outputs(ctx, x.data(), rows, sliced.data(), 16, 64), ember::Error);
     CHECK_THROWS_AS(linear->forward_outputs(ctx, x.data(), rows, sliced.data(), 256, 290), ember::Error);
   }

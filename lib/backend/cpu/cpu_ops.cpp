@@ -95,8 +95,10 @@ void CpuOps::linear(model::WeightRef weight, Activation in, Activation out, std:
 }
 
 void CpuOps::linear_outputs(model::WeightRef weight, Activation in, Activation out, std::int64_t rows,
-                            std::int64_t begin, std::int64_t end) {
-  weights_[weight].linear->forward_outputs(ctx_, at(in), rows, at(out), begin, end);
+                            std::int64_t begin, std::int64_t end, bool accumulate) {
+  // A part after the first is the next of the same product (DecoderOps::linear_outputs).
+  const auto input = begin > 0 ? k::LinearInput::as_before : k::LinearInput::fresh;
+  weights_[weight].linear->forward_outputs(ctx_, at(in), rows, at(out), begin, end, accumulate, input);
 }
 
 void CpuOps::add_bias(model::WeightRef bias, Activation a) {
@@ -124,9 +126,19 @@ void CpuOps::store_kv(int layer) {
               layout_, kv_->keys(layer), kv_->values(layer));
 }
 
-void CpuOps::attention(int layer, int window, float scale) {
-  k::paged_attention(part(model::QkvPart::q), qkv_dim_, batch_->positions.data(), seqs_.data(),
-                     static_cast<int>(seqs_.size()), config_.heads, layout_, kv_->keys(layer), kv_->values(layer),
+void CpuOps::attention(int layer, int window, float scale, std::int64_t row_begin, std::int64_t row_end) {
+  const std::vector<k::AttentionSeq>* seqs = &seqs_;
+  if (row_begin > 0 || row_end < rows_) {  // the sequences' rows within [row_begin, row_end)
+    seq_rows_.clear();
+    for (const k::AttentionSeq& s : seqs_) {
+      const auto begin = static_cast<std::int32_t>(std::max<std::int64_t>(s.row_begin, row_begin));
+      const auto end = static_cast<std::int32_t>(std::min<std::int64_t>(s.row_begin + s.row_count, row_end));
+      if (begin < end) seq_rows_.push_back({begin, end - begin, s.block_table, s.block_count});
+    }
+    seqs = &seq_rows_;
+  }
+  k::paged_attention(part(model::QkvPart::q), qkv_dim_, batch_->positions.data(), seqs->data(),
+                     static_cast<int>(seqs->size()), config_.heads, layout_, kv_->keys(layer), kv_->values(layer),
                      attn_.data(), q_dim_, ctx_, attention_, {.window = window, .scale = scale});
 }
 

@@ -54,12 +54,12 @@ class CpuOps final : public model::DecoderOps {
   void linear(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows,
               bool accumulate) override;
   void linear_outputs(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows,
-                      std::int64_t begin, std::int64_t end) override;
+                      std::int64_t begin, std::int64_t end, bool accumulate) override;
   void add_bias(model::WeightRef bias, model::Activation a) override;
   void add(model::Activation from, model::Activation into) override;
   void rope(model::QkvPart part, model::RopeAngleSet set) override;
   void store_kv(int layer) override;
-  void attention(int layer, int window, float scale) override;
+  void attention(int layer, int window, float scale, std::int64_t row_begin, std::int64_t row_end) override;
   void gated_activation(model::FeedForward kind) override;
   void gather_logit_rows() override;
 
@@ -84,6 +84,7 @@ class CpuOps final : public model::DecoderOps {
   kernels::cpu::KvLayout layout_{};
   std::array<kernels::cpu::RopeAngles, 2> angles_;  // by RopeAngleSet
   std::vector<kernels::cpu::AttentionSeq> seqs_;
+  std::vector<kernels::cpu::AttentionSeq> seq_rows_;  // seqs_ cut to an attention() call's rows
 
   std::vector<float> x_, h_, qkv_, attn_, gate_up_, act_;
   kernels::cpu::AttentionWorkspace attention_;

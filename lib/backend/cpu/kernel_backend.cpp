@@ -7,7 +7,9 @@
 #include "util/check.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <span>
 
 namespace ember::backend::cpu {
 namespace {
@@ -26,7 +28,6 @@ class KernelBackend final : public Backend {
     weights_ = std::move(prepared.weights);
     weight_format_ = std::move(prepared.format);
     ops_ = std::make_unique<CpuOps>(config_, weights_, *tensors.token_embd, ctx_);
-    head_pieces_ = count_head_pieces();
   }
 
   const model::ModelConfig& config() const override { return config_; }
@@ -49,60 +50,106 @@ class KernelBackend final : public Backend {
     ops_->begin(batch, kv, &logits);
     model::begin_step(config_, *ops_);
     const auto logit_rows = static_cast<std::int64_t>(batch.logit_rows.size());
-    pass_ = {batch.rows(), logit_rows, 0, {}, 0, head_piece_outputs(logit_rows)};
+    // What a unit costs depends on the rows; attention's also on the context, new every pass.
+    if (batch.rows() != pass_.rows || logit_rows != pass_.logit_rows) costs_.fill({});
+    costs_[static_cast<std::size_t>(model::Stage::attention)] = {};
+    pass_ = {&batch, batch.rows(), logit_rows};
   }
 
-  // Stops before a layer that the last one's duration, with a margin, says would end past the
-  // deadline (the layers of one pass cost alike, give or take the machine: a layer after a
-  // frame's sleep meets cold caches), and before a piece of the head (the final norm with the
-  // first) when the last piece, per logit row, says it would.
+  // Runs the pass's stages in order, the splittable ones (model::StageWork) in parts sized to end
+  // by the deadline from what a unit of the stage last cost in this pass (or the last of as many
+  // rows), with a quarter's margin: a part after a frame's sleep meets cold caches. Stops before a
+  // stage or part that does not fit; every call runs at least one part, so the pass progresses.
   bool advance_forward(std::chrono::steady_clock::time_point deadline) override {
     using Clock = std::chrono::steady_clock;
-    bool first = true;
-    while (pass_.next_layer < config_.layers) {
-      if (!first && Clock::now() + pass_.layer_time * 5 / 4 > deadline) return false;
+    bool ran = false;
+    while (pass_.layer <= config_.layers) {
+      const bool head = pass_.layer == config_.layers;
+      const std::span<const model::Stage> stages =
+          head ? std::span<const model::Stage>(model::kHeadStages) : std::span<const model::Stage>(model::kLayerStages);
+      if (pass_.stage == stages.size()) {
+        pass_.stage = 0;
+        ++pass_.layer;
+        continue;
+      }
+      const model::Stage stage = stages[pass_.stage];
+      const int layer = head ? -1 : pass_.layer;
+      const std::int64_t rows = head ? pass_.logit_rows : pass_.rows;
+      const model::StageWork work = model::stage_work(config_, layer, stage, rows);
+      if (pass_.next_unit >= work.units) {
+        ++pass_.stage;
+        pass_.next_unit = 0;
+        continue;
+      }
+      const std::int64_t n = units_to_run(work, stage, layer, rows, deadline, ran);
+      if (n == 0) return false;
       const auto start = Clock::now();
-      model::run_layer(config_, pass_.next_layer++, *ops_, pass_.rows);
-      pass_.layer_time = Clock::now() - start;
-      first = false;
-    }
-    if (pass_.logit_rows == 0) return true;
-    while (pass_.next_output < config_.vocab) {
-      if (!first && Clock::now() + head_piece_time_per_row_ * pass_.logit_rows > deadline) return false;
-      const auto start = Clock::now();
-      if (pass_.next_output == 0) model::run_final_norm(config_, *ops_, pass_.logit_rows);
-      const std::int64_t end = std::min<std::int64_t>(pass_.next_output + pass_.head_piece, config_.vocab);
-      model::run_lm_head(config_, *ops_, pass_.logit_rows, pass_.next_output, end);
-      pass_.next_output = end;
-      head_piece_time_per_row_ = (Clock::now() - start) / pass_.logit_rows;
-      first = false;
+      model::run_stage(config_, layer, stage, *ops_, rows, pass_.next_unit, pass_.next_unit + n);
+      const double weight = units_weight(work, layer, pass_.next_unit, pass_.next_unit + n);
+      costs_[static_cast<std::size_t>(stage)].learn(work, pass_.next_unit == 0,
+                                                    std::chrono::duration<double>(Clock::now() - start).count(), weight);
+      pass_.next_unit += n;
+      ran = true;
     }
     return true;
   }
 
  private:
+  static constexpr double kUnknown = -1;
+  static constexpr std::int64_t kAttentionRowGranule = 8;  // the attention kernel's tile of rows
+  static constexpr double kAttentionRowKeys = 32;  // a row's work beside its keys, in keys (a rough guess)
+
+  // The units of `stage` to run now: as many as are expected to end by the deadline, in the
+  // stage's granule; 0 when not even one granule is (unless nothing ran yet in this call).
+  std::int64_t units_to_run(const model::StageWork& work, model::Stage stage, int layer, std::int64_t rows,
+                            std::chrono::steady_clock::time_point deadline, bool ran) const {
+    const std::int64_t left = work.units - pass_.next_unit;
+    if (deadline == std::chrono::steady_clock::time_point::max()) return left;  // forward(): no parts
+    std::int64_t granule = left;  // a whole stage
+    if (work.split == model::StageWork::Split::outputs)
+      granule = weights_[work.weight].linear->output_granule(rows);
+    else if (work.split == model::StageWork::Split::rows)
+      granule = kAttentionRowGranule;
+    granule = std::min(granule, left);
+    const StageCost& cost = costs_[static_cast<std::size_t>(stage)];
+    const auto now = std::chrono::steady_clock::now();  // (deadline - now overflows for time_point::min())
+    const double time_left = deadline <= now ? 0.0 : std::chrono::duration<double>(deadline - now).count();
+    if (cost.unit == kUnknown) return ran && time_left <= 0 ? 0 : granule;  // learn a unit's cost from the smallest part
+    const double fit = (time_left / 1.25 - (pass_.next_unit == 0 ? cost.first_part : 0.0)) / cost.unit;
+    std::int64_t n = 0;
+    if (work.split == model::StageWork::Split::rows) {
+      for (double weight = 0; n < left;) {
+        const std::int64_t next = std::min(granule, left - n);
+        weight += units_weight(work, layer, pass_.next_unit + n, pass_.next_unit + n + next);
+        if (weight > fit) break;
+        n += next;
+      }
+    } else {
+      n = fit >= static_cast<double>(left) ? left : static_cast<std::int64_t>(std::max(0.0, fit)) / granule * granule;
+    }
+    if (n == 0 && !ran) n = granule;
+    return n;
+  }
+
+  // What units [begin, end) of a stage weigh against its others: a product's outputs alike; an
+  // attention row by the keys it reads, which grow along a prompt's chunk, plus its own work.
+  double units_weight(const model::StageWork& work, int layer, std::int64_t begin, std::int64_t end) const {
+    if (work.split != model::StageWork::Split::rows) return static_cast<double>(end - begin);
+    const int window = config_.attention_window(layer);
+    double weight = 0;
+    for (std::int64_t r = begin; r < end; ++r) {
+      const double keys = pass_.batch->positions[static_cast<std::size_t>(r)] + 1.0;
+      weight += (window > 0 ? std::min<double>(keys, window) : keys) + kAttentionRowKeys;
+    }
+    return weight;
+  }
+
   std::uint64_t linear_bytes(int layer) const {
     std::uint64_t bytes = 0;
     for (int id = 0; id < model::kWeightIdCount; ++id)
       if (const auto& linear = weights_[{layer, static_cast<model::WeightId>(id)}].linear)
         bytes += static_cast<std::uint64_t>(linear->decode_bytes());
     return bytes;
-  }
-
-  // The lm_head runs in pieces of about a layer's weight stream, so that a budgeted step can
-  // stop inside it as it does between layers: a large vocabulary's head (a 1B model's streams
-  // ~4x a layer's weights) is otherwise the one long unit of the pass.
-  std::int64_t count_head_pieces() const {
-    const std::uint64_t layer = config_.layers > 0 ? linear_bytes(0) : 0;
-    if (layer == 0) return 1;
-    return static_cast<std::int64_t>(std::max<std::uint64_t>(1, (linear_bytes(-1) + layer / 2) / layer));
-  }
-
-  // Outputs per head piece at `logit_rows` rows, in the units the lm_head's kernel takes.
-  std::int64_t head_piece_outputs(std::int64_t logit_rows) const {
-    const std::int64_t unit = weights_[{-1, model::WeightId::lm_head}].linear->output_granule(logit_rows);
-    const std::int64_t piece = (config_.vocab + head_pieces_ - 1) / head_pieces_;
-    return std::min<std::int64_t>((piece + unit - 1) / unit * unit, config_.vocab);
   }
 
   std::shared_ptr<const model::GgufFile> file_;  // keeps the token embeddings mapped
@@ -113,15 +160,26 @@ class KernelBackend final : public Backend {
   std::string weight_format_;
   std::unique_ptr<CpuOps> ops_;
   struct Pass {  // the forward pass in progress (begin_forward)
-    std::int64_t rows = 0, logit_rows = 0;
-    int next_layer = 0;
-    std::chrono::steady_clock::duration layer_time{};
-    std::int64_t next_output = 0;  // the head's: the first vocabulary entry not computed yet
-    std::int64_t head_piece = 0;   // outputs per head piece
+    const Batch* batch = nullptr;
+    std::int64_t rows = -1, logit_rows = -1;
+    int layer = 0;                // the next stage's layer; config_.layers: the head
+    std::size_t stage = 0;        // the next stage, in model::kLayerStages or kHeadStages
+    std::int64_t next_unit = 0;   // the next stage's first unit not run yet
   };
   Pass pass_;
-  std::int64_t head_pieces_ = 1;
-  std::chrono::steady_clock::duration head_piece_time_per_row_{};  // the last head piece's, per logit row
+  // What a stage's parts cost, as last measured: seconds per unit of weight (units_weight), and
+  // for a product the extra of its first part, which also quantizes the product's input.
+  struct StageCost {
+    double unit = kUnknown;  // kUnknown: not measured at these rows yet
+    double first_part = 0;
+    void learn(const model::StageWork& work, bool first, double seconds, double weight) {
+      if (work.split == model::StageWork::Split::outputs && first && unit != kUnknown)
+        first_part = std::max(0.0, seconds - unit * weight);
+      else
+        unit = seconds / weight;
+    }
+  };
+  std::array<StageCost, static_cast<std::size_t>(model::Stage::lm_head) + 1> costs_{};
 };
 
 }  // namespace

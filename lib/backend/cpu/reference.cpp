@@ -112,11 +112,14 @@ class ReferenceOps final : public model::DecoderOps {
   }
 
   void linear_outputs(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t,
-                      std::int64_t begin, std::int64_t end) override {
+                      std::int64_t begin, std::int64_t end, bool accumulate) override {
     const Matrix& w = weights_[weight];
     Matrix& y = act(out);
     if (y.rows() != act(in).rows() || y.cols() != w.rows()) y.resize(act(in).rows(), w.rows());
-    y.middleCols(begin, end - begin) = act(in) * w.middleRows(begin, end - begin).transpose();
+    if (accumulate)
+      y.middleCols(begin, end - begin) += act(in) * w.middleRows(begin, end - begin).transpose();
+    else
+      y.middleCols(begin, end - begin) = act(in) * w.middleRows(begin, end - begin).transpose();
   }
 
   void add_bias(model::WeightRef bias, model::Activation a) override {
@@ -150,16 +153,19 @@ class ReferenceOps final : public model::DecoderOps {
   // last `window` of them when window > 0): for each KV head, gather the sequence's keys and
   // values from their blocks into dense matrices, then scores = K q * scale, softmax,
   // out = Vᵀ p. Grouped-query attention: query head h reads KV head h / (heads / kv_heads).
-  void attention(int layer, int window, float scale) override {
+  void attention(int layer, int window, float scale, std::int64_t row_begin, std::int64_t row_end) override {
     const KvGeometry& g = kv_.geometry();
     const int hd = config_.head_dim, group = config_.heads / config_.kv_heads;
     if (scale == 0.0f) scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const Matrix& qkv = act(model::Activation::qkv);
     Matrix& out = act(model::Activation::attn);
-    out.setZero(batch_.rows(), config_.heads * hd);
+    if (out.rows() != batch_.rows() || out.cols() != config_.heads * hd) out.setZero(batch_.rows(), config_.heads * hd);
     Matrix keys, values;
     for (const SequenceSlice& seq : batch_.sequences) {
       const int last = seq.row_begin + seq.row_count - 1;
+      const auto first_row = static_cast<int>(std::max<std::int64_t>(seq.row_begin, row_begin));
+      const auto last_row = static_cast<int>(std::min<std::int64_t>(last, row_end - 1));
+      if (first_row > last_row) continue;
       const int length = batch_.positions[static_cast<std::size_t>(last)] + 1;
       for (int kv_head = 0; kv_head < config_.kv_heads; ++kv_head) {
         keys.resize(length, hd);
@@ -173,7 +179,7 @@ class ReferenceOps final : public model::DecoderOps {
             values(t, i) = load_kv(kv_.values(layer), g.type, base + i);
           }
         }
-        for (int r = seq.row_begin; r <= last; ++r) {
+        for (int r = first_row; r <= last_row; ++r) {
           const int visible = batch_.positions[static_cast<std::size_t>(r)] + 1;  // causal mask
           const int first = window > 0 ? std::max(0, visible - window) : 0;    // sliding window
           const int seen = visible - first;

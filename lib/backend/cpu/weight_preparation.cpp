@@ -188,7 +188,7 @@ class Preparer {
     if (calibration) {
       calibration->observer.clear();
       const auto n = static_cast<std::int64_t>(calibration->batch.logit_rows.size());
-      model::run_final_norm(config_, *calibration->ops, n);
+      model::run_stage(config_, -1, model::Stage::final_norm, *calibration->ops, n, 0, 1);
       lm_head_in.observe(calibration->ops->data(model::Activation::h), n, config_.embedding);
       calibration.reset();
     }

@@ -366,10 +366,10 @@ class CudaBackend final : public Backend, private model::DecoderOps {
   }
 
   void linear_outputs(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows,
-                      std::int64_t begin, std::int64_t end) override {
+                      std::int64_t begin, std::int64_t end, bool accumulate) override {
     const Linear& l = weights_[weight].linear;
     if (begin != 0 || end != l.out) missing("a linear in pieces");
-    linear(l, at(in), rows, at(out), false);
+    linear(l, at(in), rows, at(out), accumulate);
   }
 
   void add_bias(model::WeightRef bias, model::Activation a) override {
@@ -390,7 +390,8 @@ class CudaBackend final : public Backend, private model::DecoderOps {
                 meta(step_.at.slots), step_.layout, step_.kv->keys(layer), step_.kv->values(layer), stream_->get());
   }
 
-  void attention(int layer, int window, float scale) override {
+  void attention(int layer, int window, float scale, std::int64_t row_begin, std::int64_t row_end) override {
+    if (row_begin != 0 || row_end != step_.rows) missing("attention in pieces");
     if (window != 0) missing("sliding-window attention");
     if (scale != 1.0f / std::sqrt(static_cast<float>(config_.head_dim))) missing("an attention scale of its own");
     k::paged_attention(part(model::QkvPart::q), q_dim_ + 2 * kv_dim_, meta(step_.at.positions),
