@@ -8,9 +8,9 @@
 // prompts start with the same long world lore, so after the first character the prefix cache
 // serves the lore's KV and only each character's own lines are prefilled.
 //
-// step() stops a step between layers when the frame's budget runs out and continues it the next
-// frame; --step-tokens bounds the rows of one engine step, so a layer (the unit a step cannot
-// split) stays short when long prompts prefill.
+// step() stops a step inside its forward pass when the frame's budget runs out and continues it
+// the next frame; --step-tokens bounds the rows of one engine step, so the replies get tokens
+// often while long prompts prefill.
 #include "lore.hpp"
 
 #include <ember/ember.hpp>
@@ -73,8 +73,9 @@ Options parse_flags(int argc, char** argv) {
       .option("--max-tokens", "N", o.sampling.max_tokens, "generated tokens per reply at most")
       .option("--temperature", "T", o.sampling.temperature, "sampling temperature; 0 = greedy")
       .option("--step-tokens", "N", engine_flags.options.max_batch_tokens,
-              "token budget of one engine step: smaller steps keep frame times close to the "
-              "budget at some cost in throughput");
+              "token budget of one engine step (a prompt chunk and the decodes): a step spans as "
+              "many frames as it needs, so smaller steps give the replies tokens more often while "
+              "a long prompt prefills, at some cost in throughput");
   engine_flags.declare(cli);
   cli.parse(argc, argv);
   if (o.frame_ms <= 0 || o.frames_max <= 0 || o.quiet_frames < 0)

@@ -402,8 +402,8 @@ typedef struct ember_step_result {
 } ember_step_result;
 
 /* Runs engine steps on the calling thread until `budget_us` microseconds are spent or nothing
- * is left (a game calls it once per frame). A step that does not fit stops between layers and
- * the next call continues it (as ember::Engine::step). `result` may be NULL. */
+ * is left (a game calls it once per frame). A step that does not fit stops inside its forward
+ * pass and the next call continues it (as ember::Engine::step). `result` may be NULL. */
 EMBER_API ember_status ember_engine_step(ember_engine* engine, int64_t budget_us,
                                          ember_step_result* result);
 

@@ -87,7 +87,7 @@ class Stepper {
   std::atomic<bool> cancel_soon_pending_{false};  // cancel_soon() flagged a request since then
   backend::Batch batch_;
   std::vector<float> logits_;
-  // The step whose forward pass is under way (step_paused_: it stopped between layers).
+  // The step whose forward pass is under way (step_paused_: it stopped inside it).
   std::vector<ScheduledSequence> step_;
   bool step_paused_ = false;
   std::function<void(FaultPoint)> fault_hook_;
