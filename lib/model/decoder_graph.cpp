@@ -14,17 +14,20 @@ GraphWeight weight(int layer, WeightId id, std::int64_t rows, std::int64_t cols,
 struct Product {
   WeightRef weight;
   Activation in, out;
+  std::int64_t outputs = 0;  // the matrix's rows (layer_weights, head_weights)
   bool accumulate = false;
 };
+
+std::int64_t qkv_outputs(const ModelConfig& c) { return std::int64_t{c.heads + 2 * c.kv_heads} * c.head_dim; }
 
 Product product(const ModelConfig& c, int l, Stage stage) {
   const Activation residual_out = c.post_norms ? Activation::h : Activation::x;
   switch (stage) {
-    case Stage::qkv: return {{l, WeightId::qkv}, Activation::h, Activation::qkv};
-    case Stage::wo: return {{l, WeightId::wo}, Activation::attn, residual_out, !c.post_norms};
-    case Stage::gate_up: return {{l, WeightId::gate_up}, Activation::h, Activation::gate_up};
-    case Stage::down: return {{l, WeightId::down}, Activation::act, residual_out, !c.post_norms};
-    case Stage::lm_head: return {{-1, WeightId::lm_head}, Activation::h, Activation::logits};
+    case Stage::qkv: return {{l, WeightId::qkv}, Activation::h, Activation::qkv, qkv_outputs(c)};
+    case Stage::wo: return {{l, WeightId::wo}, Activation::attn, residual_out, c.embedding, !c.post_norms};
+    case Stage::gate_up: return {{l, WeightId::gate_up}, Activation::h, Activation::gate_up, 2 * std::int64_t{c.ffn}};
+    case Stage::down: return {{l, WeightId::down}, Activation::act, residual_out, c.embedding, !c.post_norms};
+    case Stage::lm_head: return {{-1, WeightId::lm_head}, Activation::h, Activation::logits, c.vocab};
     default: return {};
   }
 }
@@ -49,13 +52,13 @@ RopeAngleSet angle_set(const ModelConfig& c, int layer) {
 std::vector<GraphWeight> layer_weights(const DecoderTensors& t, const ModelConfig& c, int layer) {
   const LayerWeights& w = t.layers.at(static_cast<std::size_t>(layer));
   const std::int64_t d = c.embedding, ffn = c.ffn, hd = c.head_dim;
-  const std::int64_t q_dim = std::int64_t{c.heads} * hd, kv_dim = std::int64_t{c.kv_heads} * hd;
+  const std::int64_t q_dim = std::int64_t{c.heads} * hd;
   std::vector<GraphWeight> out;
   out.push_back(weight(layer, WeightId::attn_norm, 1, d, {w.attn_norm}));
   // Fused in the file or not, Q|K|V and gate|up are one matrix each.
-  out.push_back(weight(layer, WeightId::qkv, q_dim + 2 * kv_dim, d,
+  out.push_back(weight(layer, WeightId::qkv, qkv_outputs(c), d,
                        w.wqkv != nullptr ? std::vector{w.wqkv} : std::vector{w.wq, w.wk, w.wv}));
-  if (w.bq != nullptr) out.push_back(weight(layer, WeightId::qkv_bias, 1, q_dim + 2 * kv_dim, {w.bq, w.bk, w.bv}));
+  if (w.bq != nullptr) out.push_back(weight(layer, WeightId::qkv_bias, 1, qkv_outputs(c), {w.bq, w.bk, w.bv}));
   if (w.q_norm != nullptr) {
     out.push_back(weight(layer, WeightId::q_norm, 1, hd, {w.q_norm}));
     out.push_back(weight(layer, WeightId::k_norm, 1, hd, {w.k_norm}));
@@ -91,11 +94,7 @@ StageWork stage_work(const ModelConfig& c, int layer, Stage stage, std::int64_t 
   }
   if (is_product(stage)) {
     const Product p = product(c, layer, stage);
-    const std::int64_t outputs = stage == Stage::lm_head ? c.vocab
-                                 : stage == Stage::qkv    ? std::int64_t{c.heads + 2 * c.kv_heads} * c.head_dim
-                                 : stage == Stage::gate_up ? 2 * std::int64_t{c.ffn}
-                                                           : c.embedding;
-    return {StageWork::Split::outputs, outputs, p.weight};
+    return {StageWork::Split::outputs, p.outputs, p.weight};
   }
   if (stage == Stage::attention) return {StageWork::Split::rows, rows};
   if (stage == Stage::layer_end && !c.post_norms) return {StageWork::Split::whole, 0};
