@@ -309,6 +309,14 @@ TEST_CASE("a pass in pieces (a stage, or part of a product or of attention, per 
         CHECK(calls == whole_stages + attention_parts);  // oneDNN computes a product whole
       else
         CHECK(calls > whole_stages + attention_parts + 3 * c.layers * 4);  // every product in slices
+
+      // With time to spare a budgeted pass is one call: the parts grow to what fits, here all.
+      test::SequenceRunner roomy_runner(*b, 64);
+      roomy_runner.piece_budget = std::chrono::hours(1);
+      int roomy_calls = 0;
+      auto roomy = roomy_runner.append(prompt, /*all_rows=*/true, 20, &roomy_calls);
+      CHECK(roomy_calls == 2);
+      CHECK(std::memcmp(roomy.data(), whole.data(), roomy.size() * sizeof(float)) == 0);
     }
   }
 }

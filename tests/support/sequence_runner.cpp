@@ -46,8 +46,12 @@ std::vector<float> SequenceRunner::append(const std::vector<std::int32_t>& token
       backend_.forward(batch, *kv_, logits);
     } else {
       backend_.begin_forward(batch, *kv_, logits);
+      const auto deadline = [&] {
+        return piece_budget == std::chrono::steady_clock::duration::zero() ? std::chrono::steady_clock::time_point::min()
+                                                                           : std::chrono::steady_clock::now() + piece_budget;
+      };
       do ++*pieces;
-      while (!backend_.advance_forward(std::chrono::steady_clock::time_point::min()));
+      while (!backend_.advance_forward(deadline()));
     }
     result.insert(result.end(), logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(batch.logit_rows.size()) * vocab);
   }

@@ -4,6 +4,7 @@
 
 #include "backend/backend.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -17,10 +18,12 @@ class SequenceRunner {
 
   // Appends `tokens` (in chunks of at most `chunk` rows) and returns the logits of the last
   // row, or of every appended row when `all_rows` ([n, vocab] row-major). With `pieces`, each
-  // forward pass runs as a budgeted step with no time left, a piece per advance_forward() call
-  // (a layer, or a piece of the head), and *pieces counts the calls.
+  // forward pass runs as a budgeted step, advance_forward() called with a deadline of
+  // `piece_budget` from the call (zero: no time left, a piece per call), and *pieces counts the
+  // calls.
   std::vector<float> append(const std::vector<std::int32_t>& tokens, bool all_rows = false,
                             int chunk = 256, int* pieces = nullptr);
+  std::chrono::steady_clock::duration piece_budget{};
   int length() const { return length_; }
   void reset() { length_ = 0; }
 
