@@ -223,9 +223,6 @@ class Int8Linear final : public OnednnLinear {
            std::int64_t begin, std::int64_t end, LinearInput input) override {
     const std::int64_t in = in_features();
     const bool quantize = input == LinearInput::fresh;
-    if (!quantize && quantized_rows_ != m)
-      fail(ErrorCode::internal, "linear: {} rows said to be as before, but {} were quantized", m, quantized_rows_);
-    quantized_rows_ = m;
     grow(q_, terms_ * m * in);
     grow(row_scales_, terms_ * m);
     if (terms_ == 1) {
@@ -279,7 +276,6 @@ class Int8Linear final : public OnednnLinear {
   std::unique_ptr<const GemvWeightsS8> gemv_;  // null: oneDNN for every m
   std::vector<std::uint8_t> xu_;     // GEMV activations (q + 128), guarded by mutex_
   std::vector<std::int8_t> q_;       // activation scratch, guarded by mutex_
-  std::int64_t quantized_rows_ = -1;  // the rows q_ holds, guarded by mutex_
   std::vector<float> row_scales_;    // activation scales, guarded by mutex_
 };
 
@@ -330,6 +326,9 @@ void Linear::forward_outputs(CpuContext& ctx, const float* x, std::int64_t m, fl
       (end % granule != 0 && end != out_features()))
     fail(ErrorCode::invalid_argument, "linear: outputs [{}, {}) of {} at m = {} are not in units of {}", begin, end,
          out_features(), m, granule);
+  if (input == LinearInput::as_before && outputs_rows_.load() != m)
+    fail(ErrorCode::internal, "linear: {} rows said to be as before, but the previous part had {}", m, outputs_rows_.load());
+  outputs_rows_.store(m);
   forward_range(ctx, x, m, y, begin, end, accumulate, input);
 }
 

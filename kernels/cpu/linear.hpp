@@ -10,6 +10,7 @@
 #include "kernels/cpu/context.hpp"
 #include "kernels/cpu/gemm_w4a8.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -65,6 +66,7 @@ class Linear {
  private:
   std::int64_t in_;
   std::int64_t out_;
+  std::atomic<std::int64_t> outputs_rows_{-1};  // the rows of the last forward_outputs() call
 };
 
 // How an INT8 linear quantizes its input rows.

@@ -36,16 +36,12 @@ class W4a8Linear final : public Linear {
     std::lock_guard lock(mutex_);
     if (input == LinearInput::fresh)
       quantize_w4_activations(x, m, in_features(), in_features(), weights_.padded_in(), activations_, ctx.threads);
-    else if (quantized_rows_ != m)
-      fail(ErrorCode::internal, "linear: {} rows said to be as before, but {} were quantized", m, quantized_rows_);
-    quantized_rows_ = m;
     gemm_w4a8(weights_, activations_, y, accumulate, ctx.threads, tile_begin, tile_end);
   }
 
   const W4Weights weights_;
   std::mutex mutex_;
   W4Activations activations_;  // scratch, guarded by mutex_; grows to the largest batch seen
-  std::int64_t quantized_rows_ = -1;  // the rows activations_ holds, guarded by mutex_
 };
 
 }  // namespace

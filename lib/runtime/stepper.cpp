@@ -1,6 +1,5 @@
 #include "runtime/stepper.hpp"
 
-#include <algorithm>
 #include <utility>
 
 namespace ember::runtime {

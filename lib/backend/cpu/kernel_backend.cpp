@@ -58,8 +58,9 @@ class KernelBackend final : public Backend {
 
   // Runs the pass's stages in order, the splittable ones (model::StageWork) in parts sized to end
   // by the deadline from what a unit of the stage last cost in this pass (or the last of as many
-  // rows), with a quarter's margin: a part after a frame's sleep meets cold caches. Stops before a
-  // stage or part that does not fit; every call runs at least one part, so the pass progresses.
+  // rows), with a margin (kCostMargin: a part after a frame's sleep meets cold caches). Stops
+  // before a stage or part that does not fit; every call runs at least one part, so the pass
+  // progresses.
   bool advance_forward(std::chrono::steady_clock::time_point deadline) override {
     using Clock = std::chrono::steady_clock;
     bool ran = false;
@@ -96,6 +97,7 @@ class KernelBackend final : public Backend {
 
  private:
   static constexpr double kUnknown = -1;
+  static constexpr double kCostMargin = 1.25;  // a part is planned at this many times its estimate
   static constexpr std::int64_t kAttentionRowGranule = 8;  // the attention kernel's tile of rows
   static constexpr double kAttentionRowKeys = 32;  // a row's work beside its keys, in keys (a rough guess)
 
@@ -115,7 +117,7 @@ class KernelBackend final : public Backend {
     const auto now = std::chrono::steady_clock::now();  // (deadline - now overflows for time_point::min())
     const double time_left = deadline <= now ? 0.0 : std::chrono::duration<double>(deadline - now).count();
     if (cost.unit == kUnknown) return ran && time_left <= 0 ? 0 : granule;  // learn a unit's cost from the smallest part
-    const double fit = (time_left / 1.25 - (pass_.next_unit == 0 ? cost.first_part : 0.0)) / cost.unit;
+    const double fit = (time_left / kCostMargin - (pass_.next_unit == 0 ? cost.first_part : 0.0)) / cost.unit;
     std::int64_t n = 0;
     if (work.split == model::StageWork::Split::rows) {
       for (double weight = 0; n < left;) {
