@@ -7,9 +7,11 @@
 // qkv, wo, gate_up, down, then lm_head; two-term inputs where the engine has them) on one row:
 // 134.5 MB of INT8 weights per iteration, more than the caches hold, so WeightBytes is the rate
 // decode streams its weights at (compare it with ember-bench's bandwidth probe).
-// "w4a8/" is the 4-bit kernel (kernels/cpu/gemm_w4a8.hpp) on random nibbles, for every M, also on
-// the shapes of a Llama-3.2-1B layer ("1b_" names); "w4a8/decode_step" is decode_step's
-// sequence of Linears as w4a8.
+// "w4a8/" is the grouped kernel (kernels/cpu/gemm_grouped.hpp) on random nibbles, for every M,
+// also on the shapes of a Llama-3.2-1B layer ("1b_" names); "w8a8-g32/" the same kernel on
+// 8-bit groups with two-term activations, as the engine runs a Q8_0 lm_head;
+// "w4a8/decode_step" is decode_step's sequence of Linears as the engine runs a Q4 file's (w4a8
+// layers, a w8a8-g32 lm_head).
 // Threads: $EMBER_BENCH_THREADS, default 2.
 #include "kernels/cpu/linear.hpp"
 
@@ -51,15 +53,20 @@ std::vector<float> random_vector(std::size_t n, unsigned seed) {
   return v;
 }
 
-enum class Kind { int8, int8_onednn, fp32, w4a8 };
+enum class Kind { int8, int8_onednn, fp32, w4a8, w8a8_g32 };
 
-// Random nibbles, one scale and offset for every group: the kernel's speed does not depend on
-// the values.
-W4RowSource random_four_bit(std::int64_t in) {
-  return [in](std::int64_t row, std::uint8_t* nibbles, float* scales, float* offsets) {
+bool grouped(Kind kind) { return kind == Kind::w4a8 || kind == Kind::w8a8_g32; }
+double bytes_per_weight(Kind kind) {
+  return kind == Kind::fp32 ? 4.0 : kind == Kind::w4a8 ? 0.5625 : kind == Kind::w8a8_g32 ? 1.0625 : 1.0;
+}
+
+// Random values, one scale and offset for every group: the kernel's speed does not depend on
+// them.
+GroupedRowSource random_groups(std::int64_t in, int bits) {
+  return [in, bits](std::int64_t row, std::uint8_t* values, float* scales, float* offsets) {
     std::mt19937 rng(static_cast<unsigned>(row));
-    for (std::int64_t i = 0; i < in / 2; ++i) nibbles[i] = static_cast<std::uint8_t>(rng());
-    for (std::int64_t g = 0; g < in / kW4Group; ++g) {
+    for (std::int64_t i = 0; i < in * bits / 8; ++i) values[i] = static_cast<std::uint8_t>(rng());
+    for (std::int64_t g = 0; g < in / kWeightGroup; ++g) {
       scales[g] = 0.01f;
       offsets[g] = -0.08f;
     }
@@ -68,7 +75,9 @@ W4RowSource random_four_bit(std::int64_t in) {
 
 std::unique_ptr<Linear> make(Kind kind, CpuContext& ctx, const std::vector<float>& w, Shape s) {
   switch (kind) {
-    case Kind::w4a8: return make_w4a8_linear(ctx, s.out, s.in, false, random_four_bit(s.in));
+    case Kind::w4a8: return make_grouped_linear(ctx, s.out, s.in, GroupFormat{4, false}, random_groups(s.in, 4));
+    case Kind::w8a8_g32:
+      return make_grouped_linear(ctx, s.out, s.in, GroupFormat{8, false}, random_groups(s.in, 8), ActivationQuant::residual);
     case Kind::int8: return make_int8_linear(ctx, w.data(), s.out, s.in);
     case Kind::int8_onednn: return make_int8_linear_onednn_only(ctx, w.data(), s.out, s.in);
     case Kind::fp32: break;
@@ -89,8 +98,7 @@ void bm_linear(benchmark::State& state, Shape shape, Kind kind) {
     benchmark::DoNotOptimize(y.data());
   }
   const double ops = 2.0 * static_cast<double>(m * shape.in * shape.out);
-  const double weight_bytes =
-      static_cast<double>(shape.in * shape.out) * (kind == Kind::fp32 ? 4.0 : kind == Kind::w4a8 ? 0.5625 : 1.0);
+  const double weight_bytes = static_cast<double>(shape.in * shape.out) * bytes_per_weight(kind);
   state.counters["OPS"] = benchmark::Counter(ops, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["WeightBytes"] =
       benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate,
@@ -108,9 +116,10 @@ void bm_decode_step(benchmark::State& state, Kind kind) {
   double weight_bytes = 0;
   const auto add = [&](Shape s, ActivationQuant activations, bool accumulate) {
     const auto w = random_vector(static_cast<std::size_t>(s.in * s.out), static_cast<unsigned>(steps.size() + 1));
-    if (kind == Kind::w4a8) {
-      steps.push_back({make(kind, ctx, w, s), accumulate});
-      weight_bytes += 0.5625 * static_cast<double>(s.in * s.out);
+    if (kind == Kind::w4a8) {  // the lm_head (a Q8_0 tensor in a Q4 file) in 8-bit groups
+      const Kind as = s.out == kShapes[4].out ? Kind::w8a8_g32 : Kind::w4a8;
+      steps.push_back({make(as, ctx, w, s), accumulate});
+      weight_bytes += bytes_per_weight(as) * static_cast<double>(s.in * s.out);
       return;
     }
     steps.push_back({make_int8_linear(ctx, w.data(), s.out, s.in, activations), accumulate});
@@ -136,13 +145,14 @@ void bm_decode_step(benchmark::State& state, Kind kind) {
 
 const bool registered = [] {
   benchmark::RegisterBenchmark("int8/decode_step", bm_decode_step, Kind::int8)->Unit(benchmark::kMillisecond)->UseRealTime();
-  if (w4a8_supported())
+  if (grouped_gemm_supported())
     benchmark::RegisterBenchmark("w4a8/decode_step", bm_decode_step, Kind::w4a8)->Unit(benchmark::kMillisecond)->UseRealTime();
   constexpr std::pair<Kind, const char*> kKinds[] = {
-      {Kind::int8, "int8/"}, {Kind::int8_onednn, "int8_onednn/"}, {Kind::fp32, "fp32/"}, {Kind::w4a8, "w4a8/"}};
+      {Kind::int8, "int8/"}, {Kind::int8_onednn, "int8_onednn/"}, {Kind::fp32, "fp32/"}, {Kind::w4a8, "w4a8/"},
+      {Kind::w8a8_g32, "w8a8-g32/"}};
   for (const Shape& s : kShapes)
     for (const auto& [kind, prefix] : kKinds) {
-      if (kind == Kind::w4a8 && !w4a8_supported()) continue;
+      if (grouped(kind) && !grouped_gemm_supported()) continue;
       auto* b = benchmark::RegisterBenchmark(
           (std::string(prefix) + s.name).c_str(),
           [s, kind = kind](benchmark::State& st) { bm_linear(st, s, kind); });

@@ -114,7 +114,7 @@ typedef enum ember_precision {
 
 /* As ember::WeightFormat: how the INT8 path keeps the matrices on the CPU. */
 typedef enum ember_weight_format {
-  EMBER_WEIGHTS_AUTOMATIC = 0, /* the file's own: 4-bit matrices stay 4-bit (w4a8) */
+  EMBER_WEIGHTS_AUTOMATIC = 0, /* the file's own: 4-bit matrices (and a Q8_0 lm_head) keep their groups */
   EMBER_WEIGHTS_W8A8 = 1       /* every matrix requantized to INT8 */
 } ember_weight_format;
 
@@ -445,7 +445,8 @@ typedef struct ember_model_info {
   uint64_t parameters;
   int32_t has_chat_template;
   double load_ms;
-  const char* weight_format;         /* "w4a8", "w8a8", "w4a8+w8a8", "fp32" or "fp16" */
+  const char* weight_format;         /* "w4a8", "w8a8-g32", "w8a8" joined by '+' (as in
+                                        ember::ModelInfo), "fp32" or "fp16" */
 } ember_model_info;
 
 EMBER_API ember_status ember_engine_info(const ember_engine* engine, ember_model_info* info);

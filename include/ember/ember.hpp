@@ -76,8 +76,9 @@ enum class Precision {
 enum class WeightFormat {
   automatic,  // the file's own: 4-bit matrices (Q4_0, Q4_1, Q4_K) stay 4-bit and multiply INT8
               // activations quantized per group of 32 (w4a8, about half the memory and the
-              // bytes per token of w8a8), the others become w8a8. w4a8 needs AVX-512 VNNI;
-              // without it every matrix is w8a8
+              // bytes per token of w8a8), a Q8_0 lm_head keeps its groups of 32 too (w8a8-g32,
+              // activations in two INT8 terms), the others become w8a8. Grouped
+              // weights need AVX-512 VNNI; without it every matrix is w8a8
   w8a8,       // every matrix requantized to INT8 per output channel, INT8 activations per row,
               // smoothed on a calibration text (the only form of 8-bit and wider matrices)
 };
@@ -399,8 +400,10 @@ struct ModelInfo {
   int context_length = 0;       // the context the engine was opened with
   std::uint64_t parameters = 0;
   bool has_chat_template = false;
-  // How the matrices are held: "w4a8" (4-bit weights, INT8 activations), "w8a8", "w4a8+w8a8"
-  // (the file's 4-bit matrices and its others), "fp32" or "fp16".
+  // How the matrices are held: the forms present joined by '+', from "w4a8" (4-bit weights in
+  // the file's groups, INT8 activations), "w8a8-g32" (a Q8_0 lm_head in the file's groups) and
+  // "w8a8" (INT8 per output channel), e.g. "w4a8+w8a8-g32" for a Q4 file with a Q8_0 lm_head;
+  // or "fp32", "fp16".
   std::string weight_format;
   // Bytes of prepared matrices a decode step reads (its weight stream, the embedding row not
   // counted); 0 where the backend does not say (CUDA).

@@ -8,7 +8,7 @@
 #pragma once
 
 #include "kernels/cpu/context.hpp"
-#include "kernels/cpu/gemm_w4a8.hpp"
+#include "kernels/cpu/gemm_grouped.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -71,7 +71,8 @@ class Linear {
 
 // How an INT8 linear quantizes its input rows.
 enum class ActivationQuant {
-  per_row,   // one INT8 term per row (scale = max|x| / 127): the fast default
+  per_row,   // one INT8 term per row (scale = max|x| / 127): the fast default; per group of
+             // 32 for grouped weights
   residual,  // two INT8 terms per row, the second quantizing the first's rounding error
              // (quantize_rows_s8_residual): twice the GEMM work for ~14-bit activations. Decode
              // rows stream the weights once for both terms, so it costs little there.
@@ -105,12 +106,14 @@ std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const std::int8_t* q, 
                                          std::int64_t out, std::int64_t in,
                                          ActivationQuant activations = ActivationQuant::per_row);
 
-// 4-bit weights with INT8 activations (gemm_w4a8.hpp), read row by row through `source` and
+// Weights in a file's own groups of 32 (4- or 8-bit, gemm_grouped.hpp) with INT8 activations
+// per group (ActivationQuant::residual: two terms a group), read row by row through `source` and
 // packed into ctx.decode_weights: one kernel for every row count, so prefill and decode read the
-// same copy. Throws ErrorCode::unsupported without w4a8_supported(), invalid_argument unless in
-// is a multiple of kW4Group.
-std::unique_ptr<Linear> make_w4a8_linear(CpuContext& ctx, std::int64_t out, std::int64_t in, bool offsets,
-                                         const W4RowSource& source);
+// same copy. Throws ErrorCode::unsupported without grouped_gemm_supported(), invalid_argument
+// unless in is a multiple of kWeightGroup.
+std::unique_ptr<Linear> make_grouped_linear(CpuContext& ctx, std::int64_t out, std::int64_t in, GroupFormat format,
+                                            const GroupedRowSource& source,
+                                            ActivationQuant activations = ActivationQuant::per_row);
 
 std::unique_ptr<Linear> make_fp32_linear(CpuContext& ctx, const float* w, std::int64_t out,
                                          std::int64_t in);

@@ -216,20 +216,30 @@ void dequantize(GgmlType type, const void* src, float* dst, std::int64_t element
   }
 }
 
-bool is_four_bit(GgmlType type) {
-  return type == GgmlType::Q4_0 || type == GgmlType::Q4_1 || type == GgmlType::Q4_K;
+int group_bits(GgmlType type) {
+  if (type == GgmlType::Q4_0 || type == GgmlType::Q4_1 || type == GgmlType::Q4_K) return 4;
+  return type == GgmlType::Q8_0 ? 8 : 0;
 }
 
-void read_four_bit(GgmlType type, const void* src, std::int64_t elements, std::uint8_t* nibbles, float* scales,
-                   float* offsets) {
+void read_groups(GgmlType type, const void* src, std::int64_t elements, std::uint8_t* values, float* scales,
+                 float* offsets) {
   const auto* in = static_cast<const std::uint8_t*>(src);
-  if (!is_four_bit(type)) fail(ErrorCode::invalid_argument, "read_four_bit: {} is not a four-bit type", ggml_type_info(type).name);
+  if (group_bits(type) == 0)
+    fail(ErrorCode::invalid_argument, "read_groups: {} does not store groups of 32", ggml_type_info(type).name);
   const GgmlTypeInfo& info = ggml_type_info(type);
   if (elements < 0 || elements % info.block_elements != 0)
-    fail(ErrorCode::invalid_argument, "read_four_bit: {} elements is not a whole number of {} blocks", elements, info.name);
+    fail(ErrorCode::invalid_argument, "read_groups: {} elements is not a whole number of {} blocks", elements, info.name);
   const std::int64_t blocks = elements / info.block_elements;
+  std::uint8_t* nibbles = values;
   for (std::int64_t k = 0; k < blocks; ++k) {
     const std::uint8_t* b = in + k * info.block_bytes;
+    if (type == GgmlType::Q8_0) {
+      const float d = load_f16(b);
+      scales[k] = d;
+      offsets[k] = -128.0f * d;
+      for (int e = 0; e < 32; ++e) values[32 * k + e] = static_cast<std::uint8_t>(static_cast<std::int8_t>(b[2 + e]) + 128);
+      continue;
+    }
     if (type == GgmlType::Q4_0 || type == GgmlType::Q4_1) {
       // The legacy blocks already pair value e with e + 16 in one byte.
       const float d = load_f16(b);

@@ -32,16 +32,19 @@ std::optional<std::uint64_t> ggml_row_bytes(GgmlType type, std::int64_t elements
 // a type that cannot be dequantized.
 void dequantize(GgmlType type, const void* src, float* dst, std::int64_t elements);
 
-// Whether `type` stores groups of 32 four-bit values with a scale and an offset each (Q4_0,
-// Q4_1, Q4_K): the weights ember's W4A8 kernel multiplies as they are, without dequantizing.
-bool is_four_bit(GgmlType type);
+// The bits a value of `type` has when it stores groups of 32 values with a scale and an offset
+// each, the weights ember's grouped kernel multiplies as they are, without dequantizing: 4 (Q4_0,
+// Q4_1, Q4_K), 8 (Q8_0), or 0 for the other types.
+int group_bits(GgmlType type);
 
-// Reads `elements` values (whole blocks) of a four-bit type as groups of 32: for group g,
-// nibbles[16 g + e] holds value 32 g + e in its low nibble and 32 g + 16 + e in its high one, and
-// value = scales[g] * nibble + offsets[g] (Q4_0: offset = -8 * scale). The values are those
-// dequantize() gives, up to the rounding of Q4_K's scale products (here one product each).
-// Throws Error(invalid_argument) for a type that is not four-bit.
-void read_four_bit(GgmlType type, const void* src, std::int64_t elements, std::uint8_t* nibbles, float* scales,
-                   float* offsets);
+// Reads `elements` values (whole blocks) of a grouped type (group_bits() > 0) as groups of 32 of
+// unsigned values u, value = scales[g] * u + offsets[g]. 4 bits: for group g, values[16 g + e]
+// holds value 32 g + e in its low nibble and 32 g + 16 + e in its high one (Q4_0: offset =
+// -8 * scale); 8 bits: values[32 g + e] holds value 32 g + e as q + 128 (Q8_0: offset = -128 *
+// scale). The values are those dequantize() gives, up to the rounding of Q4_K's scale products
+// (here one product each) and of d * u + o against Q8_0's d * q. Throws Error(invalid_argument)
+// for a type that is not grouped.
+void read_groups(GgmlType type, const void* src, std::int64_t elements, std::uint8_t* values, float* scales,
+                 float* offsets);
 
 }  // namespace ember::model

@@ -84,6 +84,7 @@ static ember_completion* generate_with_cache(const char* dir, log_state* log) {
   options.threads = 2;
   options.kv_cache_bytes = 4u << 20;
   options.weight_cache_dir = dir;
+  options.weight_format = EMBER_WEIGHTS_W8A8; /* the cache holds w8a8 matrices only */
   options.log = on_log;
   options.log_user_data = log;
   ember_engine* engine = NULL;

@@ -184,7 +184,24 @@ TEST_CASE("weight cache: the default model, cold and warm") {
   EngineOptions o;
   o.threads = 2;
   o.kv_cache_bytes = 16u << 20;
+  o.weight_format = WeightFormat::w8a8;  // the cache holds w8a8 matrices, which this file's default has none of
   check_cold_warm(model, o, 16);
+}
+
+TEST_CASE("weight cache: a file whose matrices all keep their groups has nothing to cache") {
+  const fs::path dir = test::temp_dir("ember-load-cache");
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_cache_bytes = 16u << 20;
+  o.weight_cache_dir = dir.string();
+  const Engine engine = Engine::open(test::require_default_model(), o);
+  if (engine.info().weight_format == "w8a8") {
+    MESSAGE("skipped: this CPU has no AVX-512 VNNI, so every matrix is w8a8");
+  } else {
+    CHECK(engine.info().weight_format == "w4a8+w8a8-g32");  // Q4_1 layers, the tied Q8_0 embedding
+    CHECK(fs::is_empty(dir));
+  }
+  fs::remove_all(dir);
 }
 
 #endif  // EMBER_LOAD_TEST_DEFAULT_MODEL

@@ -119,30 +119,36 @@ TEST_CASE("type table and errors") {
   CHECK_THROWS_AS(quantize(GgmlType::Q4_K, out.data(), 256), ember::Error);
 }
 
-TEST_CASE("four-bit groups give dequantize's values: Q4_0 and Q4_1 exactly, Q4_K to a rounding") {
-  for (const char* name : {"Q4_0", "Q4_1", "Q4_K", "Q8_0"}) {
+TEST_CASE("groups give dequantize's values: Q4_0 and Q4_1 exactly, Q4_K and Q8_0 to a rounding") {
+  for (const char* name : {"Q4_0", "Q4_1", "Q4_K", "Q8_0", "Q6_K"}) {
     CAPTURE(name);
     const auto c = load_case(std::string(name) + ".json");
     const auto type = static_cast<GgmlType>(c["type_id"].get<std::uint32_t>());
     const auto raw = from_hex(c["raw_hex"]);
     const auto expected = floats_from_hex(c["values_hex"]);
     const std::int64_t n = c["elements"];
-    std::vector<std::uint8_t> nibbles(static_cast<std::size_t>(n / 2));
+    std::vector<std::uint8_t> values(static_cast<std::size_t>(n));
     std::vector<float> scales(static_cast<std::size_t>(n / 32)), offsets(scales.size());
-    if (!is_four_bit(type)) {
-      CHECK_THROWS(read_four_bit(type, raw.data(), n, nibbles.data(), scales.data(), offsets.data()));
+    const int bits = group_bits(type);
+    if (bits == 0) {
+      CHECK_THROWS(read_groups(type, raw.data(), n, values.data(), scales.data(), offsets.data()));
       continue;
     }
-    read_four_bit(type, raw.data(), n, nibbles.data(), scales.data(), offsets.data());
+    CHECK(bits == (type == GgmlType::Q8_0 ? 8 : 4));
+    read_groups(type, raw.data(), n, values.data(), scales.data(), offsets.data());
     int off = 0;
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int64_t g = i / 32, e = i % 32;
-      const std::uint8_t byte = nibbles[static_cast<std::size_t>(g * 16 + e % 16)];
-      const int u = e < 16 ? (byte & 0x0f) : (byte >> 4);
+      int u = values[static_cast<std::size_t>(i)];
+      if (bits == 4) {
+        const std::uint8_t byte = values[static_cast<std::size_t>(g * 16 + e % 16)];
+        u = e < 16 ? (byte & 0x0f) : (byte >> 4);
+      }
       const float got = scales[static_cast<std::size_t>(g)] * static_cast<float>(u) + offsets[static_cast<std::size_t>(g)];
       const float want = expected[static_cast<std::size_t>(i)];
-      // Q4_K evaluates d*sc*q - dmin*m with its two products rounded in another order.
-      const float tolerance = type == GgmlType::Q4_K ? 1e-6f * (std::fabs(want) + 1.0f) : 0.0f;
+      // Q4_K evaluates d*sc*q - dmin*m with its two products rounded in another order; Q8_0's
+      // d*q here is d*(q + 128) - 128*d.
+      const float tolerance = type == GgmlType::Q4_K || bits == 8 ? 1e-6f * (std::fabs(want) + 1.0f) : 0.0f;
       if (std::fabs(got - want) > tolerance && ++off <= 3) {
         INFO("element " << i << ": " << got << " vs " << want);
         CHECK(false);

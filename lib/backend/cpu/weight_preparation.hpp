@@ -2,9 +2,10 @@
 // Q|K|V and gate|up fused, matrices as INT8 (or FP32) linears packed for their kernels, vectors
 // in FP32 — one layer at a time, straight into that final layout.
 //
-// On the INT8 path a matrix that is 4-bit in the file (Q4_0, Q4_1, Q4_K) is kept as it is, in
-// the W4A8 kernel's layout (kernels/cpu/gemm_w4a8.hpp), unless options.weight_format says w8a8
-// or the CPU lacks AVX-512 VNNI: no FP32 copy, no calibration, no cache. The other matrices
+// On the INT8 path a matrix that is 4-bit (Q4_0, Q4_1, Q4_K) in the file, and a Q8_0 lm_head,
+// are kept in the file's groups of 32, in the grouped kernel's layout
+// (kernels/cpu/gemm_grouped.hpp), unless options.weight_format says w8a8 or the CPU lacks
+// AVX-512 VNNI: no FP32 copy, no calibration, no cache. The other matrices
 // become INT8 (w8a8). For those, each layer is first built in FP32 and run over the calibration text's hidden
 // states (an explicit LinearInputObserver records its linears' input ranges), then smoothed
 // (backend/cpu/smoothing.hpp) and quantized; its output feeds the next layer's calibration, so
@@ -31,7 +32,7 @@ double four_bit_share(const model::ModelConfig& config, const model::DecoderTens
 
 struct PreparedWeights {
   CpuWeights weights;
-  std::string format;  // ModelInfo::weight_format: "w4a8", "w8a8", "w4a8+w8a8" or "fp32"
+  std::string format;  // ModelInfo::weight_format: "w4a8", "w8a8-g32", "w8a8" joined by '+', or "fp32"
 };
 
 PreparedWeights prepare_cpu_weights(const model::GgufFile& file, const model::ModelConfig& config,

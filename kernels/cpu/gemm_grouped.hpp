@@ -1,0 +1,134 @@
+// Weights kept in a model file's own groups of 32 (4-bit: Q4_0, Q4_1, Q4_K, "W4A8"; 8-bit:
+// Q8_0) times INT8 activations, with AVX-512 VNNI, for every row count: decode's few rows and
+// prefill's many run the same kernel, so a row's output never depends on its batch.
+//
+// Each group of 32 inputs of an output row is 32 unsigned values u (nibbles, or bytes) with a
+// scale d and an offset o, w = d * u + o (Q4_0 is o = -8 d and Q8_0, stored as u = q + 128,
+// o = -128 d: the bias 2^(bits-1); Q4_1 and Q4_K carry o). Activations are quantized per group
+// of 32 as well (scale = max|x| / 127, the Q8_0 form llama.cpp multiplies these weights with),
+// so a group's product is exact in INT32 and only its two scales are floats:
+//   y[n] = sum over groups g of  dx_g * (d_g,n * acc_g,n + o_g,n * sum_g)      (with offsets)
+//   y[n] = sum over groups g of  dx_g * (d_g,n * (acc_g,n - bias * sum_g))     (without)
+// where acc is the INT32 dot product of the values with the INT8 activations and sum the sum of
+// the group's INT8 activations. Groups are added in input order with one fused multiply-add
+// each; that order is fixed, whatever the batch, the tile or the thread.
+//
+// An input row may be quantized as two terms (GroupedActivations::terms): the second holds each
+// group's rounding error of the first, again as INT8 with its own scale, and the row's output
+// is the first term's sum plus the second's. The lm_head takes that: its logits are what top-1
+// agreement sees.
+//
+// Thread-safety: GroupedWeights is immutable after construction; gemm_grouped only reads it.
+#pragma once
+
+#include "kernels/cpu/weight_arena.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace ember::kernels::cpu {
+
+// Inputs per scale group.
+constexpr std::int64_t kWeightGroup = 32;
+
+// Whether this CPU runs the grouped kernel (AVX-512 VNNI, checked when the program runs).
+bool grouped_gemm_supported();
+
+// How a matrix's groups are stored: 4 or 8 bits a value, with or without an offset per group.
+struct GroupFormat {
+  int bits = 4;
+  bool offsets = false;
+  // The offset a group without one has, in steps of its scale: o = -bias() * d.
+  std::int32_t bias() const { return 1 << (bits - 1); }
+};
+
+// Fills output row `row` of a matrix with `in` inputs: for each group g of kWeightGroup,
+// scales[g] and offsets[g] (its d and o), and its values: 4 bits, values[16 g + e] holds input
+// 32 g + e in its low nibble and 32 g + 16 + e in its high one (the pairing of Q4_0 and Q4_1
+// blocks); 8 bits, values[32 g + e] holds input 32 g + e. Called from several threads at once
+// for different rows.
+using GroupedRowSource =
+    std::function<void(std::int64_t row, std::uint8_t* values, float* scales, float* offsets)>;
+
+// The weights in the kernel's layout. Output rows are taken 16 at a time (a block) and 64
+// inputs at a time (a span of two groups); a block's span is a record of 64-byte lines:
+//   4 bits, 8 lines of nibbles: for group h of the span and j = 0..3, 64 bytes in which bytes
+//     4r..4r+3 are row r's inputs 4j..4j+3 (low nibbles) and 16+4j..16+4j+3 (high nibbles):
+//     masked and shifted, that is the operand vpdpbusd multiplies with 4 broadcast activations;
+//   8 bits, 16 lines of bytes: for group h, lines 8h + j hold inputs 4j..4j+3 and lines
+//     8h + 4 + j inputs 16+4j..16+4j+3, so both widths feed the multiplies in one order;
+//   scales (FP16, 32 bytes per group and block); with offsets, as many bytes of offsets.
+// Scales and offsets are held in FP16, the type of Q4_0 and Q4_1 blocks (Q4_K's products of
+// its FP16 scale and 6-bit sub-scales round to FP16, a relative 2^-11 of the group's scale).
+// Two blocks make a tile, the unit threads share out. A tile's span holds its blocks' records
+// interleaved line by line in the order the kernel reads them ([h][j][block] nibbles, then
+// [h][block] scales, then offsets), so that a tile is one sequential stream: with each block's
+// record whole, two streams 640 bytes apart, decode read a 1B model's gate_up at 9 GB/s. Rows are padded to a multiple of 16 and inputs to a multiple of 64
+// with zero nibbles and zero scales.
+class GroupedWeights {
+ public:
+  // `in` a positive multiple of kWeightGroup. The rows are read through `source` on `threads`
+  // threads and packed into memory from `arena` (huge pages), which this object keeps alive.
+  // Throws ErrorCode::invalid_argument for bits other than 4 and 8.
+  GroupedWeights(std::int64_t out, std::int64_t in, GroupFormat format, const GroupedRowSource& source,
+                 std::shared_ptr<WeightArena> arena, int threads);
+
+  std::int64_t out() const { return out_; }
+  std::int64_t in() const { return in_; }
+  GroupFormat format() const { return format_; }
+  // 64-byte lines of values per span: 8 (4 bits) or 16 (8 bits).
+  std::int64_t value_lines() const { return format_.bits * 2; }
+  std::int64_t spans() const { return spans_; }
+  std::int64_t padded_in() const { return spans_ * 64; }
+  std::int64_t blocks() const { return (out_ + 15) / 16; }
+  std::int64_t tiles() const { return (blocks() + kTileBlocks - 1) / kTileBlocks; }
+  std::int64_t blocks_in(std::int64_t t) const {
+    return blocks() - t * kTileBlocks < kTileBlocks ? blocks() - t * kTileBlocks : kTileBlocks;
+  }
+  std::int64_t record_bytes() const { return (value_lines() + (format_.offsets ? 2 : 1)) * 64; }
+  const std::uint8_t* tile(std::int64_t t) const { return packed_ + t * kTileBlocks * spans_ * record_bytes(); }
+  std::int64_t bytes() const { return blocks() * spans_ * record_bytes(); }
+
+  static constexpr std::int64_t kTileBlocks = 2;
+  static constexpr std::int64_t kTileOutputs = kTileBlocks * 16;  // output rows per tile
+
+ private:
+  std::int64_t out_;
+  std::int64_t in_;
+  GroupFormat format_;
+  std::int64_t spans_;
+  std::shared_ptr<WeightArena> arena_;  // owns packed_
+  const std::uint8_t* packed_;
+};
+
+// Activations quantized per group of kWeightGroup, the form gemm_grouped takes: q [rows][terms]
+// [padded_in] (zero past `in`), and per group its scale and the sum of its q.
+struct GroupedActivations {
+  std::int64_t rows = 0, padded_in = 0;
+  int terms = 1;  // 1, or 2: a second INT8 term per row holding the first's rounding error
+  std::vector<std::int8_t> q;
+  std::vector<float> scales;       // [rows][terms][padded_in / kWeightGroup]
+  std::vector<std::int32_t> sums;  // [rows][terms][padded_in / kWeightGroup]
+
+  std::int64_t groups() const { return padded_in / kWeightGroup; }
+  std::int64_t term_rows() const { return rows * terms; }  // the rows the kernel multiplies
+};
+
+// x: [rows, in] with row stride ldx, into `a` (resized; its memory is reused between calls) as
+// `terms` (1 or 2) INT8 terms a row. padded_in: GroupedWeights::padded_in(). threads: OpenMP
+// threads, rows are split between them.
+void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_t in, std::int64_t ldx,
+                                  std::int64_t padded_in, GroupedActivations& a, int threads, int terms = 1);
+
+// y[rows, out] (dense) = x·Wᵀ, or y += x·Wᵀ when accumulating (the sum added after the
+// product, as y_old + product). Requires grouped_gemm_supported(). threads: OpenMP threads, output
+// tiles are split between them.
+void gemm_grouped(const GroupedWeights& w, const GroupedActivations& x, float* y, bool accumulate, int threads);
+// The same for output tiles [tile_begin, tile_end) only: y's columns [tile_begin, tile_end) *
+// kTileOutputs (up to out()), its other columns untouched.
+void gemm_grouped(const GroupedWeights& w, const GroupedActivations& x, float* y, bool accumulate, int threads,
+                  std::int64_t tile_begin, std::int64_t tile_end);
+
+}  // namespace ember::kernels::cpu

@@ -1,0 +1,262 @@
+// The W4A8 kernel (kernels/cpu/gemm_grouped.hpp) against a scalar reference of its arithmetic,
+// bit for bit, and against the FP32 product of the weights it was given.
+#include "kernel_test_util.hpp"
+#include "kernels/cpu/gemm_grouped.hpp"
+#include "kernels/cpu/linear.hpp"
+#include "util/check.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+using namespace ember::kernels::cpu;
+using ember::test::bit_mismatches;
+using ember::test::random_floats;
+
+namespace {
+
+// A grouped matrix as a row source sees it: one unsigned value (0..2^bits - 1) per weight, and
+// per group a scale and an offset. Scales and offsets have 11 significant bits, exact in FP16,
+// so the kernel's FP16 copies hold them unchanged.
+struct GroupMatrix {
+  std::int64_t out, in;
+  GroupFormat format;
+  std::vector<std::uint8_t> u;  // [out][in]
+  std::vector<float> d, o;      // [out][in / 32]
+
+  GroupMatrix(std::int64_t out_, std::int64_t in_, GroupFormat format_, std::uint32_t seed)
+      : out(out_), in(in_), format(format_) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> value(0, (1 << format.bits) - 1), fraction(1, 2047);
+    u.resize(static_cast<std::size_t>(out * in));
+    for (auto& v : u) v = static_cast<std::uint8_t>(value(rng));
+    const auto groups = static_cast<std::size_t>(out * in / kWeightGroup);
+    d.resize(groups);
+    o.resize(groups);
+    for (std::size_t g = 0; g < groups; ++g) {
+      d[g] = static_cast<float>(fraction(rng)) / 4096.0f / static_cast<float>(1 << format.bits);
+      o[g] = format.offsets ? -static_cast<float>(fraction(rng)) / 4096.0f / 2.0f : -static_cast<float>(format.bias()) * d[g];
+    }
+  }
+
+  float weight(std::int64_t n, std::int64_t k) const {
+    const auto g = static_cast<std::size_t>(n * (in / kWeightGroup) + k / kWeightGroup);
+    return d[g] * static_cast<float>(u[static_cast<std::size_t>(n * in + k)]) + o[g];
+  }
+
+  GroupedRowSource source() const {
+    return [this](std::int64_t n, std::uint8_t* values, float* scales, float* offs) {
+      for (std::int64_t g = 0; g < in / kWeightGroup; ++g) {
+        const std::uint8_t* row = u.data() + n * in + g * kWeightGroup;
+        if (format.bits == 4)
+          for (int e = 0; e < 16; ++e) values[g * 16 + e] = static_cast<std::uint8_t>(row[e] | (row[16 + e] << 4));
+        else
+          std::copy_n(row, kWeightGroup, values + g * kWeightGroup);
+        scales[g] = d[static_cast<std::size_t>(n * (in / kWeightGroup) + g)];
+        offs[g] = o[static_cast<std::size_t>(n * (in / kWeightGroup) + g)];
+      }
+    };
+  }
+};
+
+// The kernel's arithmetic in scalar code, in its order (see gemm_grouped.hpp): each term row's
+// sum over groups, and a row's terms added after.
+std::vector<float> reference(const GroupMatrix& w, const GroupedActivations& x) {
+  const std::int64_t groups = w.in / kWeightGroup;
+  std::vector<float> y(static_cast<std::size_t>(x.rows * w.out));
+  for (std::int64_t i = 0; i < x.rows; ++i)
+    for (std::int64_t n = 0; n < w.out; ++n) {
+      float total = 0.0f;
+      for (int term = 0; term < x.terms; ++term) {
+        const std::int64_t t = i * x.terms + term;
+        float sum = 0.0f;
+        for (std::int64_t g = 0; g < groups; ++g) {
+          std::int32_t acc = 0;
+          for (std::int64_t k = 0; k < kWeightGroup; ++k)
+            acc += w.u[static_cast<std::size_t>(n * w.in + g * kWeightGroup + k)] *
+                   x.q[static_cast<std::size_t>(t * x.padded_in + g * kWeightGroup + k)];
+          const auto wg = static_cast<std::size_t>(n * groups + g), xg = static_cast<std::size_t>(t * x.groups() + g);
+          float v;
+          if (w.format.offsets) {
+            v = static_cast<float>(acc) * w.d[wg];
+            v = std::fma(w.o[wg], static_cast<float>(x.sums[xg]), v);
+          } else {
+            v = static_cast<float>(acc - w.format.bias() * x.sums[xg]) * w.d[wg];
+          }
+          sum = std::fma(v, x.scales[xg], sum);
+        }
+        total = term == 0 ? sum : total + sum;
+      }
+      y[static_cast<std::size_t>(i * w.out + n)] = total;
+    }
+  return y;
+}
+
+// Every format the kernel has: 4 and 8 bits, with and without offsets.
+constexpr GroupFormat kFormats[] = {{4, false}, {4, true}, {8, false}, {8, true}};
+
+}  // namespace
+
+TEST_CASE("grouped gemm: the kernel equals its scalar reference bit for bit, every format, row count and shape") {
+  if (!grouped_gemm_supported()) {
+    MESSAGE("skipped: this CPU has no AVX-512 VNNI");
+    return;
+  }
+  auto arena = std::make_shared<WeightArena>();
+  struct Shape { std::int64_t out, in; };
+  for (const Shape s : {Shape{45, 96}, Shape{576, 576}, Shape{64, 1536}, Shape{16, 32}})
+    for (const GroupFormat f : kFormats) {
+      CAPTURE(s.out);
+      CAPTURE(s.in);
+      CAPTURE(f.bits);
+      CAPTURE(f.offsets);
+      const GroupMatrix m(s.out, s.in, f, 7);
+      const GroupedWeights w(s.out, s.in, f, m.source(), arena, 2);
+      for (const int terms : {1, 2})
+        for (const std::int64_t rows : {1, 2, 3, 4, 5, 9, 37}) {
+          CAPTURE(terms);
+          CAPTURE(rows);
+          const auto x = random_floats(static_cast<std::size_t>(rows * s.in), 3, -2.0f, 2.0f);
+          GroupedActivations a;
+          quantize_grouped_activations(x.data(), rows, s.in, s.in, w.padded_in(), a, 2, terms);
+          std::vector<float> y(static_cast<std::size_t>(rows * s.out), -1.0f);
+          gemm_grouped(w, a, y.data(), false, 2);
+          CHECK(bit_mismatches(y, reference(m, a)) == 0);
+        }
+    }
+}
+
+TEST_CASE("grouped gemm: a row alone equals the same row in a batch, on one thread or two") {
+  if (!grouped_gemm_supported()) {
+    MESSAGE("skipped: this CPU has no AVX-512 VNNI");
+    return;
+  }
+  auto arena = std::make_shared<WeightArena>();
+  const std::int64_t out = 200, in = 640, rows = 23;
+  for (const GroupFormat f : {GroupFormat{4, true}, GroupFormat{8, false}})
+    for (const int terms : {1, 2}) {
+      CAPTURE(f.bits);
+      CAPTURE(terms);
+      const GroupMatrix m(out, in, f, 11);
+      const GroupedWeights w(out, in, f, m.source(), arena, 1);
+      const auto x = random_floats(static_cast<std::size_t>(rows * in), 5, -3.0f, 3.0f);
+      GroupedActivations batch;
+      quantize_grouped_activations(x.data(), rows, in, in, w.padded_in(), batch, 2, terms);
+      std::vector<float> all(static_cast<std::size_t>(rows * out));
+      gemm_grouped(w, batch, all.data(), false, 2);
+      for (const std::int64_t r : {0, 6, 22}) {
+        GroupedActivations one;
+        quantize_grouped_activations(x.data() + r * in, 1, in, in, w.padded_in(), one, 1, terms);
+        std::vector<float> alone(static_cast<std::size_t>(out));
+        gemm_grouped(w, one, alone.data(), false, 1);
+        CHECK(bit_mismatches(alone, std::vector<float>(all.begin() + r * out, all.begin() + (r + 1) * out)) == 0);
+      }
+    }
+}
+
+TEST_CASE("grouped linear: the product of the weights, and y_old + product when accumulating") {
+  if (!grouped_gemm_supported()) {
+    MESSAGE("skipped: this CPU has no AVX-512 VNNI");
+    return;
+  }
+  CpuContext ctx(2);
+  const std::int64_t out = 77, in = 256, rows = 6;
+  for (const GroupFormat f : kFormats) {
+    CAPTURE(f.bits);
+    CAPTURE(f.offsets);
+    const GroupMatrix m(out, in, f, 13);
+    const auto linear = make_grouped_linear(ctx, out, in, f, m.source());
+    CHECK(linear->implementation(ctx, 1) == (f.bits == 4 ? "w4a8:avx512_vnni" : "w8a8-g32:avx512_vnni"));
+    const auto x = random_floats(static_cast<std::size_t>(rows * in), 17, -1.0f, 1.0f);
+    std::vector<double> exact(static_cast<std::size_t>(rows * out));
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t n = 0; n < out; ++n) {
+        double s = 0;
+        for (std::int64_t k = 0; k < in; ++k) s += double{m.weight(n, k)} * x[static_cast<std::size_t>(i * in + k)];
+        exact[static_cast<std::size_t>(i * out + n)] = s;
+      }
+    std::vector<float> y(static_cast<std::size_t>(rows * out));
+    linear->forward(ctx, x.data(), rows, y.data());
+    // INT8 activations per group of 32: about 2^-8 of each group's range; two terms: ~2^-15.
+    CHECK(ember::test::relative_error(y, exact) < 0.01);
+    const auto two_terms = make_grouped_linear(ctx, out, in, f, m.source(), ActivationQuant::residual);
+    std::vector<float> y2(y.size());
+    two_terms->forward(ctx, x.data(), rows, y2.data());
+    CHECK(ember::test::relative_error(y2, exact) < 1e-4);
+    std::vector<float> acc(y.size(), 0.5f), once = y;
+    linear->forward(ctx, x.data(), rows, acc.data(), true);
+    for (std::size_t i = 0; i < y.size(); ++i) once[i] = 0.5f + y[i];
+    CHECK(bit_mismatches(acc, once) == 0);
+  }
+}
+
+TEST_CASE("grouped linear: outputs in slices of 32 equal the whole product bit for bit") {
+  if (!grouped_gemm_supported()) {
+    MESSAGE("skipped: this CPU has no AVX-512 VNNI");
+    return;
+  }
+  CpuContext ctx(2);
+  const std::int64_t out = 300, in = 128;
+  const GroupMatrix w(out, in, GroupFormat{8, false}, 19);
+  const auto linear = make_grouped_linear(ctx, out, in, w.format, w.source(), ActivationQuant::residual);
+  for (const std::int64_t rows : {1, 9}) {
+    CAPTURE(rows);
+    CHECK(linear->output_granule(rows) == 32);
+    const auto x = random_floats(static_cast<std::size_t>(rows * in), 23, -1.0f, 1.0f);
+    std::vector<float> whole(static_cast<std::size_t>(rows * out)), sliced(whole.size(), -1.0f);
+    linear->forward(ctx, x.data(), rows, whole.data());
+    for (std::int64_t begin = 0; begin < out; begin += 64)
+      linear->forward_outputs(ctx, x.data(), rows, sliced.data(), begin, std::min(out, begin + 64));
+    CHECK(bit_mismatches(sliced, whole) == 0);
+    // Accumulating, the later slices on the input the first one quantized (a product in parts).
+    const auto base = random_floats(whole.size(), 29, -1.0f, 1.0f);
+    std::vector<float> added = base, added_sliced = base;
+    linear->forward(ctx, x.data(), rows, added.data(), /*accumulate=*/true);
+    for (std::int64_t begin = 0; begin < out; begin += 64)
+      linear->forward_outputs(ctx, x.data(), rows, added_sliced.data(), begin, std::min(out, begin + 64), true,
+                              begin == 0 ? LinearInput::fresh : LinearInput::as_before);
+    CHECK(bit_mismatches(added_sliced, added) == 0);
+    CHECK_THROWS_AS(linear->forward_outputs(ctx, x.data(), rows + 1, sliced.data(), 64, 128, false, LinearInput::as_before),
+                    ember::Error);  // other rows than the ones quantized
+    CHECK_THROWS_AS(linear->forward_outputs(ctx, x.data(), rows, sliced.data(), 16, 64), ember::Error);
+    CHECK_THROWS_AS(linear->forward_outputs(ctx, x.data(), rows, sliced.data(), 256, 290), ember::Error);
+  }
+}
+
+TEST_CASE("grouped gemm: activations per group of 32, zero past the inputs; shapes that do not fit refused") {
+  const std::int64_t in = 96, padded = 128;
+  auto x = random_floats(static_cast<std::size_t>(2 * in), 19, -4.0f, 4.0f);
+  std::fill(x.begin() + 32, x.begin() + 64, 0.0f);  // row 0, group 1: all zero
+  GroupedActivations a;
+  quantize_grouped_activations(x.data(), 2, in, in, padded, a, 1);
+  REQUIRE(a.groups() == 4);
+  for (std::int64_t r = 0; r < 2; ++r)
+    for (std::int64_t g = 0; g < 3; ++g) {
+      std::int32_t sum = 0;
+      for (std::int64_t k = 0; k < kWeightGroup; ++k) {
+        const auto i = static_cast<std::size_t>(r * in + g * kWeightGroup + k);
+        const std::int8_t q = a.q[static_cast<std::size_t>(r * padded + g * kWeightGroup + k)];
+        const float s = a.scales[static_cast<std::size_t>(r * 4 + g)];
+        CHECK(std::fabs(q * s - x[i]) <= s / 2 * 1.0001f);
+        sum += q;
+      }
+      CHECK(a.sums[static_cast<std::size_t>(r * 4 + g)] == sum);
+    }
+  CHECK(a.scales[1] == 0.0f);
+  for (std::int64_t r = 0; r < 2; ++r) {
+    CHECK(a.scales[static_cast<std::size_t>(r * 4 + 3)] == 0.0f);
+    CHECK(a.sums[static_cast<std::size_t>(r * 4 + 3)] == 0);
+    for (std::int64_t k = in; k < padded; ++k) CHECK(a.q[static_cast<std::size_t>(r * padded + k)] == 0);
+  }
+  CHECK_THROWS(quantize_grouped_activations(x.data(), 2, 90, 90, 96, a, 1));
+  auto arena = std::make_shared<WeightArena>();
+  const GroupMatrix m(16, 64, GroupFormat{4, false}, 1);
+  CHECK_THROWS(GroupedWeights(16, 48, m.format, m.source(), arena, 1));
+  CHECK_THROWS(GroupedWeights(16, 64, GroupFormat{6, false}, m.source(), arena, 1));
+  CHECK_THROWS(quantize_grouped_activations(x.data(), 2, in, in, padded, a, 1, 3));
+}
