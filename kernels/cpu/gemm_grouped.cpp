@@ -34,11 +34,6 @@ namespace ember::kernels::cpu {
 namespace {
 
 constexpr std::int64_t kTileRows = 4;  // activation term rows per micro-kernel call
-// How far ahead of the span being multiplied a tile's first pass prefetches. The hardware
-// prefetcher stops at 4 KiB page boundaries (and the arena's huge pages are advice); on the
-// Intel Xeon VM a decode step's Linears (gemm_bench w4a8/decode_step, 2 threads) took
-// 7.9-8.8 ms without and 5.6-7.0 ms with 2-8 KiB of lead, 64 KiB being no better than none.
-constexpr std::int64_t kPrefetchAhead = 4096;
 // Below this many weight bytes per thread, forking the OpenMP team costs more than it saves.
 constexpr std::int64_t kMinBytesPerThread = 64 * 1024;
 
@@ -81,7 +76,7 @@ EMBER_VNNI void grouped_tile(const GroupedWeights& w, std::int64_t t, const Grou
     const std::uint8_t* rec = wt + s * NB * record;
     if (prefetch)  // past the tile's end it is the next tile's, which this thread likely takes
       for (std::int64_t at = 0; at < NB * record; at += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(rec + kPrefetchAhead + at), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(rec + kWeightPrefetchAhead + at), _MM_HINT_T0);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;

@@ -58,10 +58,11 @@ EMBER_VNNI __attribute__((always_inline)) inline void add_group(__m512i (&acc)[M
   }
 }
 
-// Rows of tile t (NB blocks of 16) of y for M activation rows: one pass over the tile.
+// Rows of tile t (NB blocks of 16) of y for M activation rows: one pass over the tile. The first
+// pass (`prefetch`) prefetches the weights kWeightPrefetchAhead ahead; later ones find them in L2.
 template <int M, int NB>
 EMBER_VNNI void gemv_tile(const GemvWeightsS8& w, std::int64_t t, const std::uint8_t* xu,
-                          const float* x_scales, float* y, bool accumulate) {
+                          const float* x_scales, float* y, bool accumulate, bool prefetch) {
   // A narrow tile sums alternate groups into U separate accumulators, so that at least 4
   // independent vpdpbusd chains hide the instruction's latency. INT32 sums are exact (and wrap
   // modulo 2^32), so splitting them changes no result.
@@ -79,9 +80,14 @@ EMBER_VNNI void gemv_tile(const GemvWeightsS8& w, std::int64_t t, const std::uin
       for (int b = 0; b < NB; ++b) acc[u][i][b] = _mm512_setzero_si512();
 
   std::int64_t k = 0;
-  for (; k + U <= steps; k += U)
+  for (; k + U <= steps; k += U) {
+    if (prefetch)  // U * NB lines a step
+#pragma GCC unroll 4
+      for (int line = 0; line < U * NB; ++line)
+        _mm_prefetch(reinterpret_cast<const char*>(wt + (k * NB + line) * 64 + kWeightPrefetchAhead), _MM_HINT_T0);
 #pragma GCC unroll 4
     for (int u = 0; u < U; ++u) add_group<M, NB>(acc[u], wt + (k + u) * NB * 64, xu, ldx, k + u);
+  }
   for (; k < steps; ++k) add_group<M, NB>(acc[0], wt + k * NB * 64, xu, ldx, k);
 #pragma GCC unroll 4
   for (int u = 1; u < U; ++u)
@@ -113,7 +119,7 @@ EMBER_VNNI void gemv_tile(const GemvWeightsS8& w, std::int64_t t, const std::uin
 }
 
 using TileFn = void (*)(const GemvWeightsS8&, std::int64_t, const std::uint8_t*, const float*,
-                        float*, bool);
+                        float*, bool, bool);
 
 template <int M>
 constexpr std::array<TileFn, kMaxTileBlocks> kTilesFor = {&gemv_tile<M, 1>, &gemv_tile<M, 2>,
@@ -127,7 +133,7 @@ void run_tile(const GemvWeightsS8& w, std::int64_t t, const std::uint8_t* xu,
   // Row groups innermost: the second group reads this tile's weights from cache, not memory.
   for (std::int64_t i = 0; i < m; i += kTileRows) {
     const auto rows = static_cast<std::size_t>(std::min(kTileRows, m - i));
-    kTiles[rows - 1][nb - 1](w, t, xu + i * w.padded_in(), x_scales + i, y + i * w.out(), accumulate);
+    kTiles[rows - 1][nb - 1](w, t, xu + i * w.padded_in(), x_scales + i, y + i * w.out(), accumulate, i == 0);
   }
 }
 
