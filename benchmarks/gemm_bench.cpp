@@ -56,9 +56,6 @@ std::vector<float> random_vector(std::size_t n, unsigned seed) {
 enum class Kind { int8, int8_onednn, fp32, w4a8, w8a8_g32 };
 
 bool grouped(Kind kind) { return kind == Kind::w4a8 || kind == Kind::w8a8_g32; }
-double bytes_per_weight(Kind kind) {
-  return kind == Kind::fp32 ? 4.0 : kind == Kind::w4a8 ? 0.5625 : kind == Kind::w8a8_g32 ? 1.0625 : 1.0;
-}
 
 // Random values, one scale and offset for every group: the kernel's speed does not depend on
 // them.
@@ -98,7 +95,7 @@ void bm_linear(benchmark::State& state, Shape shape, Kind kind) {
     benchmark::DoNotOptimize(y.data());
   }
   const double ops = 2.0 * static_cast<double>(m * shape.in * shape.out);
-  const double weight_bytes = static_cast<double>(shape.in * shape.out) * bytes_per_weight(kind);
+  const auto weight_bytes = static_cast<double>(lin->decode_bytes());
   state.counters["OPS"] = benchmark::Counter(ops, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["WeightBytes"] =
       benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate,
@@ -119,11 +116,10 @@ void bm_decode_step(benchmark::State& state, Kind kind) {
     if (kind == Kind::w4a8) {  // the lm_head (a Q8_0 tensor in a Q4 file) in 8-bit groups
       const Kind as = s.out == kShapes[4].out ? Kind::w8a8_g32 : Kind::w4a8;
       steps.push_back({make(as, ctx, w, s), accumulate});
-      weight_bytes += bytes_per_weight(as) * static_cast<double>(s.in * s.out);
-      return;
+    } else {
+      steps.push_back({make_int8_linear(ctx, w.data(), s.out, s.in, activations), accumulate});
     }
-    steps.push_back({make_int8_linear(ctx, w.data(), s.out, s.in, activations), accumulate});
-    weight_bytes += static_cast<double>(s.in * s.out);
+    weight_bytes += static_cast<double>(steps.back().linear->decode_bytes());
   };
   for (int layer = 0; layer < 30; ++layer) {
     add(kShapes[0], ActivationQuant::residual, false);  // qkv

@@ -23,10 +23,10 @@
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
-#define EMBER_W4_X86 1
+#define EMBER_GROUPED_X86 1
 #define EMBER_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,f16c")))
 #else
-#define EMBER_W4_X86 0
+#define EMBER_GROUPED_X86 0
 #endif
 
 namespace ember::kernels::cpu {
@@ -37,7 +37,7 @@ constexpr std::int64_t kTileRows = 4;  // activation term rows per micro-kernel 
 // Below this many weight bytes per thread, forking the OpenMP team costs more than it saves.
 constexpr std::int64_t kMinBytesPerThread = 64 * 1024;
 
-#if EMBER_W4_X86
+#if EMBER_GROUPED_X86
 
 // Term rows [row0, row0 + M) of tile t (NB blocks) of y: one pass over the tile's inputs. With
 // kTerms = 2, M is even and term rows 2i and 2i + 1 are the two terms of y's row row0 / 2 + i.
@@ -192,7 +192,7 @@ void run_tile(const GroupedWeights& w, std::int64_t t, const GroupedActivations&
 
 // The GEMV's instructions plus F16C for the scales (every AVX-512 CPU has it).
 bool grouped_gemm_supported() {
-#if EMBER_W4_X86
+#if EMBER_GROUPED_X86
   static const bool supported = gemv_int8_supported() && cpu_has_f16c();  // immutable after the first call
   return supported;
 #else
@@ -290,7 +290,7 @@ void gemm_grouped(const GroupedWeights& w, const GroupedActivations& x, float* y
     fail(ErrorCode::invalid_argument, "grouped gemm: activations of {} inputs for weights of {}", x.padded_in, w.padded_in());
   if (x.rows == 0) return;
   if (!grouped_gemm_supported()) fail(ErrorCode::internal, "grouped gemm: this CPU has no AVX-512 VNNI");
-#if EMBER_W4_X86
+#if EMBER_GROUPED_X86
   // Decode's few rows are bandwidth bound and small matrices are not worth a team; prefill
   // always is.
   const std::int64_t tiles = tile_end - tile_begin;
