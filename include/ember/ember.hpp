@@ -80,7 +80,8 @@ enum class WeightFormat {
               // activations in two INT8 terms), the others become w8a8. Grouped
               // weights need AVX-512 VNNI; without it every matrix is w8a8
   w8a8,       // every matrix requantized to INT8 per output channel, INT8 activations per row,
-              // smoothed on a calibration text (the only form of 8-bit and wider matrices)
+              // smoothed on a calibration text (the only form of 8-bit and wider matrices),
+              // but for a Q8_0 lm_head, which keeps its groups (w8a8-g32) in both formats
 };
 
 EMBER_API const char* to_string(WeightFormat format) noexcept;

@@ -78,19 +78,32 @@ class RangeObserver final : public LinearInputObserver {
   std::array<ChannelRange, model::kWeightIdCount> ranges_;
 };
 
-// The bits of the file's groups of 32 in which matrix w is kept (4: w4a8, 8: w8a8-g32), or 0
-// when it becomes w8a8 (or FP32): its sources must all be of one grouped width. 8-bit groups
-// only for the lm_head, where requantizing cost the most (grouped_activations); a Q8_0 layer
-// stays w8a8, whose prefill runs oneDNN's brgemm (AMX where the CPU has it), faster than the
-// grouped VNNI kernel at hundreds of rows.
-int kept_group_bits(const GraphWeight& w, Precision gemm, WeightFormat format) {
-  if (gemm != Precision::int8 || format != WeightFormat::automatic || !k::grouped_gemm_supported()) return 0;
-  if (w.cols % k::kWeightGroup != 0) return 0;
+// How the INT8 path keeps matrix w: in the file's own groups of 32 (bits 4: w4a8; 8: w8a8-g32),
+// with its activations in one INT8 term per group or two, or requantized to w8a8 (bits 0). A
+// grouped matrix's sources must all be of one grouped width.
+struct GroupedForm {
+  int bits = 0;
+  k::ActivationQuant activations = k::ActivationQuant::per_row;
+};
+
+// 4-bit matrices keep their groups in the automatic format. A Q8_0 lm_head keeps them in both
+// formats, with two activation terms: requantizing it cost the most. Measured on the default
+// model (1,464 teacher-forced positions against llama.cpp on F32 weights, W4A8 layers), its
+// lm_head (Q8_0 in the file): w8a8 per output channel with two terms per row 96.38 % top-1, KL
+// 0.00237; the file's groups with one term per group 96.72 %, 0.0025 (llama.cpp's own
+// arithmetic); with two 97.61 %, 0.00177, what an FP32 lm_head gives. The logits are what
+// top-1 sees, and decode streams the weights once for both terms. Q8_0 layers stay w8a8, whose
+// prefill runs oneDNN's brgemm (AMX where the CPU has it), faster than the grouped VNNI kernel
+// at hundreds of rows.
+GroupedForm grouped_form(const GraphWeight& w, Precision gemm, WeightFormat format) {
+  if (gemm != Precision::int8 || !k::grouped_gemm_supported() || w.cols % k::kWeightGroup != 0) return {};
   const int bits = model::group_bits(w.sources.at(0)->type);
-  if (bits == 8 && w.ref.id != WeightId::lm_head) return 0;
   const bool same = std::all_of(w.sources.begin(), w.sources.end(),
                                 [&](const model::GgufTensor* t) { return model::group_bits(t->type) == bits; });
-  return same ? bits : 0;
+  if (!same) return {};
+  if (bits == 8 && w.ref.id == WeightId::lm_head) return {8, k::ActivationQuant::residual};
+  if (bits == 4 && format == WeightFormat::automatic) return {4, k::ActivationQuant::per_row};
+  return {};
 }
 
 // Matrix w's rows as the grouped kernel reads them, from its file tensors stacked row-wise.
@@ -108,16 +121,6 @@ k::GroupedRowSource group_rows(const GraphWeight& w) {
     }
     EMBER_ASSERT(false);
   };
-}
-
-// A grouped matrix's activations: one INT8 term per group of 32, except the lm_head's two.
-// Measured on the default model (1,464 teacher-forced positions against llama.cpp on F32
-// weights, W4A8 layers), its lm_head (Q8_0 in the file): w8a8 per output channel with two terms
-// per row 96.38 % top-1, KL 0.00237; the file's groups with one term per group 96.72 %, 0.0025
-// (llama.cpp's own arithmetic); with two 97.61 %, 0.00177, what an FP32 lm_head gives. The
-// logits are what top-1 sees, and decode streams the weights once for both terms.
-k::ActivationQuant grouped_activations(WeightId id) {
-  return id == WeightId::lm_head ? k::ActivationQuant::residual : k::ActivationQuant::per_row;
 }
 
 // The calibration text's forward pass, run a layer at a time while the weights are prepared.
@@ -277,16 +280,17 @@ class Preparer {
     linear = k::make_int8_linear(ctx_, q.q.data(), q.scales.data(), w.rows, w.cols, activations_for(w.ref.id));
   }
 
-  // The bits of the file's groups matrix w is kept in by this preparation (kept_group_bits()).
-  int kept_bits(const GraphWeight& w) const { return kept_group_bits(w, gemm_, options_.weight_format); }
+  // The bits of the file's groups matrix w is kept in by this preparation (grouped_form()).
+  int kept_bits(const GraphWeight& w) const { return form(w).bits; }
+  GroupedForm form(const GraphWeight& w) const { return grouped_form(w, gemm_, options_.weight_format); }
 
   std::unique_ptr<k::Linear> make_grouped(const GraphWeight& w) {
     // Q4_0 and Q8_0 groups have no offset of their own (o = -bias * d).
     const bool offsets = std::any_of(w.sources.begin(), w.sources.end(), [](const model::GgufTensor* t) {
       return t->type != model::GgmlType::Q4_0 && t->type != model::GgmlType::Q8_0;
     });
-    return k::make_grouped_linear(ctx_, w.rows, w.cols, k::GroupFormat{kept_bits(w), offsets}, group_rows(w),
-                                  grouped_activations(w.ref.id));
+    const GroupedForm f = form(w);
+    return k::make_grouped_linear(ctx_, w.rows, w.cols, k::GroupFormat{f.bits, offsets}, group_rows(w), f.activations);
   }
 
   // Whether smoothing may rescale matrix `id` of layer l: the factors are folded into the
@@ -486,7 +490,7 @@ double four_bit_share(const model::ModelConfig& config, const model::DecoderTens
       if (!w.is_matrix()) continue;
       const double n = static_cast<double>(w.rows) * static_cast<double>(w.cols);
       all += n;
-      if (kept_group_bits(w, gemm, format) == 4) four += n;
+      if (grouped_form(w, gemm, format).bits == 4) four += n;
     }
   return all > 0 ? four / all : 0.0;
 }
