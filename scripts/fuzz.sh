@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target for SECONDS seconds with AddressSanitizer and UBSan:
 #   scripts/fuzz.sh SECONDS [TARGET...]      (targets: gguf tokenizer chat_template capi kv_snapshot server grammar)
-# Configures build-fuzz (Clang, -DEMBER_SANITIZE=address,undefined -DEMBER_FUZZ=ON), installing
-# clang and its runtime libraries through apt when missing, builds the targets, and runs them
-# one after another, starting from tests/fuzz/corpus/<target> (read only: new interesting
-# inputs go to a scratch copy under build-fuzz/corpus). Prints the executions per target and
+# Builds the targets in build-asan (the suite's ASan + UBSan build, Clang's, with -DEMBER_FUZZ=ON;
+# scripts/sanitizer-build.sh configures it here if scripts/test-sanitizers.sh has not, installing
+# clang through apt when needed) and runs them one after another, starting from
+# tests/fuzz/corpus/<target> (read only: new interesting inputs go to a scratch copy under
+# build-asan/corpus). Prints the executions per target and
 # exits non-zero when any target crashes, leaks, trips a sanitizer or a fuzz check, or goes over
-# the memory caps; the crashing input is left in build-fuzz/findings/<target>/ — copy it to
+# the memory caps; the crashing input is left in build-asan/findings/<target>/ — copy it to
 # tests/fuzz/corpus/<target>/crash-<what> once fixed, so the replay tests keep it fixed.
-# Environment: EMBER_FUZZ_BUILD (default build-fuzz), EMBER_FUZZ_JOBS (ninja -j, default: the number of cores).
+# Environment: EMBER_FUZZ_BUILD (default build-asan), EMBER_FUZZ_JOBS (ninja -j, default: the number of cores).
 set -euo pipefail
 
 seconds=${1:?usage: scripts/fuzz.sh SECONDS [TARGET...]}
@@ -17,37 +18,12 @@ targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=(gguf tokenizer chat_template capi kv_snapshot server grammar)
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${EMBER_FUZZ_BUILD:-$root/build-fuzz}
+build=${EMBER_FUZZ_BUILD:-$root/build-asan}
 jobs=${EMBER_FUZZ_JOBS:-$(nproc)}
 
-# clang and libFuzzer (Debian ships libFuzzer in libclang-rt-dev, or in clang itself up to 14).
-fuzzer_links() {
-  echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' \
-    > "$build/probe.cpp"
-  clang++ -fsanitize=fuzzer,address,undefined "$build/probe.cpp" -o "$build/probe" 2>/dev/null
-}
-mkdir -p "$build"
-if ! command -v clang++ >/dev/null || ! fuzzer_links; then
-  sudo=""
-  [[ $(id -u) -ne 0 ]] && sudo=sudo
-  echo "fuzz: installing clang and libclang-rt-dev" >&2
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    clang libclang-rt-dev >&2 || DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq clang >&2
-  fuzzer_links || { echo "fuzz: clang cannot link -fsanitize=fuzzer" >&2; exit 1; }
-fi
+source "$root/scripts/sanitizer-build.sh"
 "$root/scripts/install-deps.sh"
-
-if [[ ! -f $build/build.ninja ]]; then
-  # -O1 with line tables: the usual fuzzing trade-off (fast enough, readable stack traces). A
-  # unity build, as scripts/test-sanitizers.sh says why.
-  CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
-    "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
-    -DEMBER_UNITY_BUILD=ON \
-    -DEMBER_CUDA=OFF -DEMBER_SANITIZE=address,undefined -DEMBER_FUZZ=ON \
-    -DEMBER_EXAMPLES=OFF -DEMBER_BENCHMARKS=OFF >/dev/null
-fi
+[[ -f $build/build.ninja ]] || configure_sanitizer_build "$root" "$build" address,undefined
 # The build is quiet when it works; a failure shows the compiler's messages (ninja writes them
 # to stdout, which a silent build would lose).
 if ! ninja -C "$build" -j"$jobs" "${targets[@]/#/fuzz_}" >"$build/build.log" 2>&1; then

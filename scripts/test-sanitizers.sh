@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test suite under sanitizers, as CI runs it after scripts/test.sh:
-#   address,undefined: every test (build-asan/)
+#   address,undefined: every test (build-asan/, Clang's: scripts/fuzz.sh runs its fuzz targets)
 #   thread: the tests labelled `tsan` in ctest (build-tsan/): the scheduler, prefix-cache and
 #     API concurrency tests. libgomp is not TSan-instrumented, so an OpenMP region that forks
 #     threads looks like a race; under TSan those tests run their engines with one compute thread
@@ -15,20 +15,10 @@ export EMBER_MODEL=${EMBER_MODEL:-$(scripts/fetch-model.sh)}
 jobs=${EMBER_JOBS:-$(nproc)}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 
-# -O1 with line tables only (-g1): what the sanitizers' own documentation recommends, and half
-# the compile time of -O2 -g (the suite's build under ASan + UBSan is most of what CI spends
-# here); reports still name the file and line. The library's layers are unity-built (batches
-# of 8 sources per compilation: about half the compile time again): these builds start from
-# scratch every time, where a unity build's slower rebuilds cost nothing.
-configure() {  # dir sanitizer
-  cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_SANITIZE="$2" \
-        -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-        -DEMBER_UNITY_BUILD=ON \
-        -DEMBER_TESTS=ON -DEMBER_EXAMPLES=ON -DEMBER_BENCHMARKS=OFF -DEMBER_CUDA=OFF
-}
+source scripts/sanitizer-build.sh
 
 if [[ $which == asan || $which == all ]]; then
-  configure build-asan address,undefined
+  configure_sanitizer_build . build-asan address,undefined
   cmake --build build-asan -j "$jobs"
   # detect_leaks: the library must not leak on any path, errors included. Not the golden tests
   # (long numeric runs) nor the twins of kernels_test under a narrower oneDNN ISA (label
@@ -39,7 +29,7 @@ if [[ $which == asan || $which == all ]]; then
 fi
 
 if [[ $which == tsan || $which == all ]]; then
-  configure build-tsan thread
+  configure_sanitizer_build . build-tsan thread
   # The subset is whatever carries the ctest label `tsan`; each such test's target has its name.
   mapfile -t tsan_tests < <(ctest --test-dir build-tsan -N -L '^tsan$' | sed -n 's/^ *Test *#[0-9]*: //p')
   [[ ${#tsan_tests[@]} -gt 0 ]] || { echo "no test is labelled tsan" >&2; exit 1; }

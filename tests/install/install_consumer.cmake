@@ -23,6 +23,9 @@ endforeach()
 
 run(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build -G ${CMAKE_GENERATOR}
     -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release
+    # The compiler ember was built with: a static libember needs its OpenMP runtime (libgomp for
+    # GCC, libomp for Clang, whose ASan build is CI's).
+    -DCMAKE_CXX_COMPILER=${CONSUMER_CXX_COMPILER}
     # A sanitized ember needs a sanitized consumer (the runtime comes with the link flags).
     "-DCMAKE_CXX_FLAGS=${CONSUMER_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${CONSUMER_FLAGS}")
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
