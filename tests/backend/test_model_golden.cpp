@@ -65,7 +65,8 @@ struct Model {
   std::vector<std::int32_t> golden_tokens;
   // fp32: the kernel backend's FP32 path (Precision::fp32; the readable reference computes the
   // same function, arch_golden_test checks it against llama.cpp for every architecture); int8:
-  // the file's default weight format; w8a8: every matrix requantized to INT8.
+  // the file's default weight format; w8a8: WeightFormat::w8a8 (every matrix requantized to
+  // INT8 per output row but a Q8_0 lm_head).
   std::unique_ptr<backend::Backend> fp32, int8, w8a8;
 
   // The golden text's logits with the f16 KV cache, computed once per backend: both teacher-forced
@@ -105,8 +106,8 @@ std::string require_model() { return test::require_default_model(); }
 // Measured: fp32 99.9 %, KL ~0; int8 w4a8+w8a8-g32 (the default for this file: its layers are
 // Q4_1, the tied Q8_0 embedding in its groups) 97.6 %, KL 0.0018, w8a8 (w8a8-g32+w8a8: the
 // embedding in its groups too) 96.6 %, KL 0.0022; on the Q4_1 file fp32 96.8 %, int8 default
-// 96.6 %, KL 0.0021, w8a8 96.1 %, KL 0.0037. The default's
-// bound is the speed issue's: at least llama.cpp's on this Q4_1 file, 96.7 % and KL 0.0025.
+// 96.6 %, KL 0.0021, w8a8 96.1 %, KL 0.0037. The default's bound is the speed issue's: at least
+// llama.cpp's on this Q4_1 file, 96.7 % and KL 0.0025.
 constexpr Bounds kBounds{0.97, 0.94, 0.001, 0.01, 0.965, 0.935, 0.01, 0.967, 0.0025};
 #endif
 

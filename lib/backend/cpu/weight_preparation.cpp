@@ -141,7 +141,7 @@ class Preparer {
     for (int l = -1; l < config_.layers; ++l)
       for (const GraphWeight& w : l < 0 ? model::head_weights(tensors_, config_) : model::layer_weights(tensors_, config_, l)) {
         if (!w.is_matrix()) continue;
-        const int bits = kept_bits(w);
+        const int bits = form(w).bits;
         (bits == 4 ? w4 : bits == 8 ? w8_groups : w8) += 1;
         if (bits > 0 && l >= 0) grouped_[static_cast<std::size_t>(l)][static_cast<std::size_t>(w.ref.id)] = true;
       }
@@ -190,7 +190,7 @@ class Preparer {
       for (const GraphWeight& w : layer) {
         if (!w.is_matrix())
           weights_[w.ref].values = dequantize(w);
-        else if (calibration || kept_bits(w) == 0)
+        else if (calibration || form(w).bits == 0)
           dequantize(w, m[static_cast<std::size_t>(w.ref.id)]);
       }
       if (calibration) {
@@ -267,7 +267,7 @@ class Preparer {
   void build(const GraphWeight& w, const Matrices& m, Precision precision, WeightCacheWriter* cache) {
     const std::vector<float>& values = m[static_cast<std::size_t>(w.ref.id)];
     std::unique_ptr<k::Linear>& linear = weights_[w.ref].linear;
-    if (precision == Precision::int8 && kept_bits(w) > 0) {
+    if (precision == Precision::int8 && form(w).bits > 0) {
       linear = make_grouped(w);
       return;
     }
@@ -280,8 +280,7 @@ class Preparer {
     linear = k::make_int8_linear(ctx_, q.q.data(), q.scales.data(), w.rows, w.cols, activations_for(w.ref.id));
   }
 
-  // The bits of the file's groups matrix w is kept in by this preparation (grouped_form()).
-  int kept_bits(const GraphWeight& w) const { return form(w).bits; }
+  // How this preparation keeps matrix w (grouped_form()).
   GroupedForm form(const GraphWeight& w) const { return grouped_form(w, gemm_, options_.weight_format); }
 
   std::unique_ptr<k::Linear> make_grouped(const GraphWeight& w) {
@@ -359,7 +358,7 @@ class Preparer {
   void prepare_lm_head(const GraphWeight& w, const ChannelRange& input_range, WeightCacheWriter* cache) {
     const std::int64_t vocab = w.rows, d = w.cols;
     const model::GgufTensor& tensor = *w.sources.at(0);
-    if (kept_bits(w) > 0) {
+    if (form(w).bits > 0) {
       weights_[w.ref].linear = make_grouped(w);
       return;
     }
@@ -435,7 +434,7 @@ class Preparer {
           weights_[w.ref].values = prepared(w.ref.id) ? cache.vector(cache_name(w.ref), w.cols) : dequantize(w);
           return;
         }
-        if (kept_bits(w) > 0) {  // not in the cache: the file has them
+        if (form(w).bits > 0) {  // not in the cache: the file has them
           weights_[w.ref].linear = make_grouped(w);
           return;
         }
