@@ -3,7 +3,7 @@
 #   scripts/fuzz.sh SECONDS [TARGET...]      (targets: gguf tokenizer chat_template capi kv_snapshot server grammar)
 # Builds the targets in build-asan (the suite's ASan + UBSan build, Clang's, with -DEMBER_FUZZ=ON;
 # scripts/sanitizer-build.sh configures it here if scripts/test-sanitizers.sh has not, installing
-# clang through apt when needed) and runs them one after another, starting from
+# clang and libomp through apt when needed) and runs them one after another, starting from
 # tests/fuzz/corpus/<target> (read only: new interesting inputs go to a scratch copy under
 # build-asan/corpus). Prints the executions per target and
 # exits non-zero when any target crashes, leaks, trips a sanitizer or a fuzz check, or goes over
