@@ -89,26 +89,28 @@ struct Bounds {
   double fp32_top1, int8_top1, fp32_kl, int8_kl;  // vs llama.cpp on F32 weights
   double fp32_q_top1, int8_q_top1, int8_q_kl;     // vs llama.cpp on the quantized file
   double default_top1, default_kl;                // the file's default INT8 format, vs F32 weights
+  double w8a8_top1, w8a8_kl;                      // WeightFormat::w8a8, vs F32 weights
 };
 
 #if defined(EMBER_GOLDEN_GEMMA3)
 constexpr const char* kPrefix = "gemma3";
 std::string require_model() { return test::require_gemma3_model(); }
 // Measured: fp32 100 %, KL 2e-6; int8 default (w4a8+w8a8-g32+w8a8: Q4_K, the Q8_0 embedding,
-// and Q5_0/Q6_K requantized) 96.6 %, KL 0.0047, w8a8 (w8a8-g32+w8a8) 96.0 %, KL 0.0063; on the
-// Q4_K_M file fp32 95.9 %, int8 default 95.0 %, KL 0.0078, w8a8 95.4 %, KL 0.0096. Top-1
+// and Q5_0/Q6_K requantized) 97.0 %, KL 0.0043, w8a8 (w8a8-g32+w8a8) 96.1 %, KL 0.0058; on the
+// Q4_K_M file fp32 95.9 %, int8 default 96.1 %, KL 0.0075, w8a8 94.8 %, KL 0.0090. Top-1
 // agreement is symmetric, so llama.cpp on the file agrees with F32 weights 95.9 % of the time:
-// the default's bound.
-constexpr Bounds kBounds{0.99, 0.94, 0.001, 0.01, 0.95, 0.935, 0.015, 0.959, 0.006};
+// the default's bound. w8a8 has the general INT8 bounds (no llama.cpp Q8_0 figure for this model).
+constexpr Bounds kBounds{0.99, 0.94, 0.001, 0.01, 0.95, 0.935, 0.015, 0.959, 0.006, 0.94, 0.01};
 #else
 constexpr const char* kPrefix = "smollm2";
 std::string require_model() { return test::require_default_model(); }
 // Measured: fp32 99.9 %, KL ~0; int8 w4a8+w8a8-g32 (the default for this file: its layers are
 // Q4_1, the tied Q8_0 embedding in its groups) 97.6 %, KL 0.0018, w8a8 (w8a8-g32+w8a8: the
-// embedding in its groups too) 96.6 %, KL 0.0022; on the Q4_1 file fp32 96.8 %, int8 default
-// 96.6 %, KL 0.0021, w8a8 96.1 %, KL 0.0037. The default's bound is the speed issue's: at least
-// llama.cpp's on this Q4_1 file, 96.7 % and KL 0.0025.
-constexpr Bounds kBounds{0.97, 0.94, 0.001, 0.01, 0.965, 0.935, 0.01, 0.967, 0.0025};
+// embedding in its groups too) 97.1 %, KL 0.00015; on the Q4_1 file fp32 96.8 %, int8 default
+// 96.6 %, KL 0.0021, w8a8 95.2 %, KL 0.0016. The bounds of both formats are the speed issue's:
+// the default at least llama.cpp's on this Q4_1 file (96.7 %, KL 0.0025), w8a8 at least
+// llama.cpp's on its Q8_0 requantization (96.9 %, KL 0.0034).
+constexpr Bounds kBounds{0.97, 0.94, 0.001, 0.01, 0.965, 0.935, 0.01, 0.967, 0.0025, 0.969, 0.0034};
 #endif
 
 std::string golden_name(const char* suffix) { return std::string(kPrefix) + suffix; }
@@ -205,10 +207,8 @@ TEST_CASE("teacher-forced agreement with llama.cpp, KL divergence and perplexity
     CHECK(int8_q.top1 >= kBounds.int8_q_top1);
     CHECK(int8_q.kl < kBounds.int8_q_kl);
     CHECK(std::fabs(int8.perplexity / fp32.perplexity - 1.0) <= 0.03);
-    if (file_default) {
-      CHECK(int8.top1 >= kBounds.default_top1);
-      CHECK(int8.kl < kBounds.default_kl);
-    }
+    CHECK(int8.top1 >= (file_default ? kBounds.default_top1 : kBounds.w8a8_top1));
+    CHECK(int8.kl < (file_default ? kBounds.default_kl : kBounds.w8a8_kl));
   };
   check_int8(m.f16_logits(*m.int8), m.int8->weight_format(), true);
   check_int8(teacher_forced_logits(*m.w8a8, m.golden_tokens, m.config.vocab), m.w8a8->weight_format(), false);
@@ -251,7 +251,10 @@ Divergence divergence(const Logits& a, const Logits& b) {
 // the f16-vs-f32 KL is itself 0.0018, int8-vs-f16 0.0020 (0.0023 unrotated), and top-1 falls
 // 0.41 points (97.61 -> 97.20 %). That fall is a handful of near-ties and moves with changes
 // elsewhere: with the lm_head requantized per output row (w8a8) it was 0.07 points (96.38 ->
-// 96.31 %), the KV cache unchanged. The bounds guard those.
+// 96.31 %), the KV cache unchanged. Gemma 3's INT8 path (W4A8 and w8a8 matrices, the latter
+// with two-term inputs for qkv, gate_up and down) is smoother: its f16-vs-f32 KL is 0.00028,
+// int8-vs-f16 0.00053, top-1 -0.64 points. The bounds guard those: the KL within the issue's
+// 0.002 or the path's own noise, whichever is larger; top-1 as on the FP32 path.
 TEST_CASE("int8 KV cache: teacher-forced quality against the f16 cache") {
   Model& m = default_model();
   const json exact = load_golden(golden_name("_f32_teacher_forced.json"));
@@ -272,8 +275,8 @@ TEST_CASE("int8 KV cache: teacher-forced quality against the f16 cache") {
     } else {  // at the INT8 path's own noise: that of an f32 cache against the f16 one
       const Divergence floor = divergence(run(*b, KvCacheType::f32), f16_logits);
       MESSAGE(path, ": f16 KV against f32 KV: top-1 agreement ", floor.top1 * 100, " %, mean KL ", floor.kl);
-      CHECK(f16.top1 - int8.top1 <= 0.005);
-      CHECK(d.kl <= 1.25 * floor.kl);
+      CHECK(f16.top1 - int8.top1 <= 0.008);
+      CHECK(d.kl <= std::max(0.002, 1.25 * floor.kl));
     }
   }
 }
