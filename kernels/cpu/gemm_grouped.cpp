@@ -255,7 +255,7 @@ void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_
   a.q.resize(static_cast<std::size_t>(a.term_rows() * padded_in));
   a.scales.resize(static_cast<std::size_t>(a.term_rows() * groups));
   a.sums.resize(static_cast<std::size_t>(a.term_rows() * groups));
-  for_rows(rows, threads, rows * in >= 65536, [&](std::int64_t r) {
+  for_rows(rows, threads, rows * in >= kQuantizeParallelElements, [&](std::int64_t r) {
     std::int8_t* q = a.q.data() + r * terms * padded_in;
     float* scales = a.scales.data() + r * terms * groups;
     if (terms == 1)

@@ -10,9 +10,6 @@ namespace ember::kernels::cpu {
 
 namespace {
 
-// Below this many elements a quantization runs on the calling thread.
-constexpr std::int64_t kQuantizeParallelElements = 65536;
-
 // `a > m ? a : m`, not std::fmax: the latter is a libm call per element that stops the loop
 // from vectorising (it was 15 % of a 512-token prefill). NaN is skipped the same way.
 EMBER_CLONES float max_abs(const float* x, std::int64_t n) {
