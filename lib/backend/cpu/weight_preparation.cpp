@@ -52,8 +52,8 @@ bool prepared(WeightId id) {
 // 0.00026), past llama.cpp's Q8_0 requantization of the file (96.9 %, 0.0034), the speed
 // issue's bar for w8a8. The inputs of gate_up and qkv (the norms' outputs) and of the down
 // projection (the SwiGLU product) carry the largest outliers. Two terms double those matrices'
-// prefill GEMM work (w8a8 pp512 on the default model 0.73-0.76x with gate_up's); decode streams
-// the weights once for both terms (tg128 unchanged).
+// prefill GEMM work (w8a8 pp512 on the default model 0.73-0.85x with gate_up's, two interleaved
+// series); decode streams the weights once for both terms (tg128 unchanged).
 k::ActivationQuant activations_for(WeightId id) {
   const bool two_terms = id == WeightId::qkv || id == WeightId::gate_up || id == WeightId::down ||
                          id == WeightId::lm_head;
