@@ -8,7 +8,9 @@
 // 3 KV heads, vocab 49152). 1b: Llama-3.2-1B-like (16 layers, width 2048, ffn 8192, 32 heads,
 // 8 KV heads, vocab 32000). 3b: Llama-3.2-3B (28 layers, width 3072, ffn 8192, 24 heads of 128,
 // 8 KV heads, vocab 128256, tied). 8b: Llama-3.1-8B (32 layers, width 4096, ffn 14336, 32
-// heads, 8 KV heads, vocab 128256, untied). Matrices are Q4_1, as in the default model file.
+// heads, 8 KV heads, vocab 128256, untied). Matrices are Q4_1, as in the default model file, or
+// what --type asks (q4_0: the type llama.cpp repacks for its AVX-512 kernels, the fair file to
+// compare the two engines' 4-bit decode on; q8_0).
 // llama3, qwen2, qwen3, gemma3, phi3, phi3_long: the small models of each architecture that
 // tests/reference/make_arch_goldens.py runs through llama.cpp (SyntheticModelSpec::
 // architecture_config), in F32 so that both engines compute from the very same weights.
@@ -20,6 +22,8 @@
 #include <cstdio>
 #include <exception>
 #include <fstream>
+#include <optional>
+#include <stdexcept>
 #include <string>
 
 namespace {
@@ -61,7 +65,7 @@ int main(int argc, char** argv) {
   ember_examples::CommandLine cli(
       "ember-make-synthetic",
       "Writes a synthetic model (random weights, ember's GGUF writer) of a named shape: Llama "
-      "shapes with Q4_1 matrices, or a small F32 model of one architecture; and its "
+      "shapes with Q4_1 matrices (or --type), or a small F32 model of one architecture; and its "
       "configuration as JSON (Hugging Face LlamaConfig field names) for "
       "benchmarks/torch_generate.py.",
       "SHAPE OUT.gguf OUT.json");
@@ -71,6 +75,14 @@ int main(int argc, char** argv) {
                  "each architecture, for goldens")
       .positional("OUT.gguf", gguf_path, "the model file to write")
       .positional("OUT.json", json_path, "the configuration file to write");
+  std::optional<ember::model::GgmlType> type;
+  cli.option("--type", "q4_0|q4_1|q8_0", "the matrices' type in a Llama shape", "q4_1",
+             [&type](const std::string& t) {
+               if (t == "q4_0") type = ember::model::GgmlType::Q4_0;
+               else if (t == "q4_1") type = ember::model::GgmlType::Q4_1;
+               else if (t == "q8_0") type = ember::model::GgmlType::Q8_0;
+               else throw std::invalid_argument("--type must be q4_0, q4_1 or q8_0, not '" + t + "'");
+             });
   cli.parse(argc, argv);
   ember::model::SyntheticModelSpec spec;
   try {
@@ -78,6 +90,9 @@ int main(int argc, char** argv) {
   } catch (const ember::Error& e) {
     cli.fail("unknown shape: " + std::string(e.what()) + "; or a Llama shape: default, 1b, 3b, 8b");
   }
+  if (type && spec.weight_type == ember::model::GgmlType::F32)
+    cli.fail("--type applies to the Llama shapes (default, 1b, 3b, 8b), not to " + shape_name);
+  if (type) spec.weight_type = *type;
   try {
     ember::model::write_synthetic_model(spec, gguf_path);
     const auto& c = spec.config;

@@ -32,7 +32,7 @@ PROGRAMS = {
                     ["--model", "--threads"], []),
     "ember-logits": (["--tokens", "--out", "--positions"],
                      ["--model", "--precision", "--weights", "--threads", "--kv-type"], []),
-    "ember-make-synthetic": ([], [], ["SHAPE", "OUT.gguf", "OUT.json"]),
+    "ember-make-synthetic": (["--type"], [], ["SHAPE", "OUT.gguf", "OUT.json"]),
 }
 
 # Arguments that get a program past its other checks to the point where it opens the model.
