@@ -8,9 +8,9 @@
 namespace ember::kernels::cpu {
 
 // Below this many elements a quantization of activation rows runs on the calling thread. A step
-// of 32 decoding streams (32 rows of the default model's 576 or 1,536 inputs) is above it: with
-// 65,536 its quantizations ran on one thread while the other waited (ember-bench tg128x32, 4
-// interleaved pairs: 1.01-1.11x with this bound, median 1.09x).
+// of 32 decoding streams (32 rows of the default model's 576 or 1,536 inputs) is above it, so its
+// quantizations are split over the team instead of leaving one thread waiting (measured in
+// docs/benchmarks.md, "Session 16"); one decode row stays on the calling thread.
 inline constexpr std::int64_t kQuantizeParallelElements = 16384;
 
 // Per-row activations: x is [rows, cols] with row stride ldx; q is dense [rows, cols];
