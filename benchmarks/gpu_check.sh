@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check, one command on a machine with an NVIDIA GPU:
 #
-#   benchmarks/gpu_check.sh [--build DIR [--no-build]] [--keep-going] [--rehearse] OUTDIR
+#   benchmarks/gpu_check.sh [--build DIR [--no-build]] [--keep-going] [--rehearse] [--no-torch] OUTDIR
 #
 # Builds ember with CUDA (Release, only the targets below, for this GPU's architecture) in
 # OUTDIR/build, or in DIR (configured there if new, else rebuilt incrementally); --no-build runs
@@ -9,8 +9,9 @@
 # its CTestTestfiles name that machine's paths, so DIR must sit at the same path); writes synthetic models
 # with ember's own GGUF writer (the default model's shape and a Llama-1B-like shape: no
 # download); runs the CUDA tests (every kernel, the whole model against the CPU backend, batch
-# invariance on the GPU); then ember-bench --device cuda (INT8 and FP16) on both shapes and the
-# PyTorch FP16 eager baseline (benchmarks/torch_generate.py) on the same configurations.
+# invariance on the GPU); cuda-gemm-bench (the INT8 and FP16 products alone, 1B and 8B shapes);
+# then ember-bench --device cuda (INT8 and FP16) on both shapes and the PyTorch FP16 eager
+# baseline (benchmarks/torch_generate.py) on the same configurations (--no-torch: not again).
 #
 # Every log, JSON file and summary.md go to OUTDIR. The check stops at the first failure and
 # names it on its last line; --keep-going records failures and goes on (one device run then
@@ -19,15 +20,16 @@
 # Budget: under 8 minutes on 16 cores and one H200; each step has its own timeout.
 set -uo pipefail
 
-usage() { echo "usage: $0 [--build DIR [--no-build]] [--keep-going] [--rehearse] OUTDIR" >&2; exit 2; }
-BUILD="" NO_BUILD=0 KEEP_GOING=0 REHEARSE=0 OUT=""
+usage() { echo "usage: $0 [--build DIR [--no-build]] [--keep-going] [--rehearse] [--no-torch] OUTDIR" >&2; exit 2; }
+BUILD="" NO_BUILD=0 KEEP_GOING=0 REHEARSE=0 TORCH=1 OUT=""
 while (($#)); do
   case $1 in
     --build) [[ $# -ge 2 ]] || usage; BUILD=$(realpath -m "$2"); shift 2 ;;
     --no-build) NO_BUILD=1; shift ;;
     --keep-going) KEEP_GOING=1; shift ;;
     --rehearse) REHEARSE=1; shift ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-torch) TORCH=0; shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     -*) usage ;;
     *) [[ -z $OUT ]] || usage; OUT=$(realpath -m "$1"); shift ;;
   esac
@@ -94,7 +96,7 @@ else
   ARCH=${ARCH:-90}
 fi
 
-TARGETS=(ember-bench ember-make-synthetic cuda_kernels_test cuda_backend_test batch_invariance_cuda_test
+TARGETS=(ember-bench ember-make-synthetic cuda-gemm-bench cuda_kernels_test cuda_backend_test batch_invariance_cuda_test
          device_options_test)
 [[ $NO_BUILD == 0 || -n $BUILD ]] || usage
 BUILD=${BUILD:-$OUT/build}
@@ -109,7 +111,7 @@ fi
 BIN="$BUILD/benchmarks"
 # Each binary the check runs must be there and start (a missing library shows here, named).
 step binaries 30 bash -c 'for f in "$@"; do [[ -x $f ]] || { echo "missing: $f"; exit 1; }; done;
-  "$1" --help >/dev/null' _ "$BIN/ember-bench" "$BIN/ember-make-synthetic" \
+  "$1" --help >/dev/null' _ "$BIN/ember-bench" "$BIN/ember-make-synthetic" "$BIN/cuda-gemm-bench" \
   "$BUILD/tests/backend/cuda_kernels_test" "$BUILD/tests/backend/cuda_backend_test" \
   "$BUILD/tests/engine/batch_invariance_cuda_test" "$BUILD/tests/backend/device_options_test"
 
@@ -118,13 +120,15 @@ for shape in default 1b; do
 done
 step torch_script 30 python3 -m py_compile "$SRC/benchmarks/torch_generate.py"
 
-device_step tests 240 ctest --test-dir "$BUILD" -R "cuda|device_options" --output-on-failure --timeout 200
+# -V: the tests' MESSAGE lines (agreement with the CPU) are part of the evidence.
+device_step tests 240 ctest --test-dir "$BUILD" -R "cuda|device_options" -V --timeout 200
+device_step gemm 120 "$BIN/cuda-gemm-bench" --json "$OUT/gemm.json"
 
 for shape in default 1b; do
   device_step "ember_$shape" 150 "$BIN/ember-bench" --device cuda --model "$MODELS/$shape.gguf" \
     --workload pp512,tg128,tg128x32 --repeats 3 --no-bandwidth --json "$OUT/ember_$shape.json"
-  if ((REHEARSE)); then
-    log "torch_$shape: skipped (rehearsal: needs a GPU)"
+  if ((REHEARSE || !TORCH)); then
+    log "torch_$shape: skipped ($( ((REHEARSE)) && echo "rehearsal: needs a GPU" || echo "--no-torch"))"
   elif python3 -c "import torch, transformers" 2>/dev/null; then
     device_step "torch_$shape" 150 python3 "$SRC/benchmarks/torch_generate.py" --config "$MODELS/$shape.json" \
       --out "$OUT/torch_$shape.json" --repeats 3

@@ -71,6 +71,25 @@ __global__ void rmsnorm_kernel(const float* x, const float* weight, std::int64_t
     yr[i] = __fmul_rn(__fmul_rn(xr[i], k), weight[i]);
 }
 
+// One block per (row, head) slice.
+__global__ void rmsnorm_heads_kernel(float* x, std::int64_t ld, int heads, int head_dim, const float* weight,
+                                     float eps) {
+  float* v = x + (blockIdx.x / heads) * ld + static_cast<std::int64_t>(blockIdx.x % heads) * head_dim;
+  float s = 0.0f;
+  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) s += v[i] * v[i];
+  s = block_reduce(s, Sum{});  // every read happens before this barrier: in place is safe
+  const float k = 1.0f / sqrtf(s / static_cast<float>(head_dim) + eps);
+  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) v[i] = __fmul_rn(__fmul_rn(v[i], k), weight[i]);
+}
+
+__global__ void scale_kernel(float* x, std::int64_t n, float factor) {
+  EMBER_GRID_STRIDE(i, n) x[i] = __fmul_rn(x[i], factor);
+}
+
+__global__ void add_kernel(const float* from, float* into, std::int64_t n) {
+  EMBER_GRID_STRIDE(i, n) into[i] = __fadd_rn(into[i], from[i]);
+}
+
 __global__ void rope_angles_kernel(const std::int32_t* positions, std::int64_t rows, int rope_dims,
                                    float base, const float* freq_factors, float position_scale,
                                    float* cos_out, float* sin_out) {
@@ -110,6 +129,17 @@ __global__ void silu_mul_kernel(const float* gate_up, std::int64_t rows, std::in
     const std::int64_t r = i / ffn, c = i % ffn;
     const float g = gate_up[r * 2 * ffn + c], u = gate_up[r * 2 * ffn + ffn + c];
     out[i] = g / (1.0f + expf(-g)) * u;
+  }
+}
+
+// gelu's tanh approximation written as x / (1 + e^(-2y)), as the CPU's gelu_mul_row.
+__global__ void gelu_mul_kernel(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  EMBER_GRID_STRIDE(i, rows * ffn) {
+    const std::int64_t r = i / ffn, c = i % ffn;
+    const float g = gate_up[r * 2 * ffn + c], u = gate_up[r * 2 * ffn + ffn + c];
+    const float y = kSqrt2OverPi * (g + 0.044715f * g * g * g);
+    out[i] = g / (1.0f + expf(-2.0f * y)) * u;
   }
 }
 
@@ -182,6 +212,23 @@ void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_
   rmsnorm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, weight, cols, eps, out);
 }
 
+void rmsnorm_heads(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
+                   const float* weight, float eps, cudaStream_t stream) {
+  if (rows <= 0) return;
+  // A head is a few dozen to a few hundred values: one warp per slice is plenty.
+  rmsnorm_heads_kernel<<<static_cast<unsigned>(rows * heads), 32, 0, stream>>>(x, ld, heads, head_dim, weight, eps);
+}
+
+void scale(float* x, std::int64_t n, float factor, cudaStream_t stream) {
+  if (n <= 0) return;
+  scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, factor);
+}
+
+void add(const float* from, float* into, std::int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(from, into, n);
+}
+
 void rope_angles(const std::int32_t* positions, std::int64_t rows, int rope_dims, float base,
                  const float* freq_factors, float position_scale, float* cos, float* sin,
                  cudaStream_t stream) {
@@ -202,6 +249,12 @@ void silu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* 
               cudaStream_t stream) {
   if (rows <= 0) return;
   silu_mul_kernel<<<grid_for(rows * ffn), kThreads, 0, stream>>>(gate_up, rows, ffn, out);
+}
+
+void gelu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out,
+              cudaStream_t stream) {
+  if (rows <= 0) return;
+  gelu_mul_kernel<<<grid_for(rows * ffn), kThreads, 0, stream>>>(gate_up, rows, ffn, out);
 }
 
 void add_bias(float* y, std::int64_t rows, std::int64_t cols, const float* bias, cudaStream_t stream) {

@@ -22,6 +22,17 @@ void gather_rows(const float* table, const std::int32_t* ids, std::int64_t rows,
 void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_t cols, float eps,
              float* out, cudaStream_t stream);
 
+// The same, in place, over each head_dim slice of rows of heads*head_dim values at x + r*ld,
+// with one weight of head_dim values for every head: the q/k norm of Qwen3 and Gemma 3.
+void rmsnorm_heads(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
+                   const float* weight, float eps, cudaStream_t stream);
+
+// x[i] *= factor: the scaled embeddings of Gemma.
+void scale(float* x, std::int64_t n, float factor, cudaStream_t stream);
+
+// into[i] += from[i]: the residual add after a post-norm.
+void add(const float* from, float* into, std::int64_t n, cudaStream_t stream);
+
 // cos and sin of positions[r] * position_scale * base^(-2i/rope_dims) / freq_factors[i],
 // [rows, rope_dims/2] each, computed in double like kernels/cpu/ops.cpp's rope_angles (same
 // meaning of freq_factors, rope_dims/2 positive values in device memory or nullptr for all 1,
@@ -39,6 +50,10 @@ void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
 
 // gate_up rows are [gate(ffn) | up(ffn)]; out[r, i] = silu(gate[i]) * up[i], out [rows, ffn].
 void silu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out,
+              cudaStream_t stream);
+
+// The same with gelu (tanh approximation, as kernels/cpu/ops.hpp) for silu: GeGLU (Gemma).
+void gelu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out,
               cudaStream_t stream);
 
 // y[r, i] += bias[i].
@@ -71,14 +86,16 @@ void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t ro
 // The largest head_dim paged_attention() handles (a lane keeps head_dim / 32 values).
 inline constexpr int kMaxHeadDim = 256;
 
-// Row r's query (heads*head_dim at q + r*ldq) attends causally to KV positions
-// 0..positions[r] of its sequence, whose block table starts at block_tables[row_tables[r]]
-// (row_tables[r] < 0: the row is left untouched); head h reads kv head h / (heads / kv_heads).
-// Softmax in FP32 with scale 1/sqrt(head_dim); out[r] at out + r*ldo. The caller guarantees
-// heads % kv_heads == 0, head_dim <= kMaxHeadDim and every position inside its table.
+// Row r's query (heads*head_dim at q + r*ldq) attends causally to the KV positions t of its
+// sequence with positions[r] - window < t <= positions[r] (window 0: every t <= positions[r]),
+// whose block table starts at block_tables[row_tables[r]] (row_tables[r] < 0: the row is left
+// untouched); head h reads kv head h / (heads / kv_heads). Softmax in FP32 of the scores times
+// `scale`; out[r] at out + r*ldo. The caller guarantees heads % kv_heads == 0,
+// head_dim <= kMaxHeadDim and every position inside its table.
 void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* positions,
                      const std::int32_t* row_tables, const std::int32_t* block_tables,
                      std::int64_t rows, int heads, const KvLayout& layout, const void* k_cache,
-                     const void* v_cache, float* out, std::int64_t ldo, cudaStream_t stream);
+                     const void* v_cache, int window, float scale, float* out, std::int64_t ldo,
+                     cudaStream_t stream);
 
 }  // namespace ember::kernels::cuda
