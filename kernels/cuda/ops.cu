@@ -167,14 +167,80 @@ __global__ void quantize_rows_kernel(const float* x, std::int64_t cols, std::int
   if (threadIdx.x == 0) scales[blockIdx.x] = m / 127.0f;
 }
 
+// The epilogue both INT8 paths share, multiplied in this order and never contracted.
+__device__ float dequantized(std::int32_t acc, float w_scale, float x_scale) {
+  return __fmul_rn(__fmul_rn(static_cast<float>(acc), w_scale), x_scale);
+}
+
+// Rows on blockIdx.y (grid-stride), four columns a thread (cols % 4 == 0: the INT8 GEMM's
+// shapes), so that no thread divides a 64-bit index.
 __global__ void dequantize_s32_kernel(const std::int32_t* acc, const float* x_scales,
                                       const float* w_scales, std::int64_t rows, std::int64_t cols,
                                       float* y, bool accumulate) {
-  EMBER_GRID_STRIDE(i, rows * cols) {
-    const std::int64_t r = i / cols, c = i % cols;
-    const float v = __fmul_rn(__fmul_rn(static_cast<float>(acc[i]), w_scales[c]), x_scales[r]);
-    y[i] = accumulate ? __fadd_rn(y[i], v) : v;
+  const std::int64_t c = 4 * (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x);
+  if (c >= cols) return;
+  const float4 ws = *reinterpret_cast<const float4*>(w_scales + c);
+  for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const int4 a = *reinterpret_cast<const int4*>(acc + r * cols + c);
+    const float xs = x_scales[r];
+    float4 v{dequantized(a.x, ws.x, xs), dequantized(a.y, ws.y, xs), dequantized(a.z, ws.z, xs),
+             dequantized(a.w, ws.w, xs)};
+    float4* out = reinterpret_cast<float4*>(y + r * cols + c);
+    if (accumulate) {
+      const float4 old = *out;
+      v = {__fadd_rn(old.x, v.x), __fadd_rn(old.y, v.y), __fadd_rn(old.z, v.z), __fadd_rn(old.w, v.w)};
+    }
+    *out = v;
   }
+}
+
+// One warp per output channel (warp-stride over channels), all M rows at once so each weight
+// byte is read once; lanes take 16 bytes (Vec = int4) or 4 bytes (Vec = int) of a row at a time.
+template <int M, class Vec>
+__global__ void gemv_s8_kernel(const std::int8_t* q, const float* x_scales, const std::int8_t* w,
+                               const float* w_scales, std::int64_t n, std::int64_t k, float* y,
+                               bool accumulate) {
+  constexpr int kInts = sizeof(Vec) / 4;
+  const int lane = threadIdx.x & 31;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x >> 5);
+  const std::int64_t chunks = k / sizeof(Vec);
+  for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x >> 5) + (threadIdx.x >> 5); c < n;
+       c += warps) {
+    const Vec* wr = reinterpret_cast<const Vec*>(w + c * k);
+    int acc[M] = {};
+    for (std::int64_t i = lane; i < chunks; i += 32) {
+      const Vec wv = wr[i];
+      const int* wi = reinterpret_cast<const int*>(&wv);
+#pragma unroll
+      for (int r = 0; r < M; ++r) {
+        const Vec xv = reinterpret_cast<const Vec*>(q + r * k)[i];
+        const int* xi = reinterpret_cast<const int*>(&xv);
+#pragma unroll
+        for (int j = 0; j < kInts; ++j) acc[r] = __dp4a(xi[j], wi[j], acc[r]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < M; ++r) {
+      int a = acc[r];
+      for (int o = 16; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
+      if (lane == 0) {
+        const float v = dequantized(a, w_scales[c], x_scales[r]);
+        float* out = y + r * n + c;
+        *out = accumulate ? __fadd_rn(*out, v) : v;
+      }
+    }
+  }
+}
+
+template <int M>
+void launch_gemv_s8(const std::int8_t* q, const float* x_scales, const std::int8_t* w, const float* w_scales,
+                    std::int64_t n, std::int64_t k, float* y, bool accumulate, cudaStream_t stream) {
+  constexpr int kWarpsPerBlock = 8;
+  const unsigned blocks = static_cast<unsigned>(std::clamp<std::int64_t>((n + kWarpsPerBlock - 1) / kWarpsPerBlock, 1, 65536));
+  if (k % 16 == 0)
+    gemv_s8_kernel<M, int4><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(q, x_scales, w, w_scales, n, k, y, accumulate);
+  else
+    gemv_s8_kernel<M, int><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(q, x_scales, w, w_scales, n, k, y, accumulate);
 }
 
 __global__ void to_f16_kernel(const float* x, std::int64_t n, std::uint16_t* out) {
@@ -272,8 +338,29 @@ void dequantize_s32(const std::int32_t* acc, const float* x_scales, const float*
                     std::int64_t rows, std::int64_t cols, float* y, bool accumulate,
                     cudaStream_t stream) {
   if (rows <= 0) return;
-  dequantize_s32_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(acc, x_scales, w_scales,
-                                                                        rows, cols, y, accumulate);
+  const dim3 grid(static_cast<unsigned>((cols / 4 + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(std::min<std::int64_t>(rows, 65535)));
+  dequantize_s32_kernel<<<grid, kThreads, 0, stream>>>(acc, x_scales, w_scales, rows, cols, y, accumulate);
+}
+
+void gemv_s8(const std::int8_t* q, const float* x_scales, const std::int8_t* w, const float* w_scales,
+             std::int64_t m, std::int64_t n, std::int64_t k, float* y, bool accumulate,
+             cudaStream_t stream) {
+  // Groups of kMaxGemvRows rows: any m is served, though the caller picks this for small m.
+  for (std::int64_t r = 0; r < m; r += kMaxGemvRows) {
+    const std::int8_t* qr = q + r * k;
+    float* yr = y + r * n;
+    switch (std::min(m - r, kMaxGemvRows)) {
+      case 1: launch_gemv_s8<1>(qr, x_scales + r, w, w_scales, n, k, yr, accumulate, stream); break;
+      case 2: launch_gemv_s8<2>(qr, x_scales + r, w, w_scales, n, k, yr, accumulate, stream); break;
+      case 3: launch_gemv_s8<3>(qr, x_scales + r, w, w_scales, n, k, yr, accumulate, stream); break;
+      case 4: launch_gemv_s8<4>(qr, x_scales + r, w, w_scales, n, k, yr, accumulate, stream); break;
+      case 5: launch_gemv_s8<5>(qr, x_scales + r, w, w_scales, n, k, yr, accumulate, stream); break;
+      case 6: launch_gemv_s8<6>(qr, x_scales + r, w, w_scales, n, k, yr, accumulate, stream); break;
+      case 7: launch_gemv_s8<7>(qr, x_scales + r, w, w_scales, n, k, yr, accumulate, stream); break;
+      default: launch_gemv_s8<8>(qr, x_scales + r, w, w_scales, n, k, yr, accumulate, stream); break;
+    }
+  }
 }
 
 void to_f16(const float* x, std::int64_t n, std::uint16_t* out, cudaStream_t stream) {

@@ -65,10 +65,23 @@ void quantize_rows_s8(const float* x, std::int64_t rows, std::int64_t cols, std:
                       float* scales, cudaStream_t stream);
 
 // The INT8 GEMM's epilogue: y[r, c] = acc[r, c] * w_scales[c] * x_scales[r] (+ y[r, c] when
-// accumulate), multiplied in that order and never fused into an FMA, like the CPU path.
+// accumulate), multiplied in that order and never fused into an FMA, like the CPU path. cols is
+// a multiple of 4, as every INT8 GEMM's n (gemm_s8_supported).
 void dequantize_s32(const std::int32_t* acc, const float* x_scales, const float* w_scales,
                     std::int64_t rows, std::int64_t cols, float* y, bool accumulate,
                     cudaStream_t stream);
+
+// The decode rows' INT8 product with its epilogue in one kernel, for m <= kMaxGemvRows rows:
+// y[r, c] = (sum_i q[r, i] * w[c, i]) * w_scales[c] * x_scales[r] (+ y[r, c] when accumulate),
+// the integer sum exact and the epilogue dequantize_s32's, so it equals gemm_s8 followed by
+// dequantize_s32 bit for bit (a row's result never depends on which path its batch took). One
+// launch and one pass over the weights instead of cuBLAS's tile kernel (which pads one row to
+// a tile) plus an INT32 round trip. k must be a multiple of 4; any m works (in groups of
+// kMaxGemvRows rows, each group reading the weights again).
+inline constexpr std::int64_t kMaxGemvRows = 8;
+void gemv_s8(const std::int8_t* q, const float* x_scales, const std::int8_t* w, const float* w_scales,
+             std::int64_t m, std::int64_t n, std::int64_t k, float* y, bool accumulate,
+             cudaStream_t stream);
 
 // IEEE half (bits) of n floats, round to nearest even: the FP16 GEMM's input.
 void to_f16(const float* x, std::int64_t n, std::uint16_t* out, cudaStream_t stream);

@@ -87,11 +87,11 @@ void compare_with_cpu(const std::shared_ptr<const model::GgufFile>& file, const 
   const auto tokens = random_tokens(200, vocab_tokens, 21);
   const auto want = teacher_forced(*cpu, tokens, 150);
   const Agreement int8 = agreement(teacher_forced(*gpu, tokens, 150), want, c.vocab);
-  MESSAGE(what, ": cuda-int8 vs cpu-int8 over ", tokens.size(), " positions: top-1 ", int8.top1,
+  MESSAGE(std::string(what), ": cuda-int8 vs cpu-int8 over ", tokens.size(), " positions: top-1 ", int8.top1,
           ", max abs ", int8.max_abs, ", mean abs ", int8.mean_abs);
   CHECK(int8.top1 >= int8_top1);
   const Agreement fp16 = agreement(teacher_forced(*gpu16, tokens, 150), want, c.vocab);
-  MESSAGE(what, ": cuda-fp16 vs cpu-int8: top-1 ", fp16.top1, ", max abs ", fp16.max_abs, ", mean abs ",
+  MESSAGE(std::string(what), ": cuda-fp16 vs cpu-int8: top-1 ", fp16.top1, ", max abs ", fp16.max_abs, ", mean abs ",
           fp16.mean_abs);
   CHECK(fp16.top1 >= 0.9);
   CHECK(fp16.mean_abs > 0.0);  // a different numeric path really ran

@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 namespace ember {
@@ -193,6 +194,37 @@ TEST_CASE("INT8 GEMM with per-row x per-column scales, FP16 GEMM") {
     auto dxh = to_device(xh), dwh = to_device(wh);
     kc::gemm_f16(blas, dxh.as<std::uint16_t>(), dwh.as<std::uint16_t>(), m, n, k, dy.as<float>(), false);
     CHECK(max_abs_diff(to_host<float>(dy, expect16.size()), expect16) < 1e-3);
+  }
+}
+
+TEST_CASE("the fused INT8 GEMV equals the GEMM and its epilogue bit for bit, every row count") {
+  test::require_cuda_device();
+  const kc::Blas blas(nullptr);
+  for (const std::int64_t k : {std::int64_t{1536}, std::int64_t{1540}}) {  // 16-byte and 4-byte lanes
+    const std::int64_t n = 388, rows = 11;  // 8 + 3: two groups of rows
+    std::mt19937 rng(static_cast<unsigned>(k));
+    std::uniform_int_distribution<int> byte(-127, 127);
+    std::vector<std::int8_t> q(static_cast<std::size_t>(rows * k)), w(static_cast<std::size_t>(n * k));
+    for (auto& v : q) v = static_cast<std::int8_t>(byte(rng));
+    for (auto& v : w) v = static_cast<std::int8_t>(byte(rng));
+    const auto xs = random_floats(rows, 21, 0.01f), ws = random_floats(n, 22, 0.01f);
+    const auto y0 = random_floats(rows * n, 23);
+    auto dq = to_device(q), dw = to_device(w), dxs = to_device(xs), dws = to_device(ws);
+    auto dacc = to_device(std::vector<std::int32_t>(static_cast<std::size_t>(rows * n)));
+    for (const bool accumulate : {false, true})
+      for (std::int64_t m = 1; m <= rows; ++m) {
+        CAPTURE(k);
+        CAPTURE(m);
+        auto want = to_device(y0), got = to_device(y0);
+        kc::gemm_s8(blas, dq.as<std::int8_t>(), dw.as<std::int8_t>(), m, n, k, dacc.as<std::int32_t>());
+        kc::dequantize_s32(dacc.as<std::int32_t>(), dxs.as<float>(), dws.as<float>(), m, n, want.as<float>(),
+                           accumulate, nullptr);
+        kc::gemv_s8(dq.as<std::int8_t>(), dxs.as<float>(), dw.as<std::int8_t>(), dws.as<float>(), m, n, k,
+                    got.as<float>(), accumulate, nullptr);
+        const auto a = to_host<float>(want, y0.size()), b = to_host<float>(got, y0.size());
+        REQUIRE(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+        if (m < rows) CHECK(b[static_cast<std::size_t>(m * n)] == y0[static_cast<std::size_t>(m * n)]);  // rows past m untouched
+      }
   }
 }
 

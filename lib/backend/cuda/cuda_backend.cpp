@@ -294,6 +294,11 @@ class CudaBackend final : public Backend, private model::DecoderOps {
     cudaStream_t s = stream_->get();
     if (precision_ == Precision::int8) {
       k::quantize_rows_s8(x, m, l.in, scratch_.xq.as<std::int8_t>(), scratch_.xs.as<float>(), s);
+      if (m <= k::kMaxGemvRows) {  // decode: the fused GEMV, bit-identical to the GEMM below
+        k::gemv_s8(scratch_.xq.as<std::int8_t>(), scratch_.xs.as<float>(), l.weights.as<std::int8_t>(),
+                   l.scales.as<float>(), m, l.out, l.in, y, accumulate, s);
+        return;
+      }
       k::gemm_s8(*blas_, scratch_.xq.as<std::int8_t>(), l.weights.as<std::int8_t>(), m, l.out, l.in,
                  scratch_.acc.as<std::int32_t>());
       k::dequantize_s32(scratch_.acc.as<std::int32_t>(), scratch_.xs.as<float>(), l.scales.as<float>(), m,
