@@ -3,20 +3,18 @@
 #include "util/check.hpp"
 #include "util/platform.hpp"
 
-#include <cstdlib>
 #include <cstring>
 
 namespace ember::model {
 
 MappedFile copy_bytes(const void* bytes, std::uint64_t size) {
-  const std::uint64_t padded = (size + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, padded == 0 ? 64 : static_cast<std::size_t>(padded));
+  void* p = platform::aligned_alloc(64, static_cast<std::size_t>(size));
   if (p == nullptr) fail(ErrorCode::out_of_memory, "cannot allocate {} bytes for a GGUF image", size);
   if (size != 0) std::memcpy(p, bytes, static_cast<std::size_t>(size));
   MappedFile m;
   m.data = static_cast<const std::uint8_t*>(p);
   m.size = size;
-  m.owner = std::shared_ptr<void>(p, std::free);
+  m.owner = std::shared_ptr<void>(p, platform::aligned_free);
   return m;
 }
 

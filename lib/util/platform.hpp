@@ -34,6 +34,11 @@ void release_pages(const void* data, std::uint64_t size) noexcept;
 
 std::size_t page_size() noexcept;
 
+// `bytes` (any size) at a multiple of `alignment` (a power of two), freed with aligned_free;
+// nullptr when out of memory. std::aligned_alloc is missing on Windows.
+void* aligned_alloc(std::size_t alignment, std::size_t bytes) noexcept;
+void aligned_free(void* p) noexcept;
+
 // The memory the system can give this process now; 0 when the OS does not say.
 std::uint64_t available_memory_bytes() noexcept;
 

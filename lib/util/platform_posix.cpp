@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <system_error>
@@ -67,6 +68,14 @@ void release_pages(const void* data, std::uint64_t size) noexcept {
 }
 
 std::size_t page_size() noexcept { return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)); }
+
+void* aligned_alloc(std::size_t alignment, std::size_t bytes) noexcept {
+  // std::aligned_alloc wants a size that is a multiple of the alignment.
+  const std::size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  return std::aligned_alloc(alignment, rounded == 0 ? alignment : rounded);
+}
+
+void aligned_free(void* p) noexcept { std::free(p); }
 
 std::uint64_t available_memory_bytes() noexcept {
 #if defined(__linux__)

@@ -5,6 +5,8 @@
 
 #include <filesystem>
 
+#include <malloc.h>
+
 #ifndef NOMINMAX
 #define NOMINMAX
 #endif
@@ -73,6 +75,12 @@ std::size_t page_size() noexcept {
   GetSystemInfo(&info);
   return info.dwPageSize;
 }
+
+void* aligned_alloc(std::size_t alignment, std::size_t bytes) noexcept {
+  return _aligned_malloc(bytes == 0 ? 1 : bytes, alignment);
+}
+
+void aligned_free(void* p) noexcept { _aligned_free(p); }
 
 std::uint64_t available_memory_bytes() noexcept {
   MEMORYSTATUSEX status;
