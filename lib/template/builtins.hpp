@@ -26,7 +26,7 @@ bool apply_test(std::string_view name, const Value& value, const CallArgs& args,
 bool test_exists(std::string_view name);
 bool filter_exists(std::string_view name);
 
-// range, namespace, dict, raise_exception; undefined for any other name.
+// range, dict, raise_exception; undefined for any other name (namespace is the evaluator's).
 Value global_function(std::string_view name);
 
 // transformers' strftime_now(format) for the given local time: Python's strftime in the C locale

@@ -15,7 +15,7 @@ namespace {
 
 using Kind = Node::Kind;
 
-class Scope {
+class Scope : public std::enable_shared_from_this<Scope> {
  public:
   explicit Scope(std::shared_ptr<Scope> parent) : parent_(std::move(parent)) {}
 
@@ -54,9 +54,18 @@ bool references(const Node& node, std::string_view name) {
   return false;
 }
 
+// Values can form cycles only through the objects a rendering makes: a macro stored in the scope
+// it closes over, a namespace holding itself. Macros therefore refer to their scope by plain
+// pointer while the evaluator keeps those scopes alive, and the evaluator empties every namespace
+// it made when it ends, so a rendering frees all it allocated.
 class Evaluator {
  public:
   Evaluator(Budget& budget, std::size_t max_bytes) : budget_(budget), max_bytes_(max_bytes) {}
+  ~Evaluator() {
+    for (const auto& ns : namespaces_) ns->items.clear();
+  }
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
 
   Flow exec(const Node& node, const ScopePtr& scope, std::string& out);
   Value eval(const Node& node, const ScopePtr& scope);
@@ -90,10 +99,28 @@ class Evaluator {
   Value apply_filter_chain(const Node& filter, const Value& operand, const ScopePtr& scope);
   Value eval_compare(const Node& node, const ScopePtr& scope);
 
+  Value make_namespace();
+
   Budget& budget_;
   std::size_t max_bytes_;
   int line_ = 1;
+  std::vector<ScopePtr> closure_scopes_;
+  std::vector<std::shared_ptr<Object>> namespaces_;
 };
+
+Value Evaluator::make_namespace() {
+  return Value::callable("namespace", [this](CallArgs& a) {
+    auto o = std::make_shared<Object>();
+    o->is_namespace = true;
+    for (const Value& p : a.positional) {
+      if (!p.is_object()) fail(ErrorCode::invalid_argument, "namespace() takes a mapping");
+      for (const auto& [k, v] : p.as_object().items) o->set(k, v);
+    }
+    for (const auto& [k, v] : a.keywords) o->set(k, v);
+    namespaces_.push_back(o);
+    return Value::object(std::move(o));
+  });
+}
 
 Flow Evaluator::exec(const Node& node, const ScopePtr& scope, std::string& out) {
   budget_.step();
@@ -199,9 +226,11 @@ Value Evaluator::make_macro(const Node& node, const ScopePtr& scope, std::size_t
   const bool takes_kwargs = references(body, "kwargs");
   const Node* n = &node;
   const Node* b = &body;
-  return Value::callable(name, [this, n, b, scope, first_default, takes_varargs, takes_kwargs, name](CallArgs& a) {
+  closure_scopes_.push_back(scope);
+  Scope* closure = scope.get();
+  return Value::callable(name, [this, n, b, closure, first_default, takes_varargs, takes_kwargs, name](CallArgs& a) {
     DepthGuard guard(budget_);
-    auto local = std::make_shared<Scope>(scope);
+    auto local = std::make_shared<Scope>(closure->shared_from_this());
     const std::vector<std::string>& params = n->names;
     if (a.positional.size() > params.size() && !takes_varargs) {
       fail(ErrorCode::invalid_argument, "macro '{}' takes not more than {} argument(s)", name, params.size());
@@ -303,6 +332,7 @@ Value Evaluator::eval(const Node& node, const ScopePtr& scope) {
     case Kind::literal: return node.value;
     case Kind::name: {
       if (const Value* v = scope->find(node.name)) return *v;
+      if (node.name == "namespace") return make_namespace();
       return global_function(node.name);
     }
     case Kind::list:

@@ -383,13 +383,11 @@ Value global_function(std::string_view name) {
       return Value::array(std::move(out));
     });
   }
-  if (name == "namespace" || name == "dict") {
-    const bool ns = name == "namespace";
-    return Value::callable(std::string(name), [ns](CallArgs& a) {
+  if (name == "dict") {  // (namespace() is the evaluator's: it tracks the namespaces it makes)
+    return Value::callable("dict", [](CallArgs& a) {
       auto o = std::make_shared<Object>();
-      o->is_namespace = ns;
       for (const Value& p : a.positional) {
-        if (!p.is_object()) fail(ErrorCode::invalid_argument, "{}() takes a mapping", ns ? "namespace" : "dict");
+        if (!p.is_object()) fail(ErrorCode::invalid_argument, "dict() takes a mapping");
         for (const auto& [k, v] : p.as_object().items) o->set(k, v);
       }
       for (const auto& [k, v] : a.keywords) o->set(k, v);
