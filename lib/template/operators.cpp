@@ -61,6 +61,7 @@ Value string_method(const std::string& s, const std::string& name, const CallArg
   }
   if (name == "split" || name == "rsplit") {
     const Value* sep = a.get(0, "sep");
+    if (sep != nullptr && !sep->is_none() && !sep->is_string()) fail(ErrorCode::invalid_argument, "must be str or None, not {}", sep->type_name());
     const std::int64_t maxsplit = int_arg(a, 1, "maxsplit", -1);
     Array parts;
     for (auto& p : python_split(s, sep != nullptr && !sep->is_none() ? &sep->as_string() : nullptr, maxsplit, name == "rsplit")) {
