@@ -177,7 +177,13 @@ std::vector<std::int32_t> RequestBuilder::encode_chat(const Request& request, bo
   if (first == 1 && chat_template_) {
     // The system message's tokens: what the prompt shares with the system turn rendered alone.
     const std::vector<std::int32_t> prompt = encode_rendered(render_chat(messages, thinking));
-    const std::vector<std::int32_t> alone = encode_rendered(chat_template_->render({messages[0]}, false));
+    // A template may refuse a conversation of a system message alone (roles must alternate,
+    // or a user turn must follow): then no tokens are known to be the system message's.
+    std::vector<std::int32_t> alone;
+    try {
+      alone = encode_rendered(chat_template_->render({messages[0]}, false));
+    } catch (const Error&) {
+    }
     system_tokens = static_cast<int>(std::mismatch(prompt.begin(), prompt.end(), alone.begin(), alone.end()).first -
                                      prompt.begin());
     if (!truncate) return prompt;

@@ -388,6 +388,17 @@ TEST_CASE("EngineOptions::chat_template replaces the file's template; one that d
   // Any template renders (ember's Jinja engine); one that does not parse fails the open.
   o.chat_template = "{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}";
   CHECK(Engine::open(model_path(), o).apply_chat_template(chat) == "[system] Be brief.[user] Hi");
+  // One that refuses a system message alone still serves chats that have one (the system turn
+  // rendered alone only tells which prompt tokens a context shift keeps).
+  o.chat_template = "{% if messages[-1].role != 'user' %}{{ raise_exception('a user turn must come last') }}{% endif %}"
+                    "{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}";
+  Engine strict = Engine::open(model_path(), o);
+  Request r;
+  r.messages = chat;
+  r.sampling.max_tokens = 2;
+  CHECK(strict.generate(r).generated_tokens >= 0);
+  r.messages = {{"system", "Be brief."}};
+  CHECK_THROWS_AS(strict.generate(r), Error);
   o.chat_template = "{% for m in messages %}{{ m.content }}";
   try {
     Engine::open(model_path(), o);
