@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <exception>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -83,6 +84,14 @@ int main(int argc, char** argv) {
                else if (t == "q8_0") type = ember::model::GgmlType::Q8_0;
                else throw std::invalid_argument("--type must be q4_0, q4_1 or q8_0, not '" + t + "'");
              });
+  std::string template_path;
+  bool reasoning_tokens = false;
+  cli.option("--chat-template", "FILE", template_path,
+             "the file's tokenizer.chat_template (a Jinja file, e.g. tests/data/tokenizer/templates/qwen3.jinja)",
+             "SmolLM2's");
+  cli.flag("--reasoning-tokens", reasoning_tokens,
+           "end the vocabulary with <think> and </think>, as a thinking model's (Qwen3-shaped with qwen3 "
+           "and --chat-template qwen3.jinja)");
   cli.parse(argc, argv);
   ember::model::SyntheticModelSpec spec;
   try {
@@ -93,6 +102,12 @@ int main(int argc, char** argv) {
   if (type && spec.weight_type == ember::model::GgmlType::F32)
     cli.fail("--type applies to the Llama shapes (default, 1b, 3b, 8b), not to " + shape_name);
   if (type) spec.weight_type = *type;
+  spec.reasoning_tokens = reasoning_tokens;
+  if (!template_path.empty()) {
+    std::ifstream in(template_path, std::ios::binary);
+    if (!in) cli.fail("cannot read --chat-template " + template_path);
+    spec.chat_template.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
   try {
     ember::model::write_synthetic_model(spec, gguf_path);
     const auto& c = spec.config;

@@ -14,6 +14,7 @@ set(EMBER_LAYER_DIRS
   util=${PROJECT_SOURCE_DIR}/lib/util
   kernels=${PROJECT_SOURCE_DIR}/kernels
   model=${PROJECT_SOURCE_DIR}/lib/model
+  template=${PROJECT_SOURCE_DIR}/lib/template
   tokenizer=${PROJECT_SOURCE_DIR}/lib/tokenizer
   grammar=${PROJECT_SOURCE_DIR}/lib/grammar
   backend=${PROJECT_SOURCE_DIR}/lib/backend

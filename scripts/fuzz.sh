@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target for SECONDS seconds with AddressSanitizer and UBSan:
-#   scripts/fuzz.sh SECONDS [TARGET...]      (targets: gguf tokenizer chat_template capi kv_snapshot server grammar)
+#   scripts/fuzz.sh SECONDS [TARGET...]      (targets: gguf tokenizer chat_template template capi kv_snapshot server grammar)
 # Builds the targets in build-asan (the suite's ASan + UBSan build, Clang's, with -DEMBER_FUZZ=ON;
 # scripts/sanitizer-build.sh configures it here if scripts/test-sanitizers.sh has not, installing
 # clang and libomp through apt when needed) and runs them one after another, starting from
@@ -15,7 +15,7 @@ set -euo pipefail
 seconds=${1:?usage: scripts/fuzz.sh SECONDS [TARGET...]}
 shift
 targets=("$@")
-[[ ${#targets[@]} -eq 0 ]] && targets=(gguf tokenizer chat_template capi kv_snapshot server grammar)
+[[ ${#targets[@]} -eq 0 ]] && targets=(gguf tokenizer chat_template template capi kv_snapshot server grammar)
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${EMBER_FUZZ_BUILD:-$root/build-asan}

@@ -15,7 +15,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -257,7 +259,8 @@ struct EngineFlags {
     progress = 1u << 6,
     context_policy = 1u << 7,
     kv_type = 1u << 8,
-    all = (1u << 9) - 1,
+    chat_template = 1u << 9,
+    all = (1u << 10) - 1,
   };
 
   std::string model_path = default_model_path();
@@ -326,6 +329,16 @@ struct EngineFlags {
       cli.option("--weight-cache", "DIR", options.weight_cache_dir,
                  "keep the prepared INT8 weights in DIR, so the next start skips their "
                  "preparation");
+    if (which & chat_template)
+      cli.option("--chat-template", "FILE",
+                 "a Jinja chat template to use instead of the model file's (as a Hugging Face "
+                 "chat_template.jinja holds it)",
+                 "the file's", [this](const std::string& path) {
+                   std::ifstream in(path, std::ios::binary);
+                   if (!in) throw std::invalid_argument("--chat-template: cannot read '" + path + "'");
+                   options.chat_template.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+                   if (options.chat_template.empty()) throw std::invalid_argument("--chat-template: '" + path + "' is empty");
+                 });
     if (which & progress)
       cli.flag("--progress", show_progress, "draw the model's load progress on stderr");
   }

@@ -1,8 +1,11 @@
 // ember-inspect MODEL.gguf: metadata (long arrays summarised), the hyper-parameters ember reads
-// and the tensor table. Exits 1 with the error message on a file ember rejects (--help for usage).
+// and the tensor table; with --template, the chat template ember renders for the file (its own,
+// or its architecture's default) as it is. Exits 1 with the error message on a file ember
+// rejects (--help for usage).
 #include "../common/cli.hpp"
 #include "model/gguf.hpp"
 #include "model/model_config.hpp"
+#include "tokenizer/chat_template.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -114,6 +117,11 @@ int main(int argc, char** argv) {
   cli.positional("MODEL.gguf", path,
                  "the GGUF file to inspect, e.g. the default model that scripts/fetch-model.sh "
                  "caches");
+  bool show_template = false;
+  cli.flag("--template", show_template,
+           "print only the chat template ember renders for the file (the file's "
+           "tokenizer.chat_template, or its architecture's default), then its family and reasoning "
+           "markers on stderr");
   cli.parse(argc, argv);
   std::string where = "then pass its path; the other programs open\n  ";
   where.append(ember_examples::default_model_path())
@@ -121,6 +129,18 @@ int main(int argc, char** argv) {
   ember_examples::require_model_file(cli.program(), path, where);
   try {
     const auto file = GgufFile::open(path);
+    if (show_template) {
+      const auto tmpl = ember::tokenizer::ChatTemplate::for_model(
+          file->find_string("tokenizer.chat_template"), file->find_string("general.architecture").value_or(""));
+      std::fwrite(tmpl.source().data(), 1, tmpl.source().size(), stdout);
+      const auto& r = tmpl.reasoning();
+      std::fprintf(stderr, "\n(%s template, %zu bytes; family %s; reasoning %s%s)\n",
+                   file->find_string("tokenizer.chat_template") ? "the file's" : "the architecture's default",
+                   tmpl.source().size(), ember::tokenizer::to_string(tmpl.format()),
+                   r.enabled() ? (r.open + " ... " + r.close).c_str() : "none",
+                   r.toggle ? ", enable_thinking" : "");
+      return 0;
+    }
     fmt::print("{}: GGUF v{}, {} bytes, alignment {}, data at byte {}\n", file->path(),
                file->version(), file->file_size(), file->alignment(), file->data_offset());
     fmt::print("\nmetadata ({} keys):\n", file->metadata().size());

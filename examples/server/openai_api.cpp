@@ -153,6 +153,16 @@ void read_sampling(const json& body, Endpoint endpoint, ember::SamplingParams& s
   read_int(body, "top_k", 0, 1 << 20, s.top_k);         // extension
   read_bool(body, "ignore_eos", s.ignore_eos);          // extension
   read_int(body, "speculative_tokens", 0, 16, s.speculative_tokens);  // extension: draftless speculation
+  read_int(body, "reasoning_budget", -1, 1 << 20, s.reasoning_budget);  // extension: thinking models
+  // vLLM's and llama-server's way to turn a thinking model's thinking off.
+  if (const json* kwargs = field(body, "chat_template_kwargs")) {
+    if (!kwargs->is_object()) throw bad_field("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    for (const auto& [key, value] : kwargs->items()) {
+      if (key != "enable_thinking" || !value.is_boolean())
+        throw bad_field("chat_template_kwargs." + key, "ember-server takes only chat_template_kwargs.enable_thinking (a boolean)");
+      if (!value.get<bool>()) s.reasoning_budget = 0;
+    }
+  }
   if (const json* seed = field(body, "seed")) {
     if (!seed->is_number_integer()) throw bad_field("seed", "'seed' must be an integer");
     s.seed = seed->is_number_unsigned() ? seed->get<std::uint64_t>()
@@ -169,11 +179,13 @@ const std::set<std::string>& known_fields(Endpoint endpoint) {
       "model", "user", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
       "presence_penalty", "frequency_penalty", "min_p", "top_k", "ignore_eos", "seed", "stop", "n",
       "stream", "stream_options", "logit_bias", "logprobs", "top_logprobs", "response_format",
-      "speculative_tokens", "tools", "tool_choice", "parallel_tool_calls"};
+      "speculative_tokens", "tools", "tool_choice", "parallel_tool_calls", "reasoning_budget",
+      "chat_template_kwargs"};
   static const std::set<std::string> completions = {
       "model", "user", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p",
       "presence_penalty", "frequency_penalty", "min_p", "top_k", "ignore_eos", "seed", "stop", "n",
-      "stream", "stream_options", "logit_bias", "logprobs", "response_format", "speculative_tokens"};
+      "stream", "stream_options", "logit_bias", "logprobs", "response_format", "speculative_tokens",
+      "reasoning_budget"};
   return endpoint == Endpoint::chat_completions ? chat : completions;
 }
 
@@ -480,7 +492,8 @@ json usage_json(const ember::Completion& c) {
           // speculative_tokens that the model confirmed, and those it did not.
           {"completion_tokens_details",
            {{"accepted_prediction_tokens", c.speculative_accepted},
-            {"rejected_prediction_tokens", c.speculative_proposed - c.speculative_accepted}}}};
+            {"rejected_prediction_tokens", c.speculative_proposed - c.speculative_accepted},
+            {"reasoning_tokens", c.reasoning_tokens}}}};
 }
 
 namespace {
@@ -514,6 +527,9 @@ json response_body(const ResponseContext& ctx, const ember::Completion& c) {
   } else {
     choice["text"] = c.text;
   }
+  // A thinking model's reasoning, as DeepSeek, vLLM and llama-server return it.
+  if (ctx.endpoint == Endpoint::chat_completions && !c.reasoning.empty())
+    choice["message"]["reasoning_content"] = c.reasoning;
   body["choices"] = json::array({choice});
   body["usage"] = usage_json(c);
   return body;
@@ -701,6 +717,14 @@ std::vector<json> StreamMapper::flush_call(bool final) {
 std::vector<json> StreamMapper::on_chunk(const ember::Chunk& chunk) {
   std::vector<json> out;
   const std::string text(chunk.text);
+  if (chunk.stream == ember::ChunkStream::reasoning) {  // reasoning_content deltas (chat only)
+    if (ctx_.endpoint == Endpoint::chat_completions && !text.empty()) {
+      json delta = stream_chunk(ctx_, "", nullptr);
+      delta["choices"][0]["delta"] = {{"reasoning_content", text}};
+      out.push_back(std::move(delta));
+    }
+    return out;
+  }
   json lp = chunk.token_count > 0
                 ? logprobs_json(ctx_, chunk.tokens, chunk.logprobs, chunk.top_logprobs, chunk.token_count, logprob_offset_)
                 : json(nullptr);

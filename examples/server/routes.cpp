@@ -158,6 +158,38 @@ void completion_route(ServerState& state, Endpoint endpoint, const HttpRequest& 
   }
 }
 
+// POST /apply-template, in llama-server's shape: the body of a chat request (messages, tools,
+// chat_template_kwargs, add_generation_prompt) in, {"prompt": the rendered text} out, so a user
+// can check what the model will see.
+void apply_template_route(ServerState& state, const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
+  using ordered = nlohmann::ordered_json;  // keys keep their order into the template, as in Python
+  const auto bad_field = [](const std::string& param, const std::string& message) {
+    ApiError e;
+    e.param = param;
+    e.message = message;
+    return e;
+  };
+  try {
+    const ordered body = ordered::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded() || !body.is_object() || !body.contains("messages") || !body["messages"].is_array()) {
+      throw bad_field("messages", "the body must be a JSON object with a 'messages' array");
+    }
+    const auto text_of = [&](const char* key) { return body.contains(key) ? body[key].dump() : std::string(); };
+    bool generation_prompt = true;
+    if (body.contains("add_generation_prompt")) {
+      if (!body["add_generation_prompt"].is_boolean()) throw bad_field("add_generation_prompt", "'add_generation_prompt' must be a boolean");
+      generation_prompt = body["add_generation_prompt"].get<bool>();
+    }
+    const std::string prompt = state.engine->apply_chat_template_json(
+        body["messages"].dump(), text_of("tools"), text_of("chat_template_kwargs"), generation_prompt);
+    ex->respond(json_response(200, {{"prompt", prompt}}));
+  } catch (const ApiError& e) {
+    ex->respond(error_response(e));
+  } catch (const ember::Error& e) {
+    ex->respond(error_response(api_error(e, Endpoint::chat_completions)));
+  }
+}
+
 std::string front_end_metrics(const HttpCounters& c) {
   std::string out;
   auto add = [&out](const char* name, const char* type, const char* help, std::uint64_t v) {
@@ -189,6 +221,9 @@ std::vector<Route> make_routes(ServerState& state) {
   routes.push_back({"POST", "/v1/chat/completions",
                     [&state](const HttpRequest& req, std::shared_ptr<Exchange> ex) {
                       completion_route(state, Endpoint::chat_completions, req, ex);
+                    }});
+  routes.push_back({"POST", "/apply-template", [&state](const HttpRequest& req, std::shared_ptr<Exchange> ex) {
+                      apply_template_route(state, req, ex);
                     }});
   routes.push_back({"GET", "/v1/models",
                     [&state](const HttpRequest&, std::shared_ptr<Exchange> ex) {

@@ -245,6 +245,13 @@ struct SamplingParams {
   // and a seed still reproduces it. It pays on text that copies its input (edits, summaries,
   // code); it backs off in steps already full of other sequences' decodes. 0 = off (0-16)
   int speculative_tokens = 0;
+  // Thinking models (a chat template that marks reasoning, e.g. Qwen3's and DeepSeek-R1's
+  // <think>...</think>): the reasoning goes to Completion::reasoning and to chunks of
+  // ChunkStream::reasoning, apart from the answer. At most this many reasoning tokens, then the
+  // closing marker is forced and the answer follows; 0 = no thinking (the chat is rendered with
+  // enable_thinking=false where the template allows it, and the opening marker is banned);
+  // -1 = no limit. Grammars, JSON schemas and stop strings apply to the answer only.
+  int reasoning_budget = -1;
 };
 
 // The GBNF grammar that SamplingParams::json_schema stands for, to build a larger grammar around
@@ -291,10 +298,15 @@ struct Timings {
   double time_per_output_token_ms = 0;  // decode_ms / (generated tokens - 1)
   double response_ms = 0;          // detokenizing, stop checks and callbacks
   double total_ms = 0;             // submit to completion
+  double reasoning_ms = 0;         // from the first reasoning token to the end of the reasoning
 };
 
 struct Completion {
-  std::string text;                  // generated text (stop strings excluded)
+  std::string text;                  // generated text (stop strings excluded); the answer only
+  // A thinking model's reasoning (SamplingParams::reasoning_budget), without its markers and the
+  // whitespace around it; empty for other models.
+  std::string reasoning;
+  int reasoning_tokens = 0;          // generated tokens inside the reasoning (markers excluded)
   std::vector<std::int32_t> tokens;  // generated token ids
   std::vector<float> logprobs;       // per generated token, when SamplingParams::logprobs
   // Per generated token, the SamplingParams::top_logprobs most likely tokens, best first.
@@ -312,9 +324,13 @@ struct Completion {
   std::string error;                 // set when finish_reason == error
 };
 
+// Which part of a thinking model's output a chunk belongs to.
+enum class ChunkStream { answer, reasoning };
+
 // One streamed piece of a completion. `text` holds only complete UTF-8 characters.
 struct Chunk {
   std::string_view text;
+  ChunkStream stream = ChunkStream::answer;  // reasoning: text of Completion::reasoning
   const std::int32_t* tokens = nullptr;  // the token ids that produced this piece
   std::size_t token_count = 0;
   const Completion* completion = nullptr;  // set on the last chunk only
@@ -458,6 +474,16 @@ class EMBER_API Engine {
 
   // The chat template applied to `messages` (with the assistant generation prompt).
   std::string apply_chat_template(const std::vector<Message>& messages) const;
+  // The chat template applied to a conversation given as JSON: OpenAI-style messages (with tool
+  // calls, tool results and content parts), `tools_json` a JSON array of tools (empty: none),
+  // `extra_json` a JSON object of further template arguments ({"enable_thinking": false};
+  // empty: none). What ember-server's POST /apply-template answers. Throws
+  // Error(invalid_argument) for JSON that does not parse or a conversation the template rejects.
+  std::string apply_chat_template_json(std::string_view messages_json, std::string_view tools_json = {},
+                                       std::string_view extra_json = {}, bool add_generation_prompt = true) const;
+  // The text of the chat template in use (the file's, EngineOptions::chat_template's, or the
+  // architecture's default); empty when the model has none.
+  std::string chat_template_source() const;
 
   std::vector<std::int32_t> tokenize(std::string_view text, bool parse_special = false) const;
   std::string detokenize(const std::vector<std::int32_t>& tokens) const;

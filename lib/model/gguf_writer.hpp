@@ -67,6 +67,8 @@ struct SyntheticModelSpec {
   ModelConfig config = tiny_config();     // shape; architecture llama, qwen2, qwen3 or gemma3
   GgmlType weight_type = GgmlType::Q8_0;  // type of the matrices (and token_embd)
   std::uint64_t seed = 1;
+  std::string chat_template;      // tokenizer.chat_template; empty: SmolLM2's (kSmolLmChatTemplate)
+  bool reasoning_tokens = false;  // the vocabulary ends with <think> and </think> (control tokens)
 
   // 2 layers, width 64, ffn 128, 4 heads, 2 KV heads, vocab 512, context 256, tied.
   static ModelConfig tiny_config();

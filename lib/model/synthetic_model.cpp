@@ -416,12 +416,26 @@ void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& r
   }
 }
 
+// The vocabulary and metadata of `spec`: a thinking model's file (reasoning_tokens) ends its
+// vocabulary with Qwen3's <think> and </think>.
+void write_spec_metadata(GgufWriter& w, const ModelConfig& c, const SyntheticModelSpec& spec) {
+  Vocabulary v = make_vocabulary(spec.reasoning_tokens ? c.vocab - 2 : c.vocab);
+  if (spec.reasoning_tokens) {
+    for (const char* marker : {"<think>", "</think>"}) {
+      v.tokens.emplace_back(marker);
+      v.types.push_back(3);  // control
+    }
+  }
+  write_metadata(w, c, v);
+  if (!spec.chat_template.empty()) w.set_string("tokenizer.chat_template", spec.chat_template);
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> make_synthetic_model(const SyntheticModelSpec& spec) {
   const ModelConfig c = checked_config(spec);
   GgufWriter w;
-  write_metadata(w, c, make_vocabulary(c.vocab));
+  write_spec_metadata(w, c, spec);
   Random rng(spec.seed);
   write_weights(w, c, spec.weight_type, rng);
   return w.bytes();
@@ -430,7 +444,7 @@ std::vector<std::uint8_t> make_synthetic_model(const SyntheticModelSpec& spec) {
 void write_synthetic_model(const SyntheticModelSpec& spec, const std::string& path) {
   const ModelConfig c = checked_config(spec);
   GgufWriter w;
-  write_metadata(w, c, make_vocabulary(c.vocab));
+  write_spec_metadata(w, c, spec);
   Random rng(spec.seed);
   write_weights(w, c, spec.weight_type, rng);
   w.write(path);

@@ -67,6 +67,14 @@ std::string Engine::apply_chat_template(const std::vector<Message>& messages) co
   return core("apply_chat_template").render_chat(messages);
 }
 
+std::string Engine::apply_chat_template_json(std::string_view messages_json, std::string_view tools_json,
+                                             std::string_view extra_json, bool add_generation_prompt) const {
+  return core("apply_chat_template_json").requests().render_chat_json(messages_json, tools_json, extra_json,
+                                                                       add_generation_prompt);
+}
+
+std::string Engine::chat_template_source() const { return core("chat_template_source").requests().chat_template_source(); }
+
 std::vector<std::int32_t> Engine::tokenize(std::string_view text, bool parse_special) const {
   return core("tokenize").tokenizer().encode(text, parse_special, /*add_bos=*/false);
 }

@@ -77,6 +77,7 @@ class EngineCore {
 
   std::string render_chat(const std::vector<Message>& messages) const { return requests_->render_chat(messages); }
   bool has_chat_template() const { return requests_->has_chat_template(); }
+  const RequestBuilder& requests() const { return *requests_; }
   std::string weight_format() const { return backend_->weight_format(); }
   std::uint64_t decode_weight_bytes() const { return backend_->decode_weight_bytes(); }
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }

@@ -10,6 +10,19 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+// A thinking model writes newlines around its reasoning ("<think>\n...\n</think>\n\n"): each
+// stream drops the whitespace it starts with.
+std::string skip_leading_space(std::string text, bool& started) {
+  if (started) return text;
+  std::size_t i = 0;
+  while (i < text.size() && is_space(text[i])) ++i;
+  text.erase(0, i);
+  started = !text.empty();
+  return text;
+}
+
 }  // namespace
 
 OutputStage::OutputStage(const tokenizer::Tokenizer& tokenizer, Scheduler& scheduler, ResponseCache& response_cache,
@@ -25,36 +38,63 @@ void OutputStage::on_token(Sequence& seq, float* logits) {
   const auto now = Clock::now();
   if (!seq.first_token) seq.first_token = now;
   seq.last_token = now;
+  ReasoningTrack& rt = seq.reasoning;
+  if (rt.inside && !rt.start) rt.start = now;  // a prompt that ended inside the reasoning
   float logprob = 0;
   std::vector<TokenLogprob> top;
   const bool want_top = seq.sampling.top_logprobs > 0;
-  // A grammar restricts the choice to the tokens it allows (the sampler masks the row, or asks
-  // about its best candidates only).
-  const std::int32_t id = seq.sampler.sample(logits, seq.tokens, seq.sampling.logprobs ? &logprob : nullptr,
-                                             want_top ? &top : nullptr, seq.constraint.get());
+  // Past SamplingParams::reasoning_budget the closing marker is forced instead of sampled.
+  const bool force_close = rt.inside && seq.sampling.reasoning_budget >= 0 &&
+                           seq.completion.reasoning_tokens >= seq.sampling.reasoning_budget;
+  // A grammar restricts the choice of an answer token to the tokens it allows (the sampler
+  // masks the row, or asks about its best candidates only); reasoning is free.
+  const std::int32_t id = force_close ? rt.close
+                                      : seq.sampler.sample(logits, seq.tokens, seq.sampling.logprobs ? &logprob : nullptr,
+                                                           want_top ? &top : nullptr, rt.inside ? nullptr : seq.constraint.get());
 
   const auto t0 = Clock::now();
   if (tokenizer_.is_end_of_generation(id) && !seq.sampling.ignore_eos) {
     finish(seq, FinishReason::stop);
   } else {
-    if (seq.constraint) seq.constraint->accept(id);
     seq.tokens.push_back(id);
     seq.completion.tokens.push_back(id);
     if (seq.sampling.logprobs) seq.completion.logprobs.push_back(logprob);
     if (want_top) seq.completion.top_logprobs.push_back(std::move(top));
     const float* lp = seq.sampling.logprobs ? &seq.completion.logprobs.back() : nullptr;
     const std::vector<TokenLogprob>* tp = want_top ? &seq.completion.top_logprobs.back() : nullptr;
-    const StopMatcher::Result r = seq.stops.push(seq.decoder.push(id));
-    seq.completion.text += r.text;
-    if (r.stopped) {
-      emit(seq, r.text, &id, 1, false, lp, tp);
-      finish(seq, FinishReason::stop, /*discard_held_text=*/true);
+    bool stopped = false;
+    if (rt.open >= 0 && id == rt.open && !rt.inside && !rt.over) {
+      rt.inside = true;  // the marker itself is in neither text
+      rt.text_started = false;
+      rt.start = now;
+      emit(seq, {}, &id, 1, false, lp, tp, ChunkStream::reasoning);
+    } else if (rt.inside && id == rt.close) {
+      rt.inside = false;
+      rt.closed = rt.over = true;
+      rt.text_started = false;
+      rt.end = now;
+      emit(seq, {}, &id, 1, false, lp, tp, ChunkStream::reasoning);
+    } else if (rt.inside) {
+      ++seq.completion.reasoning_tokens;
+      const std::string text = skip_leading_space(seq.decoder.push(id), rt.text_started);
+      seq.completion.reasoning += text;
+      emit(seq, text, &id, 1, false, lp, tp, ChunkStream::reasoning);
     } else {
+      rt.over = true;
+      if (seq.constraint) seq.constraint->accept(id);
+      std::string piece = seq.decoder.push(id);
+      if (rt.closed) piece = skip_leading_space(std::move(piece), rt.text_started);
+      const StopMatcher::Result r = seq.stops.push(piece);
+      seq.completion.text += r.text;
       emit(seq, r.text, &id, 1, false, lp, tp);
+      stopped = r.stopped;
+      if (stopped) finish(seq, FinishReason::stop, /*discard_held_text=*/true);
+    }
+    if (!stopped) {
       // A cancel_soon() from the callback just run ends the request here, as returning false does.
       if (seq.cancel_requested || seq.cancel_soon.load()) finish(seq, FinishReason::cancelled);
       // A complete grammar allows only an end token next: finish without computing it.
-      else if (seq.constraint && seq.constraint->complete()) finish(seq, FinishReason::stop);
+      else if (seq.constraint && !rt.inside && seq.constraint->complete()) finish(seq, FinishReason::stop);
       else if (seq.generated() >= seq.sampling.max_tokens) finish(seq, FinishReason::length);
       else if (static_cast<int>(seq.tokens.size()) >= context_length_ && !seq.shift_on_full)
         finish(seq, FinishReason::context);
@@ -93,10 +133,11 @@ void OutputStage::sample_rows(const ScheduledSequence& s, float* logits) {
 
 void OutputStage::emit(Sequence& seq, const std::string& text, const std::int32_t* tokens,
                        std::size_t token_count, bool last, const float* logprobs,
-                       const std::vector<TokenLogprob>* top_logprobs) {
+                       const std::vector<TokenLogprob>* top_logprobs, ChunkStream stream) {
   if (!seq.on_chunk) return;
   Chunk chunk;
   chunk.text = text;
+  chunk.stream = stream;
   chunk.tokens = tokens;
   chunk.token_count = token_count;
   chunk.logprobs = logprobs;
@@ -117,6 +158,10 @@ void OutputStage::emit(Sequence& seq, const std::string& text, const std::int32_
 }
 
 void OutputStage::finish(Sequence& seq, FinishReason reason, bool discard_held_text) {
+  if (seq.reasoning.inside) {  // ended inside the reasoning: what the decoder holds is reasoning
+    seq.completion.reasoning += seq.decoder.flush();
+    seq.reasoning.end = Clock::now();
+  }
   if (!discard_held_text) {
     // Release the text held back for incomplete UTF-8 or a possible stop string.
     std::string tail = seq.stops.push(seq.decoder.flush()).text;
@@ -138,6 +183,7 @@ void OutputStage::serve_from_response_cache(const std::shared_ptr<Sequence>& seq
   seq->completion.timings = {};
   seq->first_scheduled = seq->first_token = seq->last_token = Clock::now();
   const Completion& c = seq->completion;
+  if (!c.reasoning.empty()) emit(*seq, c.reasoning, nullptr, 0, false, nullptr, nullptr, ChunkStream::reasoning);
   emit(*seq, c.text, c.tokens.data(), c.tokens.size(), false, c.logprobs.empty() ? nullptr : c.logprobs.data(),
        c.top_logprobs.empty() ? nullptr : c.top_logprobs.data());
   seq->state = SequenceState::finished;
@@ -147,6 +193,7 @@ void OutputStage::serve_from_response_cache(const std::shared_ptr<Sequence>& seq
 void OutputStage::finalize(const std::shared_ptr<Sequence>& seq) {
   scheduler_.remove(seq);  // releases its blocks; published ones stay in the prefix cache
   Completion& c = seq->completion;
+  while (!c.reasoning.empty() && is_space(c.reasoning.back())) c.reasoning.pop_back();
   ++totals_.requests_finished;
   totals_.prompt_tokens += static_cast<std::uint64_t>(c.prompt_tokens);
   totals_.prompt_tokens_reused += static_cast<std::uint64_t>(c.cached_prompt_tokens);
@@ -167,6 +214,7 @@ void OutputStage::finalize(const std::shared_ptr<Sequence>& seq) {
     if (c.generated_tokens > 1) t.time_per_output_token_ms = t.decode_ms / (c.generated_tokens - 1);
   }
   t.response_ms = seq->response_seconds * 1000.0;
+  if (seq->reasoning.start) t.reasoning_ms = ms_between(*seq->reasoning.start, seq->reasoning.end.value_or(end));
   const auto t0 = Clock::now();
   emit(*seq, seq->pending_tail, nullptr, 0, /*last=*/true);
   // The callback is done: dropping it now breaks the cycle a host creates when the callback

@@ -53,7 +53,8 @@ class OutputStage {
  private:
   void on_token(Sequence& seq, float* logits);
   void emit(Sequence& seq, const std::string& text, const std::int32_t* tokens, std::size_t token_count,
-            bool last, const float* logprobs = nullptr, const std::vector<TokenLogprob>* top_logprobs = nullptr);
+            bool last, const float* logprobs = nullptr, const std::vector<TokenLogprob>* top_logprobs = nullptr,
+            ChunkStream stream = ChunkStream::answer);
 
   const tokenizer::Tokenizer& tokenizer_;
   Scheduler& scheduler_;

@@ -3,9 +3,11 @@
 #include "grammar/grammar.hpp"
 #include "grammar/json_schema.hpp"
 #include "runtime/sampler.hpp"
+#include "template/value.hpp"
 #include "util/check.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 namespace ember::runtime {
@@ -25,11 +27,39 @@ RequestBuilder::RequestBuilder(const EngineOptions& options, const tokenizer::To
       vocab_(vocab),
       context_length_(context_length),
       chat_template_(std::move(chat_template)),
-      chat_template_error_(std::move(template_error)) {}
+      chat_template_error_(std::move(template_error)) {
+  // The markers the template writes around reasoning, else the usual ones where the vocabulary
+  // has them as tokens of their own: reasoning is told apart by token, not by text.
+  tokenizer::ReasoningFormat markers;
+  if (chat_template_) markers = chat_template_->reasoning();
+  if (!markers.enabled()) markers = {"<think>", "</think>", false};
+  const auto open = tokenizer_.find_token(markers.open), close = tokenizer_.find_token(markers.close);
+  if (open && close && *open < vocab_ && *close < vocab_) {
+    reasoning_open_ = *open;
+    reasoning_close_ = *close;
+  }
+}
 
-std::string RequestBuilder::render_chat(const std::vector<Message>& messages) const {
+std::string RequestBuilder::render_chat(const std::vector<Message>& messages, bool thinking) const {
   if (!chat_template_) fail(ErrorCode::unsupported, "cannot render a chat: {}", chat_template_error_);
-  return chat_template_->render(messages, /*add_generation_prompt=*/true);
+  tokenizer::TemplateArgs extra;
+  if (!thinking && chat_template_->reasoning().toggle) extra.emplace_back("enable_thinking", jinja::Value(false));
+  return chat_template_->render(messages, /*add_generation_prompt=*/true, extra);
+}
+
+std::string RequestBuilder::render_chat_json(std::string_view messages_json, std::string_view tools_json,
+                                             std::string_view extra_json, bool add_generation_prompt) const {
+  if (!chat_template_) fail(ErrorCode::unsupported, "cannot render a chat: {}", chat_template_error_);
+  const jinja::Value messages = jinja::parse_json(messages_json);
+  if (!messages.is_array()) fail(ErrorCode::invalid_argument, "the messages must be a JSON array");
+  tokenizer::TemplateArgs extra;
+  if (!tools_json.empty()) extra.emplace_back("tools", jinja::parse_json(tools_json));
+  if (!extra_json.empty()) {
+    const jinja::Value args = jinja::parse_json(extra_json);
+    if (!args.is_object()) fail(ErrorCode::invalid_argument, "the extra template arguments must be a JSON object");
+    for (const auto& [k, v] : args.as_object().items) extra.emplace_back(k, v);
+  }
+  return chat_template_->render_values(messages, add_generation_prompt, extra);
 }
 
 std::shared_ptr<const grammar::TokenTrie> RequestBuilder::token_trie() const {
@@ -102,7 +132,24 @@ std::shared_ptr<Sequence> RequestBuilder::make_sequence(const Request& request, 
     fail(ErrorCode::context_overflow, "the prompt has {} tokens but the context holds {} (one more is needed to generate)",
          prompt.size(), context_length_);
 
-  auto seq = std::make_shared<Sequence>(0, request.sampling, vocab_, tokenizer_, std::move(on_chunk));
+  if (request.sampling.reasoning_budget < -1)
+    fail(ErrorCode::invalid_argument, "sampling.reasoning_budget = {} (it must be -1, 0 or more)",
+         request.sampling.reasoning_budget);
+  SamplingParams sampling = request.sampling;
+  // No thinking: the opening marker is banned, so a model that opens a block anyway cannot.
+  if (sampling.reasoning_budget == 0 && reasoning_open_ >= 0)
+    sampling.logit_bias.push_back({reasoning_open_, -std::numeric_limits<float>::infinity()});
+  auto seq = std::make_shared<Sequence>(0, sampling, vocab_, tokenizer_, std::move(on_chunk));
+  seq->reasoning.open = reasoning_open_;
+  seq->reasoning.close = reasoning_close_;
+  // A prompt that ends inside an open reasoning block (DeepSeek-R1's generation prompt ends with
+  // "<think>\n") starts the completion in the reasoning.
+  for (auto it = prompt.rbegin(); reasoning_open_ >= 0 && it != prompt.rend(); ++it) {
+    if (*it == reasoning_open_) seq->reasoning.inside = true;
+    if (*it == reasoning_open_ || *it == reasoning_close_) break;
+    const std::string piece = tokenizer_.token_to_piece(*it);
+    if (piece.find_first_not_of(" \t\r\n") != std::string::npos) break;
+  }
   if (auto compiled = compiled_grammar(request.sampling))
     seq->constraint = std::make_unique<grammar::TokenConstraint>(std::move(compiled));
   seq->priority = request.priority;
@@ -125,11 +172,18 @@ std::vector<std::int32_t> RequestBuilder::encode_rendered(const std::string& tex
 std::vector<std::int32_t> RequestBuilder::encode_chat(const Request& request, bool truncate, int& dropped,
                                                   int& system_tokens) const {
   const std::vector<Message>& messages = request.messages;
+  const bool thinking = request.sampling.reasoning_budget != 0;
   const std::size_t first = messages[0].role == "system" ? 1 : 0;
   if (first == 1 && chat_template_) {
     // The system message's tokens: what the prompt shares with the system turn rendered alone.
-    const std::vector<std::int32_t> prompt = encode_rendered(render_chat(messages));
-    const std::vector<std::int32_t> alone = encode_rendered(chat_template_->render({messages[0]}, false));
+    const std::vector<std::int32_t> prompt = encode_rendered(render_chat(messages, thinking));
+    // A template may refuse a conversation of a system message alone (roles must alternate,
+    // or a user turn must follow): then no tokens are known to be the system message's.
+    std::vector<std::int32_t> alone;
+    try {
+      alone = encode_rendered(chat_template_->render({messages[0]}, false));
+    } catch (const Error&) {
+    }
     system_tokens = static_cast<int>(std::mismatch(prompt.begin(), prompt.end(), alone.begin(), alone.end()).first -
                                      prompt.begin());
     if (!truncate) return prompt;
@@ -142,7 +196,7 @@ std::vector<std::int32_t> RequestBuilder::encode_chat(const Request& request, bo
   const auto encode_from = [&](std::size_t start) {
     std::vector<Message> kept(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(first));
     kept.insert(kept.end(), messages.begin() + static_cast<std::ptrdiff_t>(start), messages.end());
-    return encode_rendered(render_chat(kept));
+    return encode_rendered(render_chat(kept, thinking));
   };
   const auto fits = [&](const std::vector<std::int32_t>& p) {
     return static_cast<long long>(p.size()) + request.sampling.max_tokens <= context_length_;

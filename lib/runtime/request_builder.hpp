@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -32,9 +33,14 @@ class RequestBuilder {
 
   // A new sequence (id 0, not queued). Throws Error(invalid_argument | context_overflow | unsupported).
   std::shared_ptr<Sequence> make_sequence(const Request& request, StreamCallback on_chunk) const;
-  // The chat template applied to `messages`, generation prompt appended.
-  std::string render_chat(const std::vector<Message>& messages) const;
+  // The chat template applied to `messages`, generation prompt appended; `thinking` false renders
+  // it with enable_thinking=false (SamplingParams::reasoning_budget = 0).
+  std::string render_chat(const std::vector<Message>& messages, bool thinking = true) const;
+  // The same for a conversation given as JSON (Engine::apply_chat_template_json).
+  std::string render_chat_json(std::string_view messages_json, std::string_view tools_json,
+                               std::string_view extra_json, bool add_generation_prompt) const;
   bool has_chat_template() const { return chat_template_.has_value(); }
+  std::string chat_template_source() const { return chat_template_ ? chat_template_->source() : std::string(); }
 
  private:
   std::vector<std::int32_t> encode_rendered(const std::string& text) const;
@@ -56,6 +62,8 @@ class RequestBuilder {
   const int context_length_;
   const std::optional<tokenizer::ChatTemplate> chat_template_;
   const std::string chat_template_error_;
+  // A thinking model's reasoning markers as tokens (-1: none; then reasoning is not separated).
+  std::int32_t reasoning_open_ = -1, reasoning_close_ = -1;
   mutable std::once_flag token_trie_once_;
   mutable std::shared_ptr<const grammar::TokenTrie> token_trie_;
   mutable std::mutex grammars_mutex_;

@@ -15,7 +15,7 @@ void append(std::string& out, const std::string& s) {
 }
 
 std::size_t size_of(const std::string& key, const Completion& c) {
-  return sizeof(Completion) + key.size() + c.text.size() + c.tokens.size() * sizeof(std::int32_t) +
+  return sizeof(Completion) + key.size() + c.text.size() + c.reasoning.size() + c.tokens.size() * sizeof(std::int32_t) +
          c.logprobs.size() * sizeof(float) + c.error.size() +
          c.top_logprobs.size() * (sizeof(std::vector<TokenLogprob>) +
                                   sizeof(TokenLogprob) * (c.top_logprobs.empty() ? 0 : c.top_logprobs[0].size()));
@@ -48,6 +48,7 @@ std::string ResponseCache::key(const std::vector<std::int32_t>& prompt, const Sa
   }
   append(k, p.grammar);
   append(k, p.json_schema);
+  append(k, p.reasoning_budget);
   append(k, prompt.size());
   k.append(reinterpret_cast<const char*>(prompt.data()), prompt.size() * sizeof(std::int32_t));
   return k;

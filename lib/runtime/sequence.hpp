@@ -23,6 +23,17 @@ using Clock = std::chrono::steady_clock;
 
 enum class SequenceState { waiting, running, finished };
 
+// Where a thinking model's output is: reasoning between its marker tokens (<think>, </think>),
+// then the answer. Decided per token in OutputStage; the markers come from the chat template.
+struct ReasoningTrack {
+  std::int32_t open = -1, close = -1;  // the marker tokens; -1: reasoning is not separated
+  bool inside = false;                 // the next generated tokens are reasoning
+  bool closed = false;                 // a reasoning block ended (its answer's leading space is dropped)
+  bool over = false;                   // no reasoning can start any more (the answer has begun)
+  bool text_started = false;           // the current stream has written non-space text
+  std::optional<std::chrono::steady_clock::time_point> start, end;
+};
+
 struct Sequence {
   Sequence(std::uint64_t id_, const SamplingParams& params, int vocab,
            const tokenizer::Tokenizer& tokenizer, StreamCallback callback)
@@ -43,6 +54,7 @@ struct Sequence {
   // The grammar state of a constrained request (SamplingParams::grammar / json_schema): it
   // depends only on this sequence's generated tokens, never on the batch it runs in.
   std::unique_ptr<grammar::TokenConstraint> constraint;
+  ReasoningTrack reasoning;
 
   std::vector<std::int32_t> tokens;  // prompt, then every generated token
   int prompt_tokens = 0;

@@ -1,44 +1,69 @@
-// Chat templates: the Jinja template in `tokenizer.chat_template` is recognised as one of the
-// formats in use (ChatML for SmolLM2/Qwen2, Llama 3, Gemma, Llama 2 and Mistral [INST]), or the
-// format is chosen by architecture when the file has none, and rendered natively, producing
-// exactly what a Jinja2 rendering of that template produces (tests/tokenizer/chat_template_test.cpp
-// compares against Jinja2 output byte for byte).
+// Chat templates: the model's own Jinja template (`tokenizer.chat_template`, or the one a host
+// passes in EngineOptions::chat_template) rendered by ember's Jinja2 engine (lib/template) the
+// way Python's jinja2 renders it in transformers. A file without a template gets the one its
+// architecture is known to use (gemma3: Gemma 3's published template).
+//
+// Besides rendering, the template tells ember two things about the model: which family of
+// formats it belongs to (format(), for messages and tests) and how it marks reasoning
+// (reasoning(): Qwen3 and DeepSeek-R1 write <think>...</think>; a template that reads
+// `enable_thinking` can turn thinking off).
 //
 // Thread-safety: immutable once made; render() may run on any number of threads.
 #pragma once
 
+#include "template/value.hpp"
+
 #include <ember/ember.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ember::model {
 class GgufFile;
 }
 
+namespace ember::jinja {
+class Template;
+}
+
 namespace ember::tokenizer {
 
+// The family a template's markers place it in (informational: every template renders).
 enum class ChatFormat {
-  chatml,   // <|im_start|>role\ncontent<|im_end|>\n (SmolLM2, Qwen2: with a default system prompt)
+  chatml,   // <|im_start|>role\ncontent<|im_end|>\n (SmolLM2, Qwen)
   llama3,   // <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>
-  gemma,    // <start_of_turn>user|model\ncontent<end_of_turn>\n, system folded into the first turn
+  gemma,    // <start_of_turn>user|model\ncontent<end_of_turn>\n
   llama2,   // <s>[INST] <<SYS>>\nsystem\n<</SYS>>\n\nuser [/INST] answer </s>
-  mistral,  // <s>[INST] user [/INST]answer</s> (no system role)
+  mistral,  // <s>[INST] user [/INST]answer</s>
   phi3,     // <|role|>\ncontent<|end|>\n (Phi-3, Phi-3.5)
+  other,    // any other template
 };
 
 const char* to_string(ChatFormat format);
+
+// How the model marks its reasoning in the text it writes, as its template shows.
+struct ReasoningFormat {
+  std::string open;   // "<think>"; empty: the template shows no reasoning markers
+  std::string close;  // "</think>"
+  bool toggle = false;  // the template reads `enable_thinking` (false turns thinking off)
+  bool enabled() const { return !open.empty(); }
+};
+
+// Extra keyword arguments of a rendering (enable_thinking, reasoning_effort, tools, ...).
+using TemplateArgs = std::vector<std::pair<std::string, jinja::Value>>;
 
 class Tokenizer;
 
 class ChatTemplate {
  public:
-  // The one way a model's chat template is chosen: the file's tokenizer.chat_template,
-  // recognised by detect(); a file without one gets the format its general.architecture is
-  // known to use (gemma3: Gemma 3's template; gemma-3-270m-q4_k_m.gguf has no template). Throws
-  // Error(unsupported) naming the template or the architecture when neither gives a format.
+  // The one way a model's chat template is chosen: the file's tokenizer.chat_template; a file
+  // without one gets the template its general.architecture is known to use (gemma3). Throws
+  // Error(unsupported) naming the architecture when neither gives a template, and
+  // Error(invalid_argument) "template line N: ..." for a template that does not parse.
   // A non-empty `replacement` (EngineOptions::chat_template) is used instead of the file's.
   static ChatTemplate from_gguf(const model::GgufFile& file, const Tokenizer& tokenizer,
                                 std::string_view replacement = {});
@@ -46,34 +71,33 @@ class ChatTemplate {
   static ChatTemplate for_model(std::optional<std::string_view> jinja_source,
                                 std::string_view architecture, std::string bos_text = {},
                                 std::string eos_text = {});
-
-  // Recognises `jinja_source`. `bos_text`/`eos_text` are the texts of the model's BOS/EOS tokens
-  // (the templates' bos_token/eos_token). Throws Error(unsupported) naming the template (its
-  // start and size) and the formats ember renders when it is none of them.
+  // Parses `jinja_source`. `bos_text`/`eos_text` are the texts of the model's BOS/EOS tokens
+  // (the templates' bos_token/eos_token).
   static ChatTemplate detect(std::string_view jinja_source, std::string bos_text = {},
                              std::string eos_text = {});
 
   ChatFormat format() const { return format_; }
-  // The system prompt a ChatML template injects when the conversation has none (may be empty).
-  const std::string& default_system() const { return default_system_; }
+  const ReasoningFormat& reasoning() const { return reasoning_; }
+  const std::string& source() const;
 
-  // Renders the conversation; `add_generation_prompt` appends the assistant turn opener (the
-  // [INST] formats have none: their prompt already ends where the answer starts). Throws
-  // Error(invalid_argument) for a conversation the template rejects (roles that do not
-  // alternate, a system message where the format has none).
-  std::string render(const std::vector<Message>& messages, bool add_generation_prompt) const;
+  // Renders the conversation; `add_generation_prompt` appends the assistant turn opener. Throws
+  // Error(invalid_argument) "template line N: ..." for a conversation the template rejects
+  // (roles that do not alternate, a system message where the model has none).
+  std::string render(const std::vector<Message>& messages, bool add_generation_prompt,
+                     const TemplateArgs& extra = {}) const;
+  // The same for a conversation given as values (messages with tool calls, tool results and
+  // content parts; the inputs of POST /apply-template).
+  std::string render_values(const jinja::Value& messages, bool add_generation_prompt,
+                            const TemplateArgs& extra = {}) const;
 
  private:
-  std::string render_chatml(const std::vector<Message>& messages, bool add_generation_prompt) const;
-  std::string render_llama3(const std::vector<Message>& messages, bool add_generation_prompt) const;
-  std::string render_gemma(const std::vector<Message>& messages, bool add_generation_prompt) const;
-  std::string render_inst(const std::vector<Message>& messages) const;
-  std::string render_phi3(const std::vector<Message>& messages, bool add_generation_prompt) const;
-
-  ChatFormat format_ = ChatFormat::chatml;
-  std::string default_system_;  // ChatML templates that inject a system prompt (SmolLM2, Qwen2)
-  bool system_allowed_ = true;  // Gemma 1/2 templates reject a system message
+  std::shared_ptr<const jinja::Template> template_;
+  ChatFormat format_ = ChatFormat::other;
+  ReasoningFormat reasoning_;
   std::string bos_text_, eos_text_;
 };
+
+// A conversation as template values: [{"role": ..., "content": ...}, ...].
+jinja::Value messages_value(const std::vector<Message>& messages);
 
 }  // namespace ember::tokenizer

@@ -372,7 +372,7 @@ TEST_CASE("exact response cache: a repeated deterministic request skips inferenc
 namespace ember {
 namespace {
 
-TEST_CASE("EngineOptions::chat_template replaces the file's template; one ember cannot render fails open") {
+TEST_CASE("EngineOptions::chat_template replaces the file's template; one that does not parse fails the open") {
   const std::vector<Message> chat = {{"system", "Be brief."}, {"user", "Hi"}};
   EngineOptions o = small_options();
   const std::string chatml = Engine::open(model_path(), o).apply_chat_template(chat);
@@ -385,13 +385,27 @@ TEST_CASE("EngineOptions::chat_template replaces the file's template; one ember 
   CHECK(gemma.find("<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n") != std::string::npos);
   CHECK(gemma.find("<|im_start|>user") == std::string::npos);  // (the synthetic BOS is <|im_start|>)
 
-  o.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}";
+  // Any template renders (ember's Jinja engine); one that does not parse fails the open.
+  o.chat_template = "{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}";
+  CHECK(Engine::open(model_path(), o).apply_chat_template(chat) == "[system] Be brief.[user] Hi");
+  // One that refuses a system message alone still serves chats that have one (the system turn
+  // rendered alone only tells which prompt tokens a context shift keeps).
+  o.chat_template = "{% if messages[-1].role != 'user' %}{{ raise_exception('a user turn must come last') }}{% endif %}"
+                    "{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}";
+  Engine strict = Engine::open(model_path(), o);
+  Request r;
+  r.messages = chat;
+  r.sampling.max_tokens = 2;
+  CHECK(strict.generate(r).generated_tokens >= 0);
+  r.messages = {{"system", "Be brief."}};
+  CHECK_THROWS_AS(strict.generate(r), Error);
+  o.chat_template = "{% for m in messages %}{{ m.content }}";
   try {
     Engine::open(model_path(), o);
-    FAIL("an unknown chat template was accepted");
+    FAIL("a chat template that does not parse was accepted");
   } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::unsupported);
-    CHECK(std::string(e.what()).find("{% for m in messages %}") != std::string::npos);
+    CHECK(e.code() == ErrorCode::invalid_argument);
+    CHECK(std::string(e.what()).find("template line 1") != std::string::npos);
   }
 }
 

@@ -12,7 +12,7 @@ import sys
 from example_support import Checks, run
 
 ENGINE = ["--model", "--precision", "--weights", "--threads", "--context", "--context-policy", "--kv-cache-mb",
-          "--kv-type", "--weight-cache",
+          "--kv-type", "--weight-cache", "--chat-template",
           "--progress"]
 
 # name: (its own flags, the shared engine flags it declares, positional arguments)
@@ -26,13 +26,13 @@ PROGRAMS = {
                       "--max-prompt-tokens", "--max-requests", "--batch-min", "--batch-wait-ms",
                       "--max-connections", "--header-timeout-ms", "--body-timeout-ms"],
                      ENGINE, []),
-    "ember-inspect": ([], [], ["MODEL.gguf"]),
+    "ember-inspect": (["--template"], [], ["MODEL.gguf"]),
     "ember-bench": (["--device", "--precision", "--workload", "--repeats", "--requests",
                      "--configs", "--turns", "--speculative-tokens", "--no-bandwidth", "--json"],
                     ["--model", "--threads"], []),
     "ember-logits": (["--tokens", "--out", "--positions"],
                      ["--model", "--precision", "--weights", "--threads", "--kv-type"], []),
-    "ember-make-synthetic": (["--type"], [], ["SHAPE", "OUT.gguf", "OUT.json"]),
+    "ember-make-synthetic": (["--type", "--chat-template", "--reasoning-tokens"], [], ["SHAPE", "OUT.gguf", "OUT.json"]),
 }
 
 # Arguments that get a program past its other checks to the point where it opens the model.

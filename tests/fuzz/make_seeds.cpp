@@ -3,6 +3,7 @@
 //                  qwen2), a truncated one, and broken images from the bad-input generator
 //   tokenizer      the tokenizer golden corpus under varying flag bytes, plus id sequences
 //   chat_template  every template of tests/data/tokenizer/templates with a conversation
+//   template       the template corpus and snippets with their variables (template_corpus.json)
 //   capi           a slice of the tokenizer corpus, plus id sequences
 //   kv_snapshot    a valid small KV snapshot and corrupted variants of it (truncated, bad magic,
 //                  other version, other model, wrong KV type, huge count, bad checksum, bad id);
@@ -148,6 +149,27 @@ void chat_template_seeds(const fs::path& dir, const fs::path& data_dir) {
   write_seed(dir, n++, Bytes(unknown.begin(), unknown.end()));
 }
 
+// Every template of the corpus with the variables of one of its conversations (tool calls and
+// results), and every snippet with the snippets' variables (tests/data/tokenizer/template_corpus.json).
+void template_seeds(const fs::path& dir, const fs::path& data_dir) {
+  std::ifstream in(data_dir / "tokenizer" / "template_corpus.json", std::ios::binary);
+  const auto corpus = nlohmann::ordered_json::parse(in);
+  int n = 0;
+  auto seed = [&](const std::string& source, const nlohmann::ordered_json& variables) {
+    const std::string bytes = source + std::string(1, '\0') + variables.dump();
+    write_seed(dir, n++, Bytes(bytes.begin(), bytes.end()));
+  };
+  for (const auto& t : corpus.at("templates")) {
+    std::ifstream file(data_dir / "tokenizer" / "templates" / t.at("file").get<std::string>(), std::ios::binary);
+    std::stringstream source;
+    source << file.rdbuf();
+    for (const auto& c : t.at("cases")) {
+      if (c.at("conversation") == "tool-exchange" || c.at("conversation") == "multi-part") seed(source.str(), c.at("variables"));
+    }
+  }
+  for (const auto& s : corpus.at("snippets")) seed(s.at("source"), corpus.at("snippet_variables"));
+}
+
 void capi_seeds(const fs::path& dir, const std::vector<std::string>& corpus) {
   int n = 0;
   for (std::size_t i = 0; i < corpus.size(); i += 6) {
@@ -227,7 +249,7 @@ int main(int argc, char** argv) {
   }
   try {
     const fs::path root = argv[1], data = argv[2];
-    for (const char* t : {"gguf", "tokenizer", "chat_template", "capi", "kv_snapshot", "server"}) {
+    for (const char* t : {"gguf", "tokenizer", "chat_template", "template", "capi", "kv_snapshot", "server"}) {
       fs::create_directories(root / t);
       for (const auto& entry : fs::directory_iterator(root / t)) {
         if (entry.path().filename().string().rfind("seed-", 0) == 0) fs::remove(entry.path());
@@ -237,6 +259,7 @@ int main(int argc, char** argv) {
     gguf_seeds(root / "gguf");
     tokenizer_seeds(root / "tokenizer", corpus);
     chat_template_seeds(root / "chat_template", data);
+    template_seeds(root / "template", data);
     capi_seeds(root / "capi", corpus);
     kv_snapshot_seeds(root / "kv_snapshot");
     server_seeds(root / "server");
