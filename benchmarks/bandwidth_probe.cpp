@@ -163,9 +163,9 @@ BandwidthProbe::BandwidthProbe(int threads)
   read_ = read_baseline;
   loads_name_ = "baseline";
 #ifdef EMBER_PROBE_X86
-  const k::Isa isa = k::best_isa();
-  if (isa == k::Isa::avx512) read_ = read_avx512, loads_name_ = "avx512";
-  if (isa == k::Isa::avx2) read_ = read_avx2, loads_name_ = "avx2";
+  const k::CpuTier tier = k::active_tier();
+  if (tier >= k::CpuTier::avx512_vnni) read_ = read_avx512, loads_name_ = "avx512";
+  else if (tier >= k::CpuTier::avx2) read_ = read_avx2, loads_name_ = "avx2";
 #endif
 
   // A reserved pool of explicit huge pages if there is one; otherwise the weight arena's

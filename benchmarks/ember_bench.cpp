@@ -601,6 +601,7 @@ int main(int argc, char** argv) {
     }
     const char* device = on_cpu ? "cpu" : "cuda";
     nlohmann::json out = nlohmann::json::array();
+    if (on_cpu) std::printf("cpu tier: %s\n", engines.begin()->second.info().cpu_tier.c_str());
     std::printf("%-8s %-6s %-7s %10s %10s %10s\n", "engine", "prec", "work", "median", "min", "max");
     for (const auto& [key, values] : runs) {
       const Stats s = stats_of(values);
@@ -608,7 +609,8 @@ int main(int argc, char** argv) {
                   key.first.c_str(), s.median, s.min, s.max);
       nlohmann::json j = {{"engine", "ember"}, {"workload", key.first}, {"precision", key.second},
                           {"weight_format", engines.at(key.second).info().weight_format},
-                          {"device", device}, {"threads", args.threads},
+                          {"device", device}, {"cpu_tier", engines.at(key.second).info().cpu_tier},
+                          {"threads", args.threads},
                           {"tokens_per_s", {{"median", s.median}, {"min", s.min}, {"max", s.max}}},
                           {"runs", values}};
       if (key.first == "tg128" && ceiling) {

@@ -5,6 +5,7 @@
 // multiply and add into an FMA, one rounding fewer than oneDNN's vmulps + vaddps.
 #include "kernels/cpu/gemv_int8.hpp"
 
+#include "kernels/cpu/cpu_tier.hpp"
 #include "kernels/cpu/parallel.hpp"
 #include "util/check.hpp"
 
@@ -137,24 +138,11 @@ void run_tile(const GemvWeightsS8& w, std::int64_t t, const std::uint8_t* xu,
   }
 }
 
-bool detect_vnni() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vnni");
-}
-
-#else
-
-bool detect_vnni() { return false; }
-
 #endif
 
 }  // namespace
 
-bool gemv_int8_supported() {
-  static const bool supported = detect_vnni();  // immutable after the first call
-  return supported;
-}
+bool gemv_int8_supported() { return tier_available(CpuTier::avx512_vnni); }
 
 GemvWeightsS8::GemvWeightsS8(const std::int8_t* q, const float* scales, std::int64_t out,
                              std::int64_t in, std::shared_ptr<WeightArena> arena)

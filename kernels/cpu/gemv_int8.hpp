@@ -30,7 +30,7 @@ namespace ember::kernels::cpu {
 // 337 us vs 255 / 436, 576->49152 3.9 / 7.0 ms vs 5.2 / 9.0); at 128 brgemm wins.
 constexpr std::int64_t kGemvMaxRows = 64;
 
-// Whether this CPU has AVX-512 VNNI (cpuid, checked when the program runs).
+// Whether the active tier (cpu_tier.hpp) has AVX-512 VNNI.
 bool gemv_int8_supported();
 
 // The weights in the GEMV's layout. Output rows are grouped in blocks of 16; for each group of 4

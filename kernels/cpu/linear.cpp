@@ -31,6 +31,7 @@
 //    row's output does not depend on the batch it runs in.
 #include "kernels/cpu/linear.hpp"
 
+#include "kernels/cpu/cpu_tier.hpp"
 #include "kernels/cpu/gemv_int8.hpp"
 #include "kernels/cpu/quantize.hpp"
 #include "util/check.hpp"
@@ -153,19 +154,10 @@ class OnednnLinear : public Linear {
   dnnl::memory packed_;
 };
 
-// The effective ISA honours ONEDNN_MAX_CPU_ISA; bit 0x40 is avx512_core_vnni (and the ISAs
-// above it), 0x400 avx2_vnni.
-int weight_qmax_for_isa() {
-  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  return (isa & 0x40u) != 0 || (isa & 0x400u) != 0 ? 127 : 63;
-}
+// oneDNN's ISA follows the tier (cpu_tier.hpp sets its maximum to match).
+int weight_qmax_for_isa() { return tier_available(CpuTier::avx512_vnni) ? 127 : 63; }
 
-// The GEMV runs where oneDNN itself would use VNNI: ONEDNN_MAX_CPU_ISA=AVX2 (kernels_test_avx2)
-// then turns both off, and the weights have the full range the GEMV's exactness test assumes.
-bool gemv_available() {
-  return gemv_int8_supported() &&
-         (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & 0x40u) != 0;
-}
+bool gemv_available() { return gemv_int8_supported(); }
 
 class Int8Linear final : public OnednnLinear {
  public:

@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #if EMBER_X86_DISPATCH
-#include <cpuid.h>
 #include <immintrin.h>
 // GCC 12's AVX-512 conversion intrinsics start from _mm512_undefined_*() and trip these
 // warnings inside its own headers; nothing in this file reads an uninitialised value.
@@ -14,15 +13,6 @@
 #endif
 
 namespace ember::kernels::cpu {
-
-const char* to_string(Isa isa) {
-  switch (isa) {
-    case Isa::scalar: return "scalar";
-    case Isa::avx2: return "avx2";
-    case Isa::avx512: return "avx512";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -267,53 +257,28 @@ EMBER_AVX512 void from_f16_avx512(const std::uint16_t* x, float* y, int n) {
 
 #endif  // EMBER_X86_DISPATCH
 
-constexpr VecOps kScalar{Isa::scalar, dot_keys_f32_scalar, axpy_rows_f32_scalar, to_f16_scalar,
+constexpr VecOps kScalar{CpuTier::scalar, dot_keys_f32_scalar, axpy_rows_f32_scalar, to_f16_scalar,
                          from_f16_scalar};
 #if EMBER_X86_DISPATCH
-constexpr VecOps kAvx2{Isa::avx2, dot_keys_f32_avx2, axpy_rows_f32_avx2, to_f16_avx2,
+constexpr VecOps kAvx2{CpuTier::avx2, dot_keys_f32_avx2, axpy_rows_f32_avx2, to_f16_avx2,
                        from_f16_avx2};
-constexpr VecOps kAvx512{Isa::avx512, dot_keys_f32_avx512, axpy_rows_f32_avx512, to_f16_avx512,
+constexpr VecOps kAvx512{CpuTier::avx512_vnni, dot_keys_f32_avx512, axpy_rows_f32_avx512, to_f16_avx512,
                          from_f16_avx512};
 #endif
 
-Isa detect_isa() {
-#if EMBER_X86_DISPATCH
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return Isa::avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
-    return Isa::avx2;
-#endif
-  return Isa::scalar;
-}
-
 }  // namespace
 
-// CPUID leaf 1, ECX bit 29: clang before 16 rejects "f16c" in __builtin_cpu_supports.
-bool cpu_has_f16c() {
+bool cpu_has_f16c() { return tier_available(CpuTier::avx2); }
+
+const VecOps& vec_ops(CpuTier tier) {
 #if EMBER_X86_DISPATCH
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
-#else
-  return false;
+  if (tier >= CpuTier::avx512_vnni && tier_available(tier)) return kAvx512;
+  if (tier >= CpuTier::avx2 && tier_available(tier)) return kAvx2;
 #endif
-}
-
-Isa best_isa() {
-  static const Isa isa = detect_isa();  // immutable after the first call
-  return isa;
-}
-
-bool isa_supported(Isa isa) { return static_cast<int>(isa) <= static_cast<int>(best_isa()); }
-
-const VecOps& vec_ops(Isa isa) {
-#if EMBER_X86_DISPATCH
-  if (isa == Isa::avx512 && isa_supported(isa)) return kAvx512;
-  if (isa == Isa::avx2 && isa_supported(isa)) return kAvx2;
-#endif
-  (void)isa;
+  (void)tier;
   return kScalar;
 }
 
-const VecOps& vec_ops() { return vec_ops(best_isa()); }
+const VecOps& vec_ops() { return vec_ops(active_tier()); }
 
 }  // namespace ember::kernels::cpu
