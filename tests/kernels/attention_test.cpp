@@ -159,7 +159,7 @@ void run_case(const Case& c, std::uint32_t seed) {
       }
 
   for (const VecOps* ops : all_ops()) {
-    CAPTURE(to_string(ops->tier));
+    CAPTURE(std::string(to_string(ops->tier)));
     std::vector<float> out(static_cast<std::size_t>(row * ldo), 7.0f);
     CpuContext ctx(2);
     AttentionWorkspace workspace;
@@ -278,7 +278,7 @@ TEST_CASE("paged attention gives a row the same bits alone, in a prefill chunk a
     }
     for (const VecOps* ops : all_ops())
       for (int window : {0, 1, 7, 16, 17, 20, 33, 48}) {
-        CAPTURE(to_string(ops->tier)); CAPTURE(window);
+        CAPTURE(std::string(to_string(ops->tier))); CAPTURE(window);
         const AttentionOptions options{window, 0.0f, ops};
         std::vector<float> prefill(static_cast<std::size_t>(len * q_width));
         const AttentionSeq whole{0, len, table_a.data(), blocks};

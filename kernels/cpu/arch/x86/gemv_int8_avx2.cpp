@@ -18,6 +18,7 @@ struct Row {
 };
 
 constexpr bool kCompensated = false;
+constexpr int kRowBlocks = 2;  // a Row is two registers
 
 __attribute__((always_inline)) inline Row prepare_row(__m256i xu) {
   const __m256i q = _mm256_xor_si256(xu, _mm256_set1_epi8(static_cast<char>(0x80)));

@@ -14,6 +14,7 @@ namespace {
 using Row = __m256i;  // the activations as they are, q + 128: vpdpbusd's unsigned operand
 
 constexpr bool kCompensated = true;
+constexpr int kRowBlocks = 4;
 
 __attribute__((always_inline)) inline Row prepare_row(__m256i xu) { return xu; }
 
