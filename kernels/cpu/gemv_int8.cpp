@@ -71,7 +71,7 @@ GemvTileFn tile_fn(CpuTier tier) {
 
 void gemv_tile_scalar(const GemvTileArgs& a) { gemv_tile_scalar_impl(a); }
 
-bool gemv_int8_supported() { return tier_available(CpuTier::avx512_vnni); }
+
 
 GemvWeightsS8::GemvWeightsS8(const std::int8_t* q, const float* scales, std::int64_t out,
                              std::int64_t in, std::shared_ptr<WeightArena> arena)

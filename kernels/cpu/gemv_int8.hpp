@@ -31,9 +31,6 @@ namespace ember::kernels::cpu {
 // (docs/benchmarks.md#int8-gemv-rows).
 constexpr std::int64_t kGemvMaxRows = 64;
 
-// Whether the active tier (cpu_tier.hpp) has AVX-512 VNNI: gemm_grouped.cpp's AVX-512 kernel
-// asks this until its own tiers land. The GEMV itself runs on every tier.
-bool gemv_int8_supported();
 
 // The weights in the GEMV's layout. Output rows are grouped in blocks of 16; for each group of 4
 // inputs a block has 64 bytes, row r's 4 weights at bytes 4r..4r+3. That is the operand

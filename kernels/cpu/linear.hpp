@@ -111,8 +111,8 @@ std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const std::int8_t* q, 
 // Weights in a file's own groups of 32 (4- or 8-bit, gemm_grouped.hpp) with INT8 activations
 // per group (ActivationQuant::residual: two terms a group), read row by row through `source` and
 // packed into ctx.decode_weights: one kernel for every row count, so prefill and decode read the
-// same copy. Throws ErrorCode::unsupported without grouped_gemm_supported(), invalid_argument
-// unless in is a multiple of kWeightGroup.
+// same copy, on every CPU (grouped_gemm_tier()). Throws ErrorCode::invalid_argument unless in is
+// a multiple of kWeightGroup.
 std::unique_ptr<Linear> make_grouped_linear(CpuContext& ctx, std::int64_t out, std::int64_t in, GroupFormat format,
                                             const GroupedRowSource& source,
                                             ActivationQuant activations = ActivationQuant::per_row);

@@ -291,8 +291,6 @@ constexpr VecOps kAvx512{CpuTier::avx512_vnni, dot_keys_f32_avx512, axpy_rows_f3
 
 }  // namespace
 
-bool cpu_has_f16c() { return tier_available(CpuTier::avx2); }
-
 const VecOps& vec_ops(CpuTier tier) {
 #if EMBER_X86_DISPATCH
   if (tier >= CpuTier::avx512_vnni && tier_available(tier)) return kAvx512;

@@ -32,8 +32,6 @@
 
 namespace ember::kernels::cpu {
 
-// Whether half floats convert in hardware (F16C): every tier from avx2 up has it (cpu_tier.hpp).
-bool cpu_has_f16c();
 
 // Keys scored by one VecOps::dot_keys_f32 call.
 inline constexpr int kKeyChunk = 16;

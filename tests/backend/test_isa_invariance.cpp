@@ -28,8 +28,9 @@ namespace {
 
 namespace k = kernels::cpu;
 
-// The weight types a run covers: FP32 matrices (INT8 per output channel, "w8a8").
-const model::GgmlType kWeightTypes[] = {model::GgmlType::F32};
+// The weight types a run covers: FP32 matrices (INT8 per output channel, "w8a8"), Q4_1 (the
+// grouped W4A8 kernel) and Q8_0 (its 8-bit form, "w8a8-g32").
+const model::GgmlType kWeightTypes[] = {model::GgmlType::F32, model::GgmlType::Q4_1, model::GgmlType::Q8_0};
 
 // The logits of every row of a prompt prefilled in chunks of 7, then 6 decode steps, for each
 // weight type and both KV types, after the backend's weight format.

@@ -100,7 +100,7 @@ struct GroupedForm {
 // prefill runs oneDNN's brgemm (AMX where the CPU has it), faster than the grouped VNNI kernel
 // at hundreds of rows.
 GroupedForm grouped_form(const GraphWeight& w, Precision gemm, WeightFormat format) {
-  if (gemm != Precision::int8 || !k::grouped_gemm_supported() || w.cols % k::kWeightGroup != 0) return {};
+  if (gemm != Precision::int8 || w.cols % k::kWeightGroup != 0) return {};
   const int bits = model::group_bits(w.sources.at(0)->type);
   const bool same = std::all_of(w.sources.begin(), w.sources.end(),
                                 [&](const model::GgufTensor* t) { return model::group_bits(t->type) == bits; });
