@@ -284,7 +284,8 @@ std::string cpu_list(const std::vector<int>& cpus, int count) {
 }
 
 // The last-level cache's size in bytes, as sysfs reports it for CPU 0 (0 if unknown). Not
-// sysconf(_SC_LEVEL3_CACHE_SIZE): glibc reports 384 MiB for the dev box's 32 MiB L3.
+// sysconf(_SC_LEVEL3_CACHE_SIZE): glibc has reported far more than the L3 there is
+// (docs/benchmarks.md#bench-bandwidth-passes).
 double last_level_cache_bytes() {
   double best = 0;
   for (int index = 0; index < 8; ++index) {

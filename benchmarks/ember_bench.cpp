@@ -205,8 +205,8 @@ double run_once(ember::Engine& engine, const std::string& workload, int salt) {
   return (c.generated_tokens - 1) / (c.timings.decode_ms / 1000.0);
 }
 
-// Passes of each bandwidth method (bandwidth_probe.hpp): before each tg128 run (~0.4 s at
-// 30 GB/s, pauses included, against the run's ~0.6 s), and once at the end.
+// Passes of each bandwidth method (bandwidth_probe.hpp): before each tg128 run (short beside the
+// run itself, docs/benchmarks.md#bench-bandwidth-passes), and once at the end.
 constexpr int kPairedPasses = 3;
 constexpr int kFinalPasses = 8;
 
@@ -571,8 +571,9 @@ int main(int argc, char** argv) {
     if (ceiling) probe.emplace(args.threads);
     // Interleaved: repeat r runs every (workload, precision) before repeat r+1 starts, so machine
     // drift hits all configurations alike. One warm-up run each first. Each tg128 run is paired
-    // with a bandwidth measurement just before it: on a shared machine the bandwidth drifts by
-    // 20 % within a minute, so a ceiling measured at another moment says little about a run.
+    // with a bandwidth measurement just before it: on a shared machine the bandwidth drifts within
+    // a minute (docs/benchmarks.md#bench-bandwidth-passes), so a ceiling measured at another
+    // moment says little about a run.
     std::map<std::pair<std::string, std::string>, std::vector<double>> runs;
     std::map<std::pair<std::string, std::string>, std::vector<ember::bench::BandwidthReading>> bandwidths;
     for (int r = -1; r < args.repeats; ++r)

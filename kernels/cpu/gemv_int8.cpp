@@ -34,25 +34,6 @@ constexpr std::int64_t kMinBytesPerThread = 64 * 1024;
 // (docs/benchmarks.md#int8-gemv-tiles).
 constexpr std::int64_t kMinTiles = 32;
 
-// The reference every tier is checked against: the same layout, sums and epilogue, one output
-// at a time.
-void gemv_tile_scalar_impl(const GemvTileArgs& a) {
-  const std::int64_t outputs = std::min<std::int64_t>(a.rows_left, a.blocks * 16);
-  for (std::int64_t i = 0; i < a.m; ++i)
-    for (std::int64_t o = 0; o < outputs; ++o) {
-      const std::int8_t* w = a.tile + (o / 16) * 64 + (o % 16) * 4;
-      const std::uint8_t* x = a.xu + i * a.ldx;
-      std::int32_t acc = 0;
-      for (std::int64_t k = 0; k < a.steps; ++k)
-        for (int j = 0; j < 4; ++j) acc += (static_cast<std::int32_t>(x[4 * k + j]) - 128) * w[k * a.blocks * 64 + j];
-      float v = static_cast<float>(acc);
-      v = v * a.w_scales[o];
-      v = v * a.x_scales[i];
-      float* yp = a.y + i * a.ldy + o;
-      *yp = a.accumulate ? *yp + v : v;
-    }
-}
-
 GemvTileFn tile_fn(CpuTier tier) {
   if (!tier_available(tier)) fail(ErrorCode::invalid_argument, "gemv: the {} tier is not available", to_string(tier));
 #if EMBER_GEMV_X86
@@ -69,9 +50,24 @@ GemvTileFn tile_fn(CpuTier tier) {
 
 }  // namespace
 
-void gemv_tile_scalar(const GemvTileArgs& a) { gemv_tile_scalar_impl(a); }
-
-
+// The reference every tier is checked against: the same layout, sums and epilogue, one output
+// at a time.
+void gemv_tile_scalar(const GemvTileArgs& a) {
+  const std::int64_t outputs = std::min<std::int64_t>(a.rows_left, a.blocks * 16);
+  for (std::int64_t i = 0; i < a.m; ++i)
+    for (std::int64_t o = 0; o < outputs; ++o) {
+      const std::int8_t* w = a.tile + (o / 16) * 64 + (o % 16) * 4;
+      const std::uint8_t* x = a.xu + i * a.ldx;
+      std::int32_t acc = 0;
+      for (std::int64_t k = 0; k < a.steps; ++k)
+        for (int j = 0; j < 4; ++j) acc += (static_cast<std::int32_t>(x[4 * k + j]) - 128) * w[k * a.blocks * 64 + j];
+      float v = static_cast<float>(acc);
+      v = v * a.w_scales[o];
+      v = v * a.x_scales[i];
+      float* yp = a.y + i * a.ldy + o;
+      *yp = a.accumulate ? *yp + v : v;
+    }
+}
 
 GemvWeightsS8::GemvWeightsS8(const std::int8_t* q, const float* scales, std::int64_t out,
                              std::int64_t in, std::shared_ptr<WeightArena> arena)
