@@ -16,7 +16,7 @@
 //
 // Decode's few term rows (up to four) go through tile_rows, which holds their sums in registers;
 // prefill's many through panel_rows, which holds a group's unpacked weights in registers and
-// streams up to 16 rows past them (docs/benchmarks.md#x86-tiers has the two measured).
+// streams up to 16 rows past them (docs/benchmarks.md#grouped-x86-tiers has the two measured).
 //
 // Compiled with -mavx2 -mfma -mf16c -ffp-contract=off (kernels/CMakeLists.txt); raw pointers
 // and intrinsics only (gemm_grouped_tiers.hpp says why).
