@@ -163,9 +163,9 @@ BandwidthProbe::BandwidthProbe(int threads)
   read_ = read_baseline;
   loads_name_ = "baseline";
 #ifdef EMBER_PROBE_X86
-  const k::Isa isa = k::best_isa();
-  if (isa == k::Isa::avx512) read_ = read_avx512, loads_name_ = "avx512";
-  if (isa == k::Isa::avx2) read_ = read_avx2, loads_name_ = "avx2";
+  const k::CpuTier tier = k::active_tier();
+  if (tier >= k::CpuTier::avx512_vnni) read_ = read_avx512, loads_name_ = "avx512";
+  else if (tier >= k::CpuTier::avx2) read_ = read_avx2, loads_name_ = "avx2";
 #endif
 
   // A reserved pool of explicit huge pages if there is one; otherwise the weight arena's
@@ -284,7 +284,8 @@ std::string cpu_list(const std::vector<int>& cpus, int count) {
 }
 
 // The last-level cache's size in bytes, as sysfs reports it for CPU 0 (0 if unknown). Not
-// sysconf(_SC_LEVEL3_CACHE_SIZE): glibc reports 384 MiB for the dev box's 32 MiB L3.
+// sysconf(_SC_LEVEL3_CACHE_SIZE): glibc has reported far more than the L3 there is
+// (docs/benchmarks.md#bench-bandwidth-passes).
 double last_level_cache_bytes() {
   double best = 0;
   for (int index = 0; index < 8; ++index) {

@@ -45,7 +45,7 @@ struct BandwidthReading {
 class BandwidthProbe {
  public:
   // threads <= 0: one per hardware thread, as the engine resolves it. The read loop is the
-  // widest this CPU runs (kernels/cpu/simd.hpp's best_isa(), as the decode kernels choose).
+  // widest the active tier runs (kernels/cpu/cpu_tier.hpp, as the decode kernels choose).
   explicit BandwidthProbe(int threads);
   ~BandwidthProbe();
   BandwidthProbe(const BandwidthProbe&) = delete;

@@ -205,8 +205,8 @@ double run_once(ember::Engine& engine, const std::string& workload, int salt) {
   return (c.generated_tokens - 1) / (c.timings.decode_ms / 1000.0);
 }
 
-// Passes of each bandwidth method (bandwidth_probe.hpp): before each tg128 run (~0.4 s at
-// 30 GB/s, pauses included, against the run's ~0.6 s), and once at the end.
+// Passes of each bandwidth method (bandwidth_probe.hpp): before each tg128 run (short beside the
+// run itself, docs/benchmarks.md#bench-bandwidth-passes), and once at the end.
 constexpr int kPairedPasses = 3;
 constexpr int kFinalPasses = 8;
 
@@ -571,8 +571,9 @@ int main(int argc, char** argv) {
     if (ceiling) probe.emplace(args.threads);
     // Interleaved: repeat r runs every (workload, precision) before repeat r+1 starts, so machine
     // drift hits all configurations alike. One warm-up run each first. Each tg128 run is paired
-    // with a bandwidth measurement just before it: on a shared machine the bandwidth drifts by
-    // 20 % within a minute, so a ceiling measured at another moment says little about a run.
+    // with a bandwidth measurement just before it: on a shared machine the bandwidth drifts within
+    // a minute (docs/benchmarks.md#bench-bandwidth-passes), so a ceiling measured at another
+    // moment says little about a run.
     std::map<std::pair<std::string, std::string>, std::vector<double>> runs;
     std::map<std::pair<std::string, std::string>, std::vector<ember::bench::BandwidthReading>> bandwidths;
     for (int r = -1; r < args.repeats; ++r)
@@ -601,6 +602,7 @@ int main(int argc, char** argv) {
     }
     const char* device = on_cpu ? "cpu" : "cuda";
     nlohmann::json out = nlohmann::json::array();
+    if (on_cpu) std::printf("cpu tier: %s\n", engines.begin()->second.info().cpu_tier.c_str());
     std::printf("%-8s %-6s %-7s %10s %10s %10s\n", "engine", "prec", "work", "median", "min", "max");
     for (const auto& [key, values] : runs) {
       const Stats s = stats_of(values);
@@ -608,7 +610,8 @@ int main(int argc, char** argv) {
                   key.first.c_str(), s.median, s.min, s.max);
       nlohmann::json j = {{"engine", "ember"}, {"workload", key.first}, {"precision", key.second},
                           {"weight_format", engines.at(key.second).info().weight_format},
-                          {"device", device}, {"threads", args.threads},
+                          {"device", device}, {"cpu_tier", engines.at(key.second).info().cpu_tier},
+                          {"threads", args.threads},
                           {"tokens_per_s", {{"median", s.median}, {"min", s.min}, {"max", s.max}}},
                           {"runs", values}};
       if (key.first == "tg128" && ceiling) {

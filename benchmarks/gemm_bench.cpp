@@ -55,8 +55,6 @@ std::vector<float> random_vector(std::size_t n, unsigned seed) {
 
 enum class Kind { int8, int8_onednn, fp32, w4a8, w8a8_g32 };
 
-bool grouped(Kind kind) { return kind == Kind::w4a8 || kind == Kind::w8a8_g32; }
-
 // Random values, one scale and offset for every group: the kernel's speed does not depend on
 // them.
 GroupedRowSource random_groups(std::int64_t in, int bits) {
@@ -141,14 +139,12 @@ void bm_decode_step(benchmark::State& state, Kind kind) {
 
 const bool registered = [] {
   benchmark::RegisterBenchmark("int8/decode_step", bm_decode_step, Kind::int8)->Unit(benchmark::kMillisecond)->UseRealTime();
-  if (grouped_gemm_supported())
-    benchmark::RegisterBenchmark("w4a8/decode_step", bm_decode_step, Kind::w4a8)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("w4a8/decode_step", bm_decode_step, Kind::w4a8)->Unit(benchmark::kMillisecond)->UseRealTime();
   constexpr std::pair<Kind, const char*> kKinds[] = {
       {Kind::int8, "int8/"}, {Kind::int8_onednn, "int8_onednn/"}, {Kind::fp32, "fp32/"}, {Kind::w4a8, "w4a8/"},
       {Kind::w8a8_g32, "w8a8-g32/"}};
   for (const Shape& s : kShapes)
     for (const auto& [kind, prefix] : kKinds) {
-      if (grouped(kind) && !grouped_gemm_supported()) continue;
       auto* b = benchmark::RegisterBenchmark(
           (std::string(prefix) + s.name).c_str(),
           [s, kind = kind](benchmark::State& st) { bm_linear(st, s, kind); });

@@ -3,6 +3,7 @@
 // or its architecture's default) as it is. Exits 1 with the error message on a file ember
 // rejects (--help for usage).
 #include "../common/cli.hpp"
+#include "kernels/cpu/cpu_tier.hpp"
 #include "model/gguf.hpp"
 #include "model/model_config.hpp"
 #include "tokenizer/chat_template.hpp"
@@ -105,6 +106,17 @@ void print_tensors(const GgufFile& file) {
   fmt::print("  total: {} bytes, {} parameters\n", bytes, params);
 }
 
+// The tier ember's CPU kernels would run this file at on this machine (kernels/cpu/cpu_tier.hpp).
+void print_cpu_tier() {
+  namespace k = ember::kernels::cpu;
+  fmt::print("\ncpu tier: {} (this CPU: {}", k::to_string(k::active_tier()), k::to_string(k::detected_tier()));
+  if (!k::cpu_tier_cap_error().empty())
+    fmt::print("; EMBER_CPU_ISA={} names no tier and was ignored", k::cpu_tier_cap_error());
+  else if (k::active_tier() != k::detected_tier())
+    fmt::print("; capped by EMBER_CPU_ISA");
+  fmt::print(")\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -149,6 +161,7 @@ int main(int argc, char** argv) {
     }
     print_config(*file);
     print_tensors(*file);
+    print_cpu_tier();
   } catch (const ember::Error& e) {
     std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());
     return 1;

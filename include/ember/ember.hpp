@@ -425,6 +425,10 @@ struct ModelInfo {
   // Bytes of prepared matrices a decode step reads (its weight stream, the embedding row not
   // counted); 0 where the backend does not say (CUDA).
   std::uint64_t decode_weight_bytes = 0;
+  // The x86 instruction-set tier the CPU kernels run at: "scalar", "avx2", "avx_vnni",
+  // "avx512_vnni" or "amx" (the hardware's, capped by the EMBER_CPU_ISA environment variable);
+  // empty for a model on a GPU.
+  std::string cpu_tier;
 };
 
 // ---- the engine --------------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 #include "kernels/cpu/context.hpp"
 
+#include "kernels/cpu/cpu_tier.hpp"
+
 #include "util/check.hpp"
 
 #include <omp.h>
@@ -11,6 +13,7 @@ namespace {
 int resolve_threads(int threads) { return threads > 0 ? threads : omp_get_num_procs(); }
 
 dnnl::engine make_engine() {
+  active_tier();  // decides the tier, and with it oneDNN's maximum ISA, before any primitive
   try {
     return dnnl::engine(dnnl::engine::kind::cpu, 0);
   } catch (const dnnl::error& e) {

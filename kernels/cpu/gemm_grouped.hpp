@@ -1,6 +1,8 @@
 // Weights kept in a model file's own groups of 32 (4-bit: Q4_0, Q4_1, Q4_K, "W4A8"; 8-bit:
-// Q8_0) times INT8 activations, with AVX-512 VNNI, for every row count: decode's few rows and
-// prefill's many run the same kernel, so a row's output never depends on its batch.
+// Q8_0) times INT8 activations, for every row count: decode's few rows and prefill's many run
+// the same kernel, so a row's output never depends on its batch. Every instruction-set tier
+// (scalar, AVX2, AVX-VNNI, AVX-512 VNNI; gemm_grouped_tiers.hpp) gives the same bits: the
+// products are exact integers and the float operations below are done in one order on all.
 //
 // Each group of 32 inputs of an output row is 32 unsigned values u (nibbles, or bytes) with a
 // scale d and an offset o, w = d * u + o (Q4_0 is o = -8 d and Q8_0, stored as u = q + 128,
@@ -21,6 +23,7 @@
 // Thread-safety: GroupedWeights is immutable after construction; gemm_grouped only reads it.
 #pragma once
 
+#include "kernels/cpu/cpu_tier.hpp"
 #include "kernels/cpu/weight_arena.hpp"
 
 #include <cstdint>
@@ -33,8 +36,9 @@ namespace ember::kernels::cpu {
 // Inputs per scale group.
 constexpr std::int64_t kWeightGroup = 32;
 
-// Whether this CPU runs the grouped kernel (AVX-512 VNNI, checked when the program runs).
-bool grouped_gemm_supported();
+// The tier gemm_grouped runs at: active_tier(), whose AMX runs the AVX-512 VNNI kernel (the
+// layout is made for vpdpbusd; decode is bound by memory either way).
+CpuTier grouped_gemm_tier();
 
 // How a matrix's groups are stored: 4 or 8 bits a value, with or without an offset per group.
 struct GroupFormat {
@@ -65,8 +69,10 @@ using GroupedRowSource =
 // Two blocks make a tile, the unit threads share out. A tile's span holds its blocks' records
 // interleaved line by line in the order the kernel reads them ([h][j][block] nibbles, then
 // [h][block] scales, then offsets), so that a tile is one sequential stream: with each block's
-// record whole, two streams 640 bytes apart, decode read a 1B model's gate_up at 9 GB/s. Rows are padded to a multiple of 16 and inputs to a multiple of 64
-// with zero nibbles and zero scales.
+// record whole, two streams 640 bytes apart, decode read a 1B model's gate_up well below the
+// bandwidth one stream reaches (docs/benchmarks.md#grouped-tile-stream). Rows are padded to a
+// multiple of 16 and inputs to a multiple of 64 with zero nibbles and zero scales.
+// A 64-byte line is one AVX-512 register, or two 256-bit ones (output rows 0-7 and 8-15).
 class GroupedWeights {
  public:
   // `in` a positive multiple of kWeightGroup. The rows are read through `source` on `threads`
@@ -123,12 +129,12 @@ void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_
                                   std::int64_t padded_in, GroupedActivations& a, int threads, int terms = 1);
 
 // y[rows, out] (dense) = x·Wᵀ, or y += x·Wᵀ when accumulating (the sum added after the
-// product, as y_old + product). Requires grouped_gemm_supported(). threads: OpenMP threads, output
-// tiles are split between them.
+// product, as y_old + product). threads: OpenMP threads, output tiles are split between them.
 void gemm_grouped(const GroupedWeights& w, const GroupedActivations& x, float* y, bool accumulate, int threads);
 // The same for output tiles [tile_begin, tile_end) only: y's columns [tile_begin, tile_end) *
-// kTileOutputs (up to out()), its other columns untouched.
+// kTileOutputs (up to out()), its other columns untouched; on `tier`'s kernel (tests compare
+// them), ErrorCode::invalid_argument if !tier_available(tier).
 void gemm_grouped(const GroupedWeights& w, const GroupedActivations& x, float* y, bool accumulate, int threads,
-                  std::int64_t tile_begin, std::int64_t tile_end);
+                  std::int64_t tile_begin, std::int64_t tile_end, CpuTier tier = grouped_gemm_tier());
 
 }  // namespace ember::kernels::cpu

@@ -1,10 +1,13 @@
-// The VNNI GEMV (see gemv_int8.hpp for the layout and the exactness contract).
+// The INT8 GEMV: weight packing, the scalar reference tile and the tier dispatch (see
+// gemv_int8.hpp for the layout and the exactness contract; the tiers are in arch/x86/).
 //
-// This file is compiled with -ffp-contract=off (kernels/cpu/CMakeLists.txt): GCC implements the
-// float intrinsics as plain vector arithmetic and would otherwise fuse the epilogue's last
-// multiply and add into an FMA, one rounding fewer than oneDNN's vmulps + vaddps.
+// This file and the tier files are compiled with -ffp-contract=off (kernels/CMakeLists.txt):
+// GCC implements the float intrinsics as plain vector arithmetic and would otherwise fuse the
+// epilogue's last multiply and add into an FMA, one rounding fewer than oneDNN's vmulps + vaddps.
 #include "kernels/cpu/gemv_int8.hpp"
 
+#include "kernels/cpu/cpu_tier.hpp"
+#include "kernels/cpu/gemv_int8_tiers.hpp"
 #include "kernels/cpu/parallel.hpp"
 #include "util/check.hpp"
 
@@ -12,10 +15,8 @@
 #include <array>
 #include <cstring>
 
-#if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
-#define EMBER_GEMV_X86 1
-#define EMBER_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#if defined(__x86_64__)
+#define EMBER_GEMV_X86 1  // the tier files of kernels/cpu/arch/x86 are built
 #else
 #define EMBER_GEMV_X86 0
 #endif
@@ -24,136 +25,48 @@ namespace ember::kernels::cpu {
 
 namespace {
 
-constexpr int kMaxTileBlocks = 4;  // 4 x 16 outputs x 4 rows: 16 accumulators, and registers left
-constexpr std::int64_t kTileRows = 4;  // activation rows per kernel call
+constexpr int kMaxTileBlocks = 4;  // 4 x 16 outputs: 4 AVX-512 accumulators a row
 // Below this many weight bytes per thread, forking the OpenMP team costs more than it saves.
 constexpr std::int64_t kMinBytesPerThread = 64 * 1024;
 // Tiles narrower than kMaxTileBlocks until a matrix has this many: threads claim whole tiles,
-// so the last one of a call is what the other threads may wait for. The default model's down
-// projection (576 outputs, 1536 inputs) had 9 tiles of 98 KB. Decode-step Linears on its
-// shapes, 2 threads, against an AVX-512 read loop in the same run: down 84-87 % of the loop's bandwidth
-// with 4-block tiles, 87-91 % with 1-block tiles (36 of 25 KB); wo 78-79 % -> 82 %; the whole
-// step 92-93 % -> 94-95 %.
+// so the last one of a call is what the other threads may wait for; narrower tiles measured
+// closer to the read loop's bandwidth on the default model's shapes
+// (docs/benchmarks.md#int8-gemv-tiles).
 constexpr std::int64_t kMinTiles = 32;
 
+GemvTileFn tile_fn(CpuTier tier) {
+  if (!tier_available(tier)) fail(ErrorCode::invalid_argument, "gemv: the {} tier is not available", to_string(tier));
 #if EMBER_GEMV_X86
-
-// acc[i][b] += the products of group k (4 inputs) of the NB interleaved blocks at wk with row
-// i of the activations.
-template <int M, int NB>
-EMBER_VNNI __attribute__((always_inline)) inline void add_group(__m512i (&acc)[M][NB],
-                                                                const std::int8_t* wk,
-                                                                const std::uint8_t* xu,
-                                                                std::int64_t ldx, std::int64_t k) {
-  __m512i wv[NB];
-#pragma GCC unroll 4
-  for (int b = 0; b < NB; ++b) wv[b] = _mm512_load_si512(wk + b * 64);
-#pragma GCC unroll 4
-  for (int i = 0; i < M; ++i) {
-    std::int32_t x4;
-    std::memcpy(&x4, xu + i * ldx + 4 * k, sizeof x4);
-    const __m512i xb = _mm512_set1_epi32(x4);
-#pragma GCC unroll 4
-    for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_dpbusd_epi32(acc[i][b], xb, wv[b]);
+  switch (tier) {
+    case CpuTier::amx:
+    case CpuTier::avx512_vnni: return &gemv_tile_avx512_vnni;
+    case CpuTier::avx_vnni: return cpu_has_avx_vnni_vex() ? &gemv_tile_avx_vnni : &gemv_tile_avx_vnni_evex;
+    case CpuTier::avx2: return &gemv_tile_avx2;
+    case CpuTier::scalar: break;
   }
-}
-
-// Rows of tile t (NB blocks of 16) of y for M activation rows: one pass over the tile. The first
-// pass (`prefetch`) prefetches the weights kWeightPrefetchAhead ahead; later ones find them in L2.
-template <int M, int NB>
-EMBER_VNNI void gemv_tile(const GemvWeightsS8& w, std::int64_t t, const std::uint8_t* xu,
-                          const float* x_scales, float* y, bool accumulate, bool prefetch) {
-  // A narrow tile sums alternate groups into U separate accumulators, so that at least 4
-  // independent vpdpbusd chains hide the instruction's latency. INT32 sums are exact (and wrap
-  // modulo 2^32), so splitting them changes no result.
-  constexpr int U = NB >= 3 ? 1 : 4 / NB;
-  const std::int64_t steps = w.padded_in() / 4;
-  const std::int64_t ldx = w.padded_in();
-  const std::int64_t b0 = t * w.tile_blocks();
-  const std::int8_t* wt = w.tile(t);
-  __m512i acc[U][M][NB];
-#pragma GCC unroll 4
-  for (int u = 0; u < U; ++u)
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i)
-#pragma GCC unroll 4
-      for (int b = 0; b < NB; ++b) acc[u][i][b] = _mm512_setzero_si512();
-
-  std::int64_t k = 0;
-  for (; k + U <= steps; k += U) {
-    if (prefetch)  // U * NB lines a step
-#pragma GCC unroll 4
-      for (int line = 0; line < U * NB; ++line)
-        _mm_prefetch(reinterpret_cast<const char*>(wt + (k * NB + line) * 64 + kWeightPrefetchAhead), _MM_HINT_T0);
-#pragma GCC unroll 4
-    for (int u = 0; u < U; ++u) add_group<M, NB>(acc[u], wt + (k + u) * NB * 64, xu, ldx, k + u);
-  }
-  for (; k < steps; ++k) add_group<M, NB>(acc[0], wt + k * NB * 64, xu, ldx, k);
-#pragma GCC unroll 4
-  for (int u = 1; u < U; ++u)
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i)
-#pragma GCC unroll 4
-      for (int b = 0; b < NB; ++b) acc[0][i][b] = _mm512_add_epi32(acc[0][i][b], acc[u][i][b]);
-
-  // oneDNN's order: (float(acc) * w_scale) * x_scale, then + y_old; each a separate rounding.
-#pragma GCC unroll 4
-  for (int b = 0; b < NB; ++b) {
-    const std::int64_t n0 = (b0 + b) * 16;
-    const std::int64_t rows = std::min<std::int64_t>(16, w.out() - n0);
-    const auto mask = static_cast<__mmask16>((1u << rows) - 1u);
-    const __m512i comp = _mm512_loadu_si512(w.compensation() + n0);
-    const __m512 ws = _mm512_loadu_ps(w.scales() + n0);
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) {
-      // The all-ones maskz form is vcvtdq2ps all the same; the plain intrinsic trips GCC 12's
-      // -Wmaybe-uninitialized inside its own header (_mm512_undefined_ps).
-      __m512 v = _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_sub_epi32(acc[0][i][b], comp));
-      v = _mm512_mul_ps(v, ws);
-      v = _mm512_mul_ps(v, _mm512_set1_ps(x_scales[i]));
-      float* yp = y + i * w.out() + n0;
-      if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, yp));
-      _mm512_mask_storeu_ps(yp, mask, v);
-    }
-  }
-}
-
-using TileFn = void (*)(const GemvWeightsS8&, std::int64_t, const std::uint8_t*, const float*,
-                        float*, bool, bool);
-
-template <int M>
-constexpr std::array<TileFn, kMaxTileBlocks> kTilesFor = {&gemv_tile<M, 1>, &gemv_tile<M, 2>,
-                                                       &gemv_tile<M, 3>, &gemv_tile<M, 4>};
-constexpr std::array<std::array<TileFn, kMaxTileBlocks>, kTileRows> kTiles = {
-    kTilesFor<1>, kTilesFor<2>, kTilesFor<3>, kTilesFor<4>};
-
-void run_tile(const GemvWeightsS8& w, std::int64_t t, const std::uint8_t* xu,
-              const float* x_scales, std::int64_t m, float* y, bool accumulate) {
-  const auto nb = static_cast<std::size_t>(w.blocks_in(t));
-  // Row groups innermost: the second group reads this tile's weights from cache, not memory.
-  for (std::int64_t i = 0; i < m; i += kTileRows) {
-    const auto rows = static_cast<std::size_t>(std::min(kTileRows, m - i));
-    kTiles[rows - 1][nb - 1](w, t, xu + i * w.padded_in(), x_scales + i, y + i * w.out(), accumulate, i == 0);
-  }
-}
-
-bool detect_vnni() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vnni");
-}
-
-#else
-
-bool detect_vnni() { return false; }
-
 #endif
+  return &gemv_tile_scalar;
+}
 
 }  // namespace
 
-bool gemv_int8_supported() {
-  static const bool supported = detect_vnni();  // immutable after the first call
-  return supported;
+// The reference every tier is checked against: the same layout, sums and epilogue, one output
+// at a time.
+void gemv_tile_scalar(const GemvTileArgs& a) {
+  const std::int64_t outputs = std::min<std::int64_t>(a.rows_left, a.blocks * 16);
+  for (std::int64_t i = 0; i < a.m; ++i)
+    for (std::int64_t o = 0; o < outputs; ++o) {
+      const std::int8_t* w = a.tile + (o / 16) * 64 + (o % 16) * 4;
+      const std::uint8_t* x = a.xu + i * a.ldx;
+      std::int32_t acc = 0;
+      for (std::int64_t k = 0; k < a.steps; ++k)
+        for (int j = 0; j < 4; ++j) acc += (static_cast<std::int32_t>(x[4 * k + j]) - 128) * w[k * a.blocks * 64 + j];
+      float v = static_cast<float>(acc);
+      v = v * a.w_scales[o];
+      v = v * a.x_scales[i];
+      float* yp = a.y + i * a.ldy + o;
+      *yp = a.accumulate ? *yp + v : v;
+    }
 }
 
 GemvWeightsS8::GemvWeightsS8(const std::int8_t* q, const float* scales, std::int64_t out,
@@ -202,18 +115,21 @@ void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_sc
 
 void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_scales,
                std::int64_t m, float* y, bool accumulate, int threads, std::int64_t tile_begin,
-               std::int64_t tile_end) {
+               std::int64_t tile_end, CpuTier tier) {
   if (tile_begin < 0 || tile_begin > tile_end || tile_end > w.tiles())
     fail(ErrorCode::invalid_argument, "gemv: tiles [{}, {}) of {}", tile_begin, tile_end, w.tiles());
-  if (m < 1 || m > kGemvMaxRows)
-    fail(ErrorCode::invalid_argument, "gemv: m = {} rows, expected 1..{}", m, kGemvMaxRows);
-  if (!gemv_int8_supported()) fail(ErrorCode::internal, "gemv: this CPU has no AVX-512 VNNI");
-#if EMBER_GEMV_X86
+  if (m < 1) fail(ErrorCode::invalid_argument, "gemv: m = {} rows, expected at least 1", m);
+  const GemvTileFn kernel = tile_fn(tier);
   const std::int64_t tiles = tile_end - tile_begin;
   const std::int64_t by_size = tiles * w.tile_blocks() * 16 * w.padded_in() / kMinBytesPerThread;
   const auto team = static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(threads, by_size), 1, kMaxTileTeam));
-  for_tiles(tiles, team, [&](std::int64_t t) { run_tile(w, tile_begin + t, xu, x_scales, m, y, accumulate); });
-#endif
+  for_tiles(tiles, team, [&](std::int64_t i) {
+    const std::int64_t t = tile_begin + i, n0 = t * w.tile_blocks() * 16;
+    const GemvTileArgs args{w.tile(t), w.padded_in() / 4, static_cast<int>(w.blocks_in(t)), w.out() - n0,
+                            w.compensation() + n0, w.scales() + n0, xu, w.padded_in(), x_scales, m, y + n0,
+                            w.out(), accumulate, kWeightPrefetchAhead};
+    kernel(args);
+  });
 }
 
 }  // namespace ember::kernels::cpu

@@ -1,18 +1,19 @@
-// INT8 GEMV for decode: y[m, out] for m <= kGemvMaxRows activation rows, streaming the INT8
-// weights once with AVX-512 VNNI (vpdpbusd). oneDNN's brgemm reaches ~9 GB/s of weights per
-// core at m = 1; generation is bound by that stream, so this path runs at memory bandwidth
-// instead: at m = 1 on one core of the dev box (AMD EPYC Zen 4, shared and loaded) 576->49152
-// takes 1.4-2.1 ms vs 3.3-4.1 ms, the per-layer shapes 6-25 us (37-70 GB/s, partly from L2/L3)
-// vs 14-70 us, and decode (ember-bench tg128, 1 thread) went from 41 to 101 tokens/s.
+// INT8 GEMV for decode: y[m, out] for a few activation rows, streaming the INT8 weights once.
+// oneDNN's brgemm streams the weights far below memory bandwidth at m = 1, and generation is
+// bound by that stream (docs/benchmarks.md#int8-gemv). On tiers where oneDNN 2.6 has no fast
+// INT8 kernel (below avx512_vnni) the same kernel also runs every prefill row: ember's W8A8 GEMM.
 //
-// It is bit-exact with the oneDNN path of Int8Linear (linear.cpp), which ember's batch
-// invariance needs: a row's output must not depend on the batch it was computed in. The INT32
-// dot products are exact in both, and the epilogue repeats oneDNN's float operations in its
-// order, y = (float(acc) * w_scale[n]) * x_scale[i] (+ y_old), with no fused multiply-add.
+// One micro-kernel per tier (gemv_int8_tiers.hpp): AVX-512 VNNI and 256-bit vpdpbusd (AVX-VNNI)
+// multiply q + 128 and subtract 128 * sum(w); AVX2 uses vpmaddubsw's sign trick; the scalar
+// reference sums q * w. The INT32 sums are exact on every tier, and so bit-exact with the oneDNN
+// path of Int8Linear (linear.cpp), which ember's batch and ISA invariance need: a row's output
+// depends neither on its batch nor on the CPU. The epilogue repeats oneDNN's float operations in
+// its order, y = (float(acc) * w_scale[n]) * x_scale[i] (+ y_old), with no fused multiply-add.
 //
 // Thread-safety: GemvWeightsS8 is immutable after construction; gemv_int8 only reads it.
 #pragma once
 
+#include "kernels/cpu/cpu_tier.hpp"
 #include "kernels/cpu/weight_arena.hpp"
 
 #include <algorithm>
@@ -22,16 +23,14 @@
 
 namespace ember::kernels::cpu {
 
-// The most activation rows one GEMV call takes. The kernel keeps up to 4 rows x 64 outputs (a
-// tile) of accumulators in registers; more rows rerun it on the same tile while its weights are
-// still in L1/L2, so the weights are streamed once. Up to 64 rows (a 32-stream decode step
-// with two-term activations) it beats oneDNN's brgemm on every model shape (gemm_bench, 2
-// threads, noisy dev box, M = 32 / 64: 576->960 61-87 / 172 us vs 105 / 205, 576->3072 164 /
-// 337 us vs 255 / 436, 576->49152 3.9 / 7.0 ms vs 5.2 / 9.0); at 128 brgemm wins.
+// The most activation rows Int8Linear gives the GEMV where oneDNN has a fast INT8 kernel
+// (avx512_vnni and amx). The kernel keeps a few rows x 64 outputs (a tile) of accumulators in
+// registers; more rows rerun it on the same tile while its weights are still in L1/L2, so the
+// weights are streamed once. Up to 64 rows (a 32-stream decode step with two-term activations)
+// it beats oneDNN's brgemm on every model shape; at 128 brgemm wins
+// (docs/benchmarks.md#int8-gemv-rows).
 constexpr std::int64_t kGemvMaxRows = 64;
 
-// Whether this CPU has AVX-512 VNNI (cpuid, checked when the program runs).
-bool gemv_int8_supported();
 
 // The weights in the GEMV's layout. Output rows are grouped in blocks of 16; for each group of 4
 // inputs a block has 64 bytes, row r's 4 weights at bytes 4r..4r+3. That is the operand
@@ -40,13 +39,13 @@ bool gemv_int8_supported();
 //
 // Blocks are taken tile_blocks() at a time (a tile), and the blocks of a tile are interleaved
 // group by group ([group][block][64 bytes]): a tile is one sequential stream, and so is a
-// thread's range of tiles, the access pattern of a plain read loop. Measured on the dev box
-// (GEMV-only decode steps on the default model's shapes, 2 threads, 8 interleaved rounds
-// against an AVX-512 read loop): four streams 9 KB apart, one per block, reached 93 % of the
-// loop's bandwidth, one stream 100 %. A tile is the unit threads share out, so a matrix with few
-// blocks gets narrower tiles: the end of a call waits for at most one tile.
+// thread's range of tiles, the access pattern of a plain read loop: one stream per block reads
+// measurably slower (docs/benchmarks.md#int8-gemv-layout). A tile is the unit threads share out,
+// so a matrix with few blocks gets narrower tiles: the end of a call waits for at most one tile.
+// The 256-bit tiers read a block's 64 bytes as two registers (outputs 0-7, 8-15).
 //
-// Rows are padded to a multiple of 16 and inputs to a multiple of 4 with zero weights.
+// Rows are padded to a multiple of 16 and inputs to a multiple of 4 with zero weights. Weights
+// must lie in [-127, 127] (the AVX2 tier's sign trick; ember quantizes to that range).
 class GemvWeightsS8 {
  public:
   // q: dense [out, in] INT8 weights (row = output channel); scales[out]: their scales. The
@@ -88,14 +87,15 @@ void gemv_activations(const std::int8_t* q, std::int64_t m, std::int64_t in,
                       std::int64_t padded_in, std::uint8_t* xu);
 
 // y[m, out] (dense) = (float(xu·Wᵀ - compensation) * w_scale[n]) * x_scales[i], or += when
-// accumulating. 1 <= m <= kGemvMaxRows; requires gemv_int8_supported(). threads: OpenMP
-// threads, output blocks are split between them.
+// accumulating, m >= 1, at the active tier. threads: OpenMP threads, output tiles are split
+// between them; each thread runs all m rows of a tile before the next.
 void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_scales,
                std::int64_t m, float* y, bool accumulate, int threads);
 // The same for tiles [tile_begin, tile_end) only: y's columns [tile_begin, tile_end) *
-// tile_blocks() * 16 (up to out()), its other columns untouched.
+// tile_blocks() * 16 (up to out()), its other columns untouched; at `tier`, which must be
+// available (tests run every one; the results are the same bit for bit).
 void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_scales,
                std::int64_t m, float* y, bool accumulate, int threads, std::int64_t tile_begin,
-               std::int64_t tile_end);
+               std::int64_t tile_end, CpuTier tier = active_tier());
 
 }  // namespace ember::kernels::cpu

@@ -1,39 +1,37 @@
-// oneDNN-backed Linear layers. Choices measured on the dev box (AMD EPYC, AVX-512 VNNI, oneDNN
-// 2.6.3; the box was shared and loaded, so figures are per core in CPU time):
+// INT8 and FP32 Linear layers: oneDNN matmul primitives, and ember's own INT8 GEMV/GEMM
+// (gemv_int8.hpp) for decode rows and, on tiers where oneDNN 2.6 has no fast INT8 kernel, for
+// every row. The choices below were measured (docs/benchmarks.md#int8-linear):
 //  * Per-row activation scales. oneDNN 2.6 output scales are per-N only. A binary-mul post-op
-//    with a 2-D [m,1] tensor falls back to ref_int8 (0.1 GOPS). Declaring the problem 3-D,
-//    src {1,m,k}, dst {1,m,n}, makes the [1,m,1] tensor a per-"oc" (dim 1) broadcast that the
-//    brgemm kernel fuses ("brg:avx512_core_vnni"), so the whole epilogue acc * w_scale[n] *
-//    x_scale[m] (+ y) runs inside the GEMM: no INT32 scratch, no second pass over y. It runs
-//    at ~300 GOPS per core at M=512 (576->3072), vs ~95 GFLOPS for the FP32 matmul. The
-//    alternative, s32 output plus our own scale pass, took the same GEMM time plus the pass and
-//    needs an m*n*4-byte scratch (100 MB for lm_head at m=512).
+//    with a 2-D [m,1] tensor falls back to ref_int8. Declaring the problem 3-D, src {1,m,k},
+//    dst {1,m,n}, makes the [1,m,1] tensor a per-"oc" (dim 1) broadcast that the brgemm kernel
+//    fuses ("brg:avx512_core_vnni"), so the whole epilogue acc * w_scale[n] * x_scale[m] (+ y)
+//    runs inside the GEMM: no INT32 scratch, no second pass over y (which also needs an
+//    m*n*4-byte scratch, 100 MB for lm_head at m=512).
 //  * s8 activations vs u8: u8 with a zero point of 128 falls back to ref_int8; u8 without a
-//    zero point (compensating ourselves) was within the noise of s8, so s8 stays (no
-//    compensation code).
-//  * CPUs without VNNI: oneDNN's int8 kernels there multiply u8 (the s8 activations shifted by
-//    128) by s8 weights with vpmaddubsw, whose 16-bit pair sums saturate: oneDNN 2.6 under
-//    ONEDNN_MAX_CPU_ISA=AVX2 gave 17-20 % relative error. Weights are then quantized to 7 bits
-//    (|q| <= 63, 2*255*63 < 32767), which keeps results exact at about twice the weight
-//    rounding error. With VNNI (or AMX) the full [-127, 127] range is used.
+//    zero point (compensating ourselves) was within the noise of s8, so s8 stays.
+//  * Tiers below avx512_vnni (cpu_tier.hpp): oneDNN 2.6's INT8 matmul there is ref_int8 for this
+//    epilogue, or gemm:jit, no faster than FP32, and its vpmaddubsw saturates 16-bit pair sums of
+//    full-range weights. Every INT8 row runs ember's own kernel instead (its AVX2 form keeps the
+//    full range exactly with the sign trick), and no oneDNN INT8 primitive is created: weights
+//    have the full [-127, 127] range on every tier, so every tier computes the same numbers.
 //  * One primitive per shape and row count, shared by every Linear of that shape through the
 //    context's MatmulCache: the weight scales are a second binary-mul post-op ([1,1,n], a
-//    run-time argument) instead of output scales baked into each Linear's primitive. Baked,
-//    every Linear built its own primitive for each new row count (~1.3 ms each, ~150 per prefill
-//    of the default model in w8a8): a prefill of a length not seen before took 2.4x a repeated
-//    one (`ember-bench --workload newlen --precision w8a8`, median of 6 lengths); shared, 1.05x.
-//    The extra post-op costs ~10 % of a repeated w8a8 pp512 (1,788 against 1,985 tokens/s,
-//    interleaved). oneDNN 2.6 has no cheaper run-time form: run-time output scales leave brgemm
-//    for gemm:jit, and weight argument scales are refused for matmul.
-//  * Decode (m <= kGemvMaxRows) with AVX-512 VNNI runs ember's own GEMV (gemv_int8.hpp) on a
-//    second copy of the INT8 weights: brgemm streams only ~9 GB/s of weights per core at m = 1.
-//    The GEMV is bit-exact with this oneDNN path (kernels_test compares them bitwise), so a
-//    row's output does not depend on the batch it runs in.
+//    run-time argument) instead of output scales baked into each Linear's primitive, which made
+//    every Linear build its own primitive for each new row count. The extra post-op costs a
+//    little on repeated prefills; oneDNN 2.6 has no cheaper run-time form: run-time output
+//    scales leave brgemm for gemm:jit, and weight argument scales are refused for matmul.
+//  * Decode (m <= kGemvMaxRows) runs ember's own GEMV on a second copy of the INT8 weights:
+//    brgemm streams the weights far below memory bandwidth at m = 1. The GEMV is bit-exact with
+//    this oneDNN path (kernels_test compares them bitwise), so a row's output does not depend on
+//    the batch it runs in.
 #include "kernels/cpu/linear.hpp"
 
+#include "kernels/cpu/cpu_tier.hpp"
 #include "kernels/cpu/gemv_int8.hpp"
 #include "kernels/cpu/quantize.hpp"
 #include "util/check.hpp"
+
+#include <fmt/format.h>
 
 #include <mutex>
 #include <utility>
@@ -153,19 +151,9 @@ class OnednnLinear : public Linear {
   dnnl::memory packed_;
 };
 
-// The effective ISA honours ONEDNN_MAX_CPU_ISA; bit 0x40 is avx512_core_vnni (and the ISAs
-// above it), 0x400 avx2_vnni.
-int weight_qmax_for_isa() {
-  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  return (isa & 0x40u) != 0 || (isa & 0x400u) != 0 ? 127 : 63;
-}
-
-// The GEMV runs where oneDNN itself would use VNNI: ONEDNN_MAX_CPU_ISA=AVX2 (kernels_test_avx2)
-// then turns both off, and the weights have the full range the GEMV's exactness test assumes.
-bool gemv_available() {
-  return gemv_int8_supported() &&
-         (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & 0x40u) != 0;
-}
+// Whether oneDNN 2.6 has a fast INT8 kernel at the active tier (the file comment); below it,
+// ember's own kernel runs every INT8 row.
+bool onednn_int8_fast() { return tier_available(CpuTier::avx512_vnni); }
 
 class Int8Linear final : public OnednnLinear {
  public:
@@ -182,10 +170,9 @@ class Int8Linear final : public OnednnLinear {
       : OnednnLinear(ctx, out, in, dt::s8),
         terms_(activations == ActivationQuant::residual ? 2 : 1),
         weight_scales_(scales, scales + out) {
-    pack(ctx, q);
-    if (allow_gemv && gemv_available()) {
-      gemv_ = std::make_unique<GemvWeightsS8>(q, weight_scales_.data(), out, in, ctx.decode_weights);
-    }
+    own_gemm_ = allow_gemv && !onednn_int8_fast();
+    if (!own_gemm_) pack(ctx, q);
+    if (allow_gemv) gemv_ = std::make_unique<GemvWeightsS8>(q, weight_scales_.data(), out, in, ctx.decode_weights);
     // Scratch grows to the largest batch seen and stays: no allocation per call once warm, and
     // no memory for batch sizes a host never runs (lm_head's two-term GEMV output alone would
     // take 12 MB at kGemvMaxRows).
@@ -194,7 +181,8 @@ class Int8Linear final : public OnednnLinear {
   std::int64_t decode_bytes() const override { return out_features() * in_features(); }
 
   std::string implementation(CpuContext& ctx, std::int64_t m, bool accumulate) override {
-    if (uses_gemv(m)) return "gemv:avx512_vnni";
+    if (uses_gemv(m))
+      return fmt::format("{}:{}", m <= kGemvMaxRows ? "gemv" : "ember_gemm", to_string(active_tier()));
     return OnednnLinear::implementation(ctx, m, accumulate);
   }
 
@@ -205,7 +193,7 @@ class Int8Linear final : public OnednnLinear {
   }
 
  private:
-  bool uses_gemv(std::int64_t m) const { return gemv_ != nullptr && m <= kGemvMaxRows; }
+  bool uses_gemv(std::int64_t m) const { return gemv_ != nullptr && (own_gemm_ || m <= kGemvMaxRows); }
 
   // y = (acc * w_scale[n]) * x_scale[m] (+ y): output scales, then a per-row binary mul, then
   // sum; oneDNN applies post-ops in order, so the residual is added after both scales.
@@ -274,6 +262,7 @@ class Int8Linear final : public OnednnLinear {
   std::vector<float> terms_y_;        // both terms' GEMV outputs, [2m, out], guarded by mutex_
   std::vector<float> weight_scales_;
   std::unique_ptr<const GemvWeightsS8> gemv_;  // null: oneDNN for every m
+  bool own_gemm_ = false;  // the GEMV's kernel runs every m, no oneDNN primitive (no fast one)
   std::vector<std::uint8_t> xu_;     // GEMV activations (q + 128), guarded by mutex_
   std::vector<std::int8_t> q_;       // activation scratch, guarded by mutex_
   std::vector<float> row_scales_;    // activation scales, guarded by mutex_
@@ -337,7 +326,7 @@ void Linear::forward_range(CpuContext& ctx, const float* x, std::int64_t m, floa
   forward(ctx, x, m, y, accumulate);
 }
 
-int int8_weight_range() { return weight_qmax_for_isa(); }
+int int8_weight_range() { return 127; }
 
 QuantizedWeights quantize_int8_weights(CpuContext& ctx, const float* w, std::int64_t out,
                                        std::int64_t in) {

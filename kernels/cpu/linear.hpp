@@ -1,6 +1,7 @@
 // Linear layers y[m, out] = x[m, in] · Wᵀ (+ y when accumulating, used for residual adds), in
-// INT8 (the fast path) or FP32 (the reference and the speed baseline), both through oneDNN
-// matmul primitives with the weights packed once in the layout oneDNN prefers.
+// INT8 (the fast path) or FP32 (the reference and the speed baseline): oneDNN matmul primitives
+// with the weights packed once in the layout oneDNN prefers, and ember's own INT8 kernel
+// (gemv_int8.hpp) for decode rows, and for every row on tiers without a fast oneDNN INT8 kernel.
 //
 // Thread-safety: a Linear's weights are immutable after construction. forward() may be called
 // from several threads; calls on one Linear are serialised by an internal mutex (it guards the
@@ -83,12 +84,13 @@ enum class ActivationQuant {
 std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const float* w, std::int64_t out,
                                          std::int64_t in,
                                          ActivationQuant activations = ActivationQuant::per_row);
-// Test-only: the same INT8 linear, but every m runs through oneDNN, also the decode rows that
-// the VNNI GEMV (gemv_int8.hpp) takes otherwise; the reference of its bit-exactness test.
+// Test-only: the same INT8 linear, but every m runs through oneDNN, also the rows that ember's
+// GEMV (gemv_int8.hpp) takes otherwise; the reference of its bit-exactness test. Below the
+// avx512_vnni tier oneDNN's INT8 matmul is its reference kernel: slow, but exact.
 std::unique_ptr<Linear> make_int8_linear_onednn_only(
     CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in,
     ActivationQuant activations = ActivationQuant::per_row);
-// The largest |q| of INT8 weights on this CPU: 127 with VNNI, 63 without (see linear.cpp).
+// The largest |q| of INT8 weights: 127 on every tier (see linear.cpp).
 int int8_weight_range();
 
 // Weights quantized per output channel, as the INT8 linear uses them: q [out, in] with
@@ -109,8 +111,8 @@ std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const std::int8_t* q, 
 // Weights in a file's own groups of 32 (4- or 8-bit, gemm_grouped.hpp) with INT8 activations
 // per group (ActivationQuant::residual: two terms a group), read row by row through `source` and
 // packed into ctx.decode_weights: one kernel for every row count, so prefill and decode read the
-// same copy. Throws ErrorCode::unsupported without grouped_gemm_supported(), invalid_argument
-// unless in is a multiple of kWeightGroup.
+// same copy, on every CPU (grouped_gemm_tier()). Throws ErrorCode::invalid_argument unless in is
+// a multiple of kWeightGroup.
 std::unique_ptr<Linear> make_grouped_linear(CpuContext& ctx, std::int64_t out, std::int64_t in, GroupFormat format,
                                             const GroupedRowSource& source,
                                             ActivationQuant activations = ActivationQuant::per_row);

@@ -22,7 +22,7 @@ class GroupedLinear final : public Linear {
   }
 
   std::string implementation(CpuContext&, std::int64_t, bool) override {
-    return weights_.format().bits == 4 ? "w4a8:avx512_vnni" : "w8a8-g32:avx512_vnni";
+    return std::string(weights_.format().bits == 4 ? "w4a8:" : "w8a8-g32:") + to_string(grouped_gemm_tier());
   }
   std::int64_t decode_bytes() const override { return weights_.bytes(); }
   std::int64_t output_granule(std::int64_t) const override { return GroupedWeights::kTileOutputs; }
@@ -54,8 +54,6 @@ class GroupedLinear final : public Linear {
 
 std::unique_ptr<Linear> make_grouped_linear(CpuContext& ctx, std::int64_t out, std::int64_t in, GroupFormat format,
                                             const GroupedRowSource& source, ActivationQuant activations) {
-  if (!grouped_gemm_supported())
-    fail(ErrorCode::unsupported, "linear: grouped weights need AVX-512 VNNI, which this CPU lacks");
   return std::make_unique<GroupedLinear>(ctx, out, in, format, source, activations);
 }
 

@@ -3,9 +3,9 @@
 #include "util/fp16.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #if EMBER_X86_DISPATCH
-#include <cpuid.h>
 #include <immintrin.h>
 // GCC 12's AVX-512 conversion intrinsics start from _mm512_undefined_*() and trip these
 // warnings inside its own headers; nothing in this file reads an uninitialised value.
@@ -15,32 +15,60 @@
 
 namespace ember::kernels::cpu {
 
-const char* to_string(Isa isa) {
-  switch (isa) {
-    case Isa::scalar: return "scalar";
-    case Isa::avx2: return "avx2";
-    case Isa::avx512: return "avx512";
-  }
-  return "?";
-}
-
 namespace {
 
-// ---- scalar: the plain reference every vector path is tested against -------------------------
+// ---- scalar: the plain reference every vector path equals bit for bit -------------------------
+//
+// One order of operations on every tier (simd.hpp), so that attention, like the INT8 products,
+// gives the same bits on every CPU:
+//  * dot_keys: dims [0, n & ~15) in 16 lanes, lane l summing dims l, l + 16, ... with fused
+//    multiply-adds; the lanes reduced as ((l0+l8) + (l4+l12)), the four results e = 0..3 as
+//    (e0 + e2) + (e1 + e3) (the AVX-512 shuffle tree); then the dims past the last 16 added one
+//    by one, multiply then add.
+//  * axpy_rows: for each element, the even rows fused-multiply-added onto y, the odd rows onto a
+//    second sum from zero, then the two added.
+
+// Dims [from, n) of `keys` keys added to s one by one, not fused (this file is compiled with
+// -ffp-contract=off, kernels/CMakeLists.txt: the vector functions that inline this have FMA).
+void add_tail_dims(const float* q, const float* k, std::int64_t stride, int keys, int from, int n,
+                   float* s) {
+  for (int j = 0; j < keys; ++j)
+    for (int i = from; i < n; ++i) {
+      const float product = q[i] * k[j * stride + i];
+      s[j] = s[j] + product;
+    }
+}
+
+// The 16-lane reduction of the file comment.
+float reduce16(const float* lane) {
+  float e[4];
+  for (int i = 0; i < 4; ++i) e[i] = (lane[i] + lane[8 + i]) + (lane[4 + i] + lane[12 + i]);
+  return (e[0] + e[2]) + (e[1] + e[3]);
+}
 
 void dot_keys_f32_scalar(const float* q, const float* k, std::int64_t stride, int keys, int n,
                          float* s) {
   for (int j = 0; j < kKeyChunk; ++j) {
-    float sum = 0.0f;
-    for (int i = 0; j < keys && i < n; ++i) sum += q[i] * k[j * stride + i];
-    s[j] = sum;
+    float lane[16] = {};
+    for (int i = 0; j < keys && i + 16 <= n; i += 16)
+      for (int l = 0; l < 16; ++l) lane[l] = std::fma(q[i + l], k[j * stride + i + l], lane[l]);
+    s[j] = j < keys ? reduce16(lane) : 0.0f;
   }
+  add_tail_dims(q, k, stride, std::min(keys, kKeyChunk), n & ~15, n, s);
 }
 
 void axpy_rows_f32_scalar(const float* p, const float* x, std::int64_t stride, int rows, float* y,
                           int n) {
-  for (int r = 0; r < rows; ++r)
-    for (int i = 0; i < n; ++i) y[i] += p[r] * x[r * stride + i];
+  for (int i = 0; i < n; ++i) {
+    float even = y[i], odd = 0.0f;
+    int r = 0;
+    for (; r + 2 <= rows; r += 2) {
+      even = std::fma(p[r], x[r * stride + i], even);
+      odd = std::fma(p[r + 1], x[(r + 1) * stride + i], odd);
+    }
+    if (r < rows) even = std::fma(p[r], x[r * stride + i], even);
+    y[i] = even + odd;
+  }
 }
 
 void to_f16_scalar(const float* x, std::uint16_t* y, int n) {
@@ -53,80 +81,72 @@ void from_f16_scalar(const std::uint16_t* x, float* y, int n) {
 
 #if EMBER_X86_DISPATCH
 
-// The dims past the last full vector of dot_keys, key by key.
-void add_tail_dims(const float* q, const float* k, std::int64_t stride, int keys, int from, int n,
-                   float* s) {
-  for (int j = 0; j < keys; ++j)
-    for (int i = from; i < n; ++i) s[j] += q[i] * k[j * stride + i];
-}
-
 // ---- AVX2 + F16C + FMA -----------------------------------------------------------------------
 
 #define EMBER_AVX2 __attribute__((target("avx2,f16c,fma")))
 
-// Eight keys: one accumulator per key over the dims, then a fixed hadd tree leaves key j's sum
-// in lane j. Keys past `keys` repeat the last real key (no read past the chunk) and are zeroed.
-// The key loop is innermost and fully unrolled so the accumulators stay in registers.
-EMBER_AVX2 void dot_keys8_avx2(const float* q, const float* k, std::int64_t stride, int keys,
-                               int n, float* s) {
-  __m256 a[8];
-  for (int j = 0; j < 8; ++j) a[j] = _mm256_setzero_ps();
-  for (int i = 0; i + 8 <= n; i += 8) {
-    const __m256 qi = _mm256_loadu_ps(q + i);
-    const float* kj = k + i;
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      a[j] = _mm256_fmadd_ps(qi, _mm256_loadu_ps(kj), a[j]);
-      if (j + 1 < keys) kj += stride;
+// Four keys at a time, each in two accumulators (lanes 0-7 and 8-15 of the 16 lanes of the
+// order in the scalar section), reduced with the same additions. Keys past `keys` are zero.
+EMBER_AVX2 void dot_keys4_avx2(const float* q, const float* k, std::int64_t stride, int keys, int n,
+                               float* s) {
+  __m256 lo[4], hi[4];
+  for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
+  const int real = keys < 4 ? keys : 4;
+  for (int i = 0; i + 16 <= n; i += 16) {
+    const __m256 q0 = _mm256_loadu_ps(q + i), q1 = _mm256_loadu_ps(q + i + 8);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const float* kj = k + (j < real ? j : real - 1) * stride + i;
+      lo[j] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(kj), lo[j]);
+      hi[j] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(kj + 8), hi[j]);
     }
   }
-  const __m256 h0123 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-  const __m256 h4567 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
-  const __m256 sum = _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20),
-                                   _mm256_permute2f128_ps(h0123, h4567, 0x31));
-  alignas(32) float out[8];
-  _mm256_store_ps(out, sum);
-  for (int j = 0; j < 8; ++j) s[j] = j < keys ? out[j] : 0.0f;
-  add_tail_dims(q, k, stride, std::min(keys, 8), n & ~7, n, s);
+  for (int j = 0; j < 4; ++j) {
+    const __m256 t = _mm256_add_ps(lo[j], hi[j]);                                      // l + (l + 8)
+    const __m128 e = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));  // e0..e3
+    const __m128 f = _mm_add_ps(e, _mm_movehl_ps(e, e));                                 // e0+e2, e1+e3
+    s[j] = j < real ? _mm_cvtss_f32(_mm_add_ss(f, _mm_shuffle_ps(f, f, 1))) : 0.0f;
+  }
 }
 
 EMBER_AVX2 void dot_keys_f32_avx2(const float* q, const float* k, std::int64_t stride, int keys,
                                   int n, float* s) {
-  dot_keys8_avx2(q, k, stride, std::min(keys, 8), n, s);
-  if (keys > 8)
-    dot_keys8_avx2(q, k + 8 * stride, stride, keys - 8, n, s + 8);
-  else
-    std::fill(s + 8, s + kKeyChunk, 0.0f);
+  for (int j0 = 0; j0 < kKeyChunk; j0 += 4) {
+    if (j0 < keys) {
+      dot_keys4_avx2(q, k + j0 * stride, stride, keys - j0, n, s + j0);
+    } else {
+      for (int j = j0; j < j0 + 4; ++j) s[j] = 0.0f;
+    }
+  }
+  add_tail_dims(q, k, stride, std::min(keys, kKeyChunk), n & ~15, n, s);
 }
 
-// Four vectors (32 floats) of y stay in registers across the rows; then 8 at a time; the tail
-// column by column.
+// One element's even and odd sums of the scalar section, 8 (then 1) at a time.
 EMBER_AVX2 void axpy_rows_f32_avx2(const float* p, const float* x, std::int64_t stride, int rows,
                                    float* y, int n) {
   int i = 0;
-  for (; i + 32 <= n; i += 32) {
+  for (; i + 16 <= n; i += 16) {
     __m256 a0 = _mm256_loadu_ps(y + i), a1 = _mm256_loadu_ps(y + i + 8);
-    __m256 a2 = _mm256_loadu_ps(y + i + 16), a3 = _mm256_loadu_ps(y + i + 24);
-    for (int r = 0; r < rows; ++r) {
-      const __m256 pr = _mm256_set1_ps(p[r]);
-      const float* xr = x + r * stride + i;
-      a0 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(xr), a0);
-      a1 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(xr + 8), a1);
-      a2 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(xr + 16), a2);
-      a3 = _mm256_fmadd_ps(pr, _mm256_loadu_ps(xr + 24), a3);
+    __m256 b0 = _mm256_setzero_ps(), b1 = b0;
+    int r = 0;
+    for (; r + 2 <= rows; r += 2) {
+      const __m256 p0 = _mm256_set1_ps(p[r]), p1 = _mm256_set1_ps(p[r + 1]);
+      const float* x0 = x + r * stride + i;
+      const float* x1 = x0 + stride;
+      a0 = _mm256_fmadd_ps(p0, _mm256_loadu_ps(x0), a0);
+      a1 = _mm256_fmadd_ps(p0, _mm256_loadu_ps(x0 + 8), a1);
+      b0 = _mm256_fmadd_ps(p1, _mm256_loadu_ps(x1), b0);
+      b1 = _mm256_fmadd_ps(p1, _mm256_loadu_ps(x1 + 8), b1);
     }
-    _mm256_storeu_ps(y + i, a0);
-    _mm256_storeu_ps(y + i + 8, a1);
-    _mm256_storeu_ps(y + i + 16, a2);
-    _mm256_storeu_ps(y + i + 24, a3);
+    if (r < rows) {
+      const __m256 p0 = _mm256_set1_ps(p[r]);
+      a0 = _mm256_fmadd_ps(p0, _mm256_loadu_ps(x + r * stride + i), a0);
+      a1 = _mm256_fmadd_ps(p0, _mm256_loadu_ps(x + r * stride + i + 8), a1);
+    }
+    _mm256_storeu_ps(y + i, _mm256_add_ps(a0, b0));
+    _mm256_storeu_ps(y + i + 8, _mm256_add_ps(a1, b1));
   }
-  for (; i + 8 <= n; i += 8) {
-    __m256 a = _mm256_loadu_ps(y + i);
-    for (int r = 0; r < rows; ++r) a = _mm256_fmadd_ps(_mm256_set1_ps(p[r]), _mm256_loadu_ps(x + r * stride + i), a);
-    _mm256_storeu_ps(y + i, a);
-  }
-  for (; i < n; ++i)
-    for (int r = 0; r < rows; ++r) y[i] += p[r] * x[r * stride + i];
+  axpy_rows_f32_scalar(p, x + i, stride, rows, y + i, n - i);
 }
 
 EMBER_AVX2 void to_f16_avx2(const float* x, std::uint16_t* y, int n) {
@@ -213,8 +233,7 @@ EMBER_AVX512 void dot_keys_f32_avx512(const float* q, const float* k, std::int64
 }
 
 // Sixty-four floats of y stay in registers across the rows, in two sets of four accumulators
-// (even and odd rows) so that two FMA chains run at once; the sets are added at the end, the
-// same way for every call with the same rows.
+// (even and odd rows, the order of the scalar section) so that two FMA chains run at once.
 EMBER_AVX512 void axpy_rows_f32_avx512(const float* p, const float* x, std::int64_t stride,
                                        int rows, float* y, int n) {
   int i = 0;
@@ -240,13 +259,7 @@ EMBER_AVX512 void axpy_rows_f32_avx512(const float* p, const float* x, std::int6
     }
     for (int c = 0; c < 4; ++c) _mm512_storeu_ps(y + i + 16 * c, _mm512_add_ps(a[c], b[c]));
   }
-  for (; i + 16 <= n; i += 16) {
-    __m512 a = _mm512_loadu_ps(y + i);
-    for (int r = 0; r < rows; ++r) a = _mm512_fmadd_ps(_mm512_set1_ps(p[r]), _mm512_loadu_ps(x + r * stride + i), a);
-    _mm512_storeu_ps(y + i, a);
-  }
-  for (; i < n; ++i)
-    for (int r = 0; r < rows; ++r) y[i] += p[r] * x[r * stride + i];
+  axpy_rows_f32_avx2(p, x + i, stride, rows, y + i, n - i);
 }
 
 EMBER_AVX512 void to_f16_avx512(const float* x, std::uint16_t* y, int n) {
@@ -267,53 +280,26 @@ EMBER_AVX512 void from_f16_avx512(const std::uint16_t* x, float* y, int n) {
 
 #endif  // EMBER_X86_DISPATCH
 
-constexpr VecOps kScalar{Isa::scalar, dot_keys_f32_scalar, axpy_rows_f32_scalar, to_f16_scalar,
+constexpr VecOps kScalar{CpuTier::scalar, dot_keys_f32_scalar, axpy_rows_f32_scalar, to_f16_scalar,
                          from_f16_scalar};
 #if EMBER_X86_DISPATCH
-constexpr VecOps kAvx2{Isa::avx2, dot_keys_f32_avx2, axpy_rows_f32_avx2, to_f16_avx2,
+constexpr VecOps kAvx2{CpuTier::avx2, dot_keys_f32_avx2, axpy_rows_f32_avx2, to_f16_avx2,
                        from_f16_avx2};
-constexpr VecOps kAvx512{Isa::avx512, dot_keys_f32_avx512, axpy_rows_f32_avx512, to_f16_avx512,
+constexpr VecOps kAvx512{CpuTier::avx512_vnni, dot_keys_f32_avx512, axpy_rows_f32_avx512, to_f16_avx512,
                          from_f16_avx512};
 #endif
 
-Isa detect_isa() {
-#if EMBER_X86_DISPATCH
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return Isa::avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
-    return Isa::avx2;
-#endif
-  return Isa::scalar;
-}
-
 }  // namespace
 
-// CPUID leaf 1, ECX bit 29: clang before 16 rejects "f16c" in __builtin_cpu_supports.
-bool cpu_has_f16c() {
+const VecOps& vec_ops(CpuTier tier) {
 #if EMBER_X86_DISPATCH
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
-#else
-  return false;
+  if (tier >= CpuTier::avx512_vnni && tier_available(tier)) return kAvx512;
+  if (tier >= CpuTier::avx2 && tier_available(tier)) return kAvx2;
 #endif
-}
-
-Isa best_isa() {
-  static const Isa isa = detect_isa();  // immutable after the first call
-  return isa;
-}
-
-bool isa_supported(Isa isa) { return static_cast<int>(isa) <= static_cast<int>(best_isa()); }
-
-const VecOps& vec_ops(Isa isa) {
-#if EMBER_X86_DISPATCH
-  if (isa == Isa::avx512 && isa_supported(isa)) return kAvx512;
-  if (isa == Isa::avx2 && isa_supported(isa)) return kAvx2;
-#endif
-  (void)isa;
+  (void)tier;
   return kScalar;
 }
 
-const VecOps& vec_ops() { return vec_ops(best_isa()); }
+const VecOps& vec_ops() { return vec_ops(active_tier()); }
 
 }  // namespace ember::kernels::cpu

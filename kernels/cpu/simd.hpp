@@ -8,6 +8,8 @@
 //    score reduction must keep one fixed order.
 #pragma once
 
+#include "kernels/cpu/cpu_tier.hpp"
+
 #include <cstdint>
 
 // ThreadSanitizer instruments the ifunc resolvers of target_clones, which the loader runs before
@@ -30,23 +32,13 @@
 
 namespace ember::kernels::cpu {
 
-enum class Isa { scalar, avx2, avx512 };
-
-const char* to_string(Isa isa);
-
-// The best instruction set of this CPU that VecOps implements (checked once with cpuid).
-Isa best_isa();
-bool isa_supported(Isa isa);
-// Whether the CPU converts half floats in hardware (F16C; ask here, not __builtin_cpu_supports,
-// which older Clang refuses for this feature).
-bool cpu_has_f16c();
 
 // Keys scored by one VecOps::dot_keys_f32 call.
 inline constexpr int kKeyChunk = 16;
 
 // Inner loops of attention. n is any length >= 0 (tails handled).
 struct VecOps {
-  Isa isa;
+  CpuTier tier;  // the lowest tier whose instructions these loops use
   // Scores of one chunk of up to kKeyChunk keys: s[j] = sum_i q[i] * k[j * stride + i] for
   // j < keys, i < n; s[keys..kKeyChunk) = 0. Each s[j] is summed in one fixed order that
   // depends only on n and j's place in the chunk, never on the other keys: attention stays
@@ -62,9 +54,10 @@ struct VecOps {
   void (*from_f16)(const std::uint16_t* x, float* y, int n);  // exact
 };
 
-// The implementation for `isa`; the caller checks isa_supported(isa) (tests run every one).
-const VecOps& vec_ops(Isa isa);
-// The fastest implementation of this CPU.
+// The widest implementation a CPU of `tier` runs (avx2's loops also serve avx_vnni; AVX-512F's
+// serve avx512_vnni and amx); the caller checks tier_available(tier) (tests run every one).
+const VecOps& vec_ops(CpuTier tier);
+// The implementation of active_tier().
 const VecOps& vec_ops();
 
 }  // namespace ember::kernels::cpu

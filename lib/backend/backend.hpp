@@ -54,6 +54,8 @@ class Backend {
   // reads (ModelInfo::decode_weight_bytes; 0: not known).
   virtual std::string weight_format() const = 0;
   virtual std::uint64_t decode_weight_bytes() const { return 0; }
+  // ModelInfo::cpu_tier: the CPU kernels' tier (kernels/cpu/cpu_tier.hpp); empty off the CPU.
+  virtual std::string cpu_tier() const { return {}; }
 
   // The KV pool this backend's forward() reads and writes: host memory by default, device
   // memory on a GPU. Throws Error(out_of_memory) when it cannot be allocated.

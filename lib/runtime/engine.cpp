@@ -104,6 +104,7 @@ ModelInfo Engine::info() const {
   info.has_chat_template = engine.has_chat_template();
   info.weight_format = engine.weight_format();
   info.decode_weight_bytes = engine.decode_weight_bytes();
+  info.cpu_tier = engine.cpu_tier();
   return info;
 }
 

@@ -80,6 +80,7 @@ class EngineCore {
   const RequestBuilder& requests() const { return *requests_; }
   std::string weight_format() const { return backend_->weight_format(); }
   std::uint64_t decode_weight_bytes() const { return backend_->decode_weight_bytes(); }
+  std::string cpu_tier() const { return backend_->cpu_tier(); }
   const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
   const model::ModelConfig& config() const { return config_; }
   const std::string& model_name() const { return config_.name; }

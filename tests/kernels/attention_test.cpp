@@ -21,8 +21,8 @@ namespace {
 // Every VecOps implementation this CPU runs: the kernel is tested on each, not only the fastest.
 std::vector<const VecOps*> all_ops() {
   std::vector<const VecOps*> ops;
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
-    if (isa_supported(isa)) ops.push_back(&vec_ops(isa));
+  for (CpuTier tier : kAllCpuTiers)
+    if (tier_available(tier) && (ops.empty() || ops.back() != &vec_ops(tier))) ops.push_back(&vec_ops(tier));
   return ops;
 }
 
@@ -159,7 +159,7 @@ void run_case(const Case& c, std::uint32_t seed) {
       }
 
   for (const VecOps* ops : all_ops()) {
-    CAPTURE(to_string(ops->isa));
+    CAPTURE(std::string(to_string(ops->tier)));
     std::vector<float> out(static_cast<std::size_t>(row * ldo), 7.0f);
     CpuContext ctx(2);
     AttentionWorkspace workspace;
@@ -278,7 +278,7 @@ TEST_CASE("paged attention gives a row the same bits alone, in a prefill chunk a
     }
     for (const VecOps* ops : all_ops())
       for (int window : {0, 1, 7, 16, 17, 20, 33, 48}) {
-        CAPTURE(to_string(ops->isa)); CAPTURE(window);
+        CAPTURE(std::string(to_string(ops->tier))); CAPTURE(window);
         const AttentionOptions options{window, 0.0f, ops};
         std::vector<float> prefill(static_cast<std::size_t>(len * q_width));
         const AttentionSeq whole{0, len, table_a.data(), blocks};

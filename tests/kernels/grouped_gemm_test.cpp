@@ -1,5 +1,6 @@
 // The W4A8 kernel (kernels/cpu/gemm_grouped.hpp) against a scalar reference of its arithmetic,
-// bit for bit, and against the FP32 product of the weights it was given.
+// bit for bit on every instruction-set tier this CPU has, and against the FP32 product of the
+// weights it was given.
 #include "kernel_test_util.hpp"
 #include "kernels/cpu/gemm_grouped.hpp"
 #include "kernels/cpu/linear.hpp"
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -97,17 +99,42 @@ std::vector<float> reference(const GroupMatrix& w, const GroupedActivations& x) 
   return y;
 }
 
-// Every format the kernel has: 4 and 8 bits, with and without offsets.
+// Every format the kernel has: 4 and 8 bits, with and without offsets (Q4_0, Q4_1, Q8_0, and
+// 8-bit groups with offsets, which no file type has yet).
 constexpr GroupFormat kFormats[] = {{4, false}, {4, true}, {8, false}, {8, true}};
+
+// The tiers this CPU runs, the scalar reference first; says which once.
+std::vector<CpuTier> available_tiers() {
+  std::vector<CpuTier> tiers;
+  std::string names;
+  for (const CpuTier tier : kAllCpuTiers)
+    if (tier_available(tier)) {
+      tiers.push_back(tier);
+      names += std::string(names.empty() ? "" : ", ") + to_string(tier);
+    }
+  static bool said = false;
+  if (!said) MESSAGE("grouped gemm tiers compared: ", names, " (active ", std::string(to_string(grouped_gemm_tier())), ")");
+  said = true;
+  return tiers;
+}
+
+// y = x·Wᵀ on `tier`, every tile.
+std::vector<float> product(const GroupedWeights& w, const GroupedActivations& a, CpuTier tier, int threads,
+                           bool accumulate = false, float start = -1.0f) {
+  std::vector<float> y(static_cast<std::size_t>(a.rows * w.out()), start);
+  gemm_grouped(w, a, y.data(), accumulate, threads, 0, w.tiles(), tier);
+  return y;
+}
+
+bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
 
 }  // namespace
 
-TEST_CASE("grouped gemm: the kernel equals its scalar reference bit for bit, every format, row count and shape") {
-  if (!grouped_gemm_supported()) {
-    MESSAGE("skipped: this CPU has no AVX-512 VNNI");
-    return;
-  }
+TEST_CASE("grouped gemm: every tier equals the scalar reference bit for bit, every format, row count and shape") {
   auto arena = std::make_shared<WeightArena>();
+  const std::vector<CpuTier> tiers = available_tiers();
   struct Shape { std::int64_t out, in; };
   for (const Shape s : {Shape{45, 96}, Shape{576, 576}, Shape{64, 1536}, Shape{16, 32}})
     for (const GroupFormat f : kFormats) {
@@ -118,24 +145,84 @@ TEST_CASE("grouped gemm: the kernel equals its scalar reference bit for bit, eve
       const GroupMatrix m(s.out, s.in, f, 7);
       const GroupedWeights w(s.out, s.in, f, m.source(), arena, 2);
       for (const int terms : {1, 2})
-        for (const std::int64_t rows : {1, 2, 3, 4, 5, 9, 37}) {
+        for (const std::int64_t rows : {1, 2, 3, 4, 5, 9, 37}) {  // GEMV (1, 2 for two terms) and GEMM
           CAPTURE(terms);
           CAPTURE(rows);
           const auto x = random_floats(static_cast<std::size_t>(rows * s.in), 3, -2.0f, 2.0f);
           GroupedActivations a;
           quantize_grouped_activations(x.data(), rows, s.in, s.in, w.padded_in(), a, 2, terms);
-          std::vector<float> y(static_cast<std::size_t>(rows * s.out), -1.0f);
-          gemm_grouped(w, a, y.data(), false, 2);
-          CHECK(bit_mismatches(y, reference(m, a)) == 0);
+          const std::vector<float> expected = reference(m, a);
+          const std::vector<float> scalar = product(w, a, CpuTier::scalar, 2);
+          CHECK(bit_mismatches(scalar, expected) == 0);
+          for (const CpuTier tier : tiers) {
+            CAPTURE(std::string(to_string(tier)));
+            CHECK(same_bytes(product(w, a, tier, 2), scalar));
+            // Accumulating: y_old + product, on every tier alike.
+            CHECK(same_bytes(product(w, a, tier, 1, true, 0.25f), product(w, a, CpuTier::scalar, 1, true, 0.25f)));
+          }
         }
     }
 }
 
+TEST_CASE("grouped gemm: the largest products do not saturate on any tier (all values extreme, activations +-127)") {
+  // vpmaddubsw saturates 16-bit pair sums: 4-bit values 15 and 8-bit values 0 and 255 (q = -128
+  // and 127) against activations of magnitude 127 of equal or opposite sign are the pairs
+  // nearest the limit (gemm_grouped_avx2.cpp).
+  auto arena = std::make_shared<WeightArena>();
+  const std::vector<CpuTier> tiers = available_tiers();
+  const std::int64_t out = 48, in = 256, rows = 6;
+  // Rows 0 and 1 all of one sign, 2 and 3 alternating in pairs (what vpmaddubsw adds), 4 and 5
+  // of random signs.
+  std::vector<float> x(static_cast<std::size_t>(rows * in));
+  std::mt19937 rng(37);
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t k = 0; k < in; ++k) {
+      bool negative = i == 1;
+      if (i == 2 || i == 3) negative = (k / 2 + i) % 2 == 0;
+      if (i >= 4) negative = rng() % 2 == 0;
+      x[static_cast<std::size_t>(i * in + k)] = negative ? -1.0f : 1.0f;
+    }
+  for (const GroupFormat f : kFormats)
+    for (const std::uint8_t extreme : {std::uint8_t{0}, static_cast<std::uint8_t>((1 << f.bits) - 1)}) {
+      CAPTURE(f.bits);
+      CAPTURE(f.offsets);
+      CAPTURE(int{extreme});
+      GroupMatrix m(out, in, f, 31);
+      const auto other = static_cast<std::uint8_t>((1 << f.bits) - 1 - extreme);  // every third value
+      for (std::size_t e = 0; e < m.u.size(); ++e) m.u[e] = e % 3 == 2 ? other : extreme;
+      const GroupedWeights w(out, in, f, m.source(), arena, 1);
+      for (const int terms : {1, 2}) {
+        GroupedActivations a;
+        quantize_grouped_activations(x.data(), rows, in, in, w.padded_in(), a, 1, terms);
+        REQUIRE(std::all_of(a.q.begin(), a.q.begin() + in, [](std::int8_t v) { return v == 127; }));
+        const std::vector<float> expected = reference(m, a);
+        for (const CpuTier tier : tiers) {
+          CAPTURE(std::string(to_string(tier)));
+          CHECK(bit_mismatches(product(w, a, tier, 1), expected) == 0);
+        }
+      }
+    }
+}
+
+TEST_CASE("grouped gemm: a tier this CPU lacks is refused") {
+  auto arena = std::make_shared<WeightArena>();
+  const GroupMatrix m(16, 64, GroupFormat{4, false}, 3);
+  const GroupedWeights w(16, 64, m.format, m.source(), arena, 1);
+  GroupedActivations a;
+  const auto x = random_floats(64, 5);
+  quantize_grouped_activations(x.data(), 1, 64, 64, w.padded_in(), a, 1);
+  std::vector<float> y(16);
+  int refused = 0;
+  for (const CpuTier tier : kAllCpuTiers)
+    if (!tier_available(tier)) {
+      CHECK_THROWS_AS(gemm_grouped(w, a, y.data(), false, 1, 0, w.tiles(), tier), ember::Error);
+      ++refused;
+    }
+  CHECK(tier_available(grouped_gemm_tier()));
+  if (refused == 0) MESSAGE("every tier is available here: nothing to refuse");
+}
+
 TEST_CASE("grouped gemm: a row alone equals the same row in a batch, on one thread or two") {
-  if (!grouped_gemm_supported()) {
-    MESSAGE("skipped: this CPU has no AVX-512 VNNI");
-    return;
-  }
   auto arena = std::make_shared<WeightArena>();
   const std::int64_t out = 200, in = 640, rows = 23;
   for (const GroupFormat f : {GroupFormat{4, true}, GroupFormat{8, false}})
@@ -160,10 +247,6 @@ TEST_CASE("grouped gemm: a row alone equals the same row in a batch, on one thre
 }
 
 TEST_CASE("grouped linear: the product of the weights, and y_old + product when accumulating") {
-  if (!grouped_gemm_supported()) {
-    MESSAGE("skipped: this CPU has no AVX-512 VNNI");
-    return;
-  }
   CpuContext ctx(2);
   const std::int64_t out = 77, in = 256, rows = 6;
   for (const GroupFormat f : kFormats) {
@@ -171,7 +254,8 @@ TEST_CASE("grouped linear: the product of the weights, and y_old + product when 
     CAPTURE(f.offsets);
     const GroupMatrix m(out, in, f, 13);
     const auto linear = make_grouped_linear(ctx, out, in, f, m.source());
-    CHECK(linear->implementation(ctx, 1) == (f.bits == 4 ? "w4a8:avx512_vnni" : "w8a8-g32:avx512_vnni"));
+    CHECK(linear->implementation(ctx, 1) ==
+          std::string(f.bits == 4 ? "w4a8:" : "w8a8-g32:") + to_string(grouped_gemm_tier()));
     const auto x = random_floats(static_cast<std::size_t>(rows * in), 17, -1.0f, 1.0f);
     std::vector<double> exact(static_cast<std::size_t>(rows * out));
     for (std::int64_t i = 0; i < rows; ++i)
@@ -196,10 +280,6 @@ TEST_CASE("grouped linear: the product of the weights, and y_old + product when 
 }
 
 TEST_CASE("grouped linear: outputs in slices of 32 equal the whole product bit for bit") {
-  if (!grouped_gemm_supported()) {
-    MESSAGE("skipped: this CPU has no AVX-512 VNNI");
-    return;
-  }
   CpuContext ctx(2);
   const std::int64_t out = 300, in = 128;
   const GroupMatrix w(out, in, GroupFormat{8, false}, 19);

@@ -3,6 +3,7 @@
 #include "backend/cpu/cpu_ops.hpp"
 #include "backend/cpu/memory_plan.hpp"
 #include "backend/cpu/weight_preparation.hpp"
+#include "kernels/cpu/cpu_tier.hpp"
 #include "model/decoder_graph.hpp"
 #include "util/check.hpp"
 
@@ -33,6 +34,7 @@ class KernelBackend final : public Backend {
   const model::ModelConfig& config() const override { return config_; }
   std::string name() const override { return gemm_ == Precision::int8 ? "cpu-int8" : "cpu-fp32-kernels"; }
   std::string weight_format() const override { return weight_format_; }
+  std::string cpu_tier() const override { return kernels::cpu::to_string(kernels::cpu::active_tier()); }
   std::uint64_t decode_weight_bytes() const override {
     std::uint64_t bytes = 0;
     for (int l = -1; l < config_.layers; ++l) bytes += linear_bytes(l);

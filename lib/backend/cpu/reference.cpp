@@ -8,6 +8,7 @@
 #include "backend/cpu/reference.hpp"
 
 #include "backend/cpu/memory_plan.hpp"
+#include "kernels/cpu/cpu_tier.hpp"
 #include "model/decoder_graph.hpp"
 #include "util/check.hpp"
 #include "util/fp16.hpp"
@@ -280,6 +281,7 @@ class ReferenceBackend final : public Backend {
   const model::ModelConfig& config() const override { return config_; }
   std::string name() const override { return "cpu-fp32-reference"; }
   std::string weight_format() const override { return "fp32"; }
+  std::string cpu_tier() const override { return kernels::cpu::to_string(kernels::cpu::active_tier()); }
 
   std::unique_ptr<KvCache> make_kv_cache(const KvGeometry& g) const override {
     check_kv_type(g.type);

@@ -1,0 +1,183 @@
+// The grouped kernel on AVX-512 VNNI: a 64-byte line of the layout is one register, 16 output
+// rows times 4 inputs, the operand vpdpbusd multiplies with 4 broadcast activations. Also the
+// kernel of the AMX tier: AMX's tiles would need another layout for a kernel that is bound by
+// memory in decode, and prefill's 4-bit products are unpacked from nibbles either way.
+//
+// One micro-kernel serves every row count: a tile (up to two blocks, 32 outputs) against up to
+// four term rows, all inputs, holding the rows' float sums in registers. Prefill reruns it for
+// each group of four rows while the tile's weights are still in L2, so 4-bit ones are unpacked
+// from nibbles once per four rows; decode's one row streams them once from memory.
+//
+// Compiled with -mavx512f -mavx512bw -mavx512vnni -mf16c -mfma -ffp-contract=off
+// (kernels/CMakeLists.txt); raw pointers and intrinsics only (gemm_grouped_tiers.hpp says why).
+#include "kernels/cpu/gemm_grouped_tiers.hpp"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+namespace ember::kernels::cpu::grouped {
+
+namespace {
+
+constexpr int kTileRows = 4;  // term rows per micro-kernel call
+
+// Term rows [row0, row0 + M) of the tile (NB blocks): one pass over its inputs. With kTerms = 2,
+// M is even and term rows 2i and 2i + 1 are the two terms of y's row row0 / 2 + i. The first
+// pass over a tile (row0 = 0) prefetches the weights ahead of it; later passes find them in L2.
+template <int M, int NB, int kBits, bool kOffsets, int kTerms>
+void tile_rows(const TileJob& job, std::int64_t row0) {
+  static_assert(M % kTerms == 0);
+  constexpr int kLines = 2 * kBits;  // value lines per span
+  constexpr std::int32_t kBias = 1 << (kBits - 1);
+  // With few rows, the low and high nibbles feed separate INT32 sums so that enough independent
+  // vpdpbusd chains hide the instruction's latency; INT32 sums are exact, so this changes no
+  // result.
+  constexpr int U = M * NB <= 4 ? 2 : 1;
+  const std::int64_t record = job.record_bytes, groups = job.groups;
+  const std::uint8_t* wt = job.weights;
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const std::int8_t* xq[M];
+  const float* xs[M];
+  const std::int32_t* xsum[M];
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i) {
+    xq[i] = job.q + (row0 + i) * job.padded_in;
+    xs[i] = job.scales + (row0 + i) * groups;
+    xsum[i] = job.sums + (row0 + i) * groups;
+  }
+  __m512 sum[M][NB];
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) sum[i][b] = _mm512_setzero_ps();
+
+  const bool prefetch = row0 == 0;
+  for (std::int64_t s = 0; s < job.spans; ++s) {
+    const std::uint8_t* rec = wt + s * NB * record;
+    if (prefetch)  // past the tile's end it is the next tile's, which this thread likely takes
+      for (std::int64_t at = 0; at < NB * record; at += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(rec + job.prefetch_ahead + at), _MM_HINT_T0);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const std::int64_t g = 2 * s + h;
+      __m512i acc[U][M][NB];
+#pragma GCC unroll 2
+      for (int u = 0; u < U; ++u)
+#pragma GCC unroll 4
+        for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+          for (int b = 0; b < NB; ++b) acc[u][i][b] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        __m512i lo[NB], hi[NB];
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; ++b) {
+          if constexpr (kBits == 4) {
+            const __m512i v = _mm512_load_si512(rec + ((h * 4 + j) * NB + b) * 64);
+            lo[b] = _mm512_and_si512(v, low4);
+            hi[b] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+          } else {
+            lo[b] = _mm512_load_si512(rec + ((h * 8 + j) * NB + b) * 64);
+            hi[b] = _mm512_load_si512(rec + ((h * 8 + 4 + j) * NB + b) * 64);
+          }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < M; ++i) {
+          std::int32_t x_lo, x_hi;
+          std::memcpy(&x_lo, xq[i] + g * 32 + 4 * j, 4);
+          std::memcpy(&x_hi, xq[i] + g * 32 + 16 + 4 * j, 4);
+          const __m512i bl = _mm512_set1_epi32(x_lo), bh = _mm512_set1_epi32(x_hi);
+#pragma GCC unroll 4
+          for (int b = 0; b < NB; ++b) {
+            acc[0][i][b] = _mm512_dpbusd_epi32(acc[0][i][b], lo[b], bl);
+            acc[U - 1][i][b] = _mm512_dpbusd_epi32(acc[U - 1][i][b], hi[b], bh);
+          }
+        }
+      }
+#pragma GCC unroll 4
+      for (int b = 0; b < NB; ++b) {
+        const std::uint8_t* scales = rec + NB * kLines * 64 + (h * NB + b) * 32;
+        // The all-ones maskz forms (here and below) are vcvtph2ps and vcvtdq2ps all the same; the
+        // plain intrinsics trip GCC 12's -Wmaybe-uninitialized inside its own header.
+        const __m512 d = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_load_si256(reinterpret_cast<const __m256i*>(scales)));
+#pragma GCC unroll 4
+        for (int i = 0; i < M; ++i) {
+          __m512i a = acc[0][i][b];
+          if constexpr (U == 2) a = _mm512_add_epi32(a, acc[1][i][b]);
+          __m512 v;
+          if constexpr (kOffsets) {
+            const __m512 o =
+                _mm512_maskz_cvtph_ps(0xFFFF, _mm256_load_si256(reinterpret_cast<const __m256i*>(scales + NB * 64)));
+            v = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, a), d);
+            v = _mm512_fmadd_ps(o, _mm512_set1_ps(static_cast<float>(xsum[i][g])), v);
+          } else {
+            a = _mm512_sub_epi32(a, _mm512_set1_epi32(kBias * xsum[i][g]));
+            v = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, a), d);
+          }
+          sum[i][b] = _mm512_fmadd_ps(v, _mm512_set1_ps(xs[i][g]), sum[i][b]);
+        }
+      }
+    }
+  }
+
+#pragma GCC unroll 4
+  for (int b = 0; b < NB; ++b) {
+    const std::int64_t n0 = job.first_output + b * 16;
+    const std::int64_t left = job.out - n0;
+    const auto mask = static_cast<__mmask16>(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
+#pragma GCC unroll 4
+    for (int i = 0; i < M / kTerms; ++i) {
+      float* yp = job.y + (row0 / kTerms + i) * job.out + n0;
+      __m512 v = sum[kTerms * i][b];
+      if constexpr (kTerms == 2) v = _mm512_add_ps(v, sum[2 * i + 1][b]);
+      if (job.accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, yp), v);
+      _mm512_mask_storeu_ps(yp, mask, v);
+    }
+  }
+}
+
+using RowsFn = void (*)(const TileJob&, std::int64_t);
+
+// The micro-kernel for `rows` term rows (1..kTileRows; with two terms, even) of NB blocks.
+template <int NB, int kBits, bool kOffsets, int kTerms>
+RowsFn rows_kernel(std::int64_t rows) {
+  if constexpr (kTerms == 2) {
+    return rows == 2 ? &tile_rows<2, NB, kBits, kOffsets, 2> : &tile_rows<4, NB, kBits, kOffsets, 2>;
+  } else {
+    switch (rows) {
+      case 1: return &tile_rows<1, NB, kBits, kOffsets, 1>;
+      case 2: return &tile_rows<2, NB, kBits, kOffsets, 1>;
+      case 3: return &tile_rows<3, NB, kBits, kOffsets, 1>;
+      default: return &tile_rows<4, NB, kBits, kOffsets, 1>;
+    }
+  }
+}
+
+template <int kBits, bool kOffsets, int kTerms>
+void run_format(const TileJob& job) {
+  for (std::int64_t i = 0; i < job.term_rows; i += kTileRows) {
+    const std::int64_t rows = job.term_rows - i < kTileRows ? job.term_rows - i : kTileRows;
+    const RowsFn fn = job.blocks == 2 ? rows_kernel<2, kBits, kOffsets, kTerms>(rows)
+                                      : rows_kernel<1, kBits, kOffsets, kTerms>(rows);
+    fn(job, i);
+  }
+}
+
+}  // namespace
+
+void tile_avx512_vnni(const TileJob& job) {
+  const int format = (job.bits == 8) * 4 + job.offsets * 2 + (job.terms == 2);
+  switch (format) {
+    case 0: return run_format<4, false, 1>(job);
+    case 1: return run_format<4, false, 2>(job);
+    case 2: return run_format<4, true, 1>(job);
+    case 3: return run_format<4, true, 2>(job);
+    case 4: return run_format<8, false, 1>(job);
+    case 5: return run_format<8, false, 2>(job);
+    case 6: return run_format<8, true, 1>(job);
+    default: return run_format<8, true, 2>(job);
+  }
+}
+
+}  // namespace ember::kernels::cpu::grouped

@@ -1,0 +1,288 @@
+// The grouped kernel on AVX-VNNI: 256-bit vpdpbusd (Intel's consumer CPUs from Alder Lake on,
+// and every AVX-512 VNNI CPU through its AVX-512VL encoding). The structure is the AVX2 tier's
+// (gemm_grouped_avx2.cpp): a 64-byte line of the layout is two registers, output rows 0-7 and
+// 8-15 of its block; vpdpbusd adds 4 products of unsigned values and INT8 activations into each
+// INT32 lane without saturating, so both widths multiply the stored values u as the AVX-512
+// tier does. The float epilogue is gemm_grouped_tiers.hpp's, lane by lane: equal to the others.
+//
+// Compiled twice (kernels/CMakeLists.txt), always with -mavx2 -mfma -mf16c -ffp-contract=off:
+// with -mavxvnni, the VEX encoding of Intel's consumer CPUs, as tile_avx_vnni; and with
+// -mavx512vl -mavx512vnni, the EVEX encoding of AVX-512 VNNI CPUs that lack AVX-VNNI (AMD Zen
+// 4), as tile_avx_vnni_evex. Raw pointers and intrinsics only (gemm_grouped_tiers.hpp says why).
+#include "kernels/cpu/gemm_grouped_tiers.hpp"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#if defined(__AVXVNNI__)
+#define EMBER_DPBUSD256 _mm256_dpbusd_avx_epi32
+#define EMBER_TILE_AVX_VNNI tile_avx_vnni
+#else
+#define EMBER_DPBUSD256 _mm256_dpbusd_epi32
+#define EMBER_TILE_AVX_VNNI tile_avx_vnni_evex
+#endif
+
+namespace ember::kernels::cpu::grouped {
+
+namespace {
+
+constexpr int kTileRows = 4;    // term rows per micro-kernel call (decode's few rows)
+constexpr int kPanelRows = 16;  // term rows per call of the many-rows kernel (prefill)
+
+[[gnu::always_inline]] inline __m256i broadcast4(const std::int8_t* x) {
+  std::int32_t v;
+  std::memcpy(&v, x, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// The INT32 dot products of group g (h of the span) for the 8 outputs of column c (block c / 2,
+// rows 8 (c % 2) onwards) with M term rows: the values as stored (u, not u - bias). With few
+// rows, the group's two halves feed separate sums so that enough independent vpdpbusd chains
+// hide the instruction's latency; INT32 sums are exact, so this changes no result.
+template <int M, int NB, int kBits>
+[[gnu::always_inline]] inline void group_dots(const std::uint8_t* rec, int h, int c, const std::int8_t* const* xg,
+                                              __m256i* acc) {
+  constexpr int U = M <= 2 ? 2 : 1;
+  const int b = c / 2;
+  const std::uint8_t* lines = rec + (c % 2) * 32;
+  __m256i part[U][M];
+#pragma GCC unroll 2
+  for (int u = 0; u < U; ++u)
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) part[u][i] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    __m256i lo, hi;  // inputs 4j..4j+3 and 16+4j..16+4j+3
+    if constexpr (kBits == 4) {
+      const __m256i low4 = _mm256_set1_epi8(0x0F);
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(lines + ((h * 4 + j) * NB + b) * 64));
+      lo = _mm256_and_si256(v, low4);
+      hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+    } else {
+      lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(lines + ((h * 8 + j) * NB + b) * 64));
+      hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(lines + ((h * 8 + 4 + j) * NB + b) * 64));
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) {
+      part[0][i] = EMBER_DPBUSD256(part[0][i], lo, broadcast4(xg[i] + 4 * j));
+      part[U - 1][i] = EMBER_DPBUSD256(part[U - 1][i], hi, broadcast4(xg[i] + 16 + 4 * j));
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i) acc[i] = U == 2 ? _mm256_add_epi32(part[0][i], part[U - 1][i]) : part[0][i];
+}
+
+// Term rows [row0, row0 + M) of the tile (NB blocks): one pass over its inputs. With kTerms = 2,
+// M is even and term rows 2i and 2i + 1 are the two terms of y's row row0 / 2 + i. The first
+// pass over a tile (row0 = 0) prefetches the weights ahead of it; later passes find them in L2.
+template <int M, int NB, int kBits, bool kOffsets, int kTerms>
+void tile_rows(const TileJob& job, std::int64_t row0) {
+  static_assert(M % kTerms == 0);
+  constexpr int C = 2 * NB;          // registers of 8 outputs
+  constexpr int kLines = 2 * kBits;  // value lines per span
+  constexpr std::int32_t kBias = 1 << (kBits - 1);
+  const std::int64_t record = job.record_bytes, groups = job.groups;
+  const std::int8_t* xq[M];
+  const float* xs[M];
+  const std::int32_t* xsum[M];
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i) {
+    xq[i] = job.q + (row0 + i) * job.padded_in;
+    xs[i] = job.scales + (row0 + i) * groups;
+    xsum[i] = job.sums + (row0 + i) * groups;
+  }
+  __m256 sum[M][C];
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) sum[i][c] = _mm256_setzero_ps();
+
+  const bool prefetch = row0 == 0;
+  for (std::int64_t s = 0; s < job.spans; ++s) {
+    const std::uint8_t* rec = job.weights + s * NB * record;
+    if (prefetch)  // past the tile's end it is the next tile's, which this thread likely takes
+      for (std::int64_t at = 0; at < NB * record; at += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(rec + job.prefetch_ahead + at), _MM_HINT_T0);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const std::int64_t g = 2 * s + h;
+      const std::int8_t* xg[M];
+#pragma GCC unroll 4
+      for (int i = 0; i < M; ++i) xg[i] = xq[i] + g * 32;
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        __m256i acc[M];
+        group_dots<M, NB, kBits>(rec, h, c, xg, acc);
+        const std::uint8_t* scales = rec + NB * kLines * 64 + (h * NB + c / 2) * 32 + (c % 2) * 16;
+        const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
+#pragma GCC unroll 4
+        for (int i = 0; i < M; ++i) {
+          __m256i a = acc[i];
+          __m256 v;
+          if constexpr (kOffsets) {
+            const __m256 o = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + NB * 64)));
+            v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
+            v = _mm256_fmadd_ps(o, _mm256_set1_ps(static_cast<float>(xsum[i][g])), v);
+          } else {
+            a = _mm256_sub_epi32(a, _mm256_set1_epi32(kBias * xsum[i][g]));
+            v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
+          }
+          sum[i][c] = _mm256_fmadd_ps(v, _mm256_set1_ps(xs[i][g]), sum[i][c]);
+        }
+      }
+    }
+  }
+
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+#pragma GCC unroll 4
+  for (int c = 0; c < C; ++c) {
+    const std::int64_t n0 = job.first_output + c * 8;
+    if (n0 >= job.out) break;
+    const std::int64_t left = job.out - n0;
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left < 8 ? left : 8)), lane);
+#pragma GCC unroll 4
+    for (int i = 0; i < M / kTerms; ++i) {
+      float* yp = job.y + (row0 / kTerms + i) * job.out + n0;
+      __m256 v = sum[kTerms * i][c];
+      if constexpr (kTerms == 2) v = _mm256_add_ps(v, sum[2 * i + 1][c]);
+      if (job.accumulate) v = _mm256_add_ps(_mm256_maskload_ps(yp, mask), v);
+      _mm256_maskstore_ps(yp, mask, v);
+    }
+  }
+}
+
+// Prefill's many rows of 4-bit weights: term rows [row0, row0 + rows), rows <= kPanelRows. A
+// group's weights for 8 outputs are unpacked into registers once and every row streams past
+// them, its float sums kept in a small array (L1) rather than in registers: one load and store a
+// row and group against 8 multiplies, where holding more rows' sums in the 16 registers spills
+// more. Two independent vpdpbusd chains a row, and the rows' independence, hide its latency.
+// The float operations on each output are tile_rows', in the same order.
+template <int NB, bool kOffsets, int kTerms>
+void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
+  constexpr int C = 2 * NB;
+  constexpr std::int32_t kBias = 8;
+  const std::int64_t record = job.record_bytes, groups = job.groups;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  alignas(32) float sum[kPanelRows][C][8];
+  for (int i = 0; i < rows; ++i)
+    for (int c = 0; c < C; ++c) _mm256_store_ps(sum[i][c], _mm256_setzero_ps());
+
+  for (std::int64_t s = 0; s < job.spans; ++s) {
+    const std::uint8_t* rec = job.weights + s * NB * record;
+    if (row0 == 0)  // the first pass over the tile; past its end it is the next tile's
+      for (std::int64_t at = 0; at < NB * record; at += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(rec + job.prefetch_ahead + at), _MM_HINT_T0);
+    for (int h = 0; h < 2; ++h) {
+      const std::int64_t g = 2 * s + h;
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        const int b = c / 2;
+        const std::uint8_t* lines = rec + (c % 2) * 32;
+        __m256i lo[4], hi[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(lines + ((h * 4 + j) * NB + b) * 64));
+          lo[j] = _mm256_and_si256(v, low4);
+          hi[j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        }
+        const std::uint8_t* scales = rec + NB * 8 * 64 + (h * NB + b) * 32 + (c % 2) * 16;
+        const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
+        __m256 o = _mm256_setzero_ps();
+        if constexpr (kOffsets) o = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + NB * 64)));
+#pragma GCC unroll 1
+        for (int i = 0; i < rows; ++i) {
+          const std::int8_t* x = job.q + (row0 + i) * job.padded_in + g * 32;
+          __m256i part_lo = _mm256_setzero_si256(), part_hi = _mm256_setzero_si256();
+#pragma GCC unroll 4
+          for (int j = 0; j < 4; ++j) {
+            part_lo = EMBER_DPBUSD256(part_lo, lo[j], broadcast4(x + 4 * j));
+            part_hi = EMBER_DPBUSD256(part_hi, hi[j], broadcast4(x + 16 + 4 * j));
+          }
+          __m256i a = _mm256_add_epi32(part_lo, part_hi);
+          const std::int32_t xsum = job.sums[(row0 + i) * groups + g];
+          __m256 v;
+          if constexpr (kOffsets) {
+            v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
+            v = _mm256_fmadd_ps(o, _mm256_set1_ps(static_cast<float>(xsum)), v);
+          } else {
+            a = _mm256_sub_epi32(a, _mm256_set1_epi32(kBias * xsum));
+            v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
+          }
+          const __m256 xs = _mm256_set1_ps(job.scales[(row0 + i) * groups + g]);
+          _mm256_store_ps(sum[i][c], _mm256_fmadd_ps(v, xs, _mm256_load_ps(sum[i][c])));
+        }
+      }
+    }
+  }
+
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int c = 0; c < C; ++c) {
+    const std::int64_t n0 = job.first_output + c * 8;
+    if (n0 >= job.out) break;
+    const std::int64_t left = job.out - n0;
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left < 8 ? left : 8)), lane);
+    for (int i = 0; i < rows / kTerms; ++i) {
+      float* yp = job.y + (row0 / kTerms + i) * job.out + n0;
+      __m256 v = _mm256_load_ps(sum[kTerms * i][c]);
+      if constexpr (kTerms == 2) v = _mm256_add_ps(v, _mm256_load_ps(sum[2 * i + 1][c]));
+      if (job.accumulate) v = _mm256_add_ps(_mm256_maskload_ps(yp, mask), v);
+      _mm256_maskstore_ps(yp, mask, v);
+    }
+  }
+}
+
+using RowsFn = void (*)(const TileJob&, std::int64_t);
+
+// The micro-kernel for `rows` term rows (1..kTileRows; with two terms, even) of NB blocks.
+template <int NB, int kBits, bool kOffsets, int kTerms>
+RowsFn rows_kernel(std::int64_t rows) {
+  if constexpr (kTerms == 2) {
+    return rows == 2 ? &tile_rows<2, NB, kBits, kOffsets, 2> : &tile_rows<4, NB, kBits, kOffsets, 2>;
+  } else {
+    switch (rows) {
+      case 1: return &tile_rows<1, NB, kBits, kOffsets, 1>;
+      case 2: return &tile_rows<2, NB, kBits, kOffsets, 1>;
+      case 3: return &tile_rows<3, NB, kBits, kOffsets, 1>;
+      default: return &tile_rows<4, NB, kBits, kOffsets, 1>;
+    }
+  }
+}
+
+template <int kBits, bool kOffsets, int kTerms>
+void run_format(const TileJob& job) {
+  if constexpr (kBits == 4) {
+    if (job.term_rows > kTileRows) {
+      for (std::int64_t i = 0; i < job.term_rows; i += kPanelRows) {
+        const auto rows = static_cast<int>(job.term_rows - i < kPanelRows ? job.term_rows - i : kPanelRows);
+        if (job.blocks == 2) panel_rows<2, kOffsets, kTerms>(job, i, rows);
+        else panel_rows<1, kOffsets, kTerms>(job, i, rows);
+      }
+      return;
+    }
+  }
+  for (std::int64_t i = 0; i < job.term_rows; i += kTileRows) {
+    const std::int64_t rows = job.term_rows - i < kTileRows ? job.term_rows - i : kTileRows;
+    const RowsFn fn = job.blocks == 2 ? rows_kernel<2, kBits, kOffsets, kTerms>(rows)
+                                      : rows_kernel<1, kBits, kOffsets, kTerms>(rows);
+    fn(job, i);
+  }
+}
+
+}  // namespace
+
+void EMBER_TILE_AVX_VNNI(const TileJob& job) {
+  const int format = (job.bits == 8) * 4 + job.offsets * 2 + (job.terms == 2);
+  switch (format) {
+    case 0: return run_format<4, false, 1>(job);
+    case 1: return run_format<4, false, 2>(job);
+    case 2: return run_format<4, true, 1>(job);
+    case 3: return run_format<4, true, 2>(job);
+    case 4: return run_format<8, false, 1>(job);
+    case 5: return run_format<8, false, 2>(job);
+    case 6: return run_format<8, true, 1>(job);
+    default: return run_format<8, true, 2>(job);
+  }
+}
+
+}  // namespace ember::kernels::cpu::grouped

@@ -1,0 +1,163 @@
+#include "kernels/cpu/cpu_tier.hpp"
+
+#include <dnnl.hpp>
+
+#include <cstdlib>
+#include <string>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#define EMBER_TIER_X86 1
+#else
+#define EMBER_TIER_X86 0
+#endif
+
+namespace ember::kernels::cpu {
+
+namespace {
+
+#if EMBER_TIER_X86
+
+struct Cpuid {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+};
+
+Cpuid cpuid(unsigned leaf, unsigned subleaf) {
+  Cpuid r;
+  if (__get_cpuid_count(leaf, subleaf, &r.eax, &r.ebx, &r.ecx, &r.edx) == 0) return {};
+  return r;
+}
+
+bool bit(unsigned word, int n) { return ((word >> n) & 1u) != 0; }
+
+// XCR0: which register state the OS saves on a context switch. A CPU may have AVX-512 that the
+// OS has not enabled (then its instructions fault).
+unsigned long long xcr0() {
+  unsigned eax = 0, edx = 0;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<unsigned long long>(edx) << 32) | eax;
+}
+
+struct Features {
+  bool avx2 = false, avx_vnni_vex = false, avx512_vnni = false, amx = false;
+};
+
+Features read_features() {
+  Features f;
+  const Cpuid l1 = cpuid(1, 0);
+  const bool osxsave = bit(l1.ecx, 27);
+  if (!osxsave || !bit(l1.ecx, 28) /*AVX*/) return f;
+  const unsigned long long xcr = xcr0();
+  const bool ymm_state = (xcr & 0x6u) == 0x6u;             // SSE + AVX
+  const bool zmm_state = (xcr & 0xE6u) == 0xE6u;           // + opmask, ZMM_Hi256, Hi16_ZMM
+  const bool tile_state = (xcr & 0x60000u) == 0x60000u;    // XTILECFG + XTILEDATA
+  const Cpuid l7 = cpuid(7, 0);
+  const Cpuid l7s1 = cpuid(7, 1);
+  f.avx2 = ymm_state && bit(l7.ebx, 5) && bit(l1.ecx, 12) /*FMA*/ && bit(l1.ecx, 29) /*F16C*/;
+  f.avx_vnni_vex = f.avx2 && bit(l7s1.eax, 4);
+  f.avx512_vnni = f.avx2 && zmm_state && bit(l7.ebx, 16) /*F*/ && bit(l7.ebx, 17) /*DQ*/ &&
+                  bit(l7.ebx, 30) /*BW*/ && bit(l7.ebx, 31) /*VL*/ && bit(l7.ecx, 11) /*VNNI*/;
+  f.amx = f.avx512_vnni && tile_state && bit(l7.edx, 24) /*AMX-TILE*/ && bit(l7.edx, 25) /*AMX-INT8*/;
+  return f;
+}
+
+#else
+
+struct Features {
+  bool avx2 = false, avx_vnni_vex = false, avx512_vnni = false, amx = false;
+};
+Features read_features() { return {}; }
+
+#endif
+
+const Features& features() {
+  static const Features f = read_features();  // immutable after the first call
+  return f;
+}
+
+CpuTier tier_of(const Features& f) {
+  if (f.amx) return CpuTier::amx;
+  if (f.avx512_vnni) return CpuTier::avx512_vnni;
+  if (f.avx_vnni_vex) return CpuTier::avx_vnni;
+  if (f.avx2) return CpuTier::avx2;
+  return CpuTier::scalar;
+}
+
+dnnl::cpu_isa onednn_isa(CpuTier tier) {
+  switch (tier) {
+    case CpuTier::scalar: return dnnl::cpu_isa::sse41;
+    case CpuTier::avx2: return dnnl::cpu_isa::avx2;
+    case CpuTier::avx_vnni: return dnnl::cpu_isa::avx2_vnni;
+    case CpuTier::avx512_vnni: return dnnl::cpu_isa::avx512_core_vnni;
+    case CpuTier::amx: return dnnl::cpu_isa::all;
+  }
+  return dnnl::cpu_isa::all;
+}
+
+struct Decision {
+  CpuTier tier = CpuTier::scalar;
+  std::string cap_error;
+};
+
+Decision decide() {
+  Decision d;
+  d.tier = detected_tier();
+  const char* cap = std::getenv("EMBER_CPU_ISA");
+  if (cap == nullptr || *cap == '\0') return d;
+  const std::optional<CpuTier> parsed = parse_cpu_tier(cap);
+  if (!parsed) {
+    d.cap_error = cap;
+    return d;
+  }
+  if (*parsed < d.tier) d.tier = *parsed;
+  // Before ember's first primitive (CpuContext asks for the tier before creating its engine).
+  // oneDNN refuses once it has dispatched a kernel (an embedding host that used it first); then
+  // its own kernels stay at the hardware's ISA, while ember's follow the cap.
+  try {
+    dnnl::set_max_cpu_isa(onednn_isa(d.tier));
+  } catch (const dnnl::error&) {
+  }
+  return d;
+}
+
+const Decision& decision() {
+  static const Decision d = decide();  // immutable after the first call
+  return d;
+}
+
+}  // namespace
+
+const char* to_string(CpuTier tier) {
+  switch (tier) {
+    case CpuTier::scalar: return "scalar";
+    case CpuTier::avx2: return "avx2";
+    case CpuTier::avx_vnni: return "avx_vnni";
+    case CpuTier::avx512_vnni: return "avx512_vnni";
+    case CpuTier::amx: return "amx";
+  }
+  return "?";
+}
+
+std::optional<CpuTier> parse_cpu_tier(std::string_view name) {
+  std::string lower(name);
+  for (char& c : lower)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  for (CpuTier tier : kAllCpuTiers)
+    if (lower == to_string(tier)) return tier;
+  return std::nullopt;
+}
+
+CpuTier detected_tier() {
+  // An AVX-512 VNNI CPU without AVX-VNNI still has the avx_vnni tier (its EVEX form).
+  return tier_of(features());
+}
+
+CpuTier active_tier() { return decision().tier; }
+
+bool tier_available(CpuTier tier) { return static_cast<int>(tier) <= static_cast<int>(active_tier()); }
+
+bool cpu_has_avx_vnni_vex() { return features().avx_vnni_vex; }
+
+std::string_view cpu_tier_cap_error() { return decision().cap_error; }
+
+}  // namespace ember::kernels::cpu

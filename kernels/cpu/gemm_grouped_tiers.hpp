@@ -1,0 +1,54 @@
+// The grouped kernel's instruction-set tiers (see gemm_grouped.hpp for the layout and the
+// arithmetic). Each tier multiplies one tile of GroupedWeights with every term row of the
+// activations; gemm_grouped picks one tier from active_tier() and shares the tiles out.
+//
+// Plain data only: the x86 tiers are compiled with their own -m flags
+// (kernels/cpu/arch/x86/gemm_grouped_<tier>.cpp), and an inline function they instantiated
+// (a member of GroupedWeights, std::vector::data) could be the copy the linker keeps for every
+// caller, AVX-512 code on a CPU without it.
+//
+// Every tier performs the same float operations on each output in the same order, which makes
+// the tiers bit-identical (the INT8 products are exact integers on every tier):
+//   per term row, for each group g in input order, with acc the group's INT32 dot product,
+//     with offsets:    v = float(acc) * d;  v = fma(o, float(sum), v)
+//     without:         v = float(acc - bias * sum) * d
+//     s = fma(v, scale, s)                       (s starts at +0)
+//   then y = s (one term) or s_0 + s_1 (two), and y = y_old + y when accumulating.
+#pragma once
+
+#include <cstdint>
+
+namespace ember::kernels::cpu::grouped {
+
+// One tile against term rows [0, term_rows).
+struct TileJob {
+  const std::uint8_t* weights = nullptr;  // the tile's spans, GroupedWeights::tile(t)
+  std::int64_t spans = 0;                 // spans of 64 inputs
+  std::int64_t record_bytes = 0;          // one block's bytes per span
+  int blocks = 1;                         // blocks of 16 outputs in the tile: 1 or 2
+  int bits = 4;                           // 4 or 8
+  bool offsets = false;                   // each group has its own offset
+  bool accumulate = false;                // y = y_old + product
+  int terms = 1;                          // INT8 terms per activation row: 1 or 2
+  std::int64_t prefetch_ahead = 0;        // bytes ahead of the first pass to prefetch
+  const std::int8_t* q = nullptr;         // [term_rows][padded_in]
+  const float* scales = nullptr;          // [term_rows][groups]
+  const std::int32_t* sums = nullptr;     // [term_rows][groups]
+  std::int64_t padded_in = 0, groups = 0, term_rows = 0;
+  float* y = nullptr;                     // [term_rows / terms][out]
+  std::int64_t out = 0;                   // y's row length
+  std::int64_t first_output = 0;          // the tile's first output
+};
+
+using TileFn = void (*)(const TileJob& job);
+
+// The portable reference of the others (kernels/cpu/gemm_grouped_scalar.cpp).
+void tile_scalar(const TileJob& job);
+#if defined(__x86_64__) || defined(_M_X64)
+void tile_avx2(const TileJob& job);           // vpmaddubsw + vpmaddwd
+void tile_avx_vnni(const TileJob& job);       // 256-bit vpdpbusd, VEX (AVX-VNNI)
+void tile_avx_vnni_evex(const TileJob& job);  // the same, EVEX (AVX512-VL VNNI: AMD Zen 4)
+void tile_avx512_vnni(const TileJob& job);    // 512-bit vpdpbusd
+#endif
+
+}  // namespace ember::kernels::cpu::grouped

@@ -1,0 +1,117 @@
+// ISA invariance: a synthetic model's logits are the same bit for bit at every x86 tier this CPU
+// has (kernels/cpu/cpu_tier.hpp), the scalar reference among them. INT8 dot products are exact
+// integers, and every tier's float epilogues and attention loops keep one order of operations,
+// so the CPU a player owns does not change the tokens. The tier is fixed once per process, so
+// the test runs this binary again under each EMBER_CPU_ISA cap (the "dump" case below writes
+// the logits to a file) and compares the files.
+#include "backend/cpu/kernel_backend.hpp"
+#include "kernels/cpu/cpu_tier.hpp"
+#include "model/gguf_writer.hpp"
+#include "sequence_runner.hpp"
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace ember {
+namespace {
+
+namespace k = kernels::cpu;
+
+// The weight types a run covers: FP32 matrices (INT8 per output channel, "w8a8"), Q4_1 (the
+// grouped W4A8 kernel) and Q8_0 (its 8-bit form, "w8a8-g32").
+const model::GgmlType kWeightTypes[] = {model::GgmlType::F32, model::GgmlType::Q4_1, model::GgmlType::Q8_0};
+
+// The logits of every row of a prompt prefilled in chunks of 7, then 6 decode steps, for each
+// weight type and both KV types, after the backend's weight format.
+std::vector<char> logits_at_this_tier() {
+  std::vector<char> out;
+  for (model::GgmlType type : kWeightTypes) {
+    model::SyntheticModelSpec spec;
+    spec.seed = 11;
+    spec.weight_type = type;
+    const auto bytes = model::make_synthetic_model(spec);
+    const auto file = model::GgufFile::parse(bytes.data(), bytes.size(), "synthetic");
+    const model::ModelConfig c = model::read_model_config(*file);
+    backend::BackendOptions options;
+    options.threads = 2;
+    auto int8 = backend::cpu::make_kernel_backend(file, c, options, Precision::int8);
+    const std::string format = int8->weight_format() + ";";
+    out.insert(out.end(), format.begin(), format.end());
+    for (KvCacheType kv : {KvCacheType::f16, KvCacheType::int8}) {
+      test::SequenceRunner runner(*int8, 64, kv);
+      const auto prompt = test::random_tokens(37, c.vocab, 5);
+      std::vector<float> logits = runner.append(prompt, /*all_rows=*/true, 7);
+      for (int step = 0; step < 6; ++step) {
+        const std::int32_t next = test::argmax(logits.data() + logits.size() - static_cast<std::size_t>(c.vocab), c.vocab);
+        const auto row = runner.append({next}, true);
+        logits.insert(logits.end(), row.begin(), row.end());
+      }
+      const auto* p = reinterpret_cast<const char*>(logits.data());
+      out.insert(out.end(), p, p + logits.size() * sizeof(float));
+    }
+  }
+  return out;
+}
+
+std::vector<char> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+// Run by the case below in a child process; does nothing on its own.
+TEST_CASE("isa invariance: dump this tier's logits") {
+  const char* path = std::getenv("EMBER_ISA_DUMP");
+  if (path == nullptr) return;
+  const std::vector<char> bytes = logits_at_this_tier();
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+TEST_CASE("isa invariance: the logits are the same bit for bit at every available tier") {
+  if (std::getenv("EMBER_ISA_DUMP") != nullptr) return;
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::vector<char> scalar;
+  int compared = 0;
+  for (k::CpuTier tier : k::kAllCpuTiers) {
+    if (!k::tier_available(tier)) {
+      MESSAGE("tier ", std::string(k::to_string(tier)), ": not on this CPU (or capped), skipped");
+      continue;
+    }
+    CAPTURE(std::string(k::to_string(tier)));
+    const std::string path = (dir / ("ember_isa_" + std::to_string(::getpid()) + "_" + k::to_string(tier))).string();
+    const std::string command = std::string("EMBER_CPU_ISA=") + k::to_string(tier) + " EMBER_ISA_DUMP=" + path +
+                                " '" + self + "' -tc='isa invariance: dump*' > /dev/null";
+    REQUIRE(std::system(command.c_str()) == 0);
+    const std::vector<char> bytes = read_file(path);
+    std::filesystem::remove(path);
+    REQUIRE(bytes.size() > 1000);
+    if (tier == k::CpuTier::scalar) {
+      scalar = bytes;
+      continue;
+    }
+    REQUIRE(bytes.size() == scalar.size());
+    std::size_t first = 0;
+    while (first < bytes.size() && bytes[first] == scalar[first]) ++first;
+    CAPTURE(first);
+    REQUIRE(std::memcmp(bytes.data(), scalar.data(), bytes.size()) == 0);
+    ++compared;
+    MESSAGE("tier ", std::string(k::to_string(tier)), ": ", bytes.size(), " bytes of logits equal the scalar tier's");
+  }
+  MESSAGE("tiers compared with scalar: ", compared);
+  CHECK(!scalar.empty());
+}
+
+}  // namespace ember
