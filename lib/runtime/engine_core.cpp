@@ -1,5 +1,6 @@
 #include "runtime/engine_core.hpp"
 
+#include "backend/backend_factory.hpp"
 #include "util/check.hpp"
 
 #include <algorithm>

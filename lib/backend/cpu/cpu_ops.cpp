@@ -149,6 +149,10 @@ void CpuOps::gated_activation(model::FeedForward kind) {
     k::silu_mul(gate_up_.data(), rows_, config_.ffn, act_.data(), ctx_.threads);
 }
 
+std::int64_t CpuOps::output_granule(model::WeightRef weight, std::int64_t rows) const {
+  return weights_[weight].linear->output_granule(rows);
+}
+
 void CpuOps::gather_logit_rows() {
   const std::int64_t d = config_.embedding;
   float* dst = at(Activation::logit_input);

@@ -1,8 +1,9 @@
 // The reference forward pass: plain FP32 ops that a newcomer can read top to bottom, run by the
 // one layer graph (model/decoder_graph.hpp) for every architecture ModelConfig describes. Every
-// optimised path in ember is checked against it, and it is the baseline the speed-ups are
-// measured against, so its matrix products use Eigen's well-tuned FP32 GEMM (a fair baseline,
-// not a strawman) while everything else is written as the simplest loops.
+// optimised path in ember is checked against it (tests, ember-logits); it is an oracle, not a
+// Precision an engine runs (Precision::fp32 is the CPU backend's FP32 path). Its matrix products
+// use Eigen's well-tuned FP32 GEMM so that whole-model tests stay quick; everything else is
+// written as the simplest loops.
 //
 // Shapes: d = model width, rows = tokens in the batch, hd = head_dim.
 #include "backend/cpu/reference.hpp"
@@ -299,11 +300,11 @@ class ReferenceBackend final : public Backend {
   }
 
  private:
-  // The oracle stores K/V as computed (f32) or in f16; the int8 cache is the kernel backend's.
+  // The oracle stores K/V as computed (f32) or in f16; the int8 cache is the CPU backend's.
   static void check_kv_type(KvCacheType type) {
     if (type == KvCacheType::int8)
-      fail(ErrorCode::unsupported, "KvCacheType::int8 needs precision int8 (the CPU kernel backend); "
-                                   "precision fp32, the reference path, keeps f16 or f32 K/V");
+      fail(ErrorCode::unsupported, "KvCacheType::int8 is the CPU backend's; "
+                                   "the reference backend keeps f16 or f32 K/V");
   }
 
   std::shared_ptr<const model::GgufFile> file_;  // keeps token_embd_ mapped

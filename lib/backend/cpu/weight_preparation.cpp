@@ -41,32 +41,20 @@ bool prepared(WeightId id) {
 }
 
 // Where one INT8 term per activation row loses too much, the input is quantized as two terms
-// (kernels/cpu/linear.hpp, ActivationQuant::residual). Measured on the default model, 1,464
-// teacher-forced positions against llama.cpp on the Q4_1 file (top-1 agreement, mean KL): one
-// term everywhere 92.4 %, 0.0116; two terms for the down projection and lm_head 94.1 %,
-// 0.0068; two terms everywhere 94.9 %, 0.0038 (what the INT8 weights alone leave) at twice
-// the prefill GEMM work. Against llama.cpp on F32 weights, two terms for down and lm_head:
-// 94.5 %, KL 0.0052; adding qkv: 94.9 %, 0.0039 (wo instead: 93.9 %, 0.0054). With the lm_head
-// in its Q8_0 groups (grouped_form), two terms for qkv and down: 96.58 %, 0.00224; adding
-// gate_up: 97.13 %, 0.00015 (down and gate_up alone: 96.38 %, 0.0015; all four: 97.06 %,
-// 0.00026), past llama.cpp's Q8_0 requantization of the file (96.9 %, 0.0034), the speed
-// issue's bar for w8a8. The inputs of gate_up and qkv (the norms' outputs) and of the down
-// projection (the SwiGLU product) carry the largest outliers. Two terms double those matrices'
-// prefill GEMM work (w8a8 pp512 on the default model 0.73-0.85x with gate_up's, two interleaved
-// series); decode streams the weights once for both terms (tg128 unchanged).
+// (kernels/cpu/linear.hpp, ActivationQuant::residual). The inputs of gate_up and qkv (the
+// norms' outputs) and of the down projection (the SwiGLU product) carry the largest outliers, and
+// the lm_head's errors are what top-1 sees: two terms for these four close most of the gap to
+// FP32 weights, at twice their prefill GEMM work; decode streams the weights once for both terms.
+// Figures: docs/benchmarks.md#activation-terms.
 k::ActivationQuant activations_for(WeightId id) {
   const bool two_terms = id == WeightId::qkv || id == WeightId::gate_up || id == WeightId::down ||
                          id == WeightId::lm_head;
   return two_terms ? k::ActivationQuant::residual : k::ActivationQuant::per_row;
 }
 
-// Measured on the default model, 400 teacher-forced positions against llama.cpp, one INT8
-// term everywhere: no smoothing 87.0 % top-1 agreement, KL 0.032; alpha 0.3 / 0.4 / 0.5 /
-// 0.65 / 0.8: KL 0.021 / 0.016 / 0.015 / 0.018 / 0.028. The linears with two-term inputs
-// (activations_for) need no help with activation outliers, and a smaller alpha suits their
-// weights: over 1,464 positions against llama.cpp on F32 weights, alpha 0.3 / 0.35 / 0.4 /
-// 0.45 / 0.5 / 0.65 for them gave top-1 96.1 / 95.6 / 96.2 / 95.8 / 94.9 / 93.7 %, KL 0.0075 /
-// 0.0033 / 0.0071 / 0.0035 / 0.0039 / 0.0102 (KL hangs on a few positions, hence its jumps).
+// The smoothing strength: 0.5 was the best KL for one-term inputs; the linears with two-term
+// inputs (activations_for) need no help with activation outliers, and a smaller alpha suits their
+// weights. Figures: docs/benchmarks.md#smoothing-alpha.
 float smoothing_alpha(WeightId id) { return activations_for(id) == k::ActivationQuant::residual ? 0.35f : 0.5f; }
 
 // The input ranges of one layer's linears (and the lm_head's), as calibration observes them.
@@ -91,11 +79,8 @@ struct GroupedForm {
 };
 
 // 4-bit matrices keep their groups in the automatic format. A Q8_0 lm_head keeps them in both
-// formats, with two activation terms: requantizing it cost the most. Measured on the default
-// model (1,464 teacher-forced positions against llama.cpp on F32 weights, W4A8 layers), its
-// lm_head (Q8_0 in the file): w8a8 per output channel with two terms per row 96.38 % top-1, KL
-// 0.00237; the file's groups with one term per group 96.72 %, 0.0025 (llama.cpp's own
-// arithmetic); with two 97.61 %, 0.00177, what an FP32 lm_head gives. The logits are what
+// formats, with two activation terms: requantizing it cost the most, and the file's groups with
+// two terms give what an FP32 lm_head gives (docs/benchmarks.md#q8_0-lm-head). The logits are what
 // top-1 sees, and decode streams the weights once for both terms. Q8_0 layers stay w8a8, whose
 // prefill runs oneDNN's brgemm (AMX where the CPU has it), faster than the grouped VNNI kernel
 // at hundreds of rows.
@@ -159,6 +144,8 @@ class Preparer {
   }
 
   PreparedWeights run() {
+    // FP32 weights are neither calibrated nor cached: preparing them is the whole load.
+    if (gemm_ == Precision::fp32 && options_.progress) options_.progress->plan({{LoadPhase::weights, 1}});
     std::vector<std::int32_t> calibration_tokens;
     // Calibration observes the FP32 model's activations for the smoothing of w8a8 matrices (and
     // of the lm_head, which needs every layer before it): not needed when no layer has one.
@@ -175,7 +162,7 @@ class Preparer {
     }
     prepare(calibration_tokens, cache.get());
     if (cache) cache->commit();
-    report(LoadPhase::cache, 1.0f);
+    if (gemm_ == Precision::int8) report(LoadPhase::cache, 1.0f);
     return {std::move(weights_), format_};
   }
 

@@ -1,4 +1,4 @@
-// The CUDA backend: the forward pass of backend/cpu/kernel_backend.cpp on an NVIDIA GPU, built
+// The CUDA backend: the forward pass of backend/cpu/cpu_backend.cpp on an NVIDIA GPU, built
 // from kernels/cuda. Weights are uploaded once at open, either re-quantized to INT8 per output
 // channel (Precision::int8: cuBLAS INT8 GEMMs with INT32 accumulation, activations quantized per
 // row on the GPU) or converted to FP16 (Precision::fp16: cuBLAS FP16 GEMMs with FP32
