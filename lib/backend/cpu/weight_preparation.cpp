@@ -1,6 +1,7 @@
 #include "backend/cpu/weight_preparation.hpp"
 
 #include "backend/cpu/calibration_text.hpp"
+#include "backend/cpu/sliced_linear.hpp"
 #include "backend/cpu/smoothing.hpp"
 #include "backend/cpu/weight_cache.hpp"
 #include "kernels/cpu/gemm_grouped.hpp"
@@ -262,8 +263,9 @@ class Preparer {
       linear = make_grouped(w);
       return;
     }
-    if (precision == Precision::fp32) {
-      linear = k::make_fp32_linear(ctx_, values.data(), w.rows, w.cols);
+    if (precision == Precision::fp32) {  // sliced for a budgeted step; calibration's run whole
+      linear = gemm_ == Precision::fp32 ? make_sliced_fp32_linear(ctx_, values.data(), w.rows, w.cols)
+                                        : k::make_fp32_linear(ctx_, values.data(), w.rows, w.cols);
       return;
     }
     const k::QuantizedWeights q = k::quantize_int8_weights(ctx_, values.data(), w.rows, w.cols);
@@ -354,7 +356,7 @@ class Preparer {
       return;
     }
     if (gemm_ == Precision::fp32) {
-      weights_[w.ref].linear = k::make_fp32_linear(ctx_, model::dequantize_tensor(tensor).data(), vocab, d);
+      weights_[w.ref].linear = make_sliced_fp32_linear(ctx_, model::dequantize_tensor(tensor).data(), vocab, d);
       return;
     }
     constexpr std::int64_t kSliceRows = 4096;
