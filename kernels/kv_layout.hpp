@@ -13,18 +13,13 @@
 // basis, so attention rotates the query, and its output back, instead of un-rotating every key.
 #pragma once
 
-#include <ember/ember.hpp>  // KvCacheType
+#include "util/kv_layout.hpp"
 
 #include <cstdint>
 
 namespace ember::kernels {
 
-struct KvLayout {
-  int block_size;
-  int kv_heads;
-  int head_dim;
-  KvCacheType dtype;  // the engine's KV type (ember::KvCacheType), defined once
-};
+using ember::KvLayout;  // one type for the pool (backend::KvGeometry) and the kernels
 
 // Bytes of one stored value: 2 (f16), 4 (f32) or 1 (int8).
 constexpr std::int64_t kv_value_bytes(KvCacheType type) {

@@ -9,8 +9,7 @@
 
 namespace ember::backend {
 
-std::unique_ptr<Backend> make_backend(std::shared_ptr<const model::GgufFile> file,
-                                      const model::ModelConfig& config,
+std::unique_ptr<Backend> make_backend(std::shared_ptr<const model::GgufFile> file, const model::ModelConfig& config,
                                       const BackendOptions& options) {
   if (options.device.type == DeviceType::cpu) return cpu::make_cpu_backend(std::move(file), config, options);
 #ifdef EMBER_HAVE_CUDA

@@ -5,9 +5,9 @@
 namespace ember::model {
 namespace {
 
-constexpr double kCostMargin = 1.25;       // a part is planned at this many times its estimate: a
-                                           // part after a frame's sleep meets cold caches
-constexpr double kAttentionRowKeys = 32;   // a row's work beside its keys, in keys (a rough guess)
+constexpr double kCostMargin = 1.25;      // a part is planned at this many times its estimate: a
+                                          // part after a frame's sleep meets cold caches
+constexpr double kAttentionRowKeys = 32;  // a row's work beside its keys, in keys (a rough guess)
 
 }  // namespace
 
@@ -37,7 +37,8 @@ void PassRunner::begin(DecoderOps& ops, std::span<const std::int32_t> positions,
 bool PassRunner::next_part(Part& part) {
   while (layer_ <= config_.layers) {
     const bool head = layer_ == config_.layers;
-    const std::span<const Stage> stages = head ? std::span<const Stage>(kHeadStages) : std::span<const Stage>(kLayerStages);
+    const std::span<const Stage> stages =
+        head ? std::span<const Stage>(kHeadStages) : std::span<const Stage>(kLayerStages);
     if (stage_ == stages.size()) {
       stage_ = 0;
       ++layer_;
@@ -91,7 +92,8 @@ std::int64_t PassRunner::units_to_run(const Part& part, Clock::time_point deadli
   const StageCost& cost = costs_[static_cast<std::size_t>(part.stage)];
   const auto now = Clock::now();  // (deadline - now overflows for time_point::min())
   const double time_left = deadline <= now ? 0.0 : std::chrono::duration<double>(deadline - now).count();
-  if (cost.unit == StageCost::kUnknown) return ran && time_left <= 0 ? 0 : g;  // learn a unit's cost from the smallest part
+  if (cost.unit == StageCost::kUnknown)
+    return ran && time_left <= 0 ? 0 : g;  // learn a unit's cost from the smallest part
   const double fit = (time_left / kCostMargin - (next_unit_ == 0 ? cost.first_part : 0.0)) / cost.unit;
   std::int64_t n = 0;
   if (part.work.split == StageWork::Split::rows) {

@@ -4,7 +4,7 @@
 // FP32 kernel path must compute the same function: the difference is FP32 rounding only.
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/reference.hpp"
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 #include "sequence_runner.hpp"
 #include "test_support.hpp"
 

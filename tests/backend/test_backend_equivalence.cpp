@@ -4,7 +4,7 @@
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/reference.hpp"
 #include "model/decoder_graph.hpp"
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 #include "sequence_runner.hpp"
 #include "test_support.hpp"
 
@@ -241,7 +241,7 @@ TEST_CASE("a flattened batch of several sequences equals each sequence alone") {
     const auto b_all = alone_b.append(b_tokens, /*all_rows=*/true);
 
     // Together: A's prefix computed first, then one batch with A's decode row and B's prefill.
-    backend::KvGeometry g{c.layers, c.kv_heads, c.head_dim, 4, 16, KvCacheType::f16};
+    backend::KvGeometry g{{4, c.kv_heads, c.head_dim, KvCacheType::f16}, c.layers, 16};
     backend::KvCache kv(g);
     const std::vector<std::int32_t> a_blocks{9, 2, 14, 5, 0, 7}, b_blocks{3, 11};
     auto slot = [&](const std::vector<std::int32_t>& blocks, int pos) {
@@ -334,7 +334,7 @@ TEST_CASE("a batch with inconsistent indices is rejected, not trusted") {
   const auto file = synthetic(model::SyntheticModelSpec::tiny_config(), 5);
   const model::ModelConfig c = model::read_model_config(*file);
   auto b = backend::cpu::make_cpu_backend(file, c, at_precision({}, Precision::int8));
-  backend::KvGeometry g{c.layers, c.kv_heads, c.head_dim, 4, 4, KvCacheType::f16};
+  backend::KvGeometry g{{4, c.kv_heads, c.head_dim, KvCacheType::f16}, c.layers, 4};
   backend::KvCache kv(g);
   std::vector<float> logits;
   backend::Batch bad;

@@ -6,7 +6,7 @@
 #include "backend/backend_factory.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cuda/cuda_backend.hpp"
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 #include "sequence_runner.hpp"
 #include "test_support.hpp"
 
@@ -163,7 +163,7 @@ TEST_CASE("bad devices, precisions and sizes are errors at open") {
   o = cuda_options(Precision::fp32);
   CHECK_THROWS_WITH_AS(backend::make_backend(file, c, o), doctest::Contains("fp16"), Error);
   auto b = backend::make_backend(file, c, cuda_options(Precision::int8));
-  backend::KvGeometry g{c.layers, c.kv_heads, c.head_dim, 16, 1 << 30, KvCacheType::f16};  // petabytes
+  backend::KvGeometry g{{16, c.kv_heads, c.head_dim, KvCacheType::f16}, c.layers, 1 << 30};  // petabytes
   try {
     b->make_kv_cache(g);
     FAIL("a KV pool larger than the GPU was allocated");
@@ -171,7 +171,7 @@ TEST_CASE("bad devices, precisions and sizes are errors at open") {
     CHECK(e.code() == ErrorCode::out_of_memory);
   }
   // int8 KV is CPU only for now: refused when the pool is made (at Engine::open), by name.
-  g = backend::KvGeometry{c.layers, c.kv_heads, c.head_dim, 16, 4, KvCacheType::int8};
+  g = backend::KvGeometry{{16, c.kv_heads, c.head_dim, KvCacheType::int8}, c.layers, 4};
   try {
     b->make_kv_cache(g);
     FAIL("an int8 KV cache was made on CUDA");
@@ -179,7 +179,7 @@ TEST_CASE("bad devices, precisions and sizes are errors at open") {
     CHECK(e.code() == ErrorCode::unsupported);
     CHECK(std::string(e.what()).find("int8") != std::string::npos);
   }
-  backend::KvCache host(backend::KvGeometry{c.layers, c.kv_heads, c.head_dim, 16, 4, KvCacheType::f16});
+  backend::KvCache host(backend::KvGeometry{{16, c.kv_heads, c.head_dim, KvCacheType::f16}, c.layers, 4});
   backend::Batch batch;
   batch.tokens = {5};
   batch.positions = {0};

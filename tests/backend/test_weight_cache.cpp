@@ -3,7 +3,7 @@
 // logged, ignored and rewritten, never trusted.
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/weight_cache.hpp"
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 #include "sequence_runner.hpp"
 #include "test_support.hpp"
 

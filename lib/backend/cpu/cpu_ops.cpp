@@ -27,7 +27,7 @@ void CpuOps::begin(const Batch& batch, KvCache& kv, std::vector<float>* logits) 
   for (const SequenceSlice& s : batch.sequences)
     seqs_.push_back({s.row_begin, s.row_count, s.block_table.data(), static_cast<std::int32_t>(s.block_table.size())});
   layout_ = {g.block_size, config_.kv_heads, config_.head_dim,
-             g.type};
+             g.dtype};
   k::bind_threads(ctx_);  // this thread's OpenMP regions, oneDNN's included
 }
 

@@ -140,7 +140,7 @@ class ReferenceOps final : public model::DecoderOps {
   void store_kv(int layer) override {
     const Matrix& qkv = act(model::Activation::qkv);
     const int kv_dim = config_.kv_heads * config_.head_dim, q_dim = config_.heads * config_.head_dim;
-    const KvCacheType type = kv_.geometry().type;
+    const KvCacheType type = kv_.geometry().dtype;
     for (int r = 0; r < batch_.rows(); ++r) {
       const std::size_t base = static_cast<std::size_t>(batch_.slots[static_cast<std::size_t>(r)]) * kv_dim;
       for (int i = 0; i < kv_dim; ++i) {
@@ -176,8 +176,8 @@ class ReferenceOps final : public model::DecoderOps {
           const std::size_t slot = static_cast<std::size_t>(block) * g.block_size + t % g.block_size;
           const std::size_t base = (slot * g.kv_heads + kv_head) * hd;
           for (int i = 0; i < hd; ++i) {
-            keys(t, i) = load_kv(kv_.keys(layer), g.type, base + i);
-            values(t, i) = load_kv(kv_.values(layer), g.type, base + i);
+            keys(t, i) = load_kv(kv_.keys(layer), g.dtype, base + i);
+            values(t, i) = load_kv(kv_.values(layer), g.dtype, base + i);
           }
         }
         for (int r = first_row; r <= last_row; ++r) {
@@ -283,13 +283,13 @@ class ReferenceBackend final : public Backend {
   std::string weight_format() const override { return "fp32"; }
 
   std::unique_ptr<KvCache> make_kv_cache(const KvGeometry& g) const override {
-    check_kv_type(g.type);
+    check_kv_type(g.dtype);
     return Backend::make_kv_cache(g);
   }
 
   void forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) override {
     const KvGeometry& g = kv.geometry();
-    check_kv_type(g.type);
+    check_kv_type(g.dtype);
     validate_batch(batch, g.block_count, g.block_size, config_.vocab);
     if (threads_ > 0) omp_set_num_threads(threads_);  // this thread's parallel regions only
     ReferenceOps ops(config_, weights_, *token_embd_, batch, kv);

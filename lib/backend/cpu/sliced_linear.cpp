@@ -32,8 +32,8 @@ class SlicedLinear final : public k::Linear {
   std::int64_t output_granule(std::int64_t) const override { return kFp32SliceOutputs; }
 
  protected:
-  void forward_range(k::CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin,
-                     std::int64_t end, bool accumulate, k::LinearInput) override {
+  void forward_range(k::CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin, std::int64_t end,
+                     bool accumulate, k::LinearInput) override {
     run(ctx, x, m, y, begin, end, accumulate);
   }
 

@@ -222,7 +222,7 @@ class Preparer {
   std::unique_ptr<Calibration> begin_calibration(const std::vector<std::int32_t>& tokens) {
     auto c = std::make_unique<Calibration>();
     const int n = static_cast<int>(tokens.size());
-    const KvGeometry g{config_.layers, config_.kv_heads, config_.head_dim, 16, (n + 15) / 16, KvCacheType::f32};
+    const KvGeometry g{{16, config_.kv_heads, config_.head_dim, KvCacheType::f32}, config_.layers, (n + 15) / 16};
     c->kv = std::make_unique<KvCache>(g);
     c->batch.sequences.push_back({0, n, {}});
     for (int i = 0; i < n; ++i) {

@@ -85,7 +85,7 @@ class CudaBackend final : public Backend, private model::DecoderOps {
   std::unique_ptr<KvCache> make_kv_cache(const KvGeometry& g) const override {
     check_kv_geometry(g);
     // Not yet: the CUDA store and attention kernels read f16 or f32 slices only.
-    if (g.type == KvCacheType::int8)
+    if (g.dtype == KvCacheType::int8)
       fail(ErrorCode::unsupported, "KvCacheType::int8 is not implemented on the CUDA backend yet; "
                                    "use f16 or f32 there (int8 KV runs on the CPU backend)");
     const std::size_t layer_bytes = g.bytes_per_block() * static_cast<std::size_t>(g.block_count) /
@@ -150,7 +150,7 @@ class CudaBackend final : public Backend, private model::DecoderOps {
     const KvGeometry& a = kv.geometry();
     const KvGeometry& b = graph_kv_geometry_;
     return graph_kv_ == kv.keys(0) && a.block_size == b.block_size && a.block_count == b.block_count &&
-           a.type == b.type;
+           a.dtype == b.dtype;
   }
 
   void check_shapes() const {
@@ -313,7 +313,7 @@ class CudaBackend final : public Backend, private model::DecoderOps {
   void run(std::int64_t rows, std::int64_t n_out, const KvCache& kv) {
     const KvGeometry& g = kv.geometry();
     step_ = {rows, n_out, &kv, MetaLayout(rows, n_out),
-             {g.block_size, config_.kv_heads, config_.head_dim, g.type}};
+             {g.block_size, config_.kv_heads, config_.head_dim, g.dtype}};
     model::run_decoder(config_, *this, rows, n_out);
   }
 
