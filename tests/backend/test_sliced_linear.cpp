@@ -26,11 +26,12 @@ std::vector<float> random_values(std::size_t n, unsigned seed) {
 
 TEST_CASE("a sliced FP32 linear: parts equal the whole bit for bit, the whole equals one linear") {
   k::CpuContext ctx(2);
-  const std::int64_t out = 2 * backend::cpu::kFp32SliceOutputs + 100, in = 64;
+  const std::int64_t in = 64, slice = backend::cpu::fp32_slice_outputs(in), out = 2 * slice + 100;
+  CHECK(slice == 4096);  // 1 MiB of FP32 weights
   const std::vector<float> w = random_values(static_cast<std::size_t>(out * in), 1);
   auto sliced = backend::cpu::make_sliced_fp32_linear(ctx, w.data(), out, in);
   auto whole = k::make_fp32_linear(ctx, w.data(), out, in);
-  CHECK(sliced->output_granule(3) == backend::cpu::kFp32SliceOutputs);
+  CHECK(sliced->output_granule(3) == slice);
   CHECK(sliced->decode_bytes() == whole->decode_bytes());
   for (const bool accumulate : {false, true}) {
     CAPTURE(accumulate);
@@ -39,9 +40,9 @@ TEST_CASE("a sliced FP32 linear: parts equal the whole bit for bit, the whole eq
       const std::vector<float> y0 = random_values(static_cast<std::size_t>(m * out), 3);
       std::vector<float> a = y0, b = y0, c = y0;
       sliced->forward(ctx, x.data(), m, a.data(), accumulate);
-      for (std::int64_t begin = 0; begin < out; begin += backend::cpu::kFp32SliceOutputs)
+      for (std::int64_t begin = 0; begin < out; begin += slice)
         sliced->forward_outputs(ctx, x.data(), m, b.data(), begin,
-                                std::min(out, begin + backend::cpu::kFp32SliceOutputs), accumulate);
+                                std::min(out, begin + slice), accumulate);
       CHECK(a == b);
       CHECK(a != y0);
       whole->forward(ctx, x.data(), m, c.data(), accumulate);
@@ -61,6 +62,8 @@ TEST_CASE("an FP32 matrix no larger than a slice stays one linear") {
   const std::vector<float> w = random_values(16 * 8, 5);
   auto linear = backend::cpu::make_sliced_fp32_linear(ctx, w.data(), 16, 8);
   CHECK(linear->output_granule(1) == 16);
+  CHECK(backend::cpu::fp32_slice_outputs(576) == 448);       // the default model's width
+  CHECK(backend::cpu::fp32_slice_outputs(1 << 20) == 16);    // never less than a tile
 }
 
 }  // namespace

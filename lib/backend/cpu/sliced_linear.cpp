@@ -10,9 +10,10 @@ namespace k = kernels::cpu;
 
 class SlicedLinear final : public k::Linear {
  public:
-  SlicedLinear(k::CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in) : Linear(out, in) {
-    for (std::int64_t begin = 0; begin < out; begin += kFp32SliceOutputs)
-      slices_.push_back(k::make_fp32_linear(ctx, w + begin * in, std::min(kFp32SliceOutputs, out - begin), in));
+  SlicedLinear(k::CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in)
+      : Linear(out, in), slice_(fp32_slice_outputs(in)) {
+    for (std::int64_t begin = 0; begin < out; begin += slice_)
+      slices_.push_back(k::make_fp32_linear(ctx, w + begin * in, std::min(slice_, out - begin), in));
   }
 
   void forward(k::CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate) override {
@@ -29,7 +30,7 @@ class SlicedLinear final : public k::Linear {
     return bytes;
   }
 
-  std::int64_t output_granule(std::int64_t) const override { return kFp32SliceOutputs; }
+  std::int64_t output_granule(std::int64_t) const override { return slice_; }
 
  protected:
   void forward_range(k::CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin, std::int64_t end,
@@ -38,12 +39,12 @@ class SlicedLinear final : public k::Linear {
   }
 
  private:
-  // The slices of outputs [begin, end), each a multiple of kFp32SliceOutputs apart.
+  // The slices of outputs [begin, end), begin a multiple of slice_.
   void run(k::CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin, std::int64_t end,
            bool accumulate) {
     const std::int64_t out = out_features();
-    for (std::int64_t first = begin; first < end; first += kFp32SliceOutputs) {
-      k::Linear& slice = *slices_[static_cast<std::size_t>(first / kFp32SliceOutputs)];
+    for (std::int64_t first = begin; first < end; first += slice_) {
+      k::Linear& slice = *slices_[static_cast<std::size_t>(first / slice_)];
       const std::int64_t n = slice.out_features();
       scratch_.resize(static_cast<std::size_t>(m * n));
       slice.forward(ctx, x, m, scratch_.data());
@@ -58,6 +59,7 @@ class SlicedLinear final : public k::Linear {
     }
   }
 
+  std::int64_t slice_;  // outputs a slice
   std::vector<std::unique_ptr<k::Linear>> slices_;
   std::vector<float> scratch_;
 };
@@ -66,7 +68,7 @@ class SlicedLinear final : public k::Linear {
 
 std::unique_ptr<k::Linear> make_sliced_fp32_linear(k::CpuContext& ctx, const float* w, std::int64_t out,
                                                    std::int64_t in) {
-  if (out <= kFp32SliceOutputs) return k::make_fp32_linear(ctx, w, out, in);
+  if (out <= fp32_slice_outputs(in)) return k::make_fp32_linear(ctx, w, out, in);
   return std::make_unique<SlicedLinear>(ctx, w, out, in);
 }
 
