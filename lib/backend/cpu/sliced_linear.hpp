@@ -1,9 +1,9 @@
 // An FP32 linear kept as slices of its outputs, each its own oneDNN linear, so a budgeted step
 // (model::PassRunner) can stop between slices of a product: oneDNN's matmul computes every output
 // at once, and an FP32 product (a prompt chunk's gate|up, a decode step's lm_head) alone can
-// outlast a frame. A slice
-// is computed into scratch and copied (or added) into its columns, which rounds as the fused
-// matmul's sum does, so the parts equal the whole bit for bit.
+// outlast a frame (docs/benchmarks.md#frames-fp32). A slice is computed into scratch and copied
+// (or added) into its columns, which rounds as the fused matmul's sum does, so the parts equal
+// the whole bit for bit.
 //
 // Thread-safety: as kernels::cpu::Linear (calls are serialised by the caller, the CPU backend).
 #pragma once
