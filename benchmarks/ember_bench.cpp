@@ -409,12 +409,14 @@ nlohmann::json run_load(const Args& args) {
   return out;
 }
 
-// The frame-budget workload (frames_workload.hpp): unbudgeted, then budgets of 16, 8 and 4 ms.
+// The frame-budget workload (frames_workload.hpp): unbudgeted, then budgets of 16, 8 and 4 ms,
+// at --precision (int8 unless one is named).
 nlohmann::json run_frames(const Args& args) {
-  const auto runs = ember::bench::run_frames(args.model, args.threads, {0, 16, 8, 4});
+  const std::string precision = args.both_precisions ? "int8" : args.precisions.front();
+  const auto runs = ember::bench::run_frames(args.model, options_for(precision), args.threads, {0, 16, 8, 4});
   nlohmann::json out = nlohmann::json::array();
-  std::printf("frames (int8, %d threads): a 2,000-token prompt prefilling while 8 streams decode 64 tokens\n",
-              args.threads);
+  std::printf("frames (%s, %d threads): a 2,000-token prompt prefilling while 8 streams decode 64 tokens\n",
+              precision.c_str(), args.threads);
   std::printf("%-12s %7s %9s %9s %9s %12s %10s %14s\n", "budget", "frames", "p50 ms", "p99 ms", "worst ms",
               "tokens/s", "vs none", "long TTFT ms");
   const double unbudgeted = runs.empty() ? 0 : runs[0].tokens_per_s;
@@ -422,7 +424,8 @@ nlohmann::json run_frames(const Args& args) {
     const std::string name = r.budget_ms > 0 ? std::to_string(static_cast<int>(r.budget_ms)) + " ms" : "none";
     std::printf("%-12s %7d %9.2f %9.2f %9.2f %12.1f %9.2fx %14.0f\n", name.c_str(), r.frames, r.p50_ms, r.p99_ms,
                 r.worst_ms, r.tokens_per_s, unbudgeted > 0 ? r.tokens_per_s / unbudgeted : 0.0, r.long_ttft_ms);
-    out.push_back({{"engine", "ember"}, {"workload", "frames"}, {"threads", args.threads}, {"budget_ms", r.budget_ms},
+    out.push_back({{"engine", "ember"}, {"workload", "frames"}, {"precision", precision}, {"threads", args.threads},
+                   {"budget_ms", r.budget_ms},
                    {"frames", r.frames}, {"step_ms", {{"p50", r.p50_ms}, {"p99", r.p99_ms}, {"worst", r.worst_ms}}},
                    {"tokens_per_s", r.tokens_per_s}, {"long_prompt_ttft_ms", r.long_ttft_ms}});
   }

@@ -10,7 +10,8 @@
 // not return logits.
 #include "../examples/common/cli.hpp"
 #include "backend/backend.hpp"
-#include "backend/cpu/kernel_backend.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/reference.hpp"
 #include "model/gguf.hpp"
 #include "model/model_config.hpp"
 #include "tests/support/sequence_runner.hpp"
@@ -108,11 +109,12 @@ std::unique_ptr<ember::backend::Backend> make_backend(const Args& args,
       return tokenizer->encode(text, true, tokenizer->add_bos());
     };
   }
-  // The fp32 reference path keeps f16 or f32 K/V; an int8 cache at fp32 runs the kernel
-  // backend's FP32 path (the same function, computed by the optimised kernels).
-  if (args.precision == ember::Precision::fp32 && args.kv_type == ember::KvCacheType::int8)
-    return ember::backend::cpu::make_kernel_backend(std::move(file), config, options, ember::Precision::fp32);
-  return ember::backend::make_cpu_backend(std::move(file), config, options);
+  // fp32 is the readable reference (the oracle the quality scripts compare against), which keeps
+  // f16 or f32 K/V; an int8 cache at fp32 runs the CPU backend's FP32 path (the same function,
+  // computed by the optimised kernels).
+  if (args.precision == ember::Precision::fp32 && args.kv_type != ember::KvCacheType::int8)
+    return ember::backend::cpu::make_reference_backend(std::move(file), config, options);
+  return ember::backend::cpu::make_cpu_backend(std::move(file), config, options);
 }
 
 }  // namespace

@@ -75,9 +75,9 @@ FrameRun run_one(Engine& engine, double budget_ms, int long_prompt, int streams,
 
 }  // namespace
 
-std::vector<FrameRun> run_frames(const std::string& model, int threads, const std::vector<double>& budgets_ms,
-                                 int long_prompt, int streams, int decode_tokens) {
-  EngineOptions options;
+std::vector<FrameRun> run_frames(const std::string& model, EngineOptions options, int threads,
+                                 const std::vector<double>& budgets_ms, int long_prompt, int streams,
+                                 int decode_tokens) {
   options.threads = threads;
   options.context_length = std::max(4096, long_prompt + 64);
   options.prefix_cache = false;  // every run prefills its long prompt in full

@@ -2,6 +2,8 @@
 // every frame (Engine::step(budget)) while one long prompt prefills and several streams decode.
 #pragma once
 
+#include <ember/ember.hpp>
+
 #include <string>
 #include <vector>
 
@@ -18,8 +20,9 @@ struct FrameRun {
 // One run per budget: `streams` requests of 16-token prompts decoding `decode_tokens` each are
 // submitted, the engine takes a few frames to start them, then a `long_prompt`-token prompt
 // arrives; the run ends when every request has finished. The frame's rest is slept, as a game
-// renders, and does not count in tokens_per_s.
-std::vector<FrameRun> run_frames(const std::string& model, int threads, const std::vector<double>& budgets_ms,
-                                 int long_prompt = 2000, int streams = 8, int decode_tokens = 64);
+// renders, and does not count in tokens_per_s. `options` gives the precision and weight format.
+std::vector<FrameRun> run_frames(const std::string& model, EngineOptions options, int threads,
+                                 const std::vector<double>& budgets_ms, int long_prompt = 2000, int streams = 8,
+                                 int decode_tokens = 64);
 
 }  // namespace ember::bench

@@ -15,7 +15,7 @@
 // tests/reference/make_arch_goldens.py runs through llama.cpp (SyntheticModelSpec::
 // architecture_config), in F32 so that both engines compute from the very same weights.
 #include "../examples/common/cli.hpp"
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 
 #include <nlohmann/json.hpp>
 

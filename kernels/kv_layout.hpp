@@ -4,27 +4,22 @@
 // KV type; an int8 slice is followed by one IEEE-half scale per group of kKvInt8Group values
 // (the group's max |x| / 127: llama.cpp's q8_0), so one token's K or V of one head is
 // kv_head_bytes() contiguous bytes and a block of a head is read with its scales, without a
-// dequantized copy or a second array to follow. One scale per whole head was tried first: on
-// the default model's golden text it cost 0.9 points of top-1 and a KL of 0.0035 against the
-// f16 cache (a few large key channels set every head's step), groups of 32 meet the targets.
+// dequantized copy or a second array to follow. One scale per whole head was tried first and lost
+// too much (a few large key channels set every head's step); groups of 32 meet the quality
+// targets (docs/benchmarks.md#kv-int8-groups).
 // An int8 group holds its 32 values rotated by the orthonormal 32-point Hadamard transform
 // (rotate_kv_group): a large channel is spread over the whole group before it sets the group's
 // step, instead of leaving the other 31 values a few steps each. q.k is the same in the rotated
 // basis, so attention rotates the query, and its output back, instead of un-rotating every key.
 #pragma once
 
-#include <ember/ember.hpp>  // KvCacheType
+#include "util/kv_layout.hpp"
 
 #include <cstdint>
 
 namespace ember::kernels {
 
-struct KvLayout {
-  int block_size;
-  int kv_heads;
-  int head_dim;
-  KvCacheType dtype;  // the engine's KV type (ember::KvCacheType), defined once
-};
+using ember::KvLayout;  // one type for the pool (backend::KvGeometry) and the kernels
 
 // Bytes of one stored value: 2 (f16), 4 (f32) or 1 (int8).
 constexpr std::int64_t kv_value_bytes(KvCacheType type) {

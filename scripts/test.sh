@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Measured figures belong in docs/benchmarks.md, not in comments (the check says why).
+scripts/check-comment-figures.sh
 scripts/install-deps.sh
 export EMBER_MODEL=${EMBER_MODEL:-$(scripts/fetch-model.sh)}
 # Gemma 3 270M, the second real model (its golden test skips without it).

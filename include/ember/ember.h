@@ -108,7 +108,7 @@ EMBER_API const char* ember_engine_last_error(const ember_engine* engine);
 
 typedef enum ember_precision {
   EMBER_PRECISION_INT8 = 0, /* INT8 weights and activations (the fast default) */
-  EMBER_PRECISION_FP32 = 1, /* FP32 weights: the reference path (CPU only) */
+  EMBER_PRECISION_FP32 = 1, /* FP32 weights and matrix products (CPU only) */
   EMBER_PRECISION_FP16 = 2  /* FP16 weights: the GPU baseline (CUDA only) */
 } ember_precision;
 
@@ -126,7 +126,7 @@ typedef enum ember_device_type {
 typedef enum ember_kv_cache_type {
   EMBER_KV_CACHE_F16 = 0, /* half-precision K/V (default) */
   EMBER_KV_CACHE_F32 = 1,
-  EMBER_KV_CACHE_INT8 = 2 /* int8, a half scale per 32 values (q8_0); CPU int8 precision only */
+  EMBER_KV_CACHE_INT8 = 2 /* int8, a half scale per 32 values (q8_0); CPU only */
 } ember_kv_cache_type;
 
 /* As ember::ContextPolicy: what happens when a chat or a generation outgrows the context. */

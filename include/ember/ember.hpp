@@ -68,7 +68,7 @@ class EMBER_API Error : public std::runtime_error {
 
 enum class Precision {
   int8,  // INT8 weights and activations, INT32 accumulation (the fast default, CPU and CUDA)
-  fp32,  // FP32 weights: the readable reference path and the CPU speed baseline (CPU only)
+  fp32,  // FP32 weights and matrix products: the CPU speed baseline (CPU only)
   fp16,  // FP16 weights and activations, FP32 accumulation: the CUDA baseline (CUDA only)
 };
 
@@ -103,8 +103,8 @@ enum class KvCacheType {
   f32,  // full precision K/V
   int8,  // K/V as int8 with a half-precision scale per 32 values of a token's KV head
          // (llama.cpp's q8_0): 0.53x the memory of f16 at head_dim 64, so the pool holds
-         // ~1.9x the tokens. CPU int8 precision only (the CUDA backend and precision fp32
-         // refuse it at open with Error(unsupported))
+         // ~1.9x the tokens. CPU only (the CUDA backend refuses it at open with
+         // Error(unsupported))
 };
 
 enum class LogLevel { debug, info, warning, error };

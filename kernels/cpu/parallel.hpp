@@ -12,8 +12,8 @@ namespace ember::kernels::cpu {
 
 // fn(r) for every r in [0, rows): on `threads` OpenMP threads when `parallel` (and threads > 1),
 // otherwise in a plain loop on the calling thread. The serial case does not enter OpenMP at
-// all: `#pragma omp parallel if (false)` still builds a team of one thread, ~0.3 us per call on
-// the dev box, and a decode step calls the small kernels ~270 times.
+// all: `#pragma omp parallel if (false)` still builds a team of one thread, and a decode step
+// calls the small kernels hundreds of times (docs/benchmarks.md#serial-loops).
 template <class Fn>
 void for_rows(std::int64_t rows, int threads, bool parallel, Fn&& fn) {
   if (!parallel || threads <= 1) {

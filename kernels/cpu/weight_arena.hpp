@@ -4,9 +4,9 @@
 // Why: a decode step reads every weight once, ~135 MB on the default model, and is bound by that
 // stream. In 4 KiB pages it crosses a page every 64 cache lines, and each crossing is a TLB miss
 // (a two-level walk in a VM) and a restart of the hardware prefetcher, which stops at page
-// boundaries. A read loop on the dev box reads 2 MiB pages 9 % faster with 2 threads than 4 KiB
-// ones (34 vs 31 GB/s) and 25 % faster with 1. Only lm_head is large enough for huge pages on its
-// own, so all the GEMV weights share chunks here.
+// boundaries: a read loop streams 2 MiB pages measurably faster than 4 KiB ones
+// (docs/benchmarks.md#huge-pages). Only lm_head is large enough for huge pages on its own, so all
+// the GEMV weights share chunks here.
 //
 // Thread-safety: allocate() is for building weights (one thread); the memory it returns is
 // then read-only and may be read from any thread. Blocks live as long as the arena.
@@ -20,9 +20,8 @@ namespace ember::kernels::cpu {
 
 // How far ahead of what they multiply the streaming kernels (the GEMV, the grouped kernel)
 // prefetch a weight tile on its first pass. Huge pages are advice, not a promise: where the
-// kernel gives 4 KiB pages the hardware prefetcher stops at each of them. On the Intel Xeon VM a
-// decode step's grouped Linears (gemm_bench w4a8/decode_step, 2 threads) took 7.9-8.8 ms
-// without and 5.6-7.0 ms with 2-8 KiB of lead; 64 KiB was no better than none.
+// kernel gives 4 KiB pages the hardware prefetcher stops at each of them. A few KiB of lead
+// helped a decode step; much more helped no more (docs/benchmarks.md#weight-prefetch).
 constexpr std::int64_t kWeightPrefetchAhead = 4096;
 
 class WeightArena {

@@ -37,8 +37,9 @@ class Backend {
   // or the next piece would end past `deadline` (false: call again). Every call runs at least one
   // piece, so the pass always progresses, and the result is bit-identical to forward(). batch,
   // kv and logits must stay untouched until the pass is done, and no other forward may start in
-  // between. The default runs the whole pass in the first call (a device that records the pass as
-  // one graph cannot stop inside it).
+  // between. A device whose ops can stop inside a pass hands both to a model::PassRunner
+  // (model/decoder_runner.hpp); the default runs the whole pass in the first call (a device that
+  // records the pass as one graph cannot stop inside it).
   virtual void begin_forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) {
     staged_ = {&batch, &kv, &logits};
   }
@@ -90,18 +91,5 @@ struct BackendOptions {
   std::string weight_cache_dir;
   LogCallback log;  // where the cache reports a file it could not use or write
 };
-
-// The CPU backends: Precision::fp32 gives the readable reference (backend/cpu/reference.cpp),
-// Precision::int8 the optimised INT8 path (backend/cpu/kernel_backend.cpp).
-std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const model::GgufFile> file,
-                                          const model::ModelConfig& config,
-                                          const BackendOptions& options);
-
-// The backend of options.device: make_cpu_backend, or the CUDA backend (backend/cuda) when ember
-// was built with it. Throws Error(unsupported) for a precision the device does not have (fp16 on
-// the CPU, fp32 on CUDA) or for CUDA in a build without it.
-std::unique_ptr<Backend> make_backend(std::shared_ptr<const model::GgufFile> file,
-                                      const model::ModelConfig& config,
-                                      const BackendOptions& options);
 
 }  // namespace ember::backend

@@ -11,7 +11,7 @@ namespace ember::backend {
 std::size_t KvGeometry::bytes_per_block() const {
   return static_cast<std::size_t>(layers) * 2 * static_cast<std::size_t>(block_size) *
          static_cast<std::size_t>(kv_heads) *
-         static_cast<std::size_t>(kernels::kv_head_bytes(type, head_dim));
+         static_cast<std::size_t>(kernels::kv_head_bytes(dtype, head_dim));
 }
 
 int kv_blocks_for_bytes(const KvGeometry& geometry, std::size_t bytes) {
@@ -35,7 +35,7 @@ KvCache::KvCache(const KvGeometry& geometry) : geometry_(geometry) {
   check_kv_geometry(geometry);
   // Each layer's K or V as bytes: [block_count, block_size, kv_heads, head slice bytes]
   // (kernels/kv_layout.hpp; an int8 slice carries its scale).
-  const auto slice_bytes = static_cast<std::int64_t>(kernels::kv_head_bytes(geometry.type, geometry.head_dim));
+  const auto slice_bytes = static_cast<std::int64_t>(kernels::kv_head_bytes(geometry.dtype, geometry.head_dim));
   auto tensors = std::make_shared<std::vector<Tensor>>();
   for (int l = 0; l < 2 * geometry.layers; ++l) {
     tensors->push_back(Tensor::empty(DType::u8, {geometry.block_count, geometry.block_size,

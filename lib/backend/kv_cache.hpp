@@ -4,6 +4,7 @@
 // once; which block belongs to which sequence is the runtime's business (runtime/block_pool).
 #pragma once
 
+#include "util/kv_layout.hpp"
 #include "util/tensor.hpp"
 
 #include <ember/ember.hpp>
@@ -15,13 +16,11 @@
 
 namespace ember::backend {
 
-struct KvGeometry {
+// The pool's shape: `block_count` blocks of `layers` layers, each in the one layout the kernels
+// read and write (ember::KvLayout: block_size, kv_heads, head_dim, dtype).
+struct KvGeometry : KvLayout {
   int layers = 0;
-  int kv_heads = 0;
-  int head_dim = 0;
-  int block_size = 16;
   int block_count = 0;
-  KvCacheType type = KvCacheType::f16;
 
   std::size_t bytes_per_block() const;  // all layers, K and V
 };

@@ -125,6 +125,17 @@ class DecoderOps {
   virtual void gated_activation(FeedForward kind) = 0;
   // logit_input = the rows of x that need logits.
   virtual void gather_logit_rows() = 0;
+
+  // How finely a host that stops inside a pass (decoder_runner.hpp) may split a stage on this
+  // device: `weight`'s product at `rows` rows in multiples of output_granule() outputs (the
+  // units of linear_outputs), attention in multiples of attention_row_granule() rows. 0, the
+  // default: the stage runs whole.
+  virtual std::int64_t output_granule(WeightRef weight, std::int64_t rows) const {
+    (void)weight;
+    (void)rows;
+    return 0;
+  }
+  virtual std::int64_t attention_row_granule() const { return 0; }
 };
 
 // The graph in pieces, for a host that must stop inside a layer (a frame budget). A layer is

@@ -1,6 +1,5 @@
 #include "model/ggml_types.hpp"
 
-#include "model/checked.hpp"
 #include "util/check.hpp"
 
 #include <array>

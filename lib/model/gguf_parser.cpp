@@ -4,7 +4,6 @@
 // Every read is bounds-checked against the mapping and every size against overflow.
 #include "model/gguf_parser.hpp"
 
-#include "model/checked.hpp"
 #include "model/gguf_limits.hpp"
 #include "util/check.hpp"
 

@@ -1,5 +1,6 @@
 #include "runtime/engine_core.hpp"
 
+#include "backend/backend_factory.hpp"
 #include "util/check.hpp"
 
 #include <algorithm>
@@ -100,7 +101,7 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options)
   geometry.kv_heads = config_.kv_heads;
   geometry.head_dim = config_.head_dim;
   geometry.block_size = options.kv_block_size;
-  geometry.type = options.kv_cache_type;
+  geometry.dtype = options.kv_cache_type;
   geometry.block_count = backend::kv_blocks_for_bytes(geometry, options.kv_cache_bytes);
   if (geometry.block_count < 1)
     fail(ErrorCode::invalid_argument, "kv_cache_bytes = {} holds no KV block ({} bytes each)",

@@ -16,7 +16,7 @@ KvSnapshotIdentity EngineCore::snapshot_identity() const {
   KvSnapshotIdentity id;
   id.model = file_->identity();
   id.precision = options_.precision;
-  id.kv_type = g.type;
+  id.kv_type = g.dtype;
   id.block_size = g.block_size;
   id.layers = g.layers;
   id.kv_heads = g.kv_heads;

@@ -48,7 +48,7 @@ std::uint64_t get_le(const std::uint8_t* p, int bytes) {
 bool all_finite(const std::uint8_t* kv, std::size_t bytes, KvCacheType type, int head_dim) {
   if (type == KvCacheType::int8) {
     const auto values = static_cast<std::size_t>(head_dim);
-    const auto slice = static_cast<std::size_t>(backend::KvGeometry{1, 1, head_dim, 1, 1, type}.bytes_per_block() / 2);
+    const auto slice = static_cast<std::size_t>(backend::KvGeometry{{1, 1, head_dim, type}, 1, 1}.bytes_per_block() / 2);
     for (std::size_t at = 0; at + slice <= bytes; at += slice)
       for (std::size_t s = at + values; s + 1 < at + slice; s += 2)
         if ((get_le(kv + s, 2) & 0x7c00u) == 0x7c00u) return false;
@@ -123,7 +123,7 @@ std::uint64_t kv_snapshot_checksum(std::span<const std::uint8_t> bytes) {
 }
 
 std::size_t KvSnapshotIdentity::kv_bytes_per_block() const {
-  return backend::KvGeometry{layers, kv_heads, head_dim, block_size, 1, kv_type}.bytes_per_block();
+  return backend::KvGeometry{{block_size, kv_heads, head_dim, kv_type}, layers, 1}.bytes_per_block();
 }
 
 std::size_t KvSnapshotIdentity::record_bytes_per_block() const {

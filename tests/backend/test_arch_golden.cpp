@@ -2,9 +2,9 @@
 // (SyntheticModelSpec::architecture_config, F32 weights, written by ember's GGUF writer) and
 // llama.cpp's logits on it (tests/reference/make_arch_goldens.py). ember's FP32 reference and
 // FP32 kernel path must compute the same function: the difference is FP32 rounding only.
-#include "backend/cpu/kernel_backend.hpp"
+#include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/reference.hpp"
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 #include "sequence_runner.hpp"
 #include "test_support.hpp"
 
@@ -16,6 +16,12 @@
 
 namespace ember {
 namespace {
+
+// The options with `precision`: the CPU backend's matrix products (int8 or fp32).
+backend::BackendOptions at_precision(backend::BackendOptions options, Precision precision) {
+  options.precision = precision;
+  return options;
+}
 
 using nlohmann::json;
 
@@ -69,7 +75,7 @@ void check_architecture(const std::string& name) {
   backend::BackendOptions options;
   options.threads = 2;
   auto reference = backend::cpu::make_reference_backend(file, c, options);
-  auto kernels = backend::cpu::make_kernel_backend(file, c, options, Precision::fp32);
+  auto kernels = backend::cpu::make_cpu_backend(file, c, at_precision(options, Precision::fp32));
   for (auto* b : {reference.get(), kernels.get()}) {
     const Agreement a = against_llama_cpp(*b, golden);
     MESSAGE(name, " ", b->name(), " vs llama.cpp: max abs logit difference ", a.max_abs, ", mean ",

@@ -1,10 +1,10 @@
-// Every CPU path against the readable reference, on synthetic models: the kernel backend with
+// Every CPU path against the readable reference, on synthetic models: the CPU backend with
 // FP32 GEMMs must match it to rounding, the INT8 backend within quantization error, and a
 // flattened multi-sequence batch must give the same logits as each sequence alone.
-#include "backend/cpu/kernel_backend.hpp"
+#include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/reference.hpp"
 #include "model/decoder_graph.hpp"
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 #include "sequence_runner.hpp"
 #include "test_support.hpp"
 
@@ -17,6 +17,12 @@
 
 namespace ember {
 namespace {
+
+// The options with `precision`: the CPU backend's matrix products (int8 or fp32).
+backend::BackendOptions at_precision(backend::BackendOptions options, Precision precision) {
+  options.precision = precision;
+  return options;
+}
 
 
 std::shared_ptr<const model::GgufFile> synthetic(const model::ModelConfig& config, std::uint64_t seed) {
@@ -63,11 +69,11 @@ void check_paths(const model::ModelConfig& config) {
   backend::BackendOptions options;
   options.threads = 2;
   auto reference = backend::cpu::make_reference_backend(file, c, options);
-  auto fp32 = backend::cpu::make_kernel_backend(file, c, options, Precision::fp32);
-  auto int8 = backend::cpu::make_kernel_backend(file, c, options, Precision::int8);
+  auto fp32 = backend::cpu::make_cpu_backend(file, c, at_precision(options, Precision::fp32));
+  auto int8 = backend::cpu::make_cpu_backend(file, c, at_precision(options, Precision::int8));
   backend::BackendOptions calibrated = options;
   calibrated.tokenize = [&](std::string_view) { return random_tokens(40, c.vocab, 9); };
-  auto smoothed = backend::cpu::make_kernel_backend(file, c, calibrated, Precision::int8);
+  auto smoothed = backend::cpu::make_cpu_backend(file, c, at_precision(calibrated, Precision::int8));
   const auto tokens = random_tokens(45, c.vocab, 3);  // not a multiple of the block size
 
   const auto ref = run(*reference, tokens, KvCacheType::f32, 45);
@@ -155,7 +161,7 @@ TEST_CASE("gemma3: post-norms, GeGLU, scaled embeddings and sliding-window layer
   const auto tokens = random_tokens(45, c.vocab, 3);
   auto reference = backend::cpu::make_reference_backend(file, c, options);
   auto unwindowed = backend::cpu::make_reference_backend(unwindowed_file, u, options);
-  auto fp32 = backend::cpu::make_kernel_backend(file, c, options, Precision::fp32);
+  auto fp32 = backend::cpu::make_cpu_backend(file, c, at_precision(options, Precision::fp32));
   const auto ref = run(*reference, tokens, KvCacheType::f32, 45);
   const Diff moved = compare(run(*unwindowed, tokens, KvCacheType::f32, 45), ref, c.vocab);
   MESSAGE("gemma3: window 8 vs 4096 on 45 tokens: rel ", moved.rel);
@@ -195,10 +201,10 @@ void check_rope_scaling_applied(const model::ModelConfig& config, const model::M
   CHECK(moved.rel > 0.01);  // 100 times the fp32 path's tolerance (1e-4)
   for (Precision precision : {Precision::fp32, Precision::int8}) {
     CAPTURE(static_cast<int>(precision));
-    const auto fast = run(*backend::cpu::make_kernel_backend(file, c, options, precision), tokens,
+    const auto fast = run(*backend::cpu::make_cpu_backend(file, c, at_precision(options, precision)), tokens,
                           KvCacheType::f16, 16);
     const double to_scaled = compare(fast, ref, c.vocab).rel, to_plain = compare(fast, ref_plain, c.vocab).rel;
-    MESSAGE("kernel backend vs scaled reference: rel ", to_scaled, "; vs unscaled: rel ", to_plain);
+    MESSAGE("CPU backend vs scaled reference: rel ", to_scaled, "; vs unscaled: rel ", to_plain);
     CHECK(to_scaled < to_plain / 4);  // int8's own error is within check_paths' 0.05, not this
   }
 }
@@ -226,7 +232,7 @@ TEST_CASE("a flattened batch of several sequences equals each sequence alone") {
   backend::BackendOptions options;
   options.threads = 2;
   for (Precision precision : {Precision::fp32, Precision::int8}) {
-    auto b = backend::cpu::make_kernel_backend(file, c, options, precision);
+    auto b = backend::cpu::make_cpu_backend(file, c, at_precision(options, precision));
     const auto a_tokens = random_tokens(21, c.vocab, 1), b_tokens = random_tokens(5, c.vocab, 2);
     // Alone: A prefilled then decoding its 21st token; B prefilled in one go.
     test::SequenceRunner alone_a(*b, 64), alone_b(*b, 64);
@@ -235,7 +241,7 @@ TEST_CASE("a flattened batch of several sequences equals each sequence alone") {
     const auto b_all = alone_b.append(b_tokens, /*all_rows=*/true);
 
     // Together: A's prefix computed first, then one batch with A's decode row and B's prefill.
-    backend::KvGeometry g{c.layers, c.kv_heads, c.head_dim, 4, 16, KvCacheType::f16};
+    backend::KvGeometry g{{4, c.kv_heads, c.head_dim, KvCacheType::f16}, c.layers, 16};
     backend::KvCache kv(g);
     const std::vector<std::int32_t> a_blocks{9, 2, 14, 5, 0, 7}, b_blocks{3, 11};
     auto slot = [&](const std::vector<std::int32_t>& blocks, int pos) {
@@ -286,7 +292,7 @@ TEST_CASE("a pass in pieces (a stage, or part of a product or of attention, per 
     backend::BackendOptions options;
     options.threads = 2;
     for (Precision precision : {Precision::fp32, Precision::int8}) {
-      auto b = backend::cpu::make_kernel_backend(file, c, options, precision);
+      auto b = backend::cpu::make_cpu_backend(file, c, at_precision(options, precision));
       CAPTURE(b->weight_format());
       const auto tokens = random_tokens(41, c.vocab, 4);
       test::SequenceRunner whole_runner(*b, 64), piece_runner(*b, 64);
@@ -327,8 +333,8 @@ TEST_CASE("a pass in pieces (a stage, or part of a product or of attention, per 
 TEST_CASE("a batch with inconsistent indices is rejected, not trusted") {
   const auto file = synthetic(model::SyntheticModelSpec::tiny_config(), 5);
   const model::ModelConfig c = model::read_model_config(*file);
-  auto b = backend::cpu::make_kernel_backend(file, c, {}, Precision::int8);
-  backend::KvGeometry g{c.layers, c.kv_heads, c.head_dim, 4, 4, KvCacheType::f16};
+  auto b = backend::cpu::make_cpu_backend(file, c, at_precision({}, Precision::int8));
+  backend::KvGeometry g{{4, c.kv_heads, c.head_dim, KvCacheType::f16}, c.layers, 4};
   backend::KvCache kv(g);
   std::vector<float> logits;
   backend::Batch bad;

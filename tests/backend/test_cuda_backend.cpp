@@ -3,9 +3,10 @@
 // forced; graphs against eager steps; errors at open.
 #include "cuda_test_support.hpp"
 
-#include "backend/cpu/kernel_backend.hpp"
+#include "backend/backend_factory.hpp"
+#include "backend/cpu/cpu_backend.hpp"
 #include "backend/cuda/cuda_backend.hpp"
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 #include "sequence_runner.hpp"
 #include "test_support.hpp"
 
@@ -16,6 +17,12 @@
 
 namespace ember {
 namespace {
+
+// The options with `precision`: the CPU backend's matrix products (int8 or fp32).
+backend::BackendOptions at_precision(backend::BackendOptions options, Precision precision) {
+  options.precision = precision;
+  return options;
+}
 
 model::ModelConfig default_shape() {
   model::ModelConfig c = model::SyntheticModelSpec::default_model_config();
@@ -81,7 +88,7 @@ void compare_with_cpu(const std::shared_ptr<const model::GgufFile>& file, const 
   const model::ModelConfig c = model::read_model_config(*file);
   backend::BackendOptions cpu_options;  // no calibration on either side: the same INT8 weights
   cpu_options.threads = 4;
-  auto cpu = backend::cpu::make_kernel_backend(file, c, cpu_options);
+  auto cpu = backend::cpu::make_cpu_backend(file, c, at_precision(cpu_options, Precision::int8));
   auto gpu = backend::cuda::make_cuda_backend(file, c, cuda_options(Precision::int8));
   auto gpu16 = backend::cuda::make_cuda_backend(file, c, cuda_options(Precision::fp16));
   const auto tokens = random_tokens(200, vocab_tokens, 21);
@@ -137,8 +144,8 @@ TEST_CASE("Llama 3 RoPE frequency factors and linear scaling: CUDA follows the C
   backend::BackendOptions cpu_options;
   cpu_options.threads = 4;
   const auto tokens = random_tokens(60, c.vocab, 4);
-  const auto want = teacher_forced(*backend::cpu::make_kernel_backend(file, c, cpu_options), tokens, 40);
-  const auto wrong = teacher_forced(*backend::cpu::make_kernel_backend(file, unscaled, cpu_options), tokens, 40);
+  const auto want = teacher_forced(*backend::cpu::make_cpu_backend(file, c, at_precision(cpu_options, Precision::int8)), tokens, 40);
+  const auto wrong = teacher_forced(*backend::cpu::make_cpu_backend(file, unscaled, at_precision(cpu_options, Precision::int8)), tokens, 40);
   for (Precision p : {Precision::int8, Precision::fp16}) {
     auto gpu = backend::cuda::make_cuda_backend(file, c, cuda_options(p));
     const auto got = teacher_forced(*gpu, tokens, 40);
@@ -171,7 +178,7 @@ TEST_CASE("bad devices, precisions and sizes are errors at open") {
   o = cuda_options(Precision::fp32);
   CHECK_THROWS_WITH_AS(backend::make_backend(file, c, o), doctest::Contains("fp16"), Error);
   auto b = backend::make_backend(file, c, cuda_options(Precision::int8));
-  backend::KvGeometry g{c.layers, c.kv_heads, c.head_dim, 16, 1 << 30, KvCacheType::f16};  // petabytes
+  backend::KvGeometry g{{16, c.kv_heads, c.head_dim, KvCacheType::f16}, c.layers, 1 << 30};  // petabytes
   try {
     b->make_kv_cache(g);
     FAIL("a KV pool larger than the GPU was allocated");
@@ -179,7 +186,7 @@ TEST_CASE("bad devices, precisions and sizes are errors at open") {
     CHECK(e.code() == ErrorCode::out_of_memory);
   }
   // int8 KV is CPU only for now: refused when the pool is made (at Engine::open), by name.
-  g = backend::KvGeometry{c.layers, c.kv_heads, c.head_dim, 16, 4, KvCacheType::int8};
+  g = backend::KvGeometry{{16, c.kv_heads, c.head_dim, KvCacheType::int8}, c.layers, 4};
   try {
     b->make_kv_cache(g);
     FAIL("an int8 KV cache was made on CUDA");
@@ -187,7 +194,7 @@ TEST_CASE("bad devices, precisions and sizes are errors at open") {
     CHECK(e.code() == ErrorCode::unsupported);
     CHECK(std::string(e.what()).find("int8") != std::string::npos);
   }
-  backend::KvCache host(backend::KvGeometry{c.layers, c.kv_heads, c.head_dim, 16, 4, KvCacheType::f16});
+  backend::KvCache host(backend::KvGeometry{{16, c.kv_heads, c.head_dim, KvCacheType::f16}, c.layers, 4});
   backend::Batch batch;
   batch.tokens = {5};
   batch.positions = {0};

@@ -4,9 +4,9 @@
 // so the CPU a player owns does not change the tokens. The tier is fixed once per process, so
 // the test runs this binary again under each EMBER_CPU_ISA cap (the "dump" case below writes
 // the logits to a file) and compares the files.
-#include "backend/cpu/kernel_backend.hpp"
+#include "backend/cpu/cpu_backend.hpp"
 #include "kernels/cpu/cpu_tier.hpp"
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 #include "sequence_runner.hpp"
 #include "test_support.hpp"
 
@@ -45,7 +45,8 @@ std::vector<char> logits_at_this_tier() {
     const model::ModelConfig c = model::read_model_config(*file);
     backend::BackendOptions options;
     options.threads = 2;
-    auto int8 = backend::cpu::make_kernel_backend(file, c, options, Precision::int8);
+    options.precision = Precision::int8;
+    auto int8 = backend::cpu::make_cpu_backend(file, c, options);
     const std::string format = int8->weight_format() + ";";
     out.insert(out.end(), format.begin(), format.end());
     for (KvCacheType kv : {KvCacheType::f16, KvCacheType::int8}) {

@@ -1,6 +1,6 @@
 // A model that cannot fit is refused at open with Error(out_of_memory) saying what it needs.
 #include "backend/cpu/memory_plan.hpp"
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 
 #include <doctest/doctest.h>
 

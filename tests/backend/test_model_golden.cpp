@@ -2,7 +2,7 @@
 // teacher-forced next-token agreement and KL divergence, greedy continuations, and the INT8
 // path's perplexity against the FP32 path's. Built twice: for the default model (SmolLM2, golden
 // prefix smollm2) and, with EMBER_GOLDEN_GEMMA3, for Gemma 3 270M (prefix gemma3).
-#include "backend/cpu/kernel_backend.hpp"
+#include "backend/cpu/cpu_backend.hpp"
 #include "sequence_runner.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "test_support.hpp"
@@ -17,6 +17,12 @@
 
 namespace ember {
 namespace {
+
+// The options with `precision`: the CPU backend's matrix products (int8 or fp32).
+backend::BackendOptions at_precision(backend::BackendOptions options, Precision precision) {
+  options.precision = precision;
+  return options;
+}
 
 using nlohmann::json;
 
@@ -63,7 +69,7 @@ struct Model {
   std::shared_ptr<const model::GgufFile> file;
   model::ModelConfig config;
   std::vector<std::int32_t> golden_tokens;
-  // fp32: the kernel backend's FP32 path (Precision::fp32; the readable reference computes the
+  // fp32: the CPU backend's FP32 path (Precision::fp32; the readable reference computes the
   // same function, arch_golden_test checks it against llama.cpp for every architecture); int8:
   // the file's default weight format; w8a8: WeightFormat::w8a8 (every matrix requantized to
   // INT8 per output row but a Q8_0 lm_head).
@@ -123,13 +129,13 @@ Model& default_model() {
     model.golden_tokens = load_golden(golden_name("_f32_teacher_forced.json"))["tokens"].get<std::vector<std::int32_t>>();
     backend::BackendOptions options;
     options.threads = 2;
-    model.fp32 = backend::cpu::make_kernel_backend(model.file, model.config, options, Precision::fp32);
+    model.fp32 = backend::cpu::make_cpu_backend(model.file, model.config, at_precision(options, Precision::fp32));
     // The INT8 backend exactly as the engine builds it: smoothing calibrated on the built-in text.
     const auto tokenizer = tokenizer::Tokenizer::from_gguf(*model.file);
     options.tokenize = [tokenizer](std::string_view text) { return tokenizer->encode(text, true, tokenizer->add_bos()); };
-    model.int8 = backend::cpu::make_kernel_backend(model.file, model.config, options);
+    model.int8 = backend::cpu::make_cpu_backend(model.file, model.config, at_precision(options, Precision::int8));
     options.weight_format = WeightFormat::w8a8;
-    model.w8a8 = backend::cpu::make_kernel_backend(model.file, model.config, options);
+    model.w8a8 = backend::cpu::make_cpu_backend(model.file, model.config, at_precision(options, Precision::int8));
     return model;
   }();
   return m;
@@ -243,7 +249,7 @@ Divergence divergence(const Logits& a, const Logits& b) {
 // The int8 KV cache against the f16 one. Issue 21's targets: top-1 agreement with llama.cpp on
 // F32 weights within 0.3 points of the f16 cache's, and mean KL(f16 cache || int8 cache) over
 // the full vocabulary at most 0.002 (llama.cpp's q8_0 KV measures 0.0016 against its f16 cache).
-// On the kernel backend's FP32 path, whose output moves smoothly with its inputs, the KL is the
+// On the CPU backend's FP32 path, whose output moves smoothly with its inputs, the KL is the
 // KV cache's own error: 0.00014 with the groups Hadamard-rotated (0.0004 before), and top-1 falls
 // 0.48 points (99.86 -> 99.39 %; 1.0 before; every flip at a near-tie of llama.cpp's).
 // On the INT8 path (the engine's; W4A8 for this Q4_1 file) every activation is rounded to 8
@@ -285,7 +291,7 @@ TEST_CASE("int8 KV cache: teacher-forced quality against the f16 cache") {
 // argmax of the logits after the prompt and the continuation so far is the continuation's next
 // token: so one teacher-forced pass over prompt + continuation (one batch of rows, not 48
 // single-token steps) finds where, if anywhere, ember's greedy output would leave it. On the
-// kernel backend's FP32 path: the engine's Precision::fp32.
+// CPU backend's FP32 path: the engine's Precision::fp32.
 TEST_CASE("greedy continuations equal llama.cpp's (F32 weights) up to near-ties") {
   Model& m = default_model();
   const json golden = load_golden(golden_name("_f32_greedy.json"));

@@ -1,9 +1,9 @@
 // The packed-weight cache (backend/cpu/weight_cache.hpp) under the INT8 backend: a warm load
 // gives bit-identical logits to a cold one, and a damaged, truncated or foreign cache file is
 // logged, ignored and rewritten, never trusted.
-#include "backend/cpu/kernel_backend.hpp"
+#include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/weight_cache.hpp"
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 #include "sequence_runner.hpp"
 #include "test_support.hpp"
 
@@ -15,6 +15,12 @@
 
 namespace ember {
 namespace {
+
+// The options with `precision`: the CPU backend's matrix products (int8 or fp32).
+backend::BackendOptions at_precision(backend::BackendOptions options, Precision precision) {
+  options.precision = precision;
+  return options;
+}
 
 namespace fs = std::filesystem;
 
@@ -38,7 +44,7 @@ Loaded load_and_run(const std::string& model, const std::string& dir) {
   };
   options.weight_cache_dir = dir;
   options.log = [&](LogLevel, std::string_view m) { out.log.emplace_back(m); };
-  auto backend = backend::cpu::make_kernel_backend(file, config, options);
+  auto backend = backend::cpu::make_cpu_backend(file, config, at_precision(options, Precision::int8));
   std::vector<std::int32_t> prompt;
   for (int i = 0; i < 20; ++i) prompt.push_back(5 + (i * 11) % (config.vocab - 5));
   test::SequenceRunner runner(*backend, 40);

@@ -1,6 +1,6 @@
 // Writes the synthetic model that the C ABI tests and the c_api example run on (a ctest
 // fixture): the C tests cannot call the C++ GGUF writer themselves.
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 
 #include <cstdio>
 #include <exception>

@@ -3,7 +3,7 @@
 // (Completion::reasoning, chunks of ChunkStream::reasoning), SamplingParams::reasoning_budget
 // forces the closing marker, 0 turns thinking off through the template's enable_thinking, and a
 // grammar constrains the answer only.
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>

@@ -3,7 +3,7 @@
 // characters), and the SmolLM2 ChatML template.
 //
 //   make_example_model OUTPUT.gguf
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 
 #include <ember/ember.hpp>
 

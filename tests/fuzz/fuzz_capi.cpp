@@ -7,7 +7,7 @@
 // a buffer of that size then succeeds and agrees), nothing is written past `capacity`, and an
 // out-of-range id is EMBER_ERROR_INVALID_ARGUMENT.
 #include "fuzz_support.hpp"
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 
 #include <ember/ember.h>
 

@@ -7,7 +7,7 @@
 // only ember::Error comes out, with the documented codes, and the SmolLM2 template's rendering
 // contains every message's content.
 #include "fuzz_support.hpp"
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 #include "tokenizer/chat_template.hpp"
 
 #include <ember/ember.hpp>

@@ -12,7 +12,7 @@
 // equal to them (not to decode(): SentencePiece's decode drops the first space prefix).
 #include "fuzz_support.hpp"
 #include "model/gguf.hpp"
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <ember/ember.hpp>

@@ -12,7 +12,7 @@
 // Usage: fuzz_make_seeds CORPUS_DIR TEST_DATA_DIR. Regression inputs (crash-*) are not touched.
 #include "bad_gguf.hpp"
 #include "kv_snapshot_seed.hpp"
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,5 +1,5 @@
 // Writes a tiny synthetic model and a copy with a broken magic for the ember-inspect tests.
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 
 #include <cstdio>
 #include <exception>

@@ -2,7 +2,7 @@
 // names the problem, never a crash, a hang or an out-of-memory.
 #include "bad_gguf.hpp"
 #include "model/gguf.hpp"
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 #include "tests/support/test_support.hpp"
 
 #include <doctest/doctest.h>

@@ -3,7 +3,7 @@
 #include <ember/ember.hpp>
 
 #include "model/ggml_types.hpp"
-#include "model/quantize.hpp"
+#include "model_writer/ggml_quantize.hpp"
 #include "tests/support/test_support.hpp"
 
 #include <doctest/doctest.h>

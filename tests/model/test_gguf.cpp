@@ -1,10 +1,10 @@
 // GGUF writer -> reader round trips, typed getters, model config and the weights map, all on
 // synthetic models.
 #include "model/gguf.hpp"
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 #include "model/decoder_tensors.hpp"
 #include "model/model_config.hpp"
-#include "model/quantize.hpp"
+#include "model_writer/ggml_quantize.hpp"
 #include "tests/support/test_support.hpp"
 
 #include <doctest/doctest.h>

@@ -17,7 +17,7 @@ SequenceRunner::SequenceRunner(backend::Backend& backend, int max_tokens, KvCach
   g.head_dim = c.head_dim;
   g.block_size = block_size;
   g.block_count = (max_tokens + block_size - 1) / block_size;
-  g.type = kv_type;
+  g.dtype = kv_type;
   kv_ = backend.make_kv_cache(g);
   // Blocks in reverse order, so that a test also exercises a non-identity block table.
   block_table_.resize(static_cast<std::size_t>(g.block_count));

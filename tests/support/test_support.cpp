@@ -1,6 +1,6 @@
 #include "test_support.hpp"
 
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 
 #include <cstdio>
 #include <map>

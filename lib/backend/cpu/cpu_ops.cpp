@@ -27,7 +27,7 @@ void CpuOps::begin(const Batch& batch, KvCache& kv, std::vector<float>* logits) 
   for (const SequenceSlice& s : batch.sequences)
     seqs_.push_back({s.row_begin, s.row_count, s.block_table.data(), static_cast<std::int32_t>(s.block_table.size())});
   layout_ = {g.block_size, config_.kv_heads, config_.head_dim,
-             g.type};
+             g.dtype};
   k::bind_threads(ctx_);  // this thread's OpenMP regions, oneDNN's included
 }
 
@@ -147,6 +147,10 @@ void CpuOps::gated_activation(model::FeedForward kind) {
     k::gelu_mul(gate_up_.data(), rows_, config_.ffn, act_.data(), ctx_.threads);
   else
     k::silu_mul(gate_up_.data(), rows_, config_.ffn, act_.data(), ctx_.threads);
+}
+
+std::int64_t CpuOps::output_granule(model::WeightRef weight, std::int64_t rows) const {
+  return weights_[weight].linear->output_granule(rows);
 }
 
 void CpuOps::gather_logit_rows() {

@@ -62,8 +62,12 @@ class CpuOps final : public model::DecoderOps {
   void attention(int layer, int window, float scale, std::int64_t row_begin, std::int64_t row_end) override;
   void gated_activation(model::FeedForward kind) override;
   void gather_logit_rows() override;
+  // A product splits as its linear's kernel allows; attention in the kernel's tiles of rows.
+  std::int64_t output_granule(model::WeightRef weight, std::int64_t rows) const override;
+  std::int64_t attention_row_granule() const override { return kAttentionRowGranule; }
 
  private:
+  static constexpr std::int64_t kAttentionRowGranule = 8;  // the attention kernel's tile of rows
   float* at(model::Activation a);
   std::int64_t width(model::Activation a) const;
   float* part(model::QkvPart p);

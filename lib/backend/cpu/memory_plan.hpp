@@ -3,8 +3,9 @@
 // needs, instead of being killed by the OS half-way through a long load.
 #pragma once
 
-#include "backend/cpu/kernel_backend.hpp"
 #include "model/model_config.hpp"
+
+#include <ember/ember.hpp>
 
 #include <cstdint>
 
@@ -16,7 +17,7 @@ struct MemoryPlan {
   std::uint64_t total() const { return prepared_bytes + transient_bytes; }
 };
 
-// An upper bound for `config` on the given GEMM path: INT8 matrices in both of the kernel
+// An upper bound for `config` on the given GEMM path: INT8 matrices in both of the CPU
 // backend's layouts (oneDNN's packed one and the GEMV's) with their scales, `four_bit_share`
 // of the weights (0..1) instead in the W4A8 layout (5 bits a weight at most), or FP32 ones; the
 // transient part is one layer's FP32 matrices twice (the dequantized copy and the FP32 linears

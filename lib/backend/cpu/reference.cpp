@@ -1,8 +1,9 @@
 // The reference forward pass: plain FP32 ops that a newcomer can read top to bottom, run by the
 // one layer graph (model/decoder_graph.hpp) for every architecture ModelConfig describes. Every
-// optimised path in ember is checked against it, and it is the baseline the speed-ups are
-// measured against, so its matrix products use Eigen's well-tuned FP32 GEMM (a fair baseline,
-// not a strawman) while everything else is written as the simplest loops.
+// optimised path in ember is checked against it (tests, ember-logits); it is an oracle, not a
+// Precision an engine runs (Precision::fp32 is the CPU backend's FP32 path). Its matrix products
+// use Eigen's well-tuned FP32 GEMM so that whole-model tests stay quick; everything else is
+// written as the simplest loops.
 //
 // Shapes: d = model width, rows = tokens in the batch, hd = head_dim.
 #include "backend/cpu/reference.hpp"
@@ -140,7 +141,7 @@ class ReferenceOps final : public model::DecoderOps {
   void store_kv(int layer) override {
     const Matrix& qkv = act(model::Activation::qkv);
     const int kv_dim = config_.kv_heads * config_.head_dim, q_dim = config_.heads * config_.head_dim;
-    const KvCacheType type = kv_.geometry().type;
+    const KvCacheType type = kv_.geometry().dtype;
     for (int r = 0; r < batch_.rows(); ++r) {
       const std::size_t base = static_cast<std::size_t>(batch_.slots[static_cast<std::size_t>(r)]) * kv_dim;
       for (int i = 0; i < kv_dim; ++i) {
@@ -176,8 +177,8 @@ class ReferenceOps final : public model::DecoderOps {
           const std::size_t slot = static_cast<std::size_t>(block) * g.block_size + t % g.block_size;
           const std::size_t base = (slot * g.kv_heads + kv_head) * hd;
           for (int i = 0; i < hd; ++i) {
-            keys(t, i) = load_kv(kv_.keys(layer), g.type, base + i);
-            values(t, i) = load_kv(kv_.values(layer), g.type, base + i);
+            keys(t, i) = load_kv(kv_.keys(layer), g.dtype, base + i);
+            values(t, i) = load_kv(kv_.values(layer), g.dtype, base + i);
           }
         }
         for (int r = first_row; r <= last_row; ++r) {
@@ -284,13 +285,13 @@ class ReferenceBackend final : public Backend {
   std::string cpu_tier() const override { return kernels::cpu::to_string(kernels::cpu::active_tier()); }
 
   std::unique_ptr<KvCache> make_kv_cache(const KvGeometry& g) const override {
-    check_kv_type(g.type);
+    check_kv_type(g.dtype);
     return Backend::make_kv_cache(g);
   }
 
   void forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) override {
     const KvGeometry& g = kv.geometry();
-    check_kv_type(g.type);
+    check_kv_type(g.dtype);
     validate_batch(batch, g.block_count, g.block_size, config_.vocab);
     if (threads_ > 0) omp_set_num_threads(threads_);  // this thread's parallel regions only
     ReferenceOps ops(config_, weights_, *token_embd_, batch, kv);
@@ -301,11 +302,11 @@ class ReferenceBackend final : public Backend {
   }
 
  private:
-  // The oracle stores K/V as computed (f32) or in f16; the int8 cache is the kernel backend's.
+  // The oracle stores K/V as computed (f32) or in f16; the int8 cache is the CPU backend's.
   static void check_kv_type(KvCacheType type) {
     if (type == KvCacheType::int8)
-      fail(ErrorCode::unsupported, "KvCacheType::int8 needs precision int8 (the CPU kernel backend); "
-                                   "precision fp32, the reference path, keeps f16 or f32 K/V");
+      fail(ErrorCode::unsupported, "KvCacheType::int8 is the CPU backend's; "
+                                   "the reference backend keeps f16 or f32 K/V");
   }
 
   std::shared_ptr<const model::GgufFile> file_;  // keeps token_embd_ mapped

@@ -1,4 +1,5 @@
-// The readable FP32 reference backend (reference.cpp).
+// The readable FP32 reference backend (reference.cpp): the oracle tests and ember-logits check
+// the CPU and CUDA backends against; no engine precision selects it.
 #pragma once
 
 #include "backend/backend.hpp"

@@ -1,6 +1,7 @@
 #include "backend/cpu/weight_preparation.hpp"
 
 #include "backend/cpu/calibration_text.hpp"
+#include "backend/cpu/sliced_linear.hpp"
 #include "backend/cpu/smoothing.hpp"
 #include "backend/cpu/weight_cache.hpp"
 #include "kernels/cpu/gemm_grouped.hpp"
@@ -144,6 +145,8 @@ class Preparer {
   }
 
   PreparedWeights run() {
+    // FP32 weights are neither calibrated nor cached: preparing them is the whole load.
+    if (gemm_ == Precision::fp32 && options_.progress) options_.progress->plan({{LoadPhase::weights, 1}});
     std::vector<std::int32_t> calibration_tokens;
     // Calibration observes the FP32 model's activations for the smoothing of w8a8 matrices (and
     // of the lm_head, which needs every layer before it): not needed when no layer has one.
@@ -160,7 +163,7 @@ class Preparer {
     }
     prepare(calibration_tokens, cache.get());
     if (cache) cache->commit();
-    report(LoadPhase::cache, 1.0f);
+    if (gemm_ == Precision::int8) report(LoadPhase::cache, 1.0f);
     return {std::move(weights_), format_};
   }
 
@@ -219,7 +222,7 @@ class Preparer {
   std::unique_ptr<Calibration> begin_calibration(const std::vector<std::int32_t>& tokens) {
     auto c = std::make_unique<Calibration>();
     const int n = static_cast<int>(tokens.size());
-    const KvGeometry g{config_.layers, config_.kv_heads, config_.head_dim, 16, (n + 15) / 16, KvCacheType::f32};
+    const KvGeometry g{{16, config_.kv_heads, config_.head_dim, KvCacheType::f32}, config_.layers, (n + 15) / 16};
     c->kv = std::make_unique<KvCache>(g);
     c->batch.sequences.push_back({0, n, {}});
     for (int i = 0; i < n; ++i) {
@@ -260,8 +263,9 @@ class Preparer {
       linear = make_grouped(w);
       return;
     }
-    if (precision == Precision::fp32) {
-      linear = k::make_fp32_linear(ctx_, values.data(), w.rows, w.cols);
+    if (precision == Precision::fp32) {  // sliced for a budgeted step; calibration's run whole
+      linear = gemm_ == Precision::fp32 ? make_sliced_fp32_linear(ctx_, values.data(), w.rows, w.cols)
+                                        : k::make_fp32_linear(ctx_, values.data(), w.rows, w.cols);
       return;
     }
     const k::QuantizedWeights q = k::quantize_int8_weights(ctx_, values.data(), w.rows, w.cols);
@@ -352,7 +356,7 @@ class Preparer {
       return;
     }
     if (gemm_ == Precision::fp32) {
-      weights_[w.ref].linear = k::make_fp32_linear(ctx_, model::dequantize_tensor(tensor).data(), vocab, d);
+      weights_[w.ref].linear = make_sliced_fp32_linear(ctx_, model::dequantize_tensor(tensor).data(), vocab, d);
       return;
     }
     constexpr std::int64_t kSliceRows = 4096;

@@ -17,7 +17,6 @@
 
 #include "backend/backend.hpp"
 #include "backend/cpu/cpu_ops.hpp"
-#include "backend/cpu/kernel_backend.hpp"
 #include "model/decoder_tensors.hpp"
 
 namespace ember::backend::cpu {

@@ -1,7 +1,8 @@
-// The CUDA backend: the forward pass of backend/cpu/kernel_backend.cpp on an NVIDIA GPU, built
-// from kernels/cuda. Weights are uploaded once at open, either re-quantized to INT8 per output
-// channel (Precision::int8: cuBLAS INT8 GEMMs with INT32 accumulation, activations quantized per
-// row on the GPU) or converted to FP16 (Precision::fp16: cuBLAS FP16 GEMMs with FP32
+// The CUDA backend: the forward pass of backend/cpu/cpu_backend.cpp on an NVIDIA GPU, built
+// from kernels/cuda: weight placement here, the graph's ops in CudaOps (cuda_ops.hpp). Weights
+// are uploaded once at open, either re-quantized to INT8 per output channel (Precision::int8:
+// cuBLAS INT8 GEMMs with INT32 accumulation, activations quantized per row on the GPU) or
+// converted to FP16 (Precision::fp16: cuBLAS FP16 GEMMs with FP32
 // accumulation, the GPU's baseline). Norms, RoPE, softmax and residuals run in FP32; the KV pool
 // lives in device memory (make_kv_cache). Small batches (decode steps) replay CUDA graphs.
 //

@@ -1,7 +1,7 @@
 // Synthetic Llama-family models: random weights (seeded) and a small but real byte-level BPE
 // tokenizer (GPT-2 byte symbols + merges learned from a built-in English sample), so tests can
 // run the whole pipeline without downloading a model.
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 
 #include "util/check.hpp"
 

@@ -1,6 +1,6 @@
-#include "model/gguf_writer.hpp"
+#include "model_writer/gguf_writer.hpp"
 
-#include "model/quantize.hpp"
+#include "model_writer/ggml_quantize.hpp"
 #include "util/atomic_file.hpp"
 #include "util/check.hpp"
 

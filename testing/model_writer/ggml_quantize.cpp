@@ -1,4 +1,4 @@
-#include "model/quantize.hpp"
+#include "model_writer/ggml_quantize.hpp"
 
 #include "util/check.hpp"
 #include "util/fp16.hpp"

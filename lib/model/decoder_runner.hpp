@@ -1,0 +1,70 @@
+// A forward pass of the decoder graph (decoder_graph.hpp) run in pieces that end by a deadline,
+// for a host with a frame budget (Engine::step(budget)), on any device whose DecoderOps can stop
+// inside a pass. The runner knows no device: it learns what each stage costs on the ops it drives
+// and asks the ops only how finely they may split a stage (DecoderOps::output_granule,
+// attention_row_granule). A device that cannot split runs each stage whole, and one that cannot
+// stop at all (a pass recorded as one graph) does not use a runner.
+//
+// Thread-safety: one runner drives one pass at a time, on the thread that calls advance().
+#pragma once
+
+#include "model/decoder_graph.hpp"
+#include "model/model_config.hpp"
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <span>
+
+namespace ember::model {
+
+class PassRunner {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit PassRunner(const ModelConfig& config) : config_(config) {}
+
+  // Starts a pass over `ops`, which the device has set up for the step already: `positions` holds
+  // each row's position (what a row of attention costs grows with it) and must stay valid until the
+  // pass is done; `logit_rows` rows need logits. Runs the step's start (model::begin_step).
+  void begin(DecoderOps& ops, std::span<const std::int32_t> positions, std::int64_t logit_rows);
+
+  // Runs the pass's stages in order, the splittable ones (StageWork) in parts sized to end by
+  // `deadline`, from what a unit of the stage last cost in this pass (or the last of as many rows).
+  // Stops before a stage or part that does not fit; every call runs at least one part, so the
+  // pass progresses. True when the pass is done. Clock::time_point::max(): the rest of the pass,
+  // each stage whole.
+  bool advance(Clock::time_point deadline);
+
+ private:
+  struct Part {  // the next piece: a stage of a layer (-1: the head) and its first unit not run yet
+    int layer = 0;
+    Stage stage = Stage::attention_norm;
+    std::int64_t rows = 0;
+    StageWork work;
+  };
+  // What a stage's parts cost, as last measured: seconds per unit of weight (units_weight), and
+  // for a product the extra of its first part, which also quantizes the product's input.
+  struct StageCost {
+    static constexpr double kUnknown = -1;
+    double unit = kUnknown;  // kUnknown: not measured at these rows yet
+    double first_part = 0;
+    void learn(const StageWork& work, bool first, double seconds, double weight);
+  };
+
+  bool next_part(Part& part);
+  std::int64_t units_to_run(const Part& part, Clock::time_point deadline, bool ran) const;
+  std::int64_t granule(const Part& part, std::int64_t left) const;
+  double units_weight(const Part& part, std::int64_t begin, std::int64_t end) const;
+
+  const ModelConfig& config_;
+  DecoderOps* ops_ = nullptr;
+  std::span<const std::int32_t> positions_;
+  std::int64_t rows_ = -1, logit_rows_ = -1;
+  int layer_ = 0;               // the next stage's layer; config_.layers: the head
+  std::size_t stage_ = 0;       // the next stage, in kLayerStages or kHeadStages
+  std::int64_t next_unit_ = 0;  // the next stage's first unit not run yet
+  std::array<StageCost, static_cast<std::size_t>(Stage::lm_head) + 1> costs_{};
+};
+
+}  // namespace ember::model
