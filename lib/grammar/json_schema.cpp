@@ -48,6 +48,9 @@ std::string SchemaConverter::run() {
 void SchemaConverter::unsupported(const std::string& path, const std::string& what) {
   fail(kBadSchema, "json_schema: {} at {} is not supported", what, path.empty() ? "/" : path);
 }
+void SchemaConverter::unsatisfiable(const std::string& path, const std::string& what) {
+  throw Unsatisfiable(kBadSchema, fmt::format("json_schema: {} at {}: no value satisfies it", what, path.empty() ? "/" : path));
+}
 void SchemaConverter::invalid(const std::string& path, const std::string& what) {
   fail(kBadSchema, "json_schema: {} at {}", what, path.empty() ? "/" : path);
 }
@@ -92,16 +95,40 @@ std::string SchemaConverter::visit(const JsonValue& raw, const std::string& path
     int& d;
     ~Leave() { --d; }
   } leave{depth_};
+  normalizer_.inlined.clear();
   const JsonValue& s = normalized_.emplace_back(normalizer_.normalize(raw, path));
+  // $refs merged into `s` count as entered while its parts are visited.
+  const std::vector<std::string> inlined = std::move(normalizer_.inlined);
+  for (const std::string& ref : inlined)
+    if (active_[ref] > 0 && recursion_ >= kMaxRefDepth - 1) return use("json-never");
+  struct Enter {
+    SchemaConverter& c;
+    const std::vector<std::string>& refs;
+    int reentered = 0;
+    Enter(SchemaConverter& conv, const std::vector<std::string>& r) : c(conv), refs(r) {
+      for (const std::string& ref : refs) reentered += c.active_[ref]++ > 0;
+      c.recursion_ += reentered;
+    }
+    ~Enter() {
+      for (const std::string& ref : refs) --c.active_[ref];
+      c.recursion_ -= reentered;
+    }
+  } enter(*this, inlined);
   if (s.type == Type::boolean) {
-    if (!s.boolean) unsupported(path, "a schema that no value satisfies");
+    if (!s.boolean) unsatisfiable(path, "a schema that no value satisfies");
     return use("json-value");
   }
   if (const JsonValue* ref = s.find("$ref")) return resolve(ref->text, path);
   if (const JsonValue* list = s.find("anyOf")) {
     std::string out;
-    for (std::size_t i = 0; i < list->items.size(); ++i)
-      out += (i ? " | " : "") + visit(list->items[i], fmt::format("{}/anyOf/{}", path, i), fmt::format("{}-{}", hint, i));
+    std::optional<Unsatisfiable> none;
+    for (std::size_t i = 0; i < list->items.size(); ++i) try {  // a branch no value satisfies is left out
+        const std::string b = visit(list->items[i], fmt::format("{}/anyOf/{}", path, i), fmt::format("{}-{}", hint, i));
+        out += (out.empty() ? "" : " | ") + b;
+      } catch (const Unsatisfiable& e) {
+        if (!none) none = e;
+      }
+    if (out.empty()) throw *none;
     return add_rule(hint, out);
   }
   std::vector<std::string> types = types_of(s, path);
@@ -127,7 +154,7 @@ std::string SchemaConverter::visit(const JsonValue& raw, const std::string& path
     std::string a = typed(s, t, path, hint);
     if (!a.empty()) alts.push_back(std::move(a));
   }
-  if (alts.empty()) unsupported(path, "a schema that no value satisfies");
+  if (alts.empty()) unsatisfiable(path, "a schema that no value satisfies");
   return alts.size() == 1 ? alts[0] : "(" + join_alts(alts) + ")";
 }
 
@@ -143,7 +170,7 @@ std::string SchemaConverter::values(const JsonValue& s, const std::vector<JsonVa
       continue;
     out.push_back(gbnf_literal(v.dump()));
   }
-  if (out.empty()) unsupported(path, "an 'enum' or 'const' whose values all fail its 'type'");
+  if (out.empty()) unsatisfiable(path, "an 'enum' or 'const' whose values all fail its 'type'");
   return "(" + join_alts(out) + ")";
 }
 
@@ -315,13 +342,10 @@ std::string SchemaConverter::string(const JsonValue& s, const std::string& path,
 }
 
 std::string SchemaConverter::resolve(const std::string& ref, const std::string& path) {
-  // A recursive $ref is unrolled: each level of recursion gets its own copy of the rules, and
-  // past kMaxRefDepth levels the reference matches nothing, so generated documents nest at
-  // most that deep through it (narrower than the schema; a model that keeps recursing must
-  // stop). Non-recursive uses of a definition share one copy.
-  constexpr int kMaxRefDepth = 6;
+  // Unrolled past kMaxRefDepth levels into nothing (the class comment); non-recursive uses of a
+  // definition share one copy.
   const int level = active_[ref];
-  if (level >= kMaxRefDepth) return use("json-never");
+  if (level > 0 && recursion_ >= kMaxRefDepth - 1) return use("json-never");
   const std::string key = fmt::format("{}@{}", ref, level);
   if (auto it = refs_.find(key); it != refs_.end()) return it->second;
   std::string hint;
@@ -334,9 +358,20 @@ std::string SchemaConverter::resolve(const std::string& ref, const std::string& 
   const std::size_t slot = rules_.size();
   rules_.emplace_back(name, "");
   ++active_[ref];
-  std::string body = visit(*target, ref.substr(ref.find('#') + 1), name);
-  --active_[ref];
-  rules_[slot].second = std::move(body);
+  recursion_ += level > 0;
+  struct Leave {
+    int& active;
+    int& recursion;
+    bool reentered;
+    ~Leave() { --active, recursion -= reentered; }
+  } leave{active_[ref], recursion_, level > 0};
+  try {
+    rules_[slot].second = visit(*target, ref.substr(ref.find('#') + 1), name);
+  } catch (const Unsatisfiable&) {
+    refs_.erase(key);  // its rule stays unused
+    rules_[slot].second = use("json-never");
+    throw;
+  }
   return name;
 }
 

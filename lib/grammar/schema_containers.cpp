@@ -78,13 +78,16 @@ std::string SchemaConverter::array(const JsonValue& s, const std::string& path, 
     prefix.push_back(visit(prefix_schemas[i], fmt::format("{}/prefixItems/{}", path, i), fmt::format("{}-{}", hint, i)));
   std::optional<std::string> rest;  // the schema after the prefix; none: no more items
   if (items && items->type == Type::boolean && !items->boolean) rest = std::nullopt;
-  else if (items) rest = visit(*items, path + "/items", hint + "-item");
+  else if (items) try {
+      rest = visit(*items, path + "/items", hint + "-item");
+    } catch (const Unsatisfiable&) {  // no item satisfies it: only the prefix
+    }
   else if (prefix.empty()) rest = use("json-value");
   const std::size_t k = prefix.size();
   // A tuple without `items`: exactly its prefix (any more would be unconstrained values).
   if (!items && k > 0) hi = hi ? std::min(*hi, std::max<int>(lo, static_cast<int>(k))) : std::max<int>(lo, static_cast<int>(k));
   if (!rest) hi = hi ? std::min(*hi, static_cast<int>(k)) : static_cast<int>(k);
-  if (hi && lo > *hi) unsupported(path, "'minItems' that the other array keywords cannot reach");
+  if (hi && lo > *hi) unsatisfiable(path, "'minItems' that the other array keywords cannot reach");
   lo = std::max(lo, std::min(static_cast<int>(k), hi.value_or(static_cast<int>(k))));
   const std::string sep = use("ws") + " \",\" ws ";
   const auto item_at = [&](int i) { return i < static_cast<int>(k) ? prefix[static_cast<std::size_t>(i)] : rest.value_or(""); };
@@ -114,7 +117,7 @@ std::string SchemaConverter::array(const JsonValue& s, const std::string& path, 
 std::string SchemaConverter::unique_array(const std::vector<JsonValue>& set, int lo, std::optional<int> hi, const std::string& hint) {
   const std::size_t n = set.size();
   const int most = std::min<int>(static_cast<int>(n), hi.value_or(static_cast<int>(n)));
-  if (lo > most) unsupported(hint, "'minItems' above the number of distinct items 'uniqueItems' allows");
+  if (lo > most) unsatisfiable(hint, "'minItems' above the number of distinct items 'uniqueItems' allows");
   const std::string sep = use("ws") + " \",\" ws ";
   std::vector<std::string> rule(std::size_t{1} << n);
   for (std::size_t m = 0; m < rule.size(); ++m) rule[m] = rule_name(hint + "-unique");
@@ -159,7 +162,7 @@ std::string SchemaConverter::object(const JsonValue& s, const std::string& path,
       names.push_back(name);
       const JsonValue n = normalizer_.normalize(schema, path + "/properties/" + pointer_escape(name));
       if (n.type == Type::boolean && !n.boolean) {  // the property must be absent
-        if (is_required(name)) unsupported(path, fmt::format("a required property '{}' that no value satisfies", name));
+        if (is_required(name)) unsatisfiable(path, fmt::format("a required property '{}' that no value satisfies", name));
         continue;
       }
       listed.push_back({name, schema, is_required(name)});
@@ -167,7 +170,7 @@ std::string SchemaConverter::object(const JsonValue& s, const std::string& path,
   // A required name `properties` does not list takes the schema of extra members.
   for (const std::string& name : required) {
     if (props && props->find(name)) continue;
-    if (closed && !s.find("patternProperties")) unsupported(path, fmt::format("'required' naming '{}', which 'additionalProperties' forbids", name));
+    if (closed && !s.find("patternProperties")) unsatisfiable(path, fmt::format("'required' naming '{}', which 'additionalProperties' forbids", name));
     if (s.find("patternProperties")) note(path, fmt::format("whether the required '{}' matches a patternProperties pattern is not checked", name));
     names.push_back(name);
     listed.push_back({name, additional && additional->type == Type::object ? *additional : value_of(Type::boolean, true), true});
@@ -179,7 +182,7 @@ std::string SchemaConverter::object(const JsonValue& s, const std::string& path,
       if (required_count < static_cast<std::size_t>(*minp) && !l.required) l.required = true, ++required_count;
   std::optional<int> max_extra;
   if (auto maxp = count_of(s, path, "maxProperties")) {
-    if (required_count > static_cast<std::size_t>(*maxp)) unsupported(path, "'maxProperties' below the number of required properties");
+    if (required_count > static_cast<std::size_t>(*maxp)) unsatisfiable(path, "'maxProperties' below the number of required properties");
     // Optional ones are left out from the end until every listed one fits (narrower).
     for (std::size_t i = listed.size(); i-- > 0 && listed.size() > static_cast<std::size_t>(*maxp);)
       if (!listed[i].required) listed.erase(listed.begin() + static_cast<std::ptrdiff_t>(i));
@@ -194,7 +197,13 @@ std::string SchemaConverter::object(const JsonValue& s, const std::string& path,
   };
   std::vector<Prop> list;
   for (const Listed& l : listed) {
-    const std::string value = visit(l.schema, path + "/properties/" + pointer_escape(l.name), hint + "-" + l.name);
+    std::string value;
+    try {
+      value = visit(l.schema, path + "/properties/" + pointer_escape(l.name), hint + "-" + l.name);
+    } catch (const Unsatisfiable&) {
+      if (l.required) throw;
+      continue;  // an optional property no value satisfies is left out
+    }
     list.push_back({add_rule(hint + "-" + l.name + "-kv", gbnf_literal(json_quote(l.name)) + " ws \":\" ws " + value), l.required});
   }
   bool any_extra = false;
@@ -243,7 +252,12 @@ std::string SchemaConverter::extra_members(const JsonValue& s, const std::vector
       } catch (const Error&) {
         continue;
       }
-      const std::string value = visit(schema, path + "/patternProperties/" + pointer_escape(pattern), hint + "-pattern");
+      std::string value;
+      try {
+        value = visit(schema, path + "/patternProperties/" + pointer_escape(pattern), hint + "-pattern");
+      } catch (const Unsatisfiable&) {
+        continue;
+      }
       alts.push_back(add_rule(hint + "-pattern-key", "\"\\\"\" " + key + " \"\\\"\"") + " ws \":\" ws " + value);
     }
   const bool open = additional ? !(additional->type == Type::boolean && !additional->boolean) : !s.find("properties");
@@ -263,8 +277,11 @@ std::string SchemaConverter::extra_members(const JsonValue& s, const std::vector
     } else {
       key = other_key(names, hint);
     }
-    const std::string value = additional ? visit(*additional, path + "/additionalProperties", hint + "-extra") : use("json-value");
-    alts.push_back(key + " ws \":\" ws " + value);
+    try {
+      const std::string value = additional ? visit(*additional, path + "/additionalProperties", hint + "-extra") : use("json-value");
+      alts.push_back(key + " ws \":\" ws " + value);
+    } catch (const Unsatisfiable&) {  // no extra member can be written
+    }
   }
   any = !alts.empty();
   if (!any) return "";

@@ -6,6 +6,8 @@
 #include "grammar/json_value.hpp"
 #include "grammar/schema_normalize.hpp"
 
+#include <ember/ember.hpp>
+
 #include <deque>
 #include <map>
 #include <optional>
@@ -16,8 +18,19 @@
 
 namespace ember::grammar {
 
+// A schema (or part of one) that no value satisfies: a union leaves such a branch out, an
+// optional property or extra members are then not written; elsewhere it is the request's error.
+class Unsatisfiable : public Error {
+ public:
+  using Error::Error;
+};
+
 class SchemaConverter {
  public:
+  // A recursive $ref is unrolled: each level of recursion gets its own copy of the rules, and
+  // past kMaxRefDepth levels (re-entries of all refs together) the reference matches nothing,
+  // so generated documents nest at most that deep through them (narrower than the schema; a
+  // model that keeps recursing must stop).
   SchemaConverter(const JsonValue& root, std::string root_rule);
   std::string run();
   const SchemaNotes& notes() const { return notes_; }
@@ -27,6 +40,7 @@ class SchemaConverter {
 
  private:
   [[noreturn]] static void unsupported(const std::string& path, const std::string& what);
+  [[noreturn]] static void unsatisfiable(const std::string& path, const std::string& what);
   [[noreturn]] static void invalid(const std::string& path, const std::string& what);
   static std::optional<int> count_of(const JsonValue& s, const std::string& path, const char* key);
   static std::vector<std::string> types_of(const JsonValue& s, const std::string& path);
@@ -60,6 +74,8 @@ class SchemaConverter {
   std::set<std::string> used_;
   std::map<std::string, std::string> refs_;  // "ref@level" -> rule
   std::map<std::string, int> active_;         // refs being expanded, with their depth
+  static constexpr int kMaxRefDepth = 6;
+  int recursion_ = 0;                         // of them, re-entries of a ref already being expanded
   int depth_ = 0;
 };
 

@@ -268,6 +268,7 @@ JsonValue SchemaNormalizer::inline_ref(const JsonValue& ref_schema, const std::s
   const JsonValue* target = resolve(ref, path);
   if (!target) fail(ErrorCode::invalid_argument, "json_schema: the $ref \"{}\" points at nothing at {}", ref, path.empty() ? "/" : path);
   inlining_.insert(ref);
+  inlined.push_back(ref);
   JsonValue out = normalize(*target, path);
   inlining_.erase(ref);
   return out;
@@ -277,6 +278,10 @@ JsonValue SchemaNormalizer::conj(const JsonValue& a, const JsonValue& b, const s
   if (is_false(a) || is_false(b)) return make_bool(false);
   if (is_true(a)) return b;
   if (is_true(b)) return a;
+  // A $ref already being inlined stays an allOf, merged when the converter visits it (its
+  // recursion is unrolled there like any other).
+  for (const JsonValue* r : {a.find("$ref"), b.find("$ref")})
+    if (r && inlining_.count(r->text)) return all_of(a, b);
   if (a.find("$ref")) return conj(inline_ref(a, path), b, path);
   if (b.find("$ref")) return conj(a, inline_ref(b, path), path);
   const JsonValue* ua = a.find("anyOf");
@@ -347,6 +352,18 @@ JsonValue SchemaNormalizer::merge_flat(const JsonValue& a, const JsonValue& b, c
     } else {
       values = xa ? *xa : *xb;
     }
+    if (const JsonValue* no = out.find("x-ember-not"))
+      std::erase_if(values, [&](const JsonValue& v) {
+        return std::any_of(no->items.begin(), no->items.end(), [&](const JsonValue& x) { return x.dump() == v.dump(); });
+      });
+    if (const std::vector<std::string> t = types_of(out); !t.empty())
+      std::erase_if(values, [&](const JsonValue& v) {
+        static const char* names[] = {"null", "boolean", "number", "string", "array", "object"};
+        const std::string vt = names[static_cast<int>(v.type)];
+        const auto has = [&](const char* x) { return std::find(t.begin(), t.end(), x) != t.end(); };
+        return !(has(vt.c_str()) || (vt == "number" && has("integer") && v.is_integer()));
+      });
+    if (values.empty()) return make_bool(false);
     erase(out, "const");
     set(out, "enum", make_array(std::move(values)));
   }
@@ -363,18 +380,30 @@ JsonValue SchemaNormalizer::merge_flat(const JsonValue& a, const JsonValue& b, c
     }
     return *ap;
   };
+  // Merged at once (not left as allOf), so that a property no value satisfies shows here.
+  // Only one level deep, and a $ref stays as it is: merging two recursive schemas at once
+  // would not end (deeper levels merge when the converter visits them).
+  const auto both = [&](const JsonValue& x, const JsonValue& y, const std::string& name) {
+    if (eager_) return all_of(x, y);
+    JsonValue nx = normalize(x, path + "/properties/" + name), ny = normalize(y, path + "/properties/" + name);
+    if (nx.find("$ref") || ny.find("$ref")) return all_of(std::move(nx), std::move(ny));
+    ++eager_;
+    JsonValue out = conj(nx, ny, path);
+    --eager_;
+    return out;
+  };
   JsonValue props = make_object();
   if (pa)
     for (const auto& [name, v] : pa->members) {
       const JsonValue* w = pb ? pb->find(name) : nullptr;
-      if (w) set(props, name, all_of(v, *w));
-      else if (auto e = extra_of(b, name)) set(props, name, is_false(*e) ? *e : all_of(v, *e));
+      if (w) set(props, name, both(v, *w, name));
+      else if (auto e = extra_of(b, name)) set(props, name, both(v, *e, name));
       else set(props, name, v);
     }
   if (pb)
     for (const auto& [name, w] : pb->members) {
       if (pa && pa->find(name)) continue;
-      if (auto e = extra_of(a, name)) set(props, name, is_false(*e) ? *e : all_of(w, *e));
+      if (auto e = extra_of(a, name)) set(props, name, both(w, *e, name));
       else set(props, name, w);
     }
   if (!props.members.empty()) set(out, "properties", props);
@@ -426,6 +455,11 @@ std::optional<JsonValue> SchemaNormalizer::negate(const JsonValue& s, const std:
   if (only({"type"})) {
     not_types();
     return union_of(std::move(branches));
+  }
+  if (only({"x-ember-not"})) {
+    JsonValue v = make_object();
+    set(v, "enum", *s.find("x-ember-not"));
+    return v;
   }
   if (only({"type", "enum", "const"})) {
     not_types();

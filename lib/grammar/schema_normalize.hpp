@@ -60,6 +60,11 @@ class SchemaNormalizer {
   // throws Error(invalid_argument) for a remote one. `last` receives a name for its rule.
   const JsonValue* resolve(const std::string& ref, const std::string& path, std::string* last = nullptr);
 
+  // The $refs inlined (merged with siblings) since the caller last cleared it: the converter
+  // counts them as entered, so a ref that recurses through inlining is unrolled like one that
+  // recurses through its rule.
+  std::vector<std::string> inlined;
+
  private:
   JsonValue conj(const JsonValue& a, const JsonValue& b, const std::string& path);
   JsonValue merge_flat(const JsonValue& a, const JsonValue& b, const std::string& path);
@@ -74,6 +79,7 @@ class SchemaNormalizer {
   bool anchors_found_ = false;
   std::set<std::string> inlining_;  // $refs being inlined (a cycle without a value between)
   int depth_ = 0;
+  int eager_ = 0;  // properties being merged at once (see merge_flat)
 };
 
 }  // namespace ember::grammar
