@@ -78,29 +78,33 @@ std::string SchemaConverter::add_rule(const std::string& hint, const std::string
   return name;
 }
 
+// A maximum above kMaxRepetition is lowered to it (narrower); a minimum above it is refused.
 std::optional<int> SchemaConverter::count_of(const JsonValue& s, const std::string& path, const char* key) {
   const JsonValue* v = s.find(key);
   if (!v) return std::nullopt;
   if (v->type != Type::number || v->text[0] == '-') invalid(path, fmt::format("'{}' must be a non-negative integer", key));
   const auto d = parse_decimal(v->text);
   if (!d || !d->fraction.empty()) invalid(path, fmt::format("'{}' must be a non-negative integer", key));
-  if (d->whole.size() > 5 || std::stol(d->whole) > kMaxRepetition)
+  const bool too_many = d->whole.size() > 5 || std::stol(d->whole) > kMaxRepetition;
+  if (too_many && std::string_view(key).substr(0, 3) == "max") return kMaxRepetition;
+  if (too_many)
     unsupported(path, fmt::format("'{}' = {} (at most {})", key, v->text, kMaxRepetition));
   return static_cast<int>(std::stol(d->whole));
 }
 
 std::string SchemaConverter::visit(const JsonValue& raw, const std::string& path, const std::string& hint) {
   if (++depth_ > 256) unsupported(path, "a schema nested deeper than 256");
+  if (++visits_ > 10 * kRecursionBudget) unsupported(path, fmt::format("a schema of more than {} parts (after $refs)", 10 * kRecursionBudget));
   struct Leave {
     int& d;
     ~Leave() { --d; }
   } leave{depth_};
-  normalizer_.inlined.clear();
-  const JsonValue& s = normalized_.emplace_back(normalizer_.normalize(raw, path));
+  const SchemaNormalizer::Normalized& n = normalizer_.normalize_once(raw, path);
+  const JsonValue& s = n.value;
   // $refs merged into `s` count as entered while its parts are visited.
-  const std::vector<std::string> inlined = std::move(normalizer_.inlined);
+  const std::vector<std::string>& inlined = n.inlined;
   for (const std::string& ref : inlined)
-    if (active_[ref] > 0 && recursion_ >= kMaxRefDepth - 1) return use("json-never");
+    if (active_[ref] > 0 && !recursion_allowed()) return use("json-never");
   struct Enter {
     SchemaConverter& c;
     const std::vector<std::string>& refs;
@@ -345,7 +349,7 @@ std::string SchemaConverter::resolve(const std::string& ref, const std::string& 
   // Unrolled past kMaxRefDepth levels into nothing (the class comment); non-recursive uses of a
   // definition share one copy.
   const int level = active_[ref];
-  if (level > 0 && recursion_ >= kMaxRefDepth - 1) return use("json-never");
+  if (level > 0 && !recursion_allowed()) return use("json-never");
   const std::string key = fmt::format("{}@{}", ref, level);
   if (auto it = refs_.find(key); it != refs_.end()) return it->second;
   std::string hint;

@@ -57,7 +57,7 @@ std::string SchemaConverter::array(const JsonValue& s, const std::string& path, 
     // Items from a small finite set: every order of distinct ones, exactly. Otherwise relaxed.
     std::vector<JsonValue> set;
     if (items && !prefix_items && !contains) {
-      const JsonValue n = normalizer_.normalize(*items, path + "/items");
+      const JsonValue& n = normalizer_.normalize_once(*items, path + "/items").value;
       const JsonValue* e = n.type == Type::object ? n.find("enum") : nullptr;
       if (e && e->items.size() <= 6 && n.members.size() <= 2) set = e->items;
       else if (n.type == Type::object && n.members.size() == 1 && n.find("type") && n.find("type")->text == "boolean")
@@ -160,7 +160,7 @@ std::string SchemaConverter::object(const JsonValue& s, const std::string& path,
   if (props)
     for (const auto& [name, schema] : props->members) {
       names.push_back(name);
-      const JsonValue n = normalizer_.normalize(schema, path + "/properties/" + pointer_escape(name));
+      const JsonValue& n = normalizer_.normalize_once(schema, path + "/properties/" + pointer_escape(name)).value;
       if (n.type == Type::boolean && !n.boolean) {  // the property must be absent
         if (is_required(name)) unsatisfiable(path, fmt::format("a required property '{}' that no value satisfies", name));
         continue;

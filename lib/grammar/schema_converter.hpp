@@ -68,13 +68,21 @@ class SchemaConverter {
   std::string prefix_;     // of rules not named after a property path ($defs), unless root_rule_ is root
   SchemaNotes notes_;
   SchemaNormalizer normalizer_;
-  std::deque<JsonValue> normalized_;  // the normalised schemas visited (rules point into them)
   std::vector<std::pair<std::string, std::string>> rules_;
   std::set<std::string> names_;
   std::set<std::string> used_;
   std::map<std::string, std::string> refs_;  // "ref@level" -> rule
   std::map<std::string, int> active_;         // refs being expanded, with their depth
   static constexpr int kMaxRefDepth = 6;
+  // Past this many schemas visited, a recursive $ref is not entered again (narrower), so a
+  // large recursive schema (SchemaStore has several) stays a grammar of manageable size.
+  static constexpr int kRecursionBudget = 20000;
+  int visits_ = 0;
+  bool recursion_allowed() const {
+    // (An inlined $ref copies its target: those are counted as well.)
+    return recursion_ < kMaxRefDepth - 1 && visits_ < kRecursionBudget && rules_.size() < kRecursionBudget &&
+           normalizer_.inline_count() < kRecursionBudget / 100;
+  }
   int recursion_ = 0;                         // of them, re-entries of a ref already being expanded
   int depth_ = 0;
 };

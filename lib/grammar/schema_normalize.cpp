@@ -136,6 +136,29 @@ const JsonValue& tighter(std::string_view key, const JsonValue& a, const JsonVal
 
 }  // namespace
 
+const SchemaNormalizer::Normalized& SchemaNormalizer::normalize_once(const JsonValue& s, const std::string& path) {
+  if (in_root_.empty()) {
+    const auto walk = [&](const auto& self, const JsonValue& v) -> void {
+      in_root_.insert(&v);
+      for (const JsonValue& x : v.items) self(self, x);
+      for (const JsonMember& m : v.members) self(self, m.second);
+    };
+    walk(walk, root_);
+  }
+  // A value made while converting (a merge's allOf) may reuse a freed address: not cached.
+  const bool cacheable = in_root_.count(&s) > 0;
+  if (cacheable)
+    if (auto it = cache_.find(&s); it != cache_.end()) return it->second;
+  inlined.clear();
+  Normalized n{normalize(s, path), std::move(inlined)};
+  inlined.clear();
+  if (!cacheable) {
+    scratch_.push_back(std::move(n));
+    return scratch_.back();
+  }
+  return cache_.emplace(&s, std::move(n)).first->second;
+}
+
 JsonValue SchemaNormalizer::normalize(const JsonValue& s, const std::string& path) {
   if (++depth_ > 200) fail(ErrorCode::invalid_argument, "json_schema: a schema nested deeper than 200 at {} is not supported", path.empty() ? "/" : path);
   struct Leave {
@@ -269,6 +292,7 @@ JsonValue SchemaNormalizer::inline_ref(const JsonValue& ref_schema, const std::s
   if (!target) fail(ErrorCode::invalid_argument, "json_schema: the $ref \"{}\" points at nothing at {}", ref, path.empty() ? "/" : path);
   inlining_.insert(ref);
   inlined.push_back(ref);
+  ++inline_count_;
   JsonValue out = normalize(*target, path);
   inlining_.erase(ref);
   return out;
@@ -384,13 +408,14 @@ JsonValue SchemaNormalizer::merge_flat(const JsonValue& a, const JsonValue& b, c
   // Only one level deep, and a $ref stays as it is: merging two recursive schemas at once
   // would not end (deeper levels merge when the converter visits them).
   const auto both = [&](const JsonValue& x, const JsonValue& y, const std::string& name) {
-    if (eager_) return all_of(x, y);
+    if (eager_ || (x.type == Type::object && x.find("$ref")) || (y.type == Type::object && y.find("$ref"))) return all_of(x, y);
+    struct Enter {
+      int& e;
+      ~Enter() { --e; }
+    } enter{++eager_};
     JsonValue nx = normalize(x, path + "/properties/" + name), ny = normalize(y, path + "/properties/" + name);
     if (nx.find("$ref") || ny.find("$ref")) return all_of(std::move(nx), std::move(ny));
-    ++eager_;
-    JsonValue out = conj(nx, ny, path);
-    --eager_;
-    return out;
+    return conj(nx, ny, path);
   };
   JsonValue props = make_object();
   if (pa)

@@ -30,7 +30,9 @@
 #include "grammar/json_value.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -55,6 +57,13 @@ class SchemaNormalizer {
   // `s` (found at `path`) in one of the four shapes. Throws Error(invalid_argument) for a
   // malformed schema, a remote $ref or a $ref cycle without a value in between.
   JsonValue normalize(const JsonValue& s, const std::string& path);
+  std::size_t inline_count() const { return inline_count_; }  // $refs inlined so far
+  // The same for a schema inside the root document, computed once (with the $refs it inlined).
+  struct Normalized {
+    JsonValue value;
+    std::vector<std::string> inlined;
+  };
+  const Normalized& normalize_once(const JsonValue& s, const std::string& path);
   // The schema a local $ref names: "#", a JSON pointer, an $anchor ("#name", or a draft-07
   // "$id": "#name"), with the root's $id in front allowed. nullptr when it names nothing;
   // throws Error(invalid_argument) for a remote one. `last` receives a name for its rule.
@@ -79,7 +88,11 @@ class SchemaNormalizer {
   bool anchors_found_ = false;
   std::set<std::string> inlining_;  // $refs being inlined (a cycle without a value between)
   int depth_ = 0;
-  int eager_ = 0;  // properties being merged at once (see merge_flat)
+  int eager_ = 0;
+  std::size_t inline_count_ = 0;
+  std::set<const JsonValue*> in_root_;  // every value of the root document
+  std::map<const JsonValue*, Normalized> cache_;
+  std::deque<Normalized> scratch_;  // the uncached ones (the converter keeps references)  // properties being merged at once (see merge_flat)
 };
 
 }  // namespace ember::grammar
