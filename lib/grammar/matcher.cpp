@@ -90,4 +90,54 @@ Matcher::State Matcher::compute(State s, std::uint8_t byte) {
   return intern(out);
 }
 
+int Matcher::node_cost(std::int32_t id) {
+  if (id == kAcceptStack) return 0;
+  if (node_cost_.size() < nodes_.size()) node_cost_.resize(nodes_.size(), -1);
+  if (node_cost_[static_cast<std::size_t>(id)] >= 0) return node_cost_[static_cast<std::size_t>(id)];
+  // Iterative over the parents (stacks may be deep): sum the rests from the bottom up.
+  std::vector<std::int32_t> chain;
+  for (std::int32_t n = id; n != kBottom && n != kAcceptStack && node_cost_[static_cast<std::size_t>(n)] < 0;
+       n = nodes_[static_cast<std::size_t>(n)].parent)
+    chain.push_back(n);
+  for (std::size_t i = chain.size(); i-- > 0;) {
+    const Node n = nodes_[static_cast<std::size_t>(chain[i])];
+    const int below = n.parent == kBottom ? 0 : node_cost_[static_cast<std::size_t>(n.parent)];
+    node_cost_[static_cast<std::size_t>(chain[i])] = std::min(kUnreachable, rest_min_[static_cast<std::size_t>(n.pos)] + below);
+  }
+  return node_cost_[static_cast<std::size_t>(id)];
+}
+
+int Matcher::closing_cost(State s) {
+  if (s == kDead) return kUnreachable;
+  if (rest_min_.empty()) {  // minimum lengths: rules by fixpoint, then each position's rest
+    const Grammar& g = *grammar_;
+    std::vector<int> rule_min(g.rules.size(), kUnreachable);
+    const auto element_min = [&](const Element& e) {
+      return e.kind == Element::Kind::bytes ? 1 : rule_min[static_cast<std::size_t>(e.value)];
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (std::size_t r = 0; r < g.rules.size(); ++r)
+        for (std::int32_t start : g.rules[r]) {
+          int len = 0;
+          for (std::int32_t p = start; g.elements[static_cast<std::size_t>(p)].kind != Element::Kind::end; ++p)
+            len = std::min(kUnreachable, len + element_min(g.elements[static_cast<std::size_t>(p)]));
+          if (len < rule_min[r]) rule_min[r] = len, changed = true;
+        }
+    }
+    rest_min_.assign(g.elements.size(), 0);
+    for (std::size_t p = g.elements.size(); p-- > 0;)
+      if (g.elements[p].kind != Element::Kind::end)
+        rest_min_[p] = std::min(kUnreachable, element_min(g.elements[p]) + rest_min_[p + 1]);
+  }
+  if (state_cost_.size() < sets_.size()) state_cost_.resize(sets_.size(), -1);
+  int& cost = state_cost_[static_cast<std::size_t>(s)];
+  if (cost < 0) {
+    cost = kUnreachable;
+    for (std::size_t i = 0; i < sets_[static_cast<std::size_t>(s)].size(); ++i)
+      cost = std::min(cost, node_cost(sets_[static_cast<std::size_t>(s)][i]));
+  }
+  return state_cost_[static_cast<std::size_t>(s)];
+}
+
 }  // namespace ember::grammar

@@ -30,12 +30,19 @@ void OutputStage::on_token(Sequence& seq, float* logits) {
   const bool want_top = seq.sampling.top_logprobs > 0;
   // A grammar restricts the choice to the tokens it allows (the sampler masks the row, or asks
   // about its best candidates only).
+  if (seq.constraint && seq.sampling.close_at_limit) {  // the tokens left to close the structure in
+    int left = seq.sampling.max_tokens - seq.generated();
+    if (!seq.shift_on_full) left = std::min(left, context_length_ - static_cast<int>(seq.tokens.size()));
+    seq.constraint->set_tokens_left(left);
+  }
   const std::int32_t id = seq.sampler.sample(logits, seq.tokens, seq.sampling.logprobs ? &logprob : nullptr,
                                              want_top ? &top : nullptr, seq.constraint.get());
 
   const auto t0 = Clock::now();
+  // A structure closed early for the limit (SamplingParams::close_at_limit) ends as `length`.
+  const FinishReason done = seq.constraint && seq.constraint->steered() ? FinishReason::length : FinishReason::stop;
   if (tokenizer_.is_end_of_generation(id) && !seq.sampling.ignore_eos) {
-    finish(seq, FinishReason::stop);
+    finish(seq, done);
   } else {
     if (seq.constraint) seq.constraint->accept(id);
     seq.tokens.push_back(id);
@@ -54,7 +61,7 @@ void OutputStage::on_token(Sequence& seq, float* logits) {
       // A cancel_soon() from the callback just run ends the request here, as returning false does.
       if (seq.cancel_requested || seq.cancel_soon.load()) finish(seq, FinishReason::cancelled);
       // A complete grammar allows only an end token next: finish without computing it.
-      else if (seq.constraint && seq.constraint->complete()) finish(seq, FinishReason::stop);
+      else if (seq.constraint && seq.constraint->complete()) finish(seq, done);
       else if (seq.generated() >= seq.sampling.max_tokens) finish(seq, FinishReason::length);
       else if (static_cast<int>(seq.tokens.size()) >= context_length_ && !seq.shift_on_full)
         finish(seq, FinishReason::context);
@@ -125,6 +132,7 @@ void OutputStage::finish(Sequence& seq, FinishReason reason, bool discard_held_t
     seq.pending_tail = std::move(tail);
   }
   seq.completion.finish_reason = reason;
+  seq.completion.closed_early = seq.constraint && seq.constraint->steered();
   seq.state = SequenceState::finished;
 }
 
