@@ -243,6 +243,11 @@ TEST_CASE("string formats") {
   Schema unknown(R"({"type": "string", "format": "color"})");
   CHECK(unknown.relaxed().find("the string format 'color' is not enforced at /") != std::string::npos);
   CHECK(unknown(R"("anything")"));
+  Schema alternatives(R"({"type": "string", "pattern": "^(\\d\\.)(\\d)$|^(\\d)$"})");  // anchors per alternative
+  CHECK(alternatives.exact());
+  CHECK(alternatives(R"("1.2")"));
+  CHECK(alternatives(R"("7")"));
+  CHECK_FALSE(alternatives(R"("12")"));
   Schema lengths(R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 3})");
   CHECK(lengths.relaxed().find("'minLength'/'maxLength' beside 'pattern' are not enforced") != std::string::npos);
 }
