@@ -81,7 +81,7 @@ def llama_compile(schemas):
 
 
 def generate(url, schema, max_tokens, seed):
-    body = {"model": "default", "seed": seed, "temperature": 0 if seed == 0 else 0.8, "max_tokens": max_tokens,
+    body = {"seed": seed, "temperature": 0 if seed == 0 else 0.8, "max_tokens": max_tokens,
             "messages": [{"role": "user", "content": "Write an example JSON document for this configuration file."}],
             "response_format": {"type": "json_schema", "json_schema": {"name": "doc", "schema": schema}}}
     req = urllib.request.Request(url.rstrip("/") + "/v1/chat/completions", data=json.dumps(body).encode(),
@@ -98,6 +98,7 @@ def main():
     ap.add_argument("--server", help="a running ember-server, for the generation sample")
     ap.add_argument("--sample", type=int, default=50)
     ap.add_argument("--max-tokens", type=int, nargs="+", default=[64, 400])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="0 is greedy")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -143,13 +144,20 @@ def main():
         rows.append(row)
     if args.server:
         import jsonschema
-        both = [p for p in ok if llama is None or llama[p][0] == "compiled"]
+        # Schemas both accept, small enough to generate from quickly (a grammar of < 200 kB).
+        both = [p for p in ok if (llama is None or llama[p][0] == "compiled") and ember[p].get("gbnf_bytes", 0) < 200_000]
         random.Random(0).shuffle(both)
         valid = total = parsed = 0
         for p in both[:args.sample]:
             for max_tokens in args.max_tokens:
-                for seed in (0, 1, 2):
-                    text, finish, reply = generate(args.server, schemas[p], max_tokens, seed)
+                for seed in args.seeds:
+                    try:
+                        text, finish, reply = generate(args.server, schemas[p], max_tokens, seed)
+                    except Exception as e:  # noqa: BLE001
+                        rows.append({"schema": pathlib.Path(p).name, "max_tokens": max_tokens, "seed": seed,
+                                     "status": f"request failed: {e}"[:120]})
+                        total += 1
+                        continue
                     total += 1
                     try:
                         doc = json.loads(text)
@@ -164,7 +172,9 @@ def main():
                     except jsonschema.SchemaError as e:
                         status = "schema error: " + e.message[:80]
                     rows.append({"schema": pathlib.Path(p).name, "max_tokens": max_tokens, "seed": seed,
-                                 "finish_reason": finish, "status": status})
+                                 "finish_reason": finish, "closed_early": reply["choices"][0].get("closed_early", False),
+                                 "status": status})
+                    print(f"  {pathlib.Path(p).name} max_tokens {max_tokens} seed {seed}: {finish}, {status}", flush=True)
         print(f"\ngenerated: {total} outputs of {min(args.sample, len(both))} schemas, {parsed} parse, {valid} validate")
     with open(args.out, "w") as f:
         for row in rows:

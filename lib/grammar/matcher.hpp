@@ -98,6 +98,7 @@ class Matcher {
   std::vector<int> node_cost_;  // stack node -> fewest bytes to empty the stack (-1: unknown)
   std::vector<int> state_cost_; // state -> closing_cost (-1: unknown)
   int node_cost(std::int32_t id);
+  void compute_rest_min();
   State start_ = kDead;
 };
 
