@@ -163,6 +163,7 @@ void read_sampling(const json& body, Endpoint endpoint, ember::SamplingParams& s
       if (!value.get<bool>()) s.reasoning_budget = 0;
     }
   }
+  read_bool(body, "close_at_limit", s.close_at_limit);  // extension: close a structured output cut by max_tokens
   if (const json* seed = field(body, "seed")) {
     if (!seed->is_number_integer()) throw bad_field("seed", "'seed' must be an integer");
     s.seed = seed->is_number_unsigned() ? seed->get<std::uint64_t>()
@@ -179,13 +180,13 @@ const std::set<std::string>& known_fields(Endpoint endpoint) {
       "model", "user", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
       "presence_penalty", "frequency_penalty", "min_p", "top_k", "ignore_eos", "seed", "stop", "n",
       "stream", "stream_options", "logit_bias", "logprobs", "top_logprobs", "response_format",
-      "speculative_tokens", "tools", "tool_choice", "parallel_tool_calls", "reasoning_budget",
+      "speculative_tokens", "close_at_limit", "tools", "tool_choice", "parallel_tool_calls", "reasoning_budget",
       "chat_template_kwargs"};
   static const std::set<std::string> completions = {
       "model", "user", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p",
       "presence_penalty", "frequency_penalty", "min_p", "top_k", "ignore_eos", "seed", "stop", "n",
       "stream", "stream_options", "logit_bias", "logprobs", "response_format", "speculative_tokens",
-      "reasoning_budget"};
+      "close_at_limit", "reasoning_budget"};
   return endpoint == Endpoint::chat_completions ? chat : completions;
 }
 
@@ -498,6 +499,13 @@ json usage_json(const ember::Completion& c) {
 
 namespace {
 
+// Extensions: a structured output cut by max_tokens and closed early says so in its choice, and
+// the JSON Schema keywords the grammar does not enforce are listed in "warnings" (never silent).
+void add_structure_notes(json& body, json& choice, const ember::Completion& c) {
+  if (c.closed_early) choice["closed_early"] = true;
+  if (!c.schema_relaxed.empty()) body["warnings"] = c.schema_relaxed;
+}
+
 json envelope(const ResponseContext& ctx, bool chunk) {
   const bool chat = ctx.endpoint == Endpoint::chat_completions;
   return {{"id", ctx.id},
@@ -530,6 +538,7 @@ json response_body(const ResponseContext& ctx, const ember::Completion& c) {
   // A thinking model's reasoning, as DeepSeek, vLLM and llama-server return it.
   if (ctx.endpoint == Endpoint::chat_completions && !c.reasoning.empty())
     choice["message"]["reasoning_content"] = c.reasoning;
+  add_structure_notes(body, choice, c);
   body["choices"] = json::array({choice});
   body["usage"] = usage_json(c);
   return body;
@@ -545,6 +554,7 @@ json stream_chunk(const ResponseContext& ctx, const std::string& text,
     choice["delta"] = finish && text.empty() ? json::object() : json{{"content", text}};
   else
     choice["text"] = text;
+  if (finish) add_structure_notes(body, choice, *finish);
   body["choices"] = json::array({choice});
   return body;
 }

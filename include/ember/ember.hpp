@@ -238,6 +238,10 @@ struct SamplingParams {
   // ignore_eos. See docs/api.md for the supported notation and JSON Schema keywords.
   std::string grammar;              // a GBNF grammar (llama.cpp's notation), start rule `root`
   std::string json_schema;          // a JSON Schema as JSON text; "{}" = any JSON value
+  // With a grammar or json_schema: when the tokens left (max_tokens, the context) come down to
+  // the shortest text that closes the structure, generation is steered to close it, so a
+  // length-cut output still parses (finish reason stays `length`, Completion::closed_early).
+  bool close_at_limit = true;
   // Draftless (prompt-lookup) speculative decoding: each step proposes up to this many next
   // tokens by finding the latest n-gram of the prompt and output earlier in them and copying
   // what followed it, and verifies them in the same forward pass (one row each). Greedy output
@@ -320,6 +324,10 @@ struct Completion {
   int generated_tokens = 0;
   int speculative_proposed = 0;      // tokens SamplingParams::speculative_tokens proposed
   int speculative_accepted = 0;      // of them, accepted (each one a forward pass saved)
+  bool closed_early = false;         // SamplingParams::close_at_limit steered the text to close
+  // What of SamplingParams::json_schema the grammar does not enforce, one "what at /pointer"
+  // each (docs/api.md lists the rules); empty when every keyword is enforced.
+  std::vector<std::string> schema_relaxed;
   Timings timings;
   std::string error;                 // set when finish_reason == error
 };

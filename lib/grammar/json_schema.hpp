@@ -25,8 +25,18 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ember::grammar {
+
+// A schema's grammar and what of the schema it does not enforce (schema_normalize.hpp and the
+// rules above): one line per relaxation, "what at /json/pointer", empty when it is exact
+// (narrowing needs no line: every document the grammar accepts still validates).
+struct SchemaGrammar {
+  std::string gbnf;
+  std::vector<std::string> relaxed;
+};
+SchemaGrammar compile_json_schema(std::string_view schema_json, std::string_view root_rule = "root");
 
 // Translates a schema (JSON text) to a GBNF grammar whose rule `root_rule` is the document; its
 // other rules are named `root_rule-...` (or, for root, after the property paths), `ws` and

@@ -14,6 +14,7 @@ constexpr int kMaxExpandDepth = 2000;
 }  // namespace
 
 Matcher::Matcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
+  compute_rest_min();
   nodes_.push_back({-1, kBottom});  // kAcceptStack
   std::vector<std::int32_t> stacks;
   for (std::int32_t alt : grammar_->rules[static_cast<std::size_t>(grammar_->root)])
@@ -36,6 +37,10 @@ void Matcher::expand(std::int32_t pos, std::int32_t parent, std::vector<std::int
     fail(ErrorCode::invalid_argument, "grammar: more than {} parses alive at once (an ambiguous grammar)",
          kMaxStacksPerState);
   const Grammar& g = *grammar_;
+  // A rest that derives no string (a rule that matches nothing, such as a recursion cut off)
+  // is never entered: every state's parses can then be completed, so generation never
+  // reaches a state that no token continues.
+  if (rest_min_[static_cast<std::size_t>(pos)] >= kUnreachable) return;
   const Element& e = g.elements[static_cast<std::size_t>(pos)];
   switch (e.kind) {
     case Element::Kind::bytes:
@@ -88,6 +93,60 @@ Matcher::State Matcher::compute(State s, std::uint8_t byte) {
     expand(n.pos + 1, n.parent, out, 0);
   }
   return intern(out);
+}
+
+// Minimum lengths: of each rule by fixpoint, then of each position's rest of its alternative.
+void Matcher::compute_rest_min() {
+  const Grammar& g = *grammar_;
+  std::vector<int> rule_min(g.rules.size(), kUnreachable);
+  const auto element_min = [&](const Element& e) {
+    if (e.kind == Element::Kind::bytes)  // an empty set (an empty class) matches nothing
+      return g.byte_sets[static_cast<std::size_t>(e.value)].any() ? 1 : kUnreachable;
+    return rule_min[static_cast<std::size_t>(e.value)];
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t r = 0; r < g.rules.size(); ++r)
+      for (std::int32_t start : g.rules[r]) {
+        int len = 0;
+        for (std::int32_t p = start; g.elements[static_cast<std::size_t>(p)].kind != Element::Kind::end; ++p)
+          len = std::min(kUnreachable, len + element_min(g.elements[static_cast<std::size_t>(p)]));
+        if (len < rule_min[r]) rule_min[r] = len, changed = true;
+      }
+  }
+  rest_min_.assign(g.elements.size(), 0);
+  for (std::size_t p = g.elements.size(); p-- > 0;)
+    if (g.elements[p].kind != Element::Kind::end)
+      rest_min_[p] = std::min(kUnreachable, element_min(g.elements[p]) + rest_min_[p + 1]);
+}
+
+int Matcher::node_cost(std::int32_t id) {
+  if (id == kAcceptStack) return 0;
+  if (node_cost_.size() < nodes_.size()) node_cost_.resize(nodes_.size(), -1);
+  if (node_cost_[static_cast<std::size_t>(id)] >= 0) return node_cost_[static_cast<std::size_t>(id)];
+  // Iterative over the parents (stacks may be deep): sum the rests from the bottom up.
+  std::vector<std::int32_t> chain;
+  for (std::int32_t n = id; n != kBottom && n != kAcceptStack && node_cost_[static_cast<std::size_t>(n)] < 0;
+       n = nodes_[static_cast<std::size_t>(n)].parent)
+    chain.push_back(n);
+  for (std::size_t i = chain.size(); i-- > 0;) {
+    const Node n = nodes_[static_cast<std::size_t>(chain[i])];
+    const int below = n.parent == kBottom ? 0 : node_cost_[static_cast<std::size_t>(n.parent)];
+    node_cost_[static_cast<std::size_t>(chain[i])] = std::min(kUnreachable, rest_min_[static_cast<std::size_t>(n.pos)] + below);
+  }
+  return node_cost_[static_cast<std::size_t>(id)];
+}
+
+int Matcher::closing_cost(State s) {
+  if (s == kDead) return kUnreachable;
+  if (state_cost_.size() < sets_.size()) state_cost_.resize(sets_.size(), -1);
+  int& cost = state_cost_[static_cast<std::size_t>(s)];
+  if (cost < 0) {
+    cost = kUnreachable;
+    for (std::size_t i = 0; i < sets_[static_cast<std::size_t>(s)].size(); ++i)
+      cost = std::min(cost, node_cost(sets_[static_cast<std::size_t>(s)][i]));
+  }
+  return state_cost_[static_cast<std::size_t>(s)];
 }
 
 }  // namespace ember::grammar

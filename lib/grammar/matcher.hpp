@@ -62,6 +62,12 @@ class Matcher {
   // Whether a whole text is in the language (tests, tools).
   bool matches(std::string_view text) { return accepting(advance(start_, text)); }
 
+  // The fewest bytes that take `s` to a state where the grammar can end (0 when it can end
+  // now): the shortest completion that closes every open structure. Memoised per state; a
+  // stack's cost is the sum of the shortest rests of its frames (Grammar minimum lengths).
+  int closing_cost(State s);
+  static constexpr int kUnreachable = 1 << 29;
+
   std::size_t state_count() const { return sets_.size(); }
   const Grammar& grammar() const { return *grammar_; }
 
@@ -88,6 +94,11 @@ class Matcher {
   std::unordered_map<std::string, State> set_ids_;
   std::vector<std::int32_t> transitions_;  // state * 256 + byte -> state, kDead or kUnknown
   std::vector<std::int32_t> scratch_;
+  std::vector<int> rest_min_;   // position -> fewest bytes from it to its alternative's end
+  std::vector<int> node_cost_;  // stack node -> fewest bytes to empty the stack (-1: unknown)
+  std::vector<int> state_cost_; // state -> closing_cost (-1: unknown)
+  int node_cost(std::int32_t id);
+  void compute_rest_min();
   State start_ = kDead;
 };
 

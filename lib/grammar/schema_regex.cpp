@@ -205,19 +205,23 @@ class RegexParser {
           if (peek(1) != ':') error("lookaround or a named group");
           i_ += 2;
         }
+        ++depth_;
         std::string inner = alternation();
+        --depth_;
         if (peek() != ')') error("an unclosed '('");
         ++i_;
         return inner;
       }
       case '[': return json_chars(parse_class());
       case '.': ++i_; return json_chars(subtract({{0, kMaxCp}}, '\n', '\n'));
+      // Anchors at the ends of the pattern, or of a top-level alternative (^a$|^b$): the
+      // generated string is the whole match either way.
       case '^':
-        if (i_ != 0) error("'^' other than at the start");
+        if (i_ != 0 && !(depth_ == 0 && cps_[i_ - 1] == '|')) error("'^' other than at the start");
         ++i_;
         return "";
       case '$':
-        if (i_ + 1 != cps_.size()) error("'$' other than at the end");
+        if (i_ + 1 != cps_.size() && !(depth_ == 0 && cps_[i_ + 1] == '|')) error("'$' other than at the end");
         ++i_;
         return "";
       case '*': case '+': case '?': case '{': error("a quantifier with nothing to repeat");
@@ -320,6 +324,7 @@ class RegexParser {
   std::vector<std::uint32_t> cps_;
   std::vector<std::size_t> offsets_;
   std::size_t i_ = 0;
+  int depth_ = 0;  // groups open at i_
 };
 
 }  // namespace

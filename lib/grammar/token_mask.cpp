@@ -3,6 +3,7 @@
 #include "util/check.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 #include <numeric>
 
@@ -128,7 +129,7 @@ const TokenMask& TokenConstraint::mask() {
   return m;
 }
 
-bool TokenConstraint::allows(std::int32_t id) {
+bool TokenConstraint::grammar_allows(std::int32_t id) {
   const TokenTrie& trie = compiled_->trie();
   if (id < 0 || id >= trie.vocab_size()) return false;
   if (trie.is_end_of_generation(id)) return can_end();
@@ -139,6 +140,16 @@ bool TokenConstraint::allows(std::int32_t id) {
   // not empty) and its bytes lead to a live state.
   const std::string& piece = trie.piece(id);
   return trie.usable(id) && !piece.empty() && compiled_->matcher().advance(state_, piece) != Matcher::kDead;
+}
+
+bool TokenConstraint::allows(std::int32_t id) { return grammar_allows(id) && fits(id); }
+
+bool TokenConstraint::fits(std::int32_t id) {
+  if (tokens_left_ < 0 || compiled_->trie().is_end_of_generation(id)) return true;
+  Matcher& m = compiled_->matcher();
+  const bool ok = m.closing_cost(m.advance(state_, compiled_->trie().piece(id))) <= tokens_left_ - 1;
+  steered_ |= !ok;
+  return ok;
 }
 
 void TokenConstraint::apply(float* logits) {
@@ -152,6 +163,27 @@ void TokenConstraint::apply(float* logits) {
   if (end_ok)
     for (std::int32_t id : trie.end_of_generation()) saved_.push_back(logits[id]);
   const std::size_t vocab = static_cast<std::size_t>(trie.vocab_size());
+  std::vector<std::int32_t> refused;  // by the closing budget, when one is set
+  if (tokens_left_ >= 0) {
+    // The tokens that leave the structure closable in time; when none does (the budget is
+    // below even the shortest document), those that bring the closing nearest.
+    Matcher& matcher = compiled_->matcher();
+    const int budget = tokens_left_ - 1;
+    int best = end_ok ? 0 : Matcher::kUnreachable;
+    std::vector<std::pair<std::int32_t, int>> costs;
+    for (std::size_t w = 0; w < m.size(); ++w)
+      for (std::uint64_t bits = m[w]; bits != 0; bits &= bits - 1) {
+        const auto id = static_cast<std::int32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(bits)));
+        const int cost = matcher.closing_cost(matcher.advance(state_, trie.piece(id)));
+        costs.emplace_back(id, cost);
+        best = std::min(best, cost);
+      }
+    const int limit = std::max(budget, best);
+    for (const auto& [id, cost] : costs)
+      if (cost > limit) refused.push_back(id);
+    steered_ |= !refused.empty();
+  }
+  for (std::int32_t id : refused) logits[id] = minus_inf;
   for (std::size_t w = 0; w < m.size(); ++w) {
     std::uint64_t bits = m[w];
     if (bits == ~std::uint64_t{0}) continue;
@@ -165,7 +197,7 @@ void TokenConstraint::apply(float* logits) {
 }
 
 void TokenConstraint::accept(std::int32_t id) {
-  if (!allows(id))
+  if (!grammar_allows(id))
     fail(ErrorCode::internal, "grammar: token {} is not allowed in the current state", id);
   if (compiled_->trie().is_end_of_generation(id)) return;
   state_ = compiled_->matcher().advance(state_, compiled_->trie().piece(id));

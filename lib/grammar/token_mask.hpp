@@ -80,6 +80,8 @@ class CompiledGrammar {
   const TokenMask& mask(Matcher::State s, bool& computed);
   const TokenMask* cached_mask(Matcher::State s) const;
   std::size_t cached_masks() const { return masks_.size(); }
+  // What of a JSON Schema this grammar does not enforce (json_schema.hpp's SchemaGrammar).
+  std::vector<std::string> relaxed;
 
  private:
   Matcher matcher_;
@@ -101,6 +103,19 @@ class TokenConstraint {
   // state's mask when it is cached, else the token's bytes walked through the matcher (the
   // same answer, without computing the mask).
   bool allows(std::int32_t id);
+  // The grammar alone, without the closing budget below.
+  bool grammar_allows(std::int32_t id);
+  // Closing early: with `n` >= 0 tokens left (max_tokens, the context), a token is allowed only
+  // when the grammar can still be closed after it in n - 1 tokens, counting the shortest
+  // closing completion's bytes (Matcher::closing_cost) as tokens: every byte has a token of its
+  // own in byte-level vocabularies, so the structure always closes by the last token. Below
+  // even that (a budget shorter than the shortest document), apply() keeps the tokens that
+  // bring the closing nearest, and allows() none (the sampler then takes apply()). -1: off.
+  void set_tokens_left(int n) { tokens_left_ = n; }
+  // Whether `id` leaves the structure closable in the tokens left (true when off).
+  bool fits(std::int32_t id);
+  // The budget refused a token the grammar allows at least once: the text was closed early.
+  bool steered() const { return steered_; }
   // Advances past token `id`. Throws Error(internal) when the grammar does not allow it.
   void accept(std::int32_t id);
   bool can_end() const { return compiled_->matcher().accepting(state_); }
@@ -114,6 +129,7 @@ class TokenConstraint {
   std::size_t tokens_checked() const { return tokens_checked_; }  // allows() answered without a mask
   std::size_t cached_masks() const { return compiled_->cached_masks(); }
   Matcher& matcher() { return compiled_->matcher(); }
+  const CompiledGrammar& compiled() const { return *compiled_; }
 
  private:
   std::shared_ptr<CompiledGrammar> compiled_;
@@ -121,6 +137,8 @@ class TokenConstraint {
   std::size_t masks_computed_ = 0;
   std::size_t tokens_checked_ = 0;
   std::vector<float> saved_;  // scratch: end-token logits during apply()
+  int tokens_left_ = -1;
+  bool steered_ = false;
 };
 
 }  // namespace ember::grammar

@@ -48,13 +48,20 @@ void OutputStage::on_token(Sequence& seq, float* logits) {
                            seq.completion.reasoning_tokens >= seq.sampling.reasoning_budget;
   // A grammar restricts the choice of an answer token to the tokens it allows (the sampler
   // masks the row, or asks about its best candidates only); reasoning is free.
+  if (seq.constraint && !rt.inside && seq.sampling.close_at_limit) {  // the tokens left to close the structure in
+    int left = seq.sampling.max_tokens - seq.generated();
+    if (!seq.shift_on_full) left = std::min(left, context_length_ - static_cast<int>(seq.tokens.size()));
+    seq.constraint->set_tokens_left(left);
+  }
   const std::int32_t id = force_close ? rt.close
                                       : seq.sampler.sample(logits, seq.tokens, seq.sampling.logprobs ? &logprob : nullptr,
                                                            want_top ? &top : nullptr, rt.inside ? nullptr : seq.constraint.get());
 
   const auto t0 = Clock::now();
+  // A structure closed early for the limit (SamplingParams::close_at_limit) ends as `length`.
+  const FinishReason done = seq.constraint && seq.constraint->steered() ? FinishReason::length : FinishReason::stop;
   if (tokenizer_.is_end_of_generation(id) && !seq.sampling.ignore_eos) {
-    finish(seq, FinishReason::stop);
+    finish(seq, done);
   } else {
     seq.tokens.push_back(id);
     seq.completion.tokens.push_back(id);
@@ -94,7 +101,7 @@ void OutputStage::on_token(Sequence& seq, float* logits) {
       // A cancel_soon() from the callback just run ends the request here, as returning false does.
       if (seq.cancel_requested || seq.cancel_soon.load()) finish(seq, FinishReason::cancelled);
       // A complete grammar allows only an end token next: finish without computing it.
-      else if (seq.constraint && !rt.inside && seq.constraint->complete()) finish(seq, FinishReason::stop);
+      else if (seq.constraint && !rt.inside && seq.constraint->complete()) finish(seq, done);
       else if (seq.generated() >= seq.sampling.max_tokens) finish(seq, FinishReason::length);
       else if (static_cast<int>(seq.tokens.size()) >= context_length_ && !seq.shift_on_full)
         finish(seq, FinishReason::context);
@@ -170,6 +177,7 @@ void OutputStage::finish(Sequence& seq, FinishReason reason, bool discard_held_t
     seq.pending_tail = std::move(tail);
   }
   seq.completion.finish_reason = reason;
+  seq.completion.closed_early = seq.constraint && seq.constraint->steered();
   seq.state = SequenceState::finished;
 }
 

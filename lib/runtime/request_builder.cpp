@@ -92,9 +92,11 @@ std::shared_ptr<grammar::CompiledGrammar> RequestBuilder::compiled_grammar(const
   }
   // Compiled without the lock (a large schema takes a while); two requests racing here each
   // compile, and the later one's is kept for the next.
-  auto g = std::make_shared<const grammar::Grammar>(
-      grammar::parse_gbnf(sp.grammar.empty() ? grammar::json_schema_to_gbnf(sp.json_schema) : sp.grammar));
+  grammar::SchemaGrammar schema;
+  if (sp.grammar.empty()) schema = grammar::compile_json_schema(sp.json_schema);
+  auto g = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(sp.grammar.empty() ? schema.gbnf : sp.grammar));
   auto compiled = std::make_shared<grammar::CompiledGrammar>(std::move(g), token_trie());
+  compiled->relaxed = std::move(schema.relaxed);
   std::lock_guard lock(grammars_mutex_);
   std::erase_if(grammars_, [](const auto& entry) { return entry.second.expired(); });
   grammars_[key] = compiled;
@@ -150,8 +152,10 @@ std::shared_ptr<Sequence> RequestBuilder::make_sequence(const Request& request, 
     const std::string piece = tokenizer_.token_to_piece(*it);
     if (piece.find_first_not_of(" \t\r\n") != std::string::npos) break;
   }
-  if (auto compiled = compiled_grammar(request.sampling))
+  if (auto compiled = compiled_grammar(request.sampling)) {
+    seq->completion.schema_relaxed = compiled->relaxed;
     seq->constraint = std::make_unique<grammar::TokenConstraint>(std::move(compiled));
+  }
   seq->priority = request.priority;
   seq->tokens = std::move(prompt);
   seq->prompt_tokens = static_cast<int>(seq->tokens.size());

@@ -49,6 +49,7 @@ std::string ResponseCache::key(const std::vector<std::int32_t>& prompt, const Sa
   append(k, p.grammar);
   append(k, p.json_schema);
   append(k, p.reasoning_budget);
+  append(k, p.close_at_limit);  // changes the tokens near max_tokens
   append(k, prompt.size());
   k.append(reinterpret_cast<const char*>(prompt.data()), prompt.size() * sizeof(std::int32_t));
   return k;

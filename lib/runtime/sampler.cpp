@@ -249,7 +249,9 @@ std::int32_t Sampler::sample_allowed(const float* logits, grammar::TokenConstrai
     candidates_.clear();
     for (std::size_t w = 0; w < mask.size(); ++w)
       for (std::uint64_t bits = mask[w]; bits != 0; bits &= bits - 1)
-        offer(logits, static_cast<std::int32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(bits))), k);
+        if (const auto id = static_cast<std::int32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(bits)));
+            constraint.fits(id))
+          offer(logits, id, k);
     if (constraint.can_end())
       for (std::int32_t id : constraint.end_tokens()) offer(logits, id, k);
     std::sort(candidates_.begin(), candidates_.end(), better);
