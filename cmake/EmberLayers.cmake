@@ -52,7 +52,8 @@ function(ember_add_layer name)
     POSITION_INDEPENDENT_CODE ON
     UNITY_BUILD ${EMBER_UNITY_BUILD} UNITY_BUILD_BATCH_SIZE 8)
   target_compile_definitions(${target} PRIVATE EMBER_VERSION_STRING="${PROJECT_VERSION}"
-                                               $<$<BOOL:${BUILD_SHARED_LIBS}>:EMBER_BUILDING_SHARED>)
+                                               $<$<BOOL:${BUILD_SHARED_LIBS}>:EMBER_BUILDING_SHARED>
+                                               $<$<BOOL:${EMBER_WITH_ONEDNN}>:EMBER_WITH_ONEDNN>)
   if(EMBER_CUDA)
     set_target_properties(${target} PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
                                                CUDA_VISIBILITY_PRESET hidden)

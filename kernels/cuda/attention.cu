@@ -21,7 +21,7 @@ template <int DimsPerLane, class T>
 __global__ void paged_attention_kernel(const float* q, std::int64_t ldq, const std::int32_t* positions,
                                        const std::int32_t* row_tables, const std::int32_t* block_tables,
                                        int group, KvLayout layout, const T* k_cache, const T* v_cache,
-                                       float scale, float* out, std::int64_t ldo) {
+                                       int window, float scale, float* out, std::int64_t ldo) {
   const std::int64_t row = blockIdx.x;
   const int head = static_cast<int>(blockIdx.y);
   const std::int32_t table = row_tables[row];
@@ -41,7 +41,8 @@ __global__ void paged_attention_kernel(const float* q, std::int64_t ldq, const s
   }
   float m = -INFINITY, l = 0.0f;  // running max of the scores and sum of exp(score - m)
   const int last = positions[row];
-  for (int t = warp; t <= last; t += kWarps) {
+  const int first = window > 0 ? max(0, last - window + 1) : 0;
+  for (int t = first + warp; t <= last; t += kWarps) {
     const std::int64_t block = block_tables[table + t / layout.block_size];
     const std::int64_t base = (block * layout.block_size + t % layout.block_size) * token_stride + kv_offset;
     float s = 0.0f;
@@ -77,8 +78,8 @@ __global__ void paged_attention_kernel(const float* q, std::int64_t ldq, const s
   }
   __syncthreads();
   if (warp != 0) return;
-  // Position 0 always exists and belongs to warp 0, so the overall max is finite; a warp that
-  // saw no position (max -inf) gets weight 0.
+  // The first visible position always exists and belongs to warp 0, so the overall max is
+  // finite; a warp that saw no position (max -inf) gets weight 0.
   float overall = warp_max[0];
   for (int w = 1; w < kWarps; ++w) overall = fmaxf(overall, warp_max[w]);
   float weight[kWarps], total = 0.0f;
@@ -100,20 +101,19 @@ __global__ void paged_attention_kernel(const float* q, std::int64_t ldq, const s
 template <int DimsPerLane>
 void launch(const float* q, std::int64_t ldq, const std::int32_t* positions,
             const std::int32_t* row_tables, const std::int32_t* block_tables, std::int64_t rows,
-            int heads, const KvLayout& layout, const void* k_cache, const void* v_cache, float* out,
-            std::int64_t ldo, cudaStream_t stream) {
+            int heads, const KvLayout& layout, const void* k_cache, const void* v_cache, int window,
+            float scale, float* out, std::int64_t ldo, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(heads));
   const int group = heads / layout.kv_heads;
-  const float scale = 1.0f / sqrtf(static_cast<float>(layout.head_dim));
   if (layout.dtype == KvCacheType::f16)
     paged_attention_kernel<DimsPerLane><<<grid, kWarps * 32, 0, stream>>>(
         q, ldq, positions, row_tables, block_tables, group, layout,
         static_cast<const std::uint16_t*>(k_cache), static_cast<const std::uint16_t*>(v_cache),
-        scale, out, ldo);
+        window, scale, out, ldo);
   else
     paged_attention_kernel<DimsPerLane><<<grid, kWarps * 32, 0, stream>>>(
         q, ldq, positions, row_tables, block_tables, group, layout,
-        static_cast<const float*>(k_cache), static_cast<const float*>(v_cache), scale, out, ldo);
+        static_cast<const float*>(k_cache), static_cast<const float*>(v_cache), window, scale, out, ldo);
 }
 
 }  // namespace
@@ -121,17 +121,22 @@ void launch(const float* q, std::int64_t ldq, const std::int32_t* positions,
 void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* positions,
                      const std::int32_t* row_tables, const std::int32_t* block_tables,
                      std::int64_t rows, int heads, const KvLayout& layout, const void* k_cache,
-                     const void* v_cache, float* out, std::int64_t ldo, cudaStream_t stream) {
+                     const void* v_cache, int window, float scale, float* out, std::int64_t ldo,
+                     cudaStream_t stream) {
   if (rows <= 0) return;
   // The fewest registers that hold head_dim values per warp: 64 (most small models) -> 2.
   if (layout.head_dim <= 32)
-    launch<1>(q, ldq, positions, row_tables, block_tables, rows, heads, layout, k_cache, v_cache, out, ldo, stream);
+    launch<1>(q, ldq, positions, row_tables, block_tables, rows, heads, layout, k_cache, v_cache, window, scale,
+              out, ldo, stream);
   else if (layout.head_dim <= 64)
-    launch<2>(q, ldq, positions, row_tables, block_tables, rows, heads, layout, k_cache, v_cache, out, ldo, stream);
+    launch<2>(q, ldq, positions, row_tables, block_tables, rows, heads, layout, k_cache, v_cache, window, scale,
+              out, ldo, stream);
   else if (layout.head_dim <= 128)
-    launch<4>(q, ldq, positions, row_tables, block_tables, rows, heads, layout, k_cache, v_cache, out, ldo, stream);
+    launch<4>(q, ldq, positions, row_tables, block_tables, rows, heads, layout, k_cache, v_cache, window, scale,
+              out, ldo, stream);
   else
-    launch<8>(q, ldq, positions, row_tables, block_tables, rows, heads, layout, k_cache, v_cache, out, ldo, stream);
+    launch<8>(q, ldq, positions, row_tables, block_tables, rows, heads, layout, k_cache, v_cache, window, scale,
+              out, ldo, stream);
 }
 
 }  // namespace ember::kernels::cuda

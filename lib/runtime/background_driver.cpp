@@ -1,34 +1,8 @@
 #include "runtime/background_driver.hpp"
 
-#include <algorithm>
-#include <cerrno>
-
-#if defined(__linux__)
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
+#include "util/platform.hpp"
 
 namespace ember::runtime {
-namespace {
-
-// EngineOptions::background_low_priority: the calling thread's nice value goes up by 10. Linux
-// keeps nice per thread and a new thread starts with its creator's, so the OpenMP team this
-// thread starts for its first parallel region inherits it (libgomp keeps a pool per master).
-// Returns false where the OS has no such per-thread setting or refuses it.
-bool lower_this_thread_priority() {
-#if defined(__linux__)
-  const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
-  errno = 0;
-  const int nice_now = ::getpriority(PRIO_PROCESS, tid);
-  if (errno != 0) return false;
-  return ::setpriority(PRIO_PROCESS, tid, std::min(nice_now + 10, 19)) == 0;
-#else
-  return false;
-#endif
-}
-
-}  // namespace
 
 BackgroundDriver::BackgroundDriver(const EngineLock& lock, Stepper& stepper, const Logger& logger,
                                    BatchWindow window, bool low_priority)
@@ -62,7 +36,9 @@ void BackgroundDriver::wake() {
 }
 
 void BackgroundDriver::loop(bool low_priority) {
-  if (low_priority && !lower_this_thread_priority())
+  // EngineOptions::background_low_priority: this thread's priority goes down, and so does the
+  // OpenMP team it starts afterwards, which inherits it.
+  if (low_priority && !platform::lower_current_thread_priority())
     logger_.log(LogLevel::warning, "background_low_priority: the OS refused a lower priority; computing at the normal one");
   std::unique_lock lock(mutex_);
   while (true) {

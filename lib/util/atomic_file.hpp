@@ -3,15 +3,17 @@
 // through it.
 //
 // The bytes go to a temporary file in the target's own folder (rename is atomic only within one
-// file system) with a random name, created with O_CREAT | O_EXCL | O_NOFOLLOW: a file or symlink
-// planted under that name makes the create fail instead of being followed or truncated. commit()
-// fsyncs the file, renames it over the target and fsyncs the folder, so after a crash a reader
+// file system) with a random name, created only if nothing is there (platform::create_new_file):
+// a file or symlink planted under that name makes the create fail instead of being followed or
+// truncated. commit() syncs the file, renames it over the target and syncs the folder, so after a crash a reader
 // finds the old file or the whole new one. On any failure, and when the object is destroyed
 // without commit(), the temporary file is removed.
 //
 // Thread-safety: one object belongs to one thread; two writers of the same target never share a
 // temporary file, and the last rename wins.
 #pragma once
+
+#include "util/platform.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -32,7 +34,7 @@ class AtomicFile {
   void write(const void* bytes, std::size_t n);
   // Overwrites `n` bytes at `offset` (a header written last) without moving the append position.
   void write_at(std::uint64_t offset, const void* bytes, std::size_t n);
-  // fsync, close, rename over the target, fsync the folder. Throws Error(io) on failure, after
+  // Sync, close, rename over the target, sync the folder. Throws Error(io) on failure, after
   // removing the temporary file; the target is then untouched.
   void commit();
 
@@ -44,7 +46,7 @@ class AtomicFile {
   void discard() noexcept;
 
   std::string target_, temp_;
-  int fd_ = -1;
+  platform::FileHandle file_ = platform::kNoFile;
 };
 
 // The whole of `bytes` as the new content of `path`, through an AtomicFile.

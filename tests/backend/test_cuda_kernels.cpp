@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 namespace ember {
@@ -68,6 +69,35 @@ TEST_CASE("rmsnorm, silu_mul, add_bias, gather_rows and to_f16 match the CPU") {
   kc::to_f16(dgu.as<float>(), rows * cols, dh.as<std::uint16_t>(), nullptr);
   const auto halves = to_host<std::uint16_t>(dh, static_cast<std::size_t>(rows * cols));
   for (std::size_t i = 0; i < halves.size(); ++i) REQUIRE(halves[i] == float_to_fp16(gu[i]));
+}
+
+TEST_CASE("the Gemma 3 and Qwen3 ops match the CPU: q/k norm, gelu_mul, scale, add") {
+  test::require_cuda_device();
+  const std::int64_t rows = 5;
+  const int heads = 6, head_dim = 64;
+  const std::int64_t ld = heads * head_dim + 40;  // a q part inside wider qkv rows
+  const auto x = random_floats(rows * ld, 11, 3.0f), w = random_floats(head_dim, 12);
+  std::vector<float> expect(x);
+  kh::rmsnorm_heads(expect.data(), rows, ld, heads, head_dim, w.data(), 1e-6f, 1);
+  auto dx = to_device(x), dw = to_device(w);
+  kc::rmsnorm_heads(dx.as<float>(), rows, ld, heads, head_dim, dw.as<float>(), 1e-6f, nullptr);
+  const auto normed = to_host<float>(dx, x.size());
+  CHECK(max_abs_diff(normed, expect) < 1e-5);
+  CHECK(normed[static_cast<std::size_t>(heads * head_dim)] == x[static_cast<std::size_t>(heads * head_dim)]);  // past the heads: untouched
+
+  const std::int64_t ffn = 640;
+  const auto gu = random_floats(rows * 2 * ffn, 13, 4.0f);
+  std::vector<float> act(static_cast<std::size_t>(rows * ffn));
+  kh::gelu_mul(gu.data(), rows, ffn, act.data());
+  auto dgu = to_device(gu), dact = to_device(std::vector<float>(act.size()));
+  kc::gelu_mul(dgu.as<float>(), rows, ffn, dact.as<float>(), nullptr);
+  CHECK(max_abs_diff(to_host<float>(dact, act.size()), act) < 1e-4);
+
+  auto da = to_device(x);
+  kc::scale(da.as<float>(), rows * ld, 24.0f, nullptr);
+  kc::add(dx.as<float>(), da.as<float>(), rows * ld, nullptr);
+  const auto sum = to_host<float>(da, x.size());
+  for (std::size_t i = 0; i < sum.size(); i += 97) REQUIRE(sum[i] == x[i] * 24.0f + normed[i]);
 }
 
 TEST_CASE("rope matches the CPU in both layouts") {
@@ -167,8 +197,40 @@ TEST_CASE("INT8 GEMM with per-row x per-column scales, FP16 GEMM") {
   }
 }
 
-// Two sequences over scattered blocks, a prefill chunk and a decode row, grouped-query heads.
-void check_attention(KvCacheType dtype, int head_dim) {
+TEST_CASE("the fused INT8 GEMV equals the GEMM and its epilogue bit for bit, every row count") {
+  test::require_cuda_device();
+  const kc::Blas blas(nullptr);
+  for (const std::int64_t k : {std::int64_t{1536}, std::int64_t{1540}}) {  // 16-byte and 4-byte lanes
+    const std::int64_t n = 388, rows = 11;  // 8 + 3: two groups of rows
+    std::mt19937 rng(static_cast<unsigned>(k));
+    std::uniform_int_distribution<int> byte(-127, 127);
+    std::vector<std::int8_t> q(static_cast<std::size_t>(rows * k)), w(static_cast<std::size_t>(n * k));
+    for (auto& v : q) v = static_cast<std::int8_t>(byte(rng));
+    for (auto& v : w) v = static_cast<std::int8_t>(byte(rng));
+    const auto xs = random_floats(rows, 21, 0.01f), ws = random_floats(n, 22, 0.01f);
+    const auto y0 = random_floats(rows * n, 23);
+    auto dq = to_device(q), dw = to_device(w), dxs = to_device(xs), dws = to_device(ws);
+    auto dacc = to_device(std::vector<std::int32_t>(static_cast<std::size_t>(rows * n)));
+    for (const bool accumulate : {false, true})
+      for (std::int64_t m = 1; m <= rows; ++m) {
+        CAPTURE(k);
+        CAPTURE(m);
+        auto want = to_device(y0), got = to_device(y0);
+        kc::gemm_s8(blas, dq.as<std::int8_t>(), dw.as<std::int8_t>(), m, n, k, dacc.as<std::int32_t>());
+        kc::dequantize_s32(dacc.as<std::int32_t>(), dxs.as<float>(), dws.as<float>(), m, n, want.as<float>(),
+                           accumulate, nullptr);
+        kc::gemv_s8(dq.as<std::int8_t>(), dxs.as<float>(), dw.as<std::int8_t>(), dws.as<float>(), m, n, k,
+                    got.as<float>(), accumulate, nullptr);
+        const auto a = to_host<float>(want, y0.size()), b = to_host<float>(got, y0.size());
+        REQUIRE(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+        if (m < rows) CHECK(b[static_cast<std::size_t>(m * n)] == y0[static_cast<std::size_t>(m * n)]);  // rows past m untouched
+      }
+  }
+}
+
+// Two sequences over scattered blocks, a prefill chunk and a decode row, grouped-query heads;
+// with a sliding window and a score scale of its own when `window` > 0.
+void check_attention(KvCacheType dtype, int head_dim, int window = 0) {
   const int heads = 9, kv_heads = 3, block_size = 16, blocks = 12;
   const kh::KvLayout cpu_layout{block_size, kv_heads, head_dim, dtype};
   const kc::KvLayout gpu_layout = cpu_layout;  // one layout type for both devices
@@ -205,8 +267,12 @@ void check_attention(KvCacheType dtype, int head_dim) {
   std::vector<float> expect(static_cast<std::size_t>(rows * width), -7.0f);
   kh::CpuContext ctx(1);
   kh::AttentionWorkspace workspace;
+  kh::AttentionOptions options;
+  options.window = window;
+  options.scale = window > 0 ? 0.0625f : 0.0f;
+  const float scale = window > 0 ? 0.0625f : 1.0f / std::sqrt(static_cast<float>(head_dim));
   kh::paged_attention(qkv.data(), ldqkv, positions.data(), seqs, 2, heads, cpu_layout, k_cache.data(),
-                      v_cache.data(), expect.data(), width, ctx, workspace);
+                      v_cache.data(), expect.data(), width, ctx, workspace, options);
   std::vector<std::int32_t> tables(table_a);
   tables.insert(tables.end(), table_b.begin(), table_b.end());
   std::vector<std::int32_t> row_tables(static_cast<std::size_t>(rows), -1);
@@ -215,7 +281,7 @@ void check_attention(KvCacheType dtype, int head_dim) {
   auto dpos = to_device(positions), drt = to_device(row_tables), dtab = to_device(tables);
   auto dout = to_device(std::vector<float>(expect.size(), -7.0f));
   kc::paged_attention(dqkv.as<float>(), ldqkv, dpos.as<std::int32_t>(), drt.as<std::int32_t>(), dtab.as<std::int32_t>(),
-                      rows, heads, gpu_layout, dk.get(), dv.get(), dout.as<float>(), width, nullptr);
+                      rows, heads, gpu_layout, dk.get(), dv.get(), window, scale, dout.as<float>(), width, nullptr);
   const auto got = to_host<float>(dout, expect.size());
   CHECK(max_abs_diff(got, expect) < 1e-5);
   CHECK(got[0] == -7.0f);  // row 0 belongs to no sequence here
@@ -226,6 +292,12 @@ TEST_CASE("KV store and paged attention match the CPU (f16 and f32, GQA, head_di
   check_attention(KvCacheType::f16, 64);
   check_attention(KvCacheType::f32, 64);
   check_attention(KvCacheType::f16, 128);
+}
+
+TEST_CASE("paged attention with a sliding window and a scale of its own matches the CPU") {
+  test::require_cuda_device();
+  check_attention(KvCacheType::f16, 64, 7);    // windows inside a block and across blocks
+  check_attention(KvCacheType::f32, 128, 20);
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 #include "backend/cpu/memory_plan.hpp"
 
 #include "util/check.hpp"
+#include "util/platform.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <string>
 
 namespace ember::backend::cpu {
@@ -28,15 +28,7 @@ MemoryPlan plan_memory(const model::ModelConfig& c, Precision gemm, double four_
   return plan;
 }
 
-std::uint64_t available_memory() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  std::uint64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return 0;
-}
+std::uint64_t available_memory() { return platform::available_memory_bytes(); }
 
 void check_fits(const MemoryPlan& plan, std::uint64_t available, const model::ModelConfig& config) {
   if (available == 0 || plan.total() <= available) return;

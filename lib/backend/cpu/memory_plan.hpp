@@ -23,7 +23,7 @@ struct MemoryPlan {
 // that calibrate it) and the lm_head's INT8 rows while it is packed.
 MemoryPlan plan_memory(const model::ModelConfig& config, Precision gemm, double four_bit_share = 0.0);
 
-// The memory the system can give this process now (MemAvailable of /proc/meminfo); 0 when it
+// The memory the system can give this process now (platform::available_memory_bytes); 0 when it
 // does not say (then nothing is refused).
 std::uint64_t available_memory();
 

@@ -143,7 +143,8 @@ class CudaBackend final : public Backend, private model::DecoderOps {
   // Scratch sized for `rows` rows, reused by every step: no allocation per step.
   struct Scratch {
     std::int64_t rows = 0, meta_ints = 0;
-    DeviceBuffer meta, x, h, qkv, attn, gate_up, act, cos, sin, xq, xs, acc, xh, logits;
+    DeviceBuffer meta, x, h, qkv, attn, gate_up, act, xq, xs, acc, xh, logits;
+    DeviceBuffer cos[2], sin[2];  // per model::RopeAngleSet
   };
 
   bool same_cache(const KvCache& kv) const {
@@ -157,17 +158,11 @@ class CudaBackend final : public Backend, private model::DecoderOps {
     const auto& c = config_;
     if (precision_ == Precision::fp32)
       fail(ErrorCode::unsupported, "precision fp32 is the CPU reference path; on CUDA use int8 or fp16");
-    // The CUDA graph runs the Llama/Qwen2 layer only so far: refuse, never approximate.
-    std::vector<std::string_view> missing;
-    if (c.qk_norm) missing.push_back("q/k norm");
-    if (c.post_norms) missing.push_back("post-norms");
-    if (c.feed_forward != model::FeedForward::swiglu) missing.push_back("GeGLU");
-    if (c.sliding_window > 0) missing.push_back("sliding-window attention");
-    if (c.embedding_scale != 1.0f) missing.push_back("scaled embeddings");
-    if (c.attention_scale != 0.0f || c.rope_attention_factor != 1.0f) missing.push_back("an attention scale of its own");
-    if (!missing.empty())
-      fail(ErrorCode::unsupported, "CUDA backend: architecture '{}' needs {}, which the CUDA backend does not run yet; use the CPU",
-           c.architecture, fmt::join(missing, ", "));
+    // The graph's every op runs here but a second set of RoPE frequency factors (Phi-3's
+    // LongRoPE switches sets by context): refuse, never approximate.
+    if (!c.rope_freq_factors_long.empty())
+      fail(ErrorCode::unsupported, "CUDA backend: architecture '{}' needs LongRoPE's second factor set, which the "
+           "CUDA backend does not run yet; use the CPU", c.architecture);
     if (c.head_dim > k::kMaxHeadDim || c.heads % c.kv_heads != 0 || c.rope_dims % 2 != 0)
       fail(ErrorCode::unsupported, "CUDA backend: head_dim {} (at most {}), heads {} / kv_heads {}, rope_dims {}",
            c.head_dim, k::kMaxHeadDim, c.heads, c.kv_heads, c.rope_dims);
@@ -256,8 +251,10 @@ class CudaBackend final : public Backend, private model::DecoderOps {
     s.attn = f32(std::max(q_dim_, d), "activations");
     s.gate_up = f32(2 * ffn, "activations");
     s.act = f32(ffn, "activations");
-    s.cos = f32(config_.rope_dims / 2, "rope angles");
-    s.sin = f32(config_.rope_dims / 2, "rope angles");
+    for (int set = 0; set < (config_.uniform_rope() ? 1 : 2); ++set) {
+      s.cos[set] = f32(config_.rope_dims / 2, "rope angles");
+      s.sin[set] = f32(config_.rope_dims / 2, "rope angles");
+    }
     s.logits = f32(config_.vocab, "logits");
     if (precision_ == Precision::int8) {
       s.xq = DeviceBuffer(device_, static_cast<std::size_t>(rows * widest_in), "quantized activations");
@@ -297,6 +294,11 @@ class CudaBackend final : public Backend, private model::DecoderOps {
     cudaStream_t s = stream_->get();
     if (precision_ == Precision::int8) {
       k::quantize_rows_s8(x, m, l.in, scratch_.xq.as<std::int8_t>(), scratch_.xs.as<float>(), s);
+      if (m <= k::kMaxGemvRows) {  // decode: the fused GEMV, bit-identical to the GEMM below
+        k::gemv_s8(scratch_.xq.as<std::int8_t>(), scratch_.xs.as<float>(), l.weights.as<std::int8_t>(),
+                   l.scales.as<float>(), m, l.out, l.in, y, accumulate, s);
+        return;
+      }
       k::gemm_s8(*blas_, scratch_.xq.as<std::int8_t>(), l.weights.as<std::int8_t>(), m, l.out, l.in,
                  scratch_.acc.as<std::int32_t>());
       k::dequantize_s32(scratch_.acc.as<std::int32_t>(), scratch_.xs.as<float>(), l.scales.as<float>(), m,
@@ -342,15 +344,15 @@ class CudaBackend final : public Backend, private model::DecoderOps {
   }
 
   void embed(float scale) override {
-    if (scale != 1.0f) missing("scaled embeddings");
-    k::gather_rows(token_embd_.as<float>(), meta(step_.at.tokens), step_.rows, config_.embedding,
-                   at(model::Activation::x), stream_->get());
+    float* x = at(model::Activation::x);
+    k::gather_rows(token_embd_.as<float>(), meta(step_.at.tokens), step_.rows, config_.embedding, x, stream_->get());
+    if (scale != 1.0f) k::scale(x, step_.rows * config_.embedding, scale, stream_->get());
   }
 
   void rope_angles(model::RopeAngleSet set, float base, float position_scale) override {
-    if (set != model::RopeAngleSet::global) missing("a second set of RoPE angles (sliding layers)");
+    const auto i = static_cast<std::size_t>(set);
     k::rope_angles(meta(step_.at.positions), step_.rows, config_.rope_dims, base, rope_freq_factors_.as<float>(),
-                   position_scale, scratch_.cos.as<float>(), scratch_.sin.as<float>(), stream_->get());
+                   position_scale, scratch_.cos[i].as<float>(), scratch_.sin[i].as<float>(), stream_->get());
   }
 
   void rmsnorm(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows) override {
@@ -358,7 +360,11 @@ class CudaBackend final : public Backend, private model::DecoderOps {
                stream_->get());
   }
 
-  void rmsnorm_heads(model::WeightRef, model::QkvPart) override { missing("q/k norm"); }
+  void rmsnorm_heads(model::WeightRef weight, model::QkvPart p) override {
+    const int heads = p == model::QkvPart::q ? config_.heads : config_.kv_heads;
+    k::rmsnorm_heads(part(p), step_.rows, q_dim_ + 2 * kv_dim_, heads, config_.head_dim,
+                     weights_[weight].values.as<float>(), config_.rms_eps, stream_->get());
+  }
 
   void linear(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows,
               bool accumulate) override {
@@ -377,12 +383,17 @@ class CudaBackend final : public Backend, private model::DecoderOps {
     k::add_bias(at(a), step_.rows, q_dim_ + 2 * kv_dim_, weights_[bias].values.as<float>(), stream_->get());
   }
 
-  void add(model::Activation, model::Activation) override { missing("post-norms"); }
+  // Post-norms add a normed product into the residual stream x, [rows, embedding] both.
+  void add(model::Activation from, model::Activation into) override {
+    EMBER_ASSERT(into == model::Activation::x);
+    k::add(at(from), at(into), step_.rows * config_.embedding, stream_->get());
+  }
 
-  void rope(model::QkvPart p, model::RopeAngleSet) override {
+  void rope(model::QkvPart p, model::RopeAngleSet set) override {
     const int heads = p == model::QkvPart::q ? config_.heads : config_.kv_heads;
+    const auto i = static_cast<std::size_t>(set);
     k::rope(part(p), step_.rows, q_dim_ + 2 * kv_dim_, heads, config_.head_dim, config_.rope_dims,
-            scratch_.cos.as<float>(), scratch_.sin.as<float>(), config_.rope_layout, stream_->get());
+            scratch_.cos[i].as<float>(), scratch_.sin[i].as<float>(), config_.rope_layout, stream_->get());
   }
 
   void store_kv(int layer) override {
@@ -392,17 +403,17 @@ class CudaBackend final : public Backend, private model::DecoderOps {
 
   void attention(int layer, int window, float scale, std::int64_t row_begin, std::int64_t row_end) override {
     if (row_begin != 0 || row_end != step_.rows) missing("attention in pieces");
-    if (window != 0) missing("sliding-window attention");
-    if (scale != 1.0f / std::sqrt(static_cast<float>(config_.head_dim))) missing("an attention scale of its own");
     k::paged_attention(part(model::QkvPart::q), q_dim_ + 2 * kv_dim_, meta(step_.at.positions),
                        meta(step_.at.row_tables), meta(step_.at.block_tables), step_.rows, config_.heads,
-                       step_.layout, step_.kv->keys(layer), step_.kv->values(layer), at(model::Activation::attn),
-                       q_dim_, stream_->get());
+                       step_.layout, step_.kv->keys(layer), step_.kv->values(layer), window, scale,
+                       at(model::Activation::attn), q_dim_, stream_->get());
   }
 
   void gated_activation(model::FeedForward kind) override {
-    if (kind != model::FeedForward::swiglu) missing("GeGLU");
-    k::silu_mul(at(model::Activation::gate_up), step_.rows, config_.ffn, at(model::Activation::act), stream_->get());
+    if (kind == model::FeedForward::geglu)
+      k::gelu_mul(at(model::Activation::gate_up), step_.rows, config_.ffn, at(model::Activation::act), stream_->get());
+    else
+      k::silu_mul(at(model::Activation::gate_up), step_.rows, config_.ffn, at(model::Activation::act), stream_->get());
   }
 
   void gather_logit_rows() override {

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Builds ember for another platform with Debian's cross compilers and runs a set of its tests
+# there through an emulator: the proof, on a Linux x86-64 machine, that ember builds and runs
+# where games ship.
+#
+#   scripts/test-cross.sh windows        Windows x64: MinGW-w64, tests under Wine
+#   scripts/test-cross.sh arm64 [CPU]    Linux arm64: tests under qemu-user with CPU model CPU
+#                                        (default max: NEON, dotprod, i8mm; cortex-a53: NEON alone)
+#
+# Installs what is missing (apt-get). Builds in build-cross-<target>[-<cpu>]/ without oneDNN
+# (ember's own kernels alone, as on those platforms), then runs the tests below: the kernels
+# against their scalar reference, the CPU backend against the readable reference, the engine
+# end to end on synthetic models, and the layers that touch the OS (files, mappings, threads).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+target=${1:-}
+case $target in
+  windows)
+    packages=(g++-mingw-w64-x86-64-posix wine64)
+    toolchain=cmake/toolchains/mingw-w64-x86_64.cmake
+    build=build-cross-windows
+    extra=()
+    # Wine's first start makes its prefix; keep it out of the user's home and quiet.
+    export WINEPREFIX=${WINEPREFIX:-$PWD/$build/wineprefix} WINEDEBUG=-all
+    ;;
+  arm64)
+    cpu=${2:-max}
+    packages=(g++-aarch64-linux-gnu qemu-user-static)
+    toolchain=cmake/toolchains/aarch64-linux-gnu.cmake
+    build=build-cross-arm64-$cpu
+    extra=(-DEMBER_QEMU_CPU="$cpu")
+    ;;
+  *)
+    echo "usage: $0 windows | arm64 [QEMU_CPU]" >&2
+    exit 2
+    ;;
+esac
+
+# The header-only dependencies come from the build machine's packages (install-deps.sh).
+scripts/install-deps.sh
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo=sudo
+  echo "test-cross: installing ${missing[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+tests=(kernels_test backend_equivalence_test engine_test batch_invariance_test test_model_gguf
+       tokenizer_unit_test grammar_gbnf runtime_block_pool robustness_files_test capi_test)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
+      -DEMBER_TESTS=ON -DEMBER_EXAMPLES=OFF -DEMBER_BENCHMARKS=OFF -DEMBER_CUDA=OFF "${extra[@]}" \
+      ${EMBER_CMAKE_ARGS:-}
+cmake --build "$build" -j "${EMBER_JOBS:-$(nproc)}" $(printf -- '--target %s ' "${tests[@]}")
+regex="^($(IFS='|'; echo "${tests[*]}"))\$"
+ctest --test-dir "$build" --output-on-failure -j "${EMBER_JOBS:-$(nproc)}" -R "$regex" --timeout 900
