@@ -1,8 +1,7 @@
 #include "kernels/cpu/context.hpp"
 
 #include "kernels/cpu/cpu_tier.hpp"
-
-#include "util/check.hpp"
+#include "kernels/cpu/onednn_matmul.hpp"
 
 #include <omp.h>
 
@@ -12,23 +11,17 @@ namespace {
 
 int resolve_threads(int threads) { return threads > 0 ? threads : omp_get_num_procs(); }
 
-dnnl::engine make_engine() {
-  active_tier();  // decides the tier, and with it oneDNN's maximum ISA, before any primitive
-  try {
-    return dnnl::engine(dnnl::engine::kind::cpu, 0);
-  } catch (const dnnl::error& e) {
-    fail(ErrorCode::internal, "cannot create the oneDNN CPU engine: {}", e.what());
-  }
+std::shared_ptr<OnednnContext> make_onednn() {
+  active_tier();  // decides the tier (and with it oneDNN's maximum ISA) before any kernel runs
+  return make_onednn_context();  // null without oneDNN
 }
 
 }  // namespace
 
 CpuContext::CpuContext(int threads_in)
     : threads(resolve_threads(threads_in)),
-      engine(make_engine()),
-      stream(engine),
-      decode_weights(std::make_shared<WeightArena>()),
-      matmuls(std::make_shared<MatmulCache>()) {}
+      onednn(make_onednn()),
+      decode_weights(std::make_shared<WeightArena>()) {}
 
 void bind_threads(const CpuContext& ctx) {
   if (omp_get_max_threads() != ctx.threads) omp_set_num_threads(ctx.threads);

@@ -1,6 +1,8 @@
 #include "kernels/cpu/cpu_tier.hpp"
 
+#if defined(EMBER_WITH_ONEDNN)
 #include <dnnl.hpp>
+#endif
 
 #include <cstdlib>
 #include <string>
@@ -83,6 +85,7 @@ CpuTier tier_of(const Features& f) {
   return CpuTier::scalar;
 }
 
+#if defined(EMBER_WITH_ONEDNN)
 dnnl::cpu_isa onednn_isa(CpuTier tier) {
   switch (tier) {
     case CpuTier::scalar: return dnnl::cpu_isa::sse41;
@@ -93,6 +96,7 @@ dnnl::cpu_isa onednn_isa(CpuTier tier) {
   }
   return dnnl::cpu_isa::all;
 }
+#endif
 
 struct Decision {
   CpuTier tier = CpuTier::scalar;
@@ -110,6 +114,7 @@ Decision decide() {
     return d;
   }
   if (*parsed < d.tier) d.tier = *parsed;
+#if defined(EMBER_WITH_ONEDNN)
   // Before ember's first primitive (CpuContext asks for the tier before creating its engine).
   // oneDNN refuses once it has dispatched a kernel (an embedding host that used it first); then
   // its own kernels stay at the hardware's ISA, while ember's follow the cap.
@@ -117,6 +122,7 @@ Decision decide() {
     dnnl::set_max_cpu_isa(onednn_isa(d.tier));
   } catch (const dnnl::error&) {
   }
+#endif
   return d;
 }
 

@@ -1,7 +1,8 @@
 // Linear layers y[m, out] = x[m, in] · Wᵀ (+ y when accumulating, used for residual adds), in
 // INT8 (the fast path) or FP32 (the reference and the speed baseline): oneDNN matmul primitives
-// with the weights packed once in the layout oneDNN prefers, and ember's own INT8 kernel
-// (gemv_int8.hpp) for decode rows, and for every row on tiers without a fast oneDNN INT8 kernel.
+// with the weights packed once in the layout oneDNN prefers (where ember is built with oneDNN),
+// and ember's own INT8 kernel (gemv_int8.hpp) for decode rows, and for every row on tiers without
+// a fast oneDNN INT8 kernel or builds without oneDNN.
 //
 // Thread-safety: a Linear's weights are immutable after construction. forward() may be called
 // from several threads; calls on one Linear are serialised by an internal mutex (it guards the
@@ -92,6 +93,9 @@ std::unique_ptr<Linear> make_int8_linear_onednn_only(
     ActivationQuant activations = ActivationQuant::per_row);
 // The largest |q| of INT8 weights: 127 on every tier (see linear.cpp).
 int int8_weight_range();
+// Whether this build has oneDNN (EMBER_WITH_ONEDNN): without it ember's own kernels run every
+// product, and make_int8_linear_onednn_only throws Error(unsupported).
+bool onednn_available();
 
 // Weights quantized per output channel, as the INT8 linear uses them: q [out, in] with
 // |q| <= int8_weight_range(), w ~= q * scales[row]. The form the weight cache stores.

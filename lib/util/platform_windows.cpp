@@ -37,8 +37,9 @@ FileView map_file_readonly(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(std::filesystem::u8path(path), ec))
     fail(ErrorCode::io, "cannot read '{}': is a directory", path);
-  HANDLE file = CreateFileW(wide(path).c_str(), GENERIC_READ, FILE_SHARE_READ, nullptr, OPEN_EXISTING,
-                            FILE_ATTRIBUTE_NORMAL, nullptr);
+  // Others may read, and delete or replace the file (as on POSIX): the mapping keeps its data.
+  HANDLE file = CreateFileW(wide(path).c_str(), GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_DELETE, nullptr,
+                            OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, nullptr);
   if (file == INVALID_HANDLE_VALUE) fail(ErrorCode::io, "cannot open '{}': {}", path, os_error_text(static_cast<int>(GetLastError())));
   LARGE_INTEGER size{};
   if (!GetFileSizeEx(file, &size) || GetFileType(file) != FILE_TYPE_DISK) {

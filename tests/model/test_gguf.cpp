@@ -133,7 +133,7 @@ TEST_CASE("synthetic llama model: file round trip, config, tokenizer metadata, w
   const auto dir = ember::test::temp_dir("ember-model");
   const std::string path = (dir / "tiny.gguf").string();
   write_synthetic_model(spec, path);
-  const auto f = GgufFile::open(path);
+  auto f = GgufFile::open(path);
   const auto image = make_synthetic_model(spec);
   CHECK(f->file_size() == image.size());  // same spec, same bytes
 
@@ -194,6 +194,7 @@ TEST_CASE("synthetic llama model: file round trip, config, tokenizer metadata, w
   std::vector<float> row(64);
   dequantize_row(*w.token_embd, 300, row.data());
   for (int i = 0; i < 64; ++i) CHECK(row[static_cast<std::size_t>(i)] == embd.row<float>(300)[i]);
+  f.reset();  // unmapped first: Windows deletes no file that a view maps
   std::filesystem::remove_all(dir);
 }
 
@@ -261,7 +262,7 @@ TEST_CASE("model config reads Llama 3 RoPE frequency factors and linear scaling 
   const auto dir = ember::test::temp_dir("ember-rope");
   const std::string path = (dir / "llama3.gguf").string();
   write_synthetic_model(spec, path);
-  const auto f = GgufFile::open(path);
+  auto f = GgufFile::open(path);
   const GgufTensor& t = f->tensor("rope_freqs.weight");
   CHECK(t.type == GgmlType::F32);
   CHECK(t.shape == std::vector<std::int64_t>{8});
@@ -275,6 +276,7 @@ TEST_CASE("model config reads Llama 3 RoPE frequency factors and linear scaling 
   // Same seed, same weights: the factors are not drawn from the generator.
   const DecoderTensors w = map_decoder_tensors(*f, c);
   CHECK(dequantize_tensor(*w.layers[1].wq) == dequantize_tensor(*map_decoder_tensors(*plain_file, plain).layers[1].wq));
+  f.reset();  // unmapped first: Windows deletes no file that a view maps
   std::filesystem::remove_all(dir);
 
   // "none" never scales, whatever the factor; an absent type with a factor is linear, and the

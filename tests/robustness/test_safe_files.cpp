@@ -21,7 +21,9 @@
 #include <string>
 #include <vector>
 
-#include <sys/resource.h>
+#if !defined(_WIN32)
+#include <sys/resource.h>  // the file size limit below: POSIX only
+#endif
 
 namespace fs = std::filesystem;
 using namespace ember;
@@ -46,6 +48,7 @@ std::vector<std::string> names_in(const fs::path& dir) {
 
 std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 
+#if !defined(_WIN32)
 // Files larger than `bytes` cannot be written while it lives (writes fail with EFBIG).
 struct FileSizeLimit {
   rlimit saved{};
@@ -62,6 +65,7 @@ struct FileSizeLimit {
     std::signal(SIGXFSZ, saved_handler);
   }
 };
+#endif
 
 std::string parse_error(const std::vector<std::uint8_t>& image) {
   try {
@@ -94,6 +98,7 @@ TEST_CASE("AtomicFile: the target gets the whole content and no temporary is lef
   fs::remove_all(dir);
 }
 
+#if !defined(_WIN32)  // symbolic links need a privilege on Windows (and Wine has none)
 TEST_CASE("AtomicFile: never follows a planted symlink, at the old fixed temp name or the target") {
   const fs::path dir = test::temp_dir("ember-atomic");
   const fs::path victim = dir / "victim.txt";
@@ -114,6 +119,7 @@ TEST_CASE("AtomicFile: never follows a planted symlink, at the old fixed temp na
   CHECK(read_all(victim) == "precious");
   fs::remove_all(dir);
 }
+#endif
 
 TEST_CASE("AtomicFile: a failed write, rename or abandoned file leaves no temporary behind") {
   const fs::path dir = test::temp_dir("ember-atomic");
@@ -123,6 +129,7 @@ TEST_CASE("AtomicFile: a failed write, rename or abandoned file leaves no tempor
                          doctest::Contains("renaming"), Error);
     CHECK(names_in(dir) == std::vector<std::string>{"taken"});
   }
+#if !defined(_WIN32)  // Windows has no per-process file size limit to stand in for a full disk
   SUBCASE("write fails: the file size limit (as a full disk)") {
     std::string big(64 * 1024, 'z');
     {
@@ -132,6 +139,7 @@ TEST_CASE("AtomicFile: a failed write, rename or abandoned file leaves no tempor
     }
     CHECK(names_in(dir).empty());
   }
+#endif
   SUBCASE("destroyed without commit") {
     {
       util::AtomicFile file((dir / "never").string());
@@ -147,6 +155,7 @@ TEST_CASE("AtomicFile: a failed write, rename or abandoned file leaves no tempor
   fs::remove_all(dir);
 }
 
+#if !defined(_WIN32)  // symbolic links need a privilege on Windows (and Wine has none)
 TEST_CASE("save_state_file: a symlink planted at PATH.tmp is not followed; a failed save leaves nothing") {
   const fs::path dir = test::temp_dir("ember-state-files");
   EngineOptions options;
@@ -170,6 +179,7 @@ TEST_CASE("save_state_file: a symlink planted at PATH.tmp is not followed; a fai
   CHECK(names_in(dir).size() == 4);  // the three above and busy/: no temporary left
   fs::remove_all(dir);
 }
+#endif
 
 TEST_CASE("the weight cache writer goes through AtomicFile: written whole, or nothing left") {
   const fs::path dir = test::temp_dir("ember-wcache-files");
@@ -180,8 +190,12 @@ TEST_CASE("the weight cache writer goes through AtomicFile: written whole, or no
     CHECK(writer.commit());
   }
   CHECK(names_in(dir) == std::vector<std::string>{"w.cache"});
-  backend::cpu::WeightCacheReader reader({(dir / "w.cache").string(), "key"});
-  CHECK(reader.vector("norm", 4096) == v);
+  {
+    // Closed before the folder is removed: Windows deletes no file that a view maps.
+    backend::cpu::WeightCacheReader reader({(dir / "w.cache").string(), "key"});
+    CHECK(reader.vector("norm", 4096) == v);
+  }
+#if !defined(_WIN32)  // a full disk, as the file size limit stands in for it (POSIX only)
   {
     FileSizeLimit limit(8192);
     std::vector<std::string> warnings;
@@ -192,6 +206,7 @@ TEST_CASE("the weight cache writer goes through AtomicFile: written whole, or no
     CHECK(warnings.size() == 1);
   }
   CHECK(names_in(dir) == std::vector<std::string>{"w.cache"});
+#endif
   {
     backend::cpu::WeightCacheWriter writer({(dir / "y.cache").string(), "key"}, nullptr);
     writer.add_vector("norm", v);  // abandoned: a load that failed after this
