@@ -66,9 +66,8 @@ void prefetch_block(const T* slice, std::int64_t stride, int rows, std::int64_t 
   }
 }
 
-// How far ahead blocks are prefetched: one block of 16 tokens is ~0.2 us of work, about one
-// DRAM latency; two leave room for a slow one (batched decode, 32 streams: 465 tok/s without
-// prefetching, 556-572 one block ahead, 470-620 two ahead on a noisy machine).
+// How far ahead blocks are prefetched: one block of 16 tokens is about one DRAM latency of work;
+// two leave room for a slow one (docs/benchmarks.md#attention-prefetch).
 constexpr int kPrefetchBlocks = 2;
 
 // The chunk grid: a block's tokens in chunks of kKeyChunk from the block's first token. The
@@ -180,8 +179,8 @@ Span segment_of(Span visible, int segment, int block_size) {
 using Tile = AttentionWorkspace::Tile;
 
 // Floats per cache line: per-thread buffers are padded to whole lines, because two threads
-// writing one line (false sharing) move it between the cores on every write: ~0.3 us per round
-// trip on the dev box's VM.
+// writing one line (false sharing) move it between the cores on every write
+// (docs/benchmarks.md#attention-prefetch).
 constexpr std::int64_t kLineFloats = 64 / sizeof(float);
 
 std::int64_t whole_lines(std::int64_t floats) { return (floats + kLineFloats - 1) / kLineFloats * kLineFloats; }
@@ -385,9 +384,8 @@ void attend_task(const TaskArgs& a, const Tile& tile, int segment, const T* k_ca
   // A decode row's K and V were written a step ago, and the weights streamed since have evicted
   // them from every cache. Scoring chunk by chunk then waits on memory: the prefetches ahead of
   // it are dropped while the core's miss buffers are full. Reading every line first, with
-  // nothing else in the way, keeps the most misses in flight. On the dev box, one decode row at
-  // 80 positions after a 64 MB stream, one thread: 22 us without this pass, 17.6 us with it
-  // (5.5 us with everything cached). After it the passes of attend_head prefetch nothing.
+  // nothing else in the way, keeps the most misses in flight (docs/benchmarks.md#attention-prefetch).
+  // After it the passes of attend_head prefetch nothing.
   const std::int64_t row_bytes = token_stride(l) * static_cast<std::int64_t>(sizeof(T));
   const bool warm = 2 * (span.end - span.begin) * row_bytes <= kWarmBytes;
   if (warm)
