@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Renders chat-template goldens with Jinja2 for tests/tokenizer/chat_template_test.cpp.
+"""Renders chat-template goldens with Jinja2 for tests/tokenizer/test_chat_template.cpp.
 
 Templates: SmolLM2's, read from the default model file (and stored as templates/smollm2.jinja),
 and the published templates of Qwen2, Llama 3, Gemma 2, Gemma 3, Llama 2 and Mistral stored in

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Renders the chat-template corpus with Python's jinja2 for tests/template/corpus_test.cpp.
+"""Renders the chat-template corpus with Python's jinja2 for tests/template/test_corpus.cpp.
 
 Every template of tests/data/tokenizer/templates/ (where each comes from: templates/SOURCES.md)
 is rendered over every conversation below (system prompts, tools, tool calls and results,

@@ -1,6 +1,6 @@
 // llama.cpp's text rules for special tokens (lib/tokenizer/special_tokens.cpp) on hand-made
 // vocabularies, and the two text indexes encode relies on (lib/tokenizer/token_index.hpp). The
-// real vocabularies are checked against llama.cpp itself in golden_test.cpp and gemma3_test.cpp.
+// real vocabularies are checked against llama.cpp itself in test_golden.cpp and test_gemma3.cpp.
 #include "tokenizer/token_index.hpp"
 #include "tokenizer/tokenizer.hpp"
 
