@@ -46,8 +46,7 @@ void bm_attention(benchmark::State& state, KvCacheType dtype, int seqs, int rows
     std::vector<float> kv(static_cast<std::size_t>(kKvHeads * kHeadDim) * 2);
     for (std::int32_t slot = 0; slot < total_blocks * kBlock; ++slot) {
       for (auto& x : kv) x = dist(rng);
-      store_kv(kv.data(), kv.data() + kKvHeads * kHeadDim, kKvHeads * kHeadDim, 1, &slot, layout,
-               k.data(), v.data());
+      store_kv(kv.data(), kv.data() + kKvHeads * kHeadDim, kKvHeads * kHeadDim, 1, &slot, layout, k.data(), v.data());
     }
   }
   std::vector<std::int32_t> pool(static_cast<std::size_t>(total_blocks));
@@ -68,8 +67,8 @@ void bm_attention(benchmark::State& state, KvCacheType dtype, int seqs, int rows
   AttentionOptions options;
   options.window = window;
   for (auto _ : state) {
-    paged_attention(q.data(), width, positions.data(), batch.data(), seqs, kHeads, layout, k.data(),
-                    v.data(), out.data(), width, ctx, workspace, options);
+    paged_attention(q.data(), width, positions.data(), batch.data(), seqs, kHeads, layout, k.data(), v.data(),
+                    out.data(), width, ctx, workspace, options);
     benchmark::DoNotOptimize(out.data());
   }
   // Every row reads K and V of the positions it sees once per KV head (query heads of a group
@@ -79,8 +78,8 @@ void bm_attention(benchmark::State& state, KvCacheType dtype, int seqs, int rows
     const double seen = window > 0 ? std::min(p + 1, window) : p + 1.0;
     kv_reads += seen * kKvHeads * kHeadDim * 2.0 * static_cast<double>(elem);
   }
-  state.counters["KvBytes"] = benchmark::Counter(kv_reads, benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::OneK::kIs1024);
+  state.counters["KvBytes"] =
+      benchmark::Counter(kv_reads, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::OneK::kIs1024);
   state.counters["Rows"] = benchmark::Counter(static_cast<double>(rows), benchmark::Counter::kIsIterationInvariantRate);
 }
 
@@ -90,18 +89,24 @@ const bool registered = [] {
     for (int seqs : {1, 8})
       benchmark::RegisterBenchmark(("decode_ctx512_" + tag + "/seqs:" + std::to_string(seqs)).c_str(),
                                    [dt, seqs](benchmark::State& st) { bm_attention(st, dt, seqs, 1); })
-          ->Unit(benchmark::kMicrosecond)->UseRealTime();
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
     benchmark::RegisterBenchmark(("prefill_512x512_" + tag).c_str(),
                                  [dt](benchmark::State& st) { bm_attention(st, dt, 1, kContext); })
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
     const std::string win = "_win" + std::to_string(kWindow) + "_" + tag;
     for (int seqs : {1, 8})
-      benchmark::RegisterBenchmark(("decode_ctx" + std::to_string(kLongContext) + win + "/seqs:" + std::to_string(seqs)).c_str(),
-                                   [dt, seqs](benchmark::State& st) { bm_attention(st, dt, seqs, 1, kLongContext, kWindow); })
-          ->Unit(benchmark::kMicrosecond)->UseRealTime();
-    benchmark::RegisterBenchmark(("prefill_512x" + std::to_string(kLongContext) + win).c_str(),
-                                 [dt](benchmark::State& st) { bm_attention(st, dt, 1, kContext, kLongContext, kWindow); })
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
+      benchmark::RegisterBenchmark(
+          ("decode_ctx" + std::to_string(kLongContext) + win + "/seqs:" + std::to_string(seqs)).c_str(),
+          [dt, seqs](benchmark::State& st) { bm_attention(st, dt, seqs, 1, kLongContext, kWindow); })
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    benchmark::RegisterBenchmark(
+        ("prefill_512x" + std::to_string(kLongContext) + win).c_str(),
+        [dt](benchmark::State& st) { bm_attention(st, dt, 1, kContext, kLongContext, kWindow); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   }
   return true;
 }();

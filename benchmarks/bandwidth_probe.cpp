@@ -164,8 +164,10 @@ BandwidthProbe::BandwidthProbe(int threads)
   loads_name_ = "baseline";
 #ifdef EMBER_PROBE_X86
   const k::CpuTier tier = k::active_tier();
-  if (tier >= k::CpuTier::avx512_vnni) read_ = read_avx512, loads_name_ = "avx512";
-  else if (tier >= k::CpuTier::avx2) read_ = read_avx2, loads_name_ = "avx2";
+  if (tier >= k::CpuTier::avx512_vnni)
+    read_ = read_avx512, loads_name_ = "avx512";
+  else if (tier >= k::CpuTier::avx2)
+    read_ = read_avx2, loads_name_ = "avx2";
 #endif
 
   // A reserved pool of explicit huge pages if there is one; otherwise the weight arena's
@@ -254,8 +256,7 @@ double BandwidthProbe::huge_page_fraction() const {
   while (std::getline(smaps, line)) {
     // A mapping's header ("7f12...-7f13... rw-p ...") starts with a hex range; fields follow.
     const std::size_t dash = line.find('-'), space = line.find(' ');
-    if (dash != std::string::npos && space != std::string::npos && dash < space &&
-        line.find(':') > space) {
+    if (dash != std::string::npos && space != std::string::npos && dash < space && line.find(':') > space) {
       const std::uintptr_t start = std::strtoull(line.substr(0, dash).c_str(), nullptr, 16);
       const std::uintptr_t stop = std::strtoull(line.substr(dash + 1, space - dash - 1).c_str(), nullptr, 16);
       inside = start < hi && stop > lo;
@@ -313,12 +314,13 @@ std::string describe(const BandwidthProbe& probe, const BandwidthReading& readin
   const std::string pages = probe.explicit_huge_pages() ? "explicit 2 MiB pages"
                             : huge < 0                  ? "page size unknown"
                                                         : format("%.0f %% in 2 MiB pages", 100 * huge);
-  return format("read bandwidth: OpenMP team as decode %.1f GB/s, pinned threads %.1f GB/s -> ceiling %.1f GB/s "
-                "(the larger)\n", reading.openmp / 1e9, reading.pinned / 1e9, reading.ceiling() / 1e9) +
+  return format(
+             "read bandwidth: OpenMP team as decode %.1f GB/s, pinned threads %.1f GB/s -> ceiling %.1f GB/s "
+             "(the larger)\n",
+             reading.openmp / 1e9, reading.pinned / 1e9, reading.ceiling() / 1e9) +
          "         (" + std::to_string(probe.bytes() >> 20) + " MiB buffer, " + pages + ", " + probe.loads() +
-         " loads, " + std::to_string(probe.threads()) + (probe.threads() == 1 ? " thread" : " threads") +
-         ", best of " + std::to_string(passes) +
-         " passes each; OpenMP " + BandwidthProbe::openmp_binding() + "; pinned to CPUs " +
+         " loads, " + std::to_string(probe.threads()) + (probe.threads() == 1 ? " thread" : " threads") + ", best of " +
+         std::to_string(passes) + " passes each; OpenMP " + BandwidthProbe::openmp_binding() + "; pinned to CPUs " +
          cpu_list(probe.pinned_cpus(), probe.threads()) + ")";
 }
 
@@ -343,9 +345,10 @@ nlohmann::json to_json(const BandwidthProbe& probe, const BandwidthReading& read
 std::string disagreement_warning(const BandwidthReading& reading) {
   if (reading.disagreement() <= kBandwidthDisagreement) return "";
   const bool openmp_low = reading.openmp < reading.pinned;
-  return format("warning: the two bandwidth methods disagree by %.0f %% (OpenMP %.1f GB/s, pinned %.1f GB/s); "
-                "the ceiling takes the larger. ", 100 * reading.disagreement(), reading.openmp / 1e9,
-                reading.pinned / 1e9) +
+  return format(
+             "warning: the two bandwidth methods disagree by %.0f %% (OpenMP %.1f GB/s, pinned %.1f GB/s); "
+             "the ceiling takes the larger. ",
+             100 * reading.disagreement(), reading.openmp / 1e9, reading.pinned / 1e9) +
          (openmp_low ? "The OpenMP team read low: are its threads sharing a core (OMP_PROC_BIND / OMP_PLACES), "
                        "or another program busy on this machine?"
                      : "The pinned threads read low: another program may be busy on the CPUs they were pinned to.");
@@ -355,9 +358,12 @@ std::string over_ceiling_warning(const std::string& what, double fraction, doubl
   if (fraction <= 1.0) return "";
   const double cache_bytes = last_level_cache_bytes();
   const std::string cache = cache_bytes > 0 ? format(" (last-level cache %.0f MB)", cache_bytes / 1e6) : "";
-  return "warning: " + what + format(" decode read its weights at %.0f %% of the measured ceiling: either the "
-                                     "probe under-measures this machine's bandwidth, or part of the %.1f MB "
-                                     "read per token stays in the caches", 100 * fraction, weight_bytes / 1e6) +
+  return "warning: " + what +
+         format(
+             " decode read its weights at %.0f %% of the measured ceiling: either the "
+             "probe under-measures this machine's bandwidth, or part of the %.1f MB "
+             "read per token stays in the caches",
+             100 * fraction, weight_bytes / 1e6) +
          cache + "; the ceiling is no bound on this run";
 }
 

@@ -56,9 +56,9 @@ class BandwidthProbe {
 
   int threads() const { return threads_; }
   std::size_t bytes() const { return bytes_; }
-  const char* loads() const { return loads_name_; }  // "avx512", "avx2" or "baseline"
+  const char* loads() const { return loads_name_; }              // "avx512", "avx2" or "baseline"
   const std::vector<int>& pinned_cpus() const { return cpus_; }  // worker t runs on cpus[t % size]
-  bool explicit_huge_pages() const { return hugetlb_; }  // MAP_HUGETLB (a reserved pool)
+  bool explicit_huge_pages() const { return hugetlb_; }          // MAP_HUGETLB (a reserved pool)
   // The part of the buffer in huge pages, from /proc/self/smaps (-1 where it cannot be read).
   double huge_page_fraction() const;
   // OMP_PROC_BIND and OMP_PLACES as set in the environment ("unset" each otherwise).

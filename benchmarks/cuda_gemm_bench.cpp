@@ -15,11 +15,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -84,8 +84,11 @@ int main(int argc, char** argv) {
     cudaStream_t stream;
     kc::check_cuda(cudaStreamCreate(&stream), "stream");
     const kc::Blas blas(stream);
-    const Shape shapes[] = {{"1b qkv", 3072, 2048},   {"1b gate_up", 16384, 2048}, {"1b down", 2048, 8192},
-                            {"8b gate_up", 28672, 4096}, {"8b down", 4096, 14336}};
+    const Shape shapes[] = {{"1b qkv", 3072, 2048},
+                            {"1b gate_up", 16384, 2048},
+                            {"1b down", 2048, 8192},
+                            {"8b gate_up", 28672, 4096},
+                            {"8b down", 4096, 14336}};
     const std::int64_t batch[] = {1, 4, 32, 512, 4096};
     nlohmann::json out = nlohmann::json::array();
     std::printf("%-11s %6s %12s %12s %12s %9s %9s\n", "shape", "m", "s8 gemm us", "s8 linear us", "f16 linear us",
@@ -102,40 +105,58 @@ int main(int argc, char** argv) {
         DeviceBuffer acc(0, static_cast<std::size_t>(m * s.n) * sizeof(std::int32_t), "accumulators");
         DeviceBuffer y(0, static_cast<std::size_t>(m * s.n) * sizeof(float), "output");
         const int reps = m * s.n * s.k > (std::int64_t{1} << 34) ? 5 : 50;
-        const double gemm_s8 = time_ms(stream, [&] {
-          kc::gemm_s8(blas, xq.as<std::int8_t>(), w8.as<std::int8_t>(), m, s.n, s.k, acc.as<std::int32_t>());
-        }, reps);
-        const double linear_s8 = time_ms(stream, [&] {
-          kc::quantize_rows_s8(x.as<float>(), m, s.k, xq.as<std::int8_t>(), xs.as<float>(), stream);
-          if (m <= kc::kMaxGemvRows) {  // as the backend chooses
-            kc::gemv_s8(xq.as<std::int8_t>(), xs.as<float>(), w8.as<std::int8_t>(), ws.as<float>(), m, s.n, s.k,
-                        y.as<float>(), false, stream);
-            return;
-          }
-          kc::gemm_s8(blas, xq.as<std::int8_t>(), w8.as<std::int8_t>(), m, s.n, s.k, acc.as<std::int32_t>());
-          kc::dequantize_s32(acc.as<std::int32_t>(), xs.as<float>(), ws.as<float>(), m, s.n, y.as<float>(), false,
-                             stream);
-        }, reps);
-        const double gemm_f16 = time_ms(stream, [&] {
-          kc::gemm_f16(blas, xh.as<std::uint16_t>(), w16.as<std::uint16_t>(), m, s.n, s.k, y.as<float>(), false);
-        }, reps);
-        const double linear_f16 = time_ms(stream, [&] {
-          kc::to_f16(x.as<float>(), m * s.k, xh.as<std::uint16_t>(), stream);
-          kc::gemm_f16(blas, xh.as<std::uint16_t>(), w16.as<std::uint16_t>(), m, s.n, s.k, y.as<float>(), false);
-        }, reps);
+        const double gemm_s8 = time_ms(
+            stream,
+            [&] { kc::gemm_s8(blas, xq.as<std::int8_t>(), w8.as<std::int8_t>(), m, s.n, s.k, acc.as<std::int32_t>()); },
+            reps);
+        const double linear_s8 = time_ms(
+            stream,
+            [&] {
+              kc::quantize_rows_s8(x.as<float>(), m, s.k, xq.as<std::int8_t>(), xs.as<float>(), stream);
+              if (m <= kc::kMaxGemvRows) {  // as the backend chooses
+                kc::gemv_s8(xq.as<std::int8_t>(), xs.as<float>(), w8.as<std::int8_t>(), ws.as<float>(), m, s.n, s.k,
+                            y.as<float>(), false, stream);
+                return;
+              }
+              kc::gemm_s8(blas, xq.as<std::int8_t>(), w8.as<std::int8_t>(), m, s.n, s.k, acc.as<std::int32_t>());
+              kc::dequantize_s32(acc.as<std::int32_t>(), xs.as<float>(), ws.as<float>(), m, s.n, y.as<float>(), false,
+                                 stream);
+            },
+            reps);
+        const double gemm_f16 = time_ms(
+            stream,
+            [&] {
+              kc::gemm_f16(blas, xh.as<std::uint16_t>(), w16.as<std::uint16_t>(), m, s.n, s.k, y.as<float>(), false);
+            },
+            reps);
+        const double linear_f16 = time_ms(
+            stream,
+            [&] {
+              kc::to_f16(x.as<float>(), m * s.k, xh.as<std::uint16_t>(), stream);
+              kc::gemm_f16(blas, xh.as<std::uint16_t>(), w16.as<std::uint16_t>(), m, s.n, s.k, y.as<float>(), false);
+            },
+            reps);
         kc::check_cuda(cudaStreamSynchronize(stream), "benchmark");
         std::printf("%-11s %6lld %12.1f %12.1f %12.1f %8.2fx %8.2fx\n", s.name, static_cast<long long>(m),
                     1e3 * gemm_s8, 1e3 * linear_s8, 1e3 * linear_f16, gemm_f16 / gemm_s8, linear_f16 / linear_s8);
         const double ops = 2.0 * static_cast<double>(m * s.n * s.k);
-        out.push_back({{"shape", s.name}, {"m", m}, {"n", s.n}, {"k", s.k},
-                       {"gemm_s8_ms", gemm_s8}, {"linear_s8_ms", linear_s8},
-                       {"gemm_f16_ms", gemm_f16}, {"linear_f16_ms", linear_f16},
-                       {"gemm_s8_tops", ops / gemm_s8 / 1e9}, {"gemm_f16_tflops", ops / gemm_f16 / 1e9}});
+        out.push_back({{"shape", s.name},
+                       {"m", m},
+                       {"n", s.n},
+                       {"k", s.k},
+                       {"gemm_s8_ms", gemm_s8},
+                       {"linear_s8_ms", linear_s8},
+                       {"gemm_f16_ms", gemm_f16},
+                       {"linear_f16_ms", linear_f16},
+                       {"gemm_s8_tops", ops / gemm_s8 / 1e9},
+                       {"gemm_f16_tflops", ops / gemm_f16 / 1e9}});
       }
     }
-    std::printf("gemm x, linear x: FP16 time / INT8 time (above 1: INT8 faster); a linear is what the backend "
-                "runs: the activations' conversion, the product and INT8's dequantization (the fused GEMV "
-                "for m <= %lld)\n", static_cast<long long>(kc::kMaxGemvRows));
+    std::printf(
+        "gemm x, linear x: FP16 time / INT8 time (above 1: INT8 faster); a linear is what the backend "
+        "runs: the activations' conversion, the product and INT8's dequantization (the fused GEMV "
+        "for m <= %lld)\n",
+        static_cast<long long>(kc::kMaxGemvRows));
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
     cudaStreamDestroy(stream);
   } catch (const std::exception& e) {

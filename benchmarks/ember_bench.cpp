@@ -95,9 +95,17 @@ std::vector<std::string> parse_workloads(const std::string& list) {
   for (std::size_t at = 0; at <= list.size();) {
     const std::size_t end = std::min(list.find(',', at), list.size());
     const std::string w = list.substr(at, end - at);
-    if (w == "pp512" || w == "tg128" || w == "tg128x32" || ((w == "shared" || w == "chat" || w == "load" || w == "frames" || w == "json" || w == "edit" || w == "longctx" || w == "newlen") && list == w)) workloads.push_back(w);
-    else if (w == "all") workloads.insert(workloads.end(), {"pp512", "tg128"});
-    else throw std::invalid_argument("--workload must be pp512, tg128, tg128x32 (or a list of them), all, shared, chat, load, frames, json, edit, longctx or newlen");
+    if (w == "pp512" || w == "tg128" || w == "tg128x32" ||
+        ((w == "shared" || w == "chat" || w == "load" || w == "frames" || w == "json" || w == "edit" ||
+          w == "longctx" || w == "newlen") &&
+         list == w))
+      workloads.push_back(w);
+    else if (w == "all")
+      workloads.insert(workloads.end(), {"pp512", "tg128"});
+    else
+      throw std::invalid_argument(
+          "--workload must be pp512, tg128, tg128x32 (or a list of them), all, shared, chat, load, frames, json, edit, "
+          "longctx or newlen");
     at = end + 1;
   }
   return workloads;
@@ -116,9 +124,12 @@ Args parse(int argc, char** argv) {
   engine_flags.declare(cli, ember_examples::EngineFlags::model | ember_examples::EngineFlags::threads);
   cli.option("--device", "cpu|cuda", "where the model runs; cuda: the first GPU", "cpu",
              [&a](const std::string& d) {
-               if (d == "cuda") a.device = ember::Device::cuda(0);
-               else if (d == "cpu") a.device = ember::Device::cpu();
-               else throw std::invalid_argument("--device must be cpu or cuda");
+               if (d == "cuda")
+                 a.device = ember::Device::cuda(0);
+               else if (d == "cpu")
+                 a.device = ember::Device::cpu();
+               else
+                 throw std::invalid_argument("--device must be cpu or cuda");
              })
       .option("--precision", "P[,...]",
               "numeric paths to compare, interleaved: int8 (its default weight format), w8a8 (int8 "
@@ -141,8 +152,7 @@ Args parse(int argc, char** argv) {
       .option("--workload", "W[,...]",
               "pp512, tg128, tg128x32 or a comma-separated list of them; all = pp512,tg128; or "
               "one of shared, chat, load, frames, json, edit, longctx, newlen",
-              "pp512,tg128",
-              [&a](const std::string& list) { a.workloads = parse_workloads(list); })
+              "pp512,tg128", [&a](const std::string& list) { a.workloads = parse_workloads(list); })
       .option("--repeats", "R", a.repeats, "runs of each configuration (cold start: of each load)")
       .option("--requests", "N", a.requests, "requests arriving together in the shared workload")
       .option("--configs", "LETTERS",
@@ -233,7 +243,7 @@ Stats stats_of(std::vector<double> v) {
 
 ember::EngineOptions options_for(const std::string& precision) {
   ember::EngineOptions options;
-  options.precision = precision == "fp32" ? ember::Precision::fp32
+  options.precision = precision == "fp32"   ? ember::Precision::fp32
                       : precision == "fp16" ? ember::Precision::fp16
                                             : ember::Precision::int8;
   if (precision == "w8a8") options.weight_format = ember::WeightFormat::w8a8;
@@ -244,8 +254,8 @@ ember::EngineOptions options_for(const std::string& precision) {
 // its runs (tokens/s) against `reading` (the best of `passes` passes a method) and each against
 // the reading just before it (`before`), and a warning if any run beat its ceiling.
 void add_ceiling(nlohmann::json& j, const std::vector<double>& runs, double bytes,
-                 const ember::bench::BandwidthProbe& probe, const ember::bench::BandwidthReading& reading,
-                 int passes, const std::vector<ember::bench::BandwidthReading>& before, const std::string& what) {
+                 const ember::bench::BandwidthProbe& probe, const ember::bench::BandwidthReading& reading, int passes,
+                 const std::vector<ember::bench::BandwidthReading>& before, const std::string& what) {
   const double bandwidth = reading.ceiling();
   const Stats s = stats_of(runs);
   j["bandwidth_bytes_per_s"] = bandwidth;  // the probe's ceiling: the larger of its two methods
@@ -267,14 +277,19 @@ void add_ceiling(nlohmann::json& j, const std::vector<double>& runs, double byte
   j["bandwidth_before_each_run_openmp"] = openmp;
   j["bandwidth_before_each_run_pinned"] = pinned;
   j["bandwidth_passes_before_each_run"] = kPairedPasses;
-  std::printf("         %.1f MB of weights per token; read bandwidth %.1f GB/s -> ceiling %.0f tokens/s; "
-              "reached %.0f %%\n", bytes / 1e6, bandwidth / 1e9, bandwidth / bytes, 100.0 * s.median / (bandwidth / bytes));
-  std::printf("         each run against the bandwidth measured just before it: median %.0f %% "
-              "(min %.0f, max %.0f)\n", 100.0 * paired.median, 100.0 * paired.min, 100.0 * paired.max);
-  std::printf("         bandwidth before the runs (best of %d passes each): OpenMP median %.1f GB/s "
-              "[%.1f, %.1f], pinned %.1f [%.1f, %.1f]; %d of %zu readings disagree by > %.0f %%\n",
-              kPairedPasses, o.median / 1e9, o.min / 1e9, o.max / 1e9, q.median / 1e9, q.min / 1e9,
-              q.max / 1e9, disagreeing, runs.size(), 100 * ember::bench::kBandwidthDisagreement);
+  std::printf(
+      "         %.1f MB of weights per token; read bandwidth %.1f GB/s -> ceiling %.0f tokens/s; "
+      "reached %.0f %%\n",
+      bytes / 1e6, bandwidth / 1e9, bandwidth / bytes, 100.0 * s.median / (bandwidth / bytes));
+  std::printf(
+      "         each run against the bandwidth measured just before it: median %.0f %% "
+      "(min %.0f, max %.0f)\n",
+      100.0 * paired.median, 100.0 * paired.min, 100.0 * paired.max);
+  std::printf(
+      "         bandwidth before the runs (best of %d passes each): OpenMP median %.1f GB/s "
+      "[%.1f, %.1f], pinned %.1f [%.1f, %.1f]; %d of %zu readings disagree by > %.0f %%\n",
+      kPairedPasses, o.median / 1e9, o.min / 1e9, o.max / 1e9, q.median / 1e9, q.min / 1e9, q.max / 1e9, disagreeing,
+      runs.size(), 100 * ember::bench::kBandwidthDisagreement);
   std::vector<std::string> warnings;
   if (const std::string w = ember::bench::disagreement_warning(reading); !w.empty()) warnings.push_back(w);
   // The reported ceiling is the best of every reading (the paired ones included): a run faster
@@ -291,14 +306,22 @@ void add_ceiling(nlohmann::json& j, const std::vector<double>& runs, double byte
 
 nlohmann::json result_json(const Args& args, const std::string& workload, const std::string& config,
                            const ember::bench::ServingResult& r) {
-  return {{"engine", "ember"}, {"workload", workload}, {"configuration", config},
-          {"threads", args.threads}, {"requests", r.requests},
+  return {{"engine", "ember"},
+          {"workload", workload},
+          {"configuration", config},
+          {"threads", args.threads},
+          {"requests", r.requests},
           {"ttft_ms", {{"mean", r.mean_ttft_ms}, {"p99", r.p99_ttft_ms}}},
           {"response_ms", {{"mean", r.mean_response_ms}, {"p50", r.p50_response_ms}, {"p99", r.p99_response_ms}}},
-          {"tpot_ms", r.mean_tpot_ms}, {"requests_per_s", r.requests / r.wall_s},
-          {"generated_tokens_per_s", r.generated_tokens_per_s}, {"wall_s", r.wall_s},
-          {"split_ms", {{"queue", r.mean_queue_ms}, {"prefill", r.mean_prefill_ms},
-                        {"decode", r.mean_decode_ms}, {"response", r.mean_delivery_ms}}},
+          {"tpot_ms", r.mean_tpot_ms},
+          {"requests_per_s", r.requests / r.wall_s},
+          {"generated_tokens_per_s", r.generated_tokens_per_s},
+          {"wall_s", r.wall_s},
+          {"split_ms",
+           {{"queue", r.mean_queue_ms},
+            {"prefill", r.mean_prefill_ms},
+            {"decode", r.mean_decode_ms},
+            {"response", r.mean_delivery_ms}}},
           {"reused_prompt_fraction", r.reused_prompt_fraction}};
 }
 
@@ -323,8 +346,8 @@ nlohmann::json run_serving(const Args& args, const std::string& workload) {
   else
     std::printf("chat: %d turns (%d-token system prompt; %d user tokens and a %d-token reply a turn), %d threads\n",
                 chat.turns, chat.system_tokens, chat.user_tokens, chat.reply_tokens, args.threads);
-  std::printf("%-44s %10s %10s %12s %12s %10s | %8s %8s %8s %8s %6s\n", "configuration", "TTFT mean",
-              "TTFT p99", "resp. mean", "resp. p99", "gen tok/s", "queue", "prefill", "decode", "deliver", "reuse");
+  std::printf("%-44s %10s %10s %12s %12s %10s | %8s %8s %8s %8s %6s\n", "configuration", "TTFT mean", "TTFT p99",
+              "resp. mean", "resp. p99", "gen tok/s", "queue", "prefill", "decode", "deliver", "reuse");
   nlohmann::json out = nlohmann::json::array();
   std::map<char, ember::bench::ServingResult> results;
   for (const char letter : args.configs) {
@@ -334,25 +357,26 @@ nlohmann::json run_serving(const Args& args, const std::string& workload) {
     results[letter] = r;
     std::printf("%-44s %8.0fms %8.0fms %10.0fms %10.0fms %10.1f | %6.0fms %6.0fms %6.0fms %6.2fms %5.0f%%\n",
                 c.name.c_str(), r.mean_ttft_ms, r.p99_ttft_ms, r.mean_response_ms, r.p99_response_ms,
-                r.generated_tokens_per_s, r.mean_queue_ms, r.mean_prefill_ms, r.mean_decode_ms,
-                r.mean_delivery_ms, 100 * r.reused_prompt_fraction);
+                r.generated_tokens_per_s, r.mean_queue_ms, r.mean_prefill_ms, r.mean_decode_ms, r.mean_delivery_ms,
+                100 * r.reused_prompt_fraction);
     out.push_back(result_json(args, workload, c.name, r));
   }
   if (results.count('d') && results.count('e'))
     std::printf("(e) throughput / (d) = %.3fx (target >= 0.97x)\n",
                 results['e'].generated_tokens_per_s / results['d'].generated_tokens_per_s);
   if (results.count('a') && results.count('d'))
-    std::printf("(d) mean response / (a) = %.3f (target <= 0.25)\n", results['d'].mean_response_ms / results['a'].mean_response_ms);
+    std::printf("(d) mean response / (a) = %.3f (target <= 0.25)\n",
+                results['d'].mean_response_ms / results['a'].mean_response_ms);
   if (workload == "shared" && results.count('b') && results.count('c')) {
     // (b) and (c) prefill the same prompt tokens, and (b)'s prefills run back to back at the
     // full prompt-processing rate: even if (c) decoded in no time at all, its wall time could not
     // fall below (b)'s total prefill time. That bounds the ratio whatever the decoding does.
     const ember::bench::ServingResult& b = results['b'];
     const double b_prefill_s = b.mean_prefill_ms * b.requests / 1000.0;
-    std::printf("(c) throughput / (b) = %.2fx (target >= 6x; at most %.2fx even if (c) decoded for free: "
-                "(b) spends %.1f of its %.1f s prefilling what (c) prefills too)\n",
-                results['c'].generated_tokens_per_s / b.generated_tokens_per_s, b.wall_s / b_prefill_s,
-                b_prefill_s, b.wall_s);
+    std::printf(
+        "(c) throughput / (b) = %.2fx (target >= 6x; at most %.2fx even if (c) decoded for free: "
+        "(b) spends %.1f of its %.1f s prefilling what (c) prefills too)\n",
+        results['c'].generated_tokens_per_s / b.generated_tokens_per_s, b.wall_s / b_prefill_s, b_prefill_s, b.wall_s);
   }
   if (workload == "shared" && args.configs == "abcd") {
     // (c) and (b) both process 32 x 544 prompt tokens, which bounds (c)/(b) far below 6x on a
@@ -361,8 +385,12 @@ nlohmann::json run_serving(const Args& args, const std::string& workload) {
     const auto [miss, hit] = ember::bench::prefix_hit_ttft(args.model, args.threads, 1024);
     std::printf("1,024-token prompt: TTFT %.1f ms on a prefix-cache miss, %.1f ms on a hit (%.1fx, target >= 10x)\n",
                 miss, hit, miss / hit);
-    out.push_back({{"engine", "ember"}, {"workload", "prefix_hit_1024"}, {"threads", args.threads},
-                   {"ttft_miss_ms", miss}, {"ttft_hit_ms", hit}, {"ratio", miss / hit}});
+    out.push_back({{"engine", "ember"},
+                   {"workload", "prefix_hit_1024"},
+                   {"threads", args.threads},
+                   {"ttft_miss_ms", miss},
+                   {"ttft_hit_ms", hit},
+                   {"ratio", miss / hit}});
   }
   return out;
 }
@@ -374,8 +402,8 @@ nlohmann::json run_load(const Args& args) {
   nlohmann::json out = nlohmann::json::array();
   std::printf("cold start (%s, %d threads, %d repeats; median [min, max] ms)\n", args.precisions.front().c_str(),
               args.threads, args.repeats);
-  const std::pair<const char*, const std::vector<ember::bench::LoadRun>*> kinds[] = {
-      {"cold (no cache)", &result.cold}, {"warm (cache)", &result.warm}};
+  const std::pair<const char*, const std::vector<ember::bench::LoadRun>*> kinds[] = {{"cold (no cache)", &result.cold},
+                                                                                     {"warm (cache)", &result.warm}};
   for (const auto& [kind, runs] : kinds) {
     std::vector<double> open, first, peak, resident;
     std::map<std::string, std::vector<double>> phases;
@@ -387,10 +415,12 @@ nlohmann::json run_load(const Args& args) {
       for (const auto& [phase, ms] : r.phase_ms) phases[phase].push_back(ms);
     }
     const Stats o = stats_of(open), f = stats_of(first), p = stats_of(peak), res = stats_of(resident);
-    std::printf("%-16s open %7.0f [%.0f, %.0f]  open to first token %7.0f [%.0f, %.0f]\n", kind, o.median,
-                o.min, o.max, f.median, f.min, f.max);
-    std::printf("%16s peak RSS during open %.0f MiB, resident after open %.0f MiB (medians; peak / "
-                "resident %.2f)\n", "", p.median, res.median, res.median > 0 ? p.median / res.median : 0.0);
+    std::printf("%-16s open %7.0f [%.0f, %.0f]  open to first token %7.0f [%.0f, %.0f]\n", kind, o.median, o.min, o.max,
+                f.median, f.min, f.max);
+    std::printf(
+        "%16s peak RSS during open %.0f MiB, resident after open %.0f MiB (medians; peak / "
+        "resident %.2f)\n",
+        "", p.median, res.median, res.median > 0 ? p.median / res.median : 0.0);
     nlohmann::json phase_json;
     std::printf("%16s", "");
     for (const auto& [phase, values] : phases) {
@@ -398,11 +428,15 @@ nlohmann::json run_load(const Args& args) {
       std::printf(" %s %.0f", phase.c_str(), stats_of(values).median);
     }
     std::printf("\n");
-    out.push_back({{"engine", "ember"}, {"workload", "load"}, {"cache", kind}, {"threads", args.threads},
+    out.push_back({{"engine", "ember"},
+                   {"workload", "load"},
+                   {"cache", kind},
+                   {"threads", args.threads},
                    {"precision", args.precisions.front()},
                    {"open_ms", {{"median", o.median}, {"min", o.min}, {"max", o.max}}},
                    {"open_to_first_token_ms", {{"median", f.median}, {"min", f.min}, {"max", f.max}}},
-                   {"phase_ms_median", phase_json}, {"open_runs_ms", open},
+                   {"phase_ms_median", phase_json},
+                   {"open_runs_ms", open},
                    {"peak_rss_mib", {{"median", p.median}, {"min", p.min}, {"max", p.max}}},
                    {"resident_after_open_mib", {{"median", res.median}, {"min", res.min}, {"max", res.max}}}});
   }
@@ -417,17 +451,22 @@ nlohmann::json run_frames(const Args& args) {
   nlohmann::json out = nlohmann::json::array();
   std::printf("frames (%s, %d threads): a 2,000-token prompt prefilling while 8 streams decode 64 tokens\n",
               precision.c_str(), args.threads);
-  std::printf("%-12s %7s %9s %9s %9s %12s %10s %14s\n", "budget", "frames", "p50 ms", "p99 ms", "worst ms",
-              "tokens/s", "vs none", "long TTFT ms");
+  std::printf("%-12s %7s %9s %9s %9s %12s %10s %14s\n", "budget", "frames", "p50 ms", "p99 ms", "worst ms", "tokens/s",
+              "vs none", "long TTFT ms");
   const double unbudgeted = runs.empty() ? 0 : runs[0].tokens_per_s;
   for (const auto& r : runs) {
     const std::string name = r.budget_ms > 0 ? std::to_string(static_cast<int>(r.budget_ms)) + " ms" : "none";
     std::printf("%-12s %7d %9.2f %9.2f %9.2f %12.1f %9.2fx %14.0f\n", name.c_str(), r.frames, r.p50_ms, r.p99_ms,
                 r.worst_ms, r.tokens_per_s, unbudgeted > 0 ? r.tokens_per_s / unbudgeted : 0.0, r.long_ttft_ms);
-    out.push_back({{"engine", "ember"}, {"workload", "frames"}, {"precision", precision}, {"threads", args.threads},
+    out.push_back({{"engine", "ember"},
+                   {"workload", "frames"},
+                   {"precision", precision},
+                   {"threads", args.threads},
                    {"budget_ms", r.budget_ms},
-                   {"frames", r.frames}, {"step_ms", {{"p50", r.p50_ms}, {"p99", r.p99_ms}, {"worst", r.worst_ms}}},
-                   {"tokens_per_s", r.tokens_per_s}, {"long_prompt_ttft_ms", r.long_ttft_ms}});
+                   {"frames", r.frames},
+                   {"step_ms", {{"p50", r.p50_ms}, {"p99", r.p99_ms}, {"worst", r.worst_ms}}},
+                   {"tokens_per_s", r.tokens_per_s},
+                   {"long_prompt_ttft_ms", r.long_ttft_ms}});
   }
   return out;
 }
@@ -440,22 +479,42 @@ nlohmann::json run_json(const Args& args) {
   std::printf("schema compile: mean %.2f ms, max %.2f ms\n", r.compile_ms_mean, r.compile_ms_max);
   std::printf("mask per token: mean %.1f us, p50 %.1f us, p99 %.1f us over %d steps; %d uncached, mean %.1f us\n",
               r.mask_us_mean, r.mask_us_p50, r.mask_us_p99, r.mask_steps, r.uncached_steps, r.uncached_mask_us_mean);
-  std::printf("sampler step asking the grammar about its pick (greedy, no mask): mean %.1f us, p50 %.1f us, p99 %.1f us"
-              " (without a grammar: p50 %.1f us)\n", r.check_us_mean, r.check_us_p50, r.check_us_p99, r.free_step_us_p50);
-  std::printf("decode tokens/s  batch 1: %.1f free, %.1f with schema (%.2fx)   16 streams: %.1f free, %.1f with schema (%.2fx)\n",
-              r.tps_b1_free, r.tps_b1_schema, r.tps_b1_schema / r.tps_b1_free, r.tps_b16_free, r.tps_b16_schema,
-              r.tps_b16_schema / r.tps_b16_free);
+  std::printf(
+      "sampler step asking the grammar about its pick (greedy, no mask): mean %.1f us, p50 %.1f us, p99 %.1f us"
+      " (without a grammar: p50 %.1f us)\n",
+      r.check_us_mean, r.check_us_p50, r.check_us_p99, r.free_step_us_p50);
+  std::printf(
+      "decode tokens/s  batch 1: %.1f free, %.1f with schema (%.2fx)   16 streams: %.1f free, %.1f with schema "
+      "(%.2fx)\n",
+      r.tps_b1_free, r.tps_b1_schema, r.tps_b1_schema / r.tps_b1_free, r.tps_b16_free, r.tps_b16_schema,
+      r.tps_b16_schema / r.tps_b16_free);
   std::printf("median of paired schema / free ratios: batch 1 %.2fx, 16 streams %.2fx\n", r.ratio_b1, r.ratio_b16);
-  return {{"engine", "ember"}, {"workload", "json"}, {"model", r.model}, {"threads", args.threads}, {"vocab", r.vocab},
-          {"trie_nodes", r.trie_nodes}, {"trie_build_ms", r.trie_build_ms},
+  return {{"engine", "ember"},
+          {"workload", "json"},
+          {"model", r.model},
+          {"threads", args.threads},
+          {"vocab", r.vocab},
+          {"trie_nodes", r.trie_nodes},
+          {"trie_build_ms", r.trie_build_ms},
           {"compile_ms", {{"mean", r.compile_ms_mean}, {"max", r.compile_ms_max}}},
-          {"mask_us", {{"mean", r.mask_us_mean}, {"p50", r.mask_us_p50}, {"p99", r.mask_us_p99}, {"uncached_mean", r.uncached_mask_us_mean},
-                       {"steps", r.mask_steps}, {"uncached_steps", r.uncached_steps}}},
-          {"check_us", {{"mean", r.check_us_mean}, {"p50", r.check_us_p50}, {"p99", r.check_us_p99},
-                        {"free_step_p50", r.free_step_us_p50}}},
+          {"mask_us",
+           {{"mean", r.mask_us_mean},
+            {"p50", r.mask_us_p50},
+            {"p99", r.mask_us_p99},
+            {"uncached_mean", r.uncached_mask_us_mean},
+            {"steps", r.mask_steps},
+            {"uncached_steps", r.uncached_steps}}},
+          {"check_us",
+           {{"mean", r.check_us_mean},
+            {"p50", r.check_us_p50},
+            {"p99", r.check_us_p99},
+            {"free_step_p50", r.free_step_us_p50}}},
           {"paired_ratio", {{"batch1", r.ratio_b1}, {"streams16", r.ratio_b16}}},
-          {"tokens_per_s", {{"batch1_free", r.tps_b1_free}, {"batch1_schema", r.tps_b1_schema},
-                            {"streams16_free", r.tps_b16_free}, {"streams16_schema", r.tps_b16_schema}}}};
+          {"tokens_per_s",
+           {{"batch1_free", r.tps_b1_free},
+            {"batch1_schema", r.tps_b1_schema},
+            {"streams16_free", r.tps_b16_free},
+            {"streams16_schema", r.tps_b16_schema}}}};
 }
 
 // Speculation on and off (speculation_workload.hpp).
@@ -473,11 +532,19 @@ nlohmann::json run_edit(const Args& args) {
     std::printf("%-7s %-11d %10.1f %10.1f %10.1f %9.2fx %10d %10d %9d %8s\n", r.request.c_str(), r.speculative_tokens,
                 r.decode_tokens_per_s.median, r.decode_tokens_per_s.min, r.decode_tokens_per_s.max, ratio, r.generated,
                 r.proposed, r.accepted, r.same_tokens ? "yes" : "NO");
-    out.push_back({{"engine", "ember"}, {"workload", "edit"}, {"request", r.request}, {"threads", args.threads},
+    out.push_back({{"engine", "ember"},
+                   {"workload", "edit"},
+                   {"request", r.request},
+                   {"threads", args.threads},
                    {"speculative_tokens", r.speculative_tokens},
-                   {"decode_tokens_per_s", {{"median", r.decode_tokens_per_s.median}, {"min", r.decode_tokens_per_s.min},
-                                            {"max", r.decode_tokens_per_s.max}}},
-                   {"vs_off", ratio}, {"generated", r.generated}, {"proposed", r.proposed}, {"accepted", r.accepted},
+                   {"decode_tokens_per_s",
+                    {{"median", r.decode_tokens_per_s.median},
+                     {"min", r.decode_tokens_per_s.min},
+                     {"max", r.decode_tokens_per_s.max}}},
+                   {"vs_off", ratio},
+                   {"generated", r.generated},
+                   {"proposed", r.proposed},
+                   {"accepted", r.accepted},
                    {"same_tokens", r.same_tokens}});
   }
   return out;
@@ -495,13 +562,19 @@ nlohmann::json run_longctx(const Args& args) {
   for (const auto& r : rows) {
     const char* kv = r.kv_type == ember::KvCacheType::int8 ? "int8" : "f16";
     std::printf("%-6s %10.2f %10.2f %10.2f %7.2fx %14d (%zu MiB)\n", kv, r.decode_tokens_per_s.median,
-                r.decode_tokens_per_s.min, r.decode_tokens_per_s.max, r.decode_tokens_per_s.median / f16,
-                r.pool_tokens, r.kv_cache_bytes >> 20);
-    out.push_back({{"engine", "ember"}, {"workload", "longctx"}, {"kv_type", kv}, {"threads", args.threads},
+                r.decode_tokens_per_s.min, r.decode_tokens_per_s.max, r.decode_tokens_per_s.median / f16, r.pool_tokens,
+                r.kv_cache_bytes >> 20);
+    out.push_back({{"engine", "ember"},
+                   {"workload", "longctx"},
+                   {"kv_type", kv},
+                   {"threads", args.threads},
                    {"prompt_tokens", kPromptTokens},
-                   {"decode_tokens_per_s", {{"median", r.decode_tokens_per_s.median}, {"min", r.decode_tokens_per_s.min},
-                                            {"max", r.decode_tokens_per_s.max}}},
-                   {"pool_tokens", r.pool_tokens}, {"kv_cache_bytes", r.kv_cache_bytes}});
+                   {"decode_tokens_per_s",
+                    {{"median", r.decode_tokens_per_s.median},
+                     {"min", r.decode_tokens_per_s.min},
+                     {"max", r.decode_tokens_per_s.max}}},
+                   {"pool_tokens", r.pool_tokens},
+                   {"kv_cache_bytes", r.kv_cache_bytes}});
   }
   return out;
 }
@@ -529,8 +602,13 @@ nlohmann::json run_new_lengths(const Args& args) {
       const double first = prefill_ms(n, 2), repeat = prefill_ms(n, 3);
       ratios.push_back(first / repeat);
       std::printf("%-6s %7d %12.1f %12.1f %7.2fx\n", p.c_str(), n, first, repeat, first / repeat);
-      out.push_back({{"engine", "ember"}, {"workload", "newlen"}, {"precision", p}, {"threads", args.threads},
-                     {"prompt_tokens", n}, {"first_ms", first}, {"repeat_ms", repeat}});
+      out.push_back({{"engine", "ember"},
+                     {"workload", "newlen"},
+                     {"precision", p},
+                     {"threads", args.threads},
+                     {"prompt_tokens", n},
+                     {"first_ms", first},
+                     {"repeat_ms", repeat}});
     }
     std::sort(ratios.begin(), ratios.end());
     std::printf("%-6s median first / repeat %.2fx, worst %.2fx\n", p.c_str(), ratios[ratios.size() / 2], ratios.back());
@@ -609,14 +687,14 @@ int main(int argc, char** argv) {
     std::printf("%-8s %-6s %-7s %10s %10s %10s\n", "engine", "prec", "work", "median", "min", "max");
     for (const auto& [key, values] : runs) {
       const Stats s = stats_of(values);
-      std::printf("%-8s %-6s %-7s %10.1f %10.1f %10.1f tokens/s\n", "ember", key.second.c_str(),
-                  key.first.c_str(), s.median, s.min, s.max);
-      nlohmann::json j = {{"engine", "ember"}, {"workload", key.first}, {"precision", key.second},
-                          {"weight_format", engines.at(key.second).info().weight_format},
-                          {"device", device}, {"cpu_tier", engines.at(key.second).info().cpu_tier},
-                          {"threads", args.threads},
-                          {"tokens_per_s", {{"median", s.median}, {"min", s.min}, {"max", s.max}}},
-                          {"runs", values}};
+      std::printf("%-8s %-6s %-7s %10.1f %10.1f %10.1f tokens/s\n", "ember", key.second.c_str(), key.first.c_str(),
+                  s.median, s.min, s.max);
+      nlohmann::json j = {
+          {"engine", "ember"},       {"workload", key.first},
+          {"precision", key.second}, {"weight_format", engines.at(key.second).info().weight_format},
+          {"device", device},        {"cpu_tier", engines.at(key.second).info().cpu_tier},
+          {"threads", args.threads}, {"tokens_per_s", {{"median", s.median}, {"min", s.min}, {"max", s.max}}},
+          {"runs", values}};
       if (key.first == "tg128" && ceiling) {
         const double bytes = weight_bytes_per_token(engines.at(key.second).info(), key.second);
         j["weight_bytes_per_token"] = bytes;

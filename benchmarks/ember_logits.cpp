@@ -50,14 +50,11 @@ Args parse(int argc, char** argv) {
       "the tokens and the logits predicting tokens[1..n] are written as a float32 .npy array of "
       "shape [n, vocab].",
       "--tokens FILE --out FILE.npy [flags]");
-  cli.option("--tokens", "FILE",
-             "JSON: a list of token ids, or an object whose \"tokens\" member is one (required)", "",
-             [&a](const std::string& v) { a.tokens_path = v; })
-      .option("--out", "FILE.npy", "where the logits go (required)", "",
-              [&a](const std::string& v) { a.out_path = v; })
+  cli.option("--tokens", "FILE", "JSON: a list of token ids, or an object whose \"tokens\" member is one (required)",
+             "", [&a](const std::string& v) { a.tokens_path = v; })
+      .option("--out", "FILE.npy", "where the logits go (required)", "", [&a](const std::string& v) { a.out_path = v; })
       .option("--positions", "N", a.positions, "write the logits of the first N positions only; 0 = all");
-  engine_flags.declare(cli, ember_examples::EngineFlags::model |
-                                ember_examples::EngineFlags::precision |
+  engine_flags.declare(cli, ember_examples::EngineFlags::model | ember_examples::EngineFlags::precision |
                                 ember_examples::EngineFlags::threads | ember_examples::EngineFlags::kv_type);
   cli.parse(argc, argv);
   if (a.tokens_path.empty() || a.out_path.empty()) cli.fail("--tokens and --out are required");
@@ -81,8 +78,8 @@ std::vector<std::int32_t> read_tokens(const std::string& path) {
 // A C-order float32 .npy file (format version 1.0): magic, header length, a Python dict
 // literal padded with spaces to a multiple of 64 bytes, then the raw little-endian data.
 void write_npy(const std::string& path, const std::vector<float>& data, std::size_t rows, std::size_t cols) {
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) +
-                       ", " + std::to_string(cols) + "), }";
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
+                       std::to_string(cols) + "), }";
   const std::size_t preamble = 10;
   header.append(64 - (preamble + header.size() + 1) % 64, ' ');
   header += '\n';
@@ -123,7 +120,8 @@ int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   try {
     auto tokens = read_tokens(args.tokens_path);
-    if (tokens.size() < 2) ember::fail(ember::ErrorCode::invalid_argument, "{} holds fewer than 2 tokens", args.tokens_path);
+    if (tokens.size() < 2)
+      ember::fail(ember::ErrorCode::invalid_argument, "{} holds fewer than 2 tokens", args.tokens_path);
     if (args.positions > 0 && static_cast<std::size_t>(args.positions) + 1 < tokens.size())
       tokens.resize(static_cast<std::size_t>(args.positions) + 1);
     const auto file = ember::model::GgufFile::open(args.model);

@@ -10,11 +10,11 @@
 namespace ember::bench {
 
 struct FrameRun {
-  double budget_ms = 0;      // 0: unbudgeted (one step() call runs everything)
-  int frames = 0;            // step() calls
+  double budget_ms = 0;                         // 0: unbudgeted (one step() call runs everything)
+  int frames = 0;                               // step() calls
   double p50_ms = 0, p99_ms = 0, worst_ms = 0;  // step() wall time per call
-  double tokens_per_s = 0;   // rows computed / time inside step()
-  double long_ttft_ms = 0;   // the long prompt's time to first token, in wall time
+  double tokens_per_s = 0;                      // rows computed / time inside step()
+  double long_ttft_ms = 0;                      // the long prompt's time to first token, in wall time
 };
 
 // One run per budget: `streams` requests of 16-token prompts decoding `decode_tokens` each are

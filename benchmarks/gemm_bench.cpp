@@ -33,11 +33,11 @@ struct Shape {
 };
 
 constexpr Shape kShapes[] = {
-    {"qkv_576x960", 576, 960},      {"o_576x576", 576, 576},
-    {"gate_up_576x3072", 576, 3072}, {"down_1536x576", 1536, 576},
-    {"lm_head_576x49152", 576, 49152},
-    {"1b_qkv_2048x3072", 2048, 3072},  {"1b_o_2048x2048", 2048, 2048},
-    {"1b_gate_up_2048x16384", 2048, 16384}, {"1b_down_8192x2048", 8192, 2048},
+    {"qkv_576x960", 576, 960},         {"o_576x576", 576, 576},
+    {"gate_up_576x3072", 576, 3072},   {"down_1536x576", 1536, 576},
+    {"lm_head_576x49152", 576, 49152}, {"1b_qkv_2048x3072", 2048, 3072},
+    {"1b_o_2048x2048", 2048, 2048},    {"1b_gate_up_2048x16384", 2048, 16384},
+    {"1b_down_8192x2048", 8192, 2048},
 };
 
 int bench_threads() {
@@ -72,7 +72,8 @@ std::unique_ptr<Linear> make(Kind kind, CpuContext& ctx, const std::vector<float
   switch (kind) {
     case Kind::w4a8: return make_grouped_linear(ctx, s.out, s.in, GroupFormat{4, false}, random_groups(s.in, 4));
     case Kind::w8a8_g32:
-      return make_grouped_linear(ctx, s.out, s.in, GroupFormat{8, false}, random_groups(s.in, 8), ActivationQuant::residual);
+      return make_grouped_linear(ctx, s.out, s.in, GroupFormat{8, false}, random_groups(s.in, 8),
+                                 ActivationQuant::residual);
     case Kind::int8: return make_int8_linear(ctx, w.data(), s.out, s.in);
     case Kind::int8_onednn: return make_int8_linear_onednn_only(ctx, w.data(), s.out, s.in);
     case Kind::fp32: break;
@@ -95,9 +96,8 @@ void bm_linear(benchmark::State& state, Shape shape, Kind kind) {
   const double ops = 2.0 * static_cast<double>(m * shape.in * shape.out);
   const auto weight_bytes = static_cast<double>(lin->decode_bytes());
   state.counters["OPS"] = benchmark::Counter(ops, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["WeightBytes"] =
-      benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate,
-                         benchmark::Counter::OneK::kIs1024);
+  state.counters["WeightBytes"] = benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate,
+                                                     benchmark::Counter::OneK::kIs1024);
   state.SetLabel(lin->implementation(ctx, m));
 }
 
@@ -132,22 +132,27 @@ void bm_decode_step(benchmark::State& state, Kind kind) {
     for (Step& step : steps) step.linear->forward(ctx, x.data(), 1, y.data(), step.accumulate);
     benchmark::DoNotOptimize(y.data());
   }
-  state.counters["WeightBytes"] =
-      benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::OneK::kIs1000);
+  state.counters["WeightBytes"] = benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate,
+                                                     benchmark::Counter::OneK::kIs1000);
   state.SetLabel(steps.front().linear->implementation(ctx, 1));
 }
 
 const bool registered = [] {
-  benchmark::RegisterBenchmark("int8/decode_step", bm_decode_step, Kind::int8)->Unit(benchmark::kMillisecond)->UseRealTime();
-  benchmark::RegisterBenchmark("w4a8/decode_step", bm_decode_step, Kind::w4a8)->Unit(benchmark::kMillisecond)->UseRealTime();
-  constexpr std::pair<Kind, const char*> kKinds[] = {
-      {Kind::int8, "int8/"}, {Kind::int8_onednn, "int8_onednn/"}, {Kind::fp32, "fp32/"}, {Kind::w4a8, "w4a8/"},
-      {Kind::w8a8_g32, "w8a8-g32/"}};
+  benchmark::RegisterBenchmark("int8/decode_step", bm_decode_step, Kind::int8)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("w4a8/decode_step", bm_decode_step, Kind::w4a8)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  constexpr std::pair<Kind, const char*> kKinds[] = {{Kind::int8, "int8/"},
+                                                     {Kind::int8_onednn, "int8_onednn/"},
+                                                     {Kind::fp32, "fp32/"},
+                                                     {Kind::w4a8, "w4a8/"},
+                                                     {Kind::w8a8_g32, "w8a8-g32/"}};
   for (const Shape& s : kShapes)
     for (const auto& [kind, prefix] : kKinds) {
-      auto* b = benchmark::RegisterBenchmark(
-          (std::string(prefix) + s.name).c_str(),
-          [s, kind = kind](benchmark::State& st) { bm_linear(st, s, kind); });
+      auto* b = benchmark::RegisterBenchmark((std::string(prefix) + s.name).c_str(),
+                                             [s, kind = kind](benchmark::State& st) { bm_linear(st, s, kind); });
       if (kind == Kind::int8_onednn) {
         for (int m : {1, 8, 32, 64, 128}) b->Arg(m);  // the GEMV's range and just above it
       } else {

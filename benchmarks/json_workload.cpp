@@ -46,8 +46,10 @@ const Schema kSchemas[] = {
 Request request(const Schema& s, bool constrained, int max_tokens, float temperature, std::uint64_t seed) {
   Request r;
   r.messages = {{"system", "You answer with JSON only."}, {"user", s.prompt}};
-  if (constrained) r.sampling.json_schema = s.json;
-  else r.sampling.ignore_eos = true;  // the same number of tokens as the constrained run
+  if (constrained)
+    r.sampling.json_schema = s.json;
+  else
+    r.sampling.ignore_eos = true;  // the same number of tokens as the constrained run
   r.sampling.max_tokens = max_tokens;
   r.sampling.temperature = temperature;
   r.sampling.seed = seed;
@@ -174,8 +176,9 @@ JsonRun run_json_workload(const std::string& model, int threads, int repeats) {
     const auto start = Clock::now();
     for (int i = 0; i < 16; ++i) {
       const std::size_t k = static_cast<std::size_t>(i) % std::size(kSchemas);
-      handles.push_back(engine.submit(request(kSchemas[k], constrained, constrained ? 160 : stream_lengths[static_cast<std::size_t>(i)],
-                                              0.7f, static_cast<std::uint64_t>(i))));
+      handles.push_back(engine.submit(request(kSchemas[k], constrained,
+                                              constrained ? 160 : stream_lengths[static_cast<std::size_t>(i)], 0.7f,
+                                              static_cast<std::uint64_t>(i))));
     }
     double tokens = 0;
     for (std::size_t i = 0; i < handles.size(); ++i) {
@@ -191,8 +194,10 @@ JsonRun run_json_workload(const std::string& model, int threads, int repeats) {
   std::vector<double> b1_ratio, b16_ratio;
   for (int r = 0; r < repeats; ++r) {
     const bool schema_first = r % 2 == 0;
-    for (bool constrained : {schema_first, !schema_first}) (constrained ? b1_schema : b1_free).push_back(b1(constrained));
-    for (bool constrained : {schema_first, !schema_first}) (constrained ? b16_schema : b16_free).push_back(b16(constrained));
+    for (bool constrained : {schema_first, !schema_first})
+      (constrained ? b1_schema : b1_free).push_back(b1(constrained));
+    for (bool constrained : {schema_first, !schema_first})
+      (constrained ? b16_schema : b16_free).push_back(b16(constrained));
     b1_ratio.push_back(b1_schema.back() / b1_free.back());
     b16_ratio.push_back(b16_schema.back() / b16_free.back());
   }

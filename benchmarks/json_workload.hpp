@@ -22,15 +22,15 @@ struct JsonRun {
   int vocab = 0;
   std::size_t trie_nodes = 0;
   double trie_build_ms = 0;
-  double compile_ms_mean = 0, compile_ms_max = 0;     // per schema
+  double compile_ms_mean = 0, compile_ms_max = 0;             // per schema
   double mask_us_mean = 0, mask_us_p50 = 0, mask_us_p99 = 0;  // per token, all steps
-  double uncached_mask_us_mean = 0;                   // steps that computed a new mask
+  double uncached_mask_us_mean = 0;                           // steps that computed a new mask
   int mask_steps = 0, uncached_steps = 0;
   double check_us_mean = 0, check_us_p50 = 0, check_us_p99 = 0;  // sampler step asking about its pick only
-  double free_step_us_p50 = 0;                        // the same sampler step without a grammar
-  double tps_b1_free = 0, tps_b1_schema = 0;          // median decode tokens/s, one stream
-  double tps_b16_free = 0, tps_b16_schema = 0;        // median aggregate tokens/s, 16 streams
-  double ratio_b1 = 0, ratio_b16 = 0;                 // median of paired schema / free ratios
+  double free_step_us_p50 = 0;                                   // the same sampler step without a grammar
+  double tps_b1_free = 0, tps_b1_schema = 0;                     // median decode tokens/s, one stream
+  double tps_b16_free = 0, tps_b16_schema = 0;                   // median aggregate tokens/s, 16 streams
+  double ratio_b1 = 0, ratio_b16 = 0;                            // median of paired schema / free ratios
 };
 
 JsonRun run_json_workload(const std::string& model, int threads, int repeats);

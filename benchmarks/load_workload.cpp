@@ -11,9 +11,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 // A "Vm...:  123 kB" line of /proc/self/status, in MiB; 0 when absent.
 double status_mb(const std::string& key) {
@@ -55,7 +53,8 @@ LoadRun open_once(const std::string& model, const EngineOptions& base, const std
   run.open_ms = ms_since(t0);
   run.peak_rss_mb = peak_reset ? status_mb("VmHWM") : 0;
   run.resident_mb = status_mb("VmRSS");
-  if (!phase.empty()) run.phase_ms[phase] += std::chrono::duration<double, std::milli>(Clock::now() - phase_start).count();
+  if (!phase.empty())
+    run.phase_ms[phase] += std::chrono::duration<double, std::milli>(Clock::now() - phase_start).count();
   // ember-generate's default question: a ~40-token chat prompt, so the first prefill takes the
   // oneDNN path (prompts of up to 8 tokens would take the GEMV and skip its JIT compilation).
   SamplingParams sampling;
@@ -72,8 +71,7 @@ LoadResult run_load(const std::string& model, const EngineOptions& base, int rep
   namespace fs = std::filesystem;
   LoadResult result;
   for (int r = 0; r < repeats; ++r) {
-    const fs::path dir = fs::temp_directory_path() /
-                         ("ember-bench-load-" + std::to_string(std::random_device{}()));
+    const fs::path dir = fs::temp_directory_path() / ("ember-bench-load-" + std::to_string(std::random_device{}()));
     result.cold.push_back(open_once(model, base, dir.string()));
     result.warm.push_back(open_once(model, base, dir.string()));
     fs::remove_all(dir);

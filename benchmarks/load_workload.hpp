@@ -11,11 +11,11 @@
 namespace ember::bench {
 
 struct LoadRun {
-  double open_ms = 0;                     // Engine::open()
-  double first_token_ms = 0;              // open() start to the first token of a chat prompt
-  std::map<std::string, double> phase_ms; // time in each LoadPhase, from the progress callback
-  double peak_rss_mb = 0;                 // the process's peak resident memory during open()
-  double resident_mb = 0;                 // resident memory right after open()
+  double open_ms = 0;                      // Engine::open()
+  double first_token_ms = 0;               // open() start to the first token of a chat prompt
+  std::map<std::string, double> phase_ms;  // time in each LoadPhase, from the progress callback
+  double peak_rss_mb = 0;                  // the process's peak resident memory during open()
+  double resident_mb = 0;                  // resident memory right after open()
 };
 
 struct LoadResult {

@@ -70,20 +70,24 @@ int main(int argc, char** argv) {
       "configuration as JSON (Hugging Face LlamaConfig field names) for "
       "benchmarks/torch_generate.py.",
       "SHAPE OUT.gguf OUT.json");
-  cli.positional("SHAPE", shape_name,
-                 "default: the default model's shape (SmolLM2-135M); 1b: Llama-3.2-1B-like; "
-                 "3b: Llama-3.2-3B; 8b: Llama-3.1-8B; llama3, qwen2, qwen3, gemma3, phi3, phi3_long: small F32 models of "
-                 "each architecture, for goldens")
+  cli.positional(
+         "SHAPE", shape_name,
+         "default: the default model's shape (SmolLM2-135M); 1b: Llama-3.2-1B-like; "
+         "3b: Llama-3.2-3B; 8b: Llama-3.1-8B; llama3, qwen2, qwen3, gemma3, phi3, phi3_long: small F32 models of "
+         "each architecture, for goldens")
       .positional("OUT.gguf", gguf_path, "the model file to write")
       .positional("OUT.json", json_path, "the configuration file to write");
   std::optional<ember::model::GgmlType> type;
-  cli.option("--type", "q4_0|q4_1|q8_0", "the matrices' type in a Llama shape", "q4_1",
-             [&type](const std::string& t) {
-               if (t == "q4_0") type = ember::model::GgmlType::Q4_0;
-               else if (t == "q4_1") type = ember::model::GgmlType::Q4_1;
-               else if (t == "q8_0") type = ember::model::GgmlType::Q8_0;
-               else throw std::invalid_argument("--type must be q4_0, q4_1 or q8_0, not '" + t + "'");
-             });
+  cli.option("--type", "q4_0|q4_1|q8_0", "the matrices' type in a Llama shape", "q4_1", [&type](const std::string& t) {
+    if (t == "q4_0")
+      type = ember::model::GgmlType::Q4_0;
+    else if (t == "q4_1")
+      type = ember::model::GgmlType::Q4_1;
+    else if (t == "q8_0")
+      type = ember::model::GgmlType::Q8_0;
+    else
+      throw std::invalid_argument("--type must be q4_0, q4_1 or q8_0, not '" + t + "'");
+  });
   std::string template_path;
   bool reasoning_tokens = false;
   cli.option("--chat-template", "FILE", template_path,
@@ -112,11 +116,17 @@ int main(int argc, char** argv) {
     ember::model::write_synthetic_model(spec, gguf_path);
     const auto& c = spec.config;
     // Hugging Face LlamaConfig field names, for a randomly initialised twin in PyTorch.
-    const nlohmann::json config = {
-        {"num_hidden_layers", c.layers}, {"hidden_size", c.embedding}, {"intermediate_size", c.ffn},
-        {"num_attention_heads", c.heads}, {"num_key_value_heads", c.kv_heads}, {"head_dim", c.head_dim},
-        {"vocab_size", c.vocab}, {"rope_theta", c.rope_base}, {"rms_norm_eps", c.rms_eps},
-        {"max_position_embeddings", c.context_length}, {"tie_word_embeddings", c.tied_embeddings}};
+    const nlohmann::json config = {{"num_hidden_layers", c.layers},
+                                   {"hidden_size", c.embedding},
+                                   {"intermediate_size", c.ffn},
+                                   {"num_attention_heads", c.heads},
+                                   {"num_key_value_heads", c.kv_heads},
+                                   {"head_dim", c.head_dim},
+                                   {"vocab_size", c.vocab},
+                                   {"rope_theta", c.rope_base},
+                                   {"rms_norm_eps", c.rms_eps},
+                                   {"max_position_embeddings", c.context_length},
+                                   {"tie_word_embeddings", c.tied_embeddings}};
     std::ofstream(json_path) << config.dump(2) << "\n";
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -113,8 +113,7 @@ ServingResult run_shared_prompt(const std::string& model, int threads, const Ser
   return summarize(completions, wall);
 }
 
-ServingResult run_chat(const std::string& model, int threads, const ServingConfig& config,
-                       const ChatShape& shape) {
+ServingResult run_chat(const std::string& model, int threads, const ServingConfig& config, const ChatShape& shape) {
   Engine engine = open_engine(model, threads, config, 1);
   std::vector<std::int32_t> conversation = text_tokens(engine, shape.system_tokens, 0);
   std::vector<Completion> completions;

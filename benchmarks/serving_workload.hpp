@@ -11,7 +11,7 @@ namespace ember::bench {
 struct ServingConfig {
   std::string name;
   Precision precision = Precision::int8;
-  bool batching = true;      // false: one request at a time (max_sequences = 1)
+  bool batching = true;  // false: one request at a time (max_sequences = 1)
   bool prefix_cache = true;
   int speculative_tokens = 0;  // SamplingParams::speculative_tokens of every request
 };
@@ -50,12 +50,10 @@ ServingResult run_shared_prompt(const std::string& model, int threads, const Ser
 
 // One conversation of `shape.turns` requests on one engine (config.batching is irrelevant);
 // each request's times are measured from its own submission.
-ServingResult run_chat(const std::string& model, int threads, const ServingConfig& config,
-                       const ChatShape& shape);
+ServingResult run_chat(const std::string& model, int threads, const ServingConfig& config, const ChatShape& shape);
 
 // Time to first token of a `prompt_tokens`-token prompt on a cold prefix cache and again once
 // the same prompt is cached (int8). Returns {miss_ms, hit_ms}.
 std::pair<double, double> prefix_hit_ttft(const std::string& model, int threads, int prompt_tokens);
-
 
 }  // namespace ember::bench

@@ -106,8 +106,9 @@ std::vector<SpeculationRow> run_edit_workload(const std::string& model, int thre
   // also fills the prefix cache with the prompts, so the runs time the decodes alike).
   for (int r = -1; r < repeats; ++r)
     for (SpeculationRow& row : rows) {
-      Request request = std::find_if(std::begin(requests), std::end(requests),
-                                     [&](const auto& q) { return q.first == row.request; })->second;
+      Request request = std::find_if(std::begin(requests), std::end(requests), [&](const auto& q) {
+                          return q.first == row.request;
+                        })->second;
       request.sampling.speculative_tokens = row.speculative_tokens;
       const Completion c = engine.generate(request);
       if (row.speculative_tokens == 0) unspeculated[row.request] = c.tokens;
@@ -121,8 +122,7 @@ std::vector<SpeculationRow> run_edit_workload(const std::string& model, int thre
   return rows;
 }
 
-std::vector<LongContextRow> run_long_context(const std::string& model, int threads, int repeats,
-                                             int prompt_tokens) {
+std::vector<LongContextRow> run_long_context(const std::string& model, int threads, int repeats, int prompt_tokens) {
   const std::size_t kv_bytes = std::size_t{512} << 20;
   std::vector<std::pair<LongContextRow, Engine>> engines;
   for (KvCacheType type : {KvCacheType::f16, KvCacheType::int8}) {

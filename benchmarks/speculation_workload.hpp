@@ -32,11 +32,11 @@ struct RateStats {
 };
 
 struct SpeculationRow {
-  std::string request;        // "edit", "tg128" or "story"
+  std::string request;         // "edit", "tg128" or "story"
   int speculative_tokens = 0;  // 0: off
   RateStats decode_tokens_per_s;
   int generated = 0, proposed = 0, accepted = 0;  // of the last run
-  bool same_tokens = true;     // every run's output equals the run without speculation
+  bool same_tokens = true;                        // every run's output equals the run without speculation
 };
 
 std::vector<SpeculationRow> run_edit_workload(const std::string& model, int threads, int repeats,
@@ -49,7 +49,6 @@ struct LongContextRow {
   std::size_t kv_cache_bytes = 0;
 };
 
-std::vector<LongContextRow> run_long_context(const std::string& model, int threads, int repeats,
-                                             int prompt_tokens);
+std::vector<LongContextRow> run_long_context(const std::string& model, int threads, int repeats, int prompt_tokens);
 
 }  // namespace ember::bench

@@ -33,8 +33,11 @@ std::vector<std::pair<std::string, Value>> conversation() {
   const Value tools = ember::jinja::parse_json(R"([{"type": "function", "function": {"name": "get_weather",
     "description": "Get the weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
     "required": ["city"]}}}])");
-  return {{"messages", messages}, {"tools", tools}, {"add_generation_prompt", Value(true)},
-          {"bos_token", Value("")}, {"eos_token", Value("<|im_end|>")},
+  return {{"messages", messages},
+          {"tools", tools},
+          {"add_generation_prompt", Value(true)},
+          {"bos_token", Value("")},
+          {"eos_token", Value("<|im_end|>")},
           {"strftime_now", ember::jinja::strftime_function({2026, 7, 26, 9, 30, 0})}};
 }
 

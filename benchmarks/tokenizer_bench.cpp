@@ -37,13 +37,53 @@ const tokenizer::Tokenizer* default_tokenizer() {
 // numbers, other scripts and emoji. Fixed seed: the same text every run.
 const std::string& mixed_text() {
   static const std::string text = [] {
-    const char* pieces[] = {
-        "The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".",
-        " It's", " a", " beautiful", " day", ",", " isn't", " it", "?", " We'll", " see", ".",
-        " information", " tokenization", " performance", " measured", " carefully", "\n",
-        "\n\n", "    ", "def f(x):\n    return x * 2\n", "for (int i = 0; i < n; ++i) {", "}",
-        " 2024", " 3.14159", " 1,000,000", " 42", " 你好世界", " こんにちは", " 안녕하세요",
-        " Привет", " مرحبا", " नमस्ते", " 😀", " 👍🏽", " naïve café", "\t", " (see §3)"};
+    const char* pieces[] = {"The",
+                            " quick",
+                            " brown",
+                            " fox",
+                            " jumps",
+                            " over",
+                            " the",
+                            " lazy",
+                            " dog",
+                            ".",
+                            " It's",
+                            " a",
+                            " beautiful",
+                            " day",
+                            ",",
+                            " isn't",
+                            " it",
+                            "?",
+                            " We'll",
+                            " see",
+                            ".",
+                            " information",
+                            " tokenization",
+                            " performance",
+                            " measured",
+                            " carefully",
+                            "\n",
+                            "\n\n",
+                            "    ",
+                            "def f(x):\n    return x * 2\n",
+                            "for (int i = 0; i < n; ++i) {",
+                            "}",
+                            " 2024",
+                            " 3.14159",
+                            " 1,000,000",
+                            " 42",
+                            " 你好世界",
+                            " こんにちは",
+                            " 안녕하세요",
+                            " Привет",
+                            " مرحبا",
+                            " नमस्ते",
+                            " 😀",
+                            " 👍🏽",
+                            " naïve café",
+                            "\t",
+                            " (see §3)"};
     std::mt19937 rng(1234);
     std::uniform_int_distribution<std::size_t> pick(0, std::size(pieces) - 1);
     std::string s;
@@ -86,8 +126,8 @@ void BM_StreamDecode(benchmark::State& state) {
     bytes += decoder.flush().size();
     benchmark::DoNotOptimize(bytes);
   }
-  state.counters["tokens/s"] = benchmark::Counter(
-      static_cast<double>(state.iterations() * ids.size()), benchmark::Counter::kIsRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * ids.size()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_StreamDecode)->Unit(benchmark::kMillisecond);
 

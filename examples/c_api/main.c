@@ -29,9 +29,8 @@ int main(int argc, char** argv) {
   ember_status status = ember_chat(engine, messages, 1, &sampling, print_chunk, NULL, &answer);
   if (status == EMBER_OK) {
     const ember_timings* t = answer->timings;
-    printf("\n\nfinish: %s, %d prompt + %d generated tokens\n",
-           ember_finish_reason_string(answer->finish_reason), answer->prompt_tokens,
-           answer->generated_tokens);
+    printf("\n\nfinish: %s, %d prompt + %d generated tokens\n", ember_finish_reason_string(answer->finish_reason),
+           answer->prompt_tokens, answer->generated_tokens);
     printf("first token %.1f ms, %.2f ms/token, total %.1f ms\n", t->time_to_first_token_ms,
            t->time_per_output_token_ms, t->total_ms);
   } else {

@@ -42,8 +42,7 @@ Options parse_flags(int argc, char** argv) {
       "A terminal chat that keeps the conversation, streams each answer and shows where its time "
       "went. Type a line and press enter; /reset forgets the conversation, /quit (or end of "
       "input) leaves. Lines come from stdin, so a script can be piped in.");
-  cli.option("--system", "TEXT", o.system, "the system prompt, kept across /reset",
-             "the chat template's own, if any")
+  cli.option("--system", "TEXT", o.system, "the system prompt, kept across /reset", "the chat template's own, if any")
       .option("--max-tokens", "N", o.sampling.max_tokens, "generated tokens per answer at most")
       .option("--temperature", "T", o.sampling.temperature, "sampling temperature; 0 = greedy");
   engine_flags.declare(cli);
@@ -70,14 +69,13 @@ ember::Completion answer(ember::Engine& engine, const std::vector<ember::Message
 void print_timing(const ember::Completion& c) {
   const ember::Timings& t = c.timings;
   // Tokens per second of the decode phase: the first token belongs to the prefill.
-  const double decode_tps =
-      t.time_per_output_token_ms > 0 ? 1000.0 / t.time_per_output_token_ms : 0.0;
-  std::printf("[%s] ttft %.2f ms | %.1f tok/s | %d generated | prompt %d tokens, %d reused "
-              "from the prefix cache | total %.1f ms\n",
-              ember::to_string(c.finish_reason), t.time_to_first_token_ms, decode_tps,
-              c.generated_tokens, c.prompt_tokens, c.cached_prompt_tokens, t.total_ms);
-  if (c.finish_reason == ember::FinishReason::error)
-    std::fprintf(stderr, "error: %s\n", c.error.c_str());
+  const double decode_tps = t.time_per_output_token_ms > 0 ? 1000.0 / t.time_per_output_token_ms : 0.0;
+  std::printf(
+      "[%s] ttft %.2f ms | %.1f tok/s | %d generated | prompt %d tokens, %d reused "
+      "from the prefix cache | total %.1f ms\n",
+      ember::to_string(c.finish_reason), t.time_to_first_token_ms, decode_tps, c.generated_tokens, c.prompt_tokens,
+      c.cached_prompt_tokens, t.total_ms);
+  if (c.finish_reason == ember::FinishReason::error) std::fprintf(stderr, "error: %s\n", c.error.c_str());
 }
 
 }  // namespace
@@ -87,9 +85,10 @@ int main(int argc, char** argv) {
   try {
     ember::Engine engine = ember::Engine::open(options.model, options.engine);
     const ember::ModelInfo info = engine.info();
-    std::printf("ember-chat: %s (%d layers, context %d), loaded in %.0f ms. "
-                "/reset clears the conversation, /quit leaves.\n",
-                info.name.c_str(), info.layers, info.context_length, engine.load_ms());
+    std::printf(
+        "ember-chat: %s (%d layers, context %d), loaded in %.0f ms. "
+        "/reset clears the conversation, /quit leaves.\n",
+        info.name.c_str(), info.layers, info.context_length, engine.load_ms());
 
     std::vector<ember::Message> history;
     if (!options.system.empty()) history.push_back({"system", options.system});

@@ -31,13 +31,11 @@ class CommandLine {
   // `synopsis` follows the program's name on the usage line ("[flags] MODEL.gguf");
   // `description` is the paragraph under it.
   CommandLine(std::string program, std::string description, std::string synopsis = "[flags]")
-      : program_(std::move(program)), description_(std::move(description)),
-        synopsis_(std::move(synopsis)) {}
+      : program_(std::move(program)), description_(std::move(description)), synopsis_(std::move(synopsis)) {}
 
   // A switch: present on the command line = true.
   CommandLine& flag(std::string name, bool& target, std::string help) {
-    flags_.push_back({std::move(name), "", std::move(help), "",
-                      [&target](const std::string&) { target = true; }});
+    flags_.push_back({std::move(name), "", std::move(help), "", [&target](const std::string&) { target = true; }});
     return *this;
   }
 
@@ -49,17 +47,14 @@ class CommandLine {
     if (default_text.empty()) default_text = show(target);
     std::string flag_name = name;
     return option(std::move(name), std::move(metavar), std::move(help), std::move(default_text),
-                  [&target, flag_name](const std::string& value) {
-                    target = parse<T>(flag_name, value);
-                  });
+                  [&target, flag_name](const std::string& value) { target = parse<T>(flag_name, value); });
   }
 
   // A flag with a value and a parser of its own, which throws std::invalid_argument (its
   // message is the error shown) for a value it refuses.
-  CommandLine& option(std::string name, std::string metavar, std::string help,
-                      std::string default_text, std::function<void(const std::string&)> set) {
-    flags_.push_back({std::move(name), std::move(metavar), std::move(help),
-                      std::move(default_text), std::move(set)});
+  CommandLine& option(std::string name, std::string metavar, std::string help, std::string default_text,
+                      std::function<void(const std::string&)> set) {
+    flags_.push_back({std::move(name), std::move(metavar), std::move(help), std::move(default_text), std::move(set)});
     return *this;
   }
 
@@ -97,8 +92,7 @@ class CommandLine {
         fail("unexpected argument '" + arg + "'");
       }
     }
-    if (next_positional < positionals_.size())
-      fail("missing " + positionals_[next_positional].name);
+    if (next_positional < positionals_.size()) fail("missing " + positionals_[next_positional].name);
   }
 
   [[noreturn]] void fail(const std::string& problem) const {
@@ -108,16 +102,14 @@ class CommandLine {
   }
 
   void print_usage(std::FILE* out) const {
-    std::fprintf(out, "usage: %s %s\n\n%s\n", program_.c_str(), synopsis_.c_str(),
-                 wrapped(description_, 0, 0).c_str());
+    std::fprintf(out, "usage: %s %s\n\n%s\n", program_.c_str(), synopsis_.c_str(), wrapped(description_, 0, 0).c_str());
     if (!positionals_.empty()) {
       std::fprintf(out, "\narguments:\n");
       for (const Positional& p : positionals_) print_row(out, p.name, p.help, "");
     }
     std::fprintf(out, "\nflags:\n");
     for (const Flag& f : flags_)
-      print_row(out, f.metavar.empty() ? f.name : f.name + " " + f.metavar, f.help,
-                f.default_text);
+      print_row(out, f.metavar.empty() ? f.name : f.name + " " + f.metavar, f.help, f.default_text);
     print_row(out, "-h, --help", "print this text and exit", "");
   }
 
@@ -136,8 +128,7 @@ class CommandLine {
           result = static_cast<T>(std::stod(value, &used));
         } else if constexpr (std::is_signed_v<T>) {
           const long long v = std::stoll(value, &used);
-          if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max())
-            throw std::out_of_range(value);
+          if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max()) throw std::out_of_range(value);
           result = static_cast<T>(v);
         } else {
           const std::size_t first = value.find_first_not_of(" \t\n\v\f\r");
@@ -176,8 +167,10 @@ class CommandLine {
 
   template <class T>
   static std::string show(const T& value) {
-    if constexpr (std::is_same_v<T, std::string>) return value.empty() ? "none" : value;
-    else if constexpr (std::is_same_v<T, bool>) return value ? "on" : "off";
+    if constexpr (std::is_same_v<T, std::string>)
+      return value.empty() ? "none" : value;
+    else if constexpr (std::is_same_v<T, bool>)
+      return value ? "on" : "off";
     else {
       std::string s = std::to_string(value);
       if constexpr (std::is_floating_point_v<T>) {  // 0.800000 -> 0.8
@@ -193,8 +186,10 @@ class CommandLine {
                         const std::string& default_text) {
     constexpr std::size_t indent = 26;
     std::string line = "  " + left;
-    if (line.size() < indent) line.resize(indent, ' ');
-    else line.append(1, '\n').append(indent, ' ');
+    if (line.size() < indent)
+      line.resize(indent, ' ');
+    else
+      line.append(1, '\n').append(indent, ' ');
     std::string text = help;
     if (!default_text.empty()) text += " (default: " + default_text + ")";
     std::fprintf(out, "%s%s\n", line.c_str(), wrapped(text, indent, indent).c_str());
@@ -234,8 +229,7 @@ class CommandLine {
 // Exits (status 1) with a message saying how to get a model when `path` names no file;
 // `alternatives` ends the message with the program's other ways of naming one.
 inline void require_model_file(const std::string& program, const std::string& path,
-                               const std::string& alternatives =
-                                   "or pass --model PATH, or set EMBER_MODEL=PATH") {
+                               const std::string& alternatives = "or pass --model PATH, or set EMBER_MODEL=PATH") {
   std::error_code ec;
   if (std::filesystem::is_regular_file(path, ec)) return;
   std::fprintf(stderr,
@@ -275,20 +269,25 @@ struct EngineFlags {
                  model_path.empty() ? "none" : model_path);
     if (which & precision)
       cli.option("--precision", "int8|fp32", "numeric path of the matrix products",
-                 options.precision == ember::Precision::fp32 ? "fp32" : "int8",
-                 [this](const std::string& p) {
-                   if (p == "int8") options.precision = ember::Precision::int8;
-                   else if (p == "fp32") options.precision = ember::Precision::fp32;
-                   else throw std::invalid_argument("--precision must be int8 or fp32, not '" + p + "'");
+                 options.precision == ember::Precision::fp32 ? "fp32" : "int8", [this](const std::string& p) {
+                   if (p == "int8")
+                     options.precision = ember::Precision::int8;
+                   else if (p == "fp32")
+                     options.precision = ember::Precision::fp32;
+                   else
+                     throw std::invalid_argument("--precision must be int8 or fp32, not '" + p + "'");
                  });
     if (which & precision)
       cli.option("--weights", "automatic|w8a8",
                  "how int8 keeps the matrices: automatic (a file's 4-bit matrices stay 4-bit, w4a8) or "
                  "w8a8 (all requantized to INT8)",
                  ember::to_string(options.weight_format), [this](const std::string& p) {
-                   if (p == "automatic") options.weight_format = ember::WeightFormat::automatic;
-                   else if (p == "w8a8") options.weight_format = ember::WeightFormat::w8a8;
-                   else throw std::invalid_argument("--weights must be automatic or w8a8, not '" + p + "'");
+                   if (p == "automatic")
+                     options.weight_format = ember::WeightFormat::automatic;
+                   else if (p == "w8a8")
+                     options.weight_format = ember::WeightFormat::w8a8;
+                   else
+                     throw std::invalid_argument("--weights must be automatic or w8a8, not '" + p + "'");
                  });
     if (which & threads)
       cli.option("--threads", "N", options.threads, "compute threads",
@@ -301,15 +300,19 @@ struct EngineFlags {
                  "when a chat outgrows the context: error, truncate (drop its oldest turns), or "
                  "shift (also make room in a generation that fills the window)",
                  ember::to_string(options.context_policy), [this](const std::string& p) {
-                   if (p == "error") options.context_policy = ember::ContextPolicy::error;
-                   else if (p == "truncate") options.context_policy = ember::ContextPolicy::truncate;
-                   else if (p == "shift") options.context_policy = ember::ContextPolicy::shift;
-                   else throw std::invalid_argument("--context-policy must be error, truncate or shift, not '" + p + "'");
+                   if (p == "error")
+                     options.context_policy = ember::ContextPolicy::error;
+                   else if (p == "truncate")
+                     options.context_policy = ember::ContextPolicy::truncate;
+                   else if (p == "shift")
+                     options.context_policy = ember::ContextPolicy::shift;
+                   else
+                     throw std::invalid_argument("--context-policy must be error, truncate or shift, not '" + p + "'");
                  });
     if (which & kv_cache_mb) {
       kv_cache_mb_ = options.kv_cache_bytes >> 20;
-      cli.option("--kv-cache-mb", "MB", "memory of the paged KV cache, in MiB",
-                 std::to_string(kv_cache_mb_), [this](const std::string& v) {
+      cli.option("--kv-cache-mb", "MB", "memory of the paged KV cache, in MiB", std::to_string(kv_cache_mb_),
+                 [this](const std::string& v) {
                    kv_cache_mb_ = CommandLine::parse<std::size_t>("--kv-cache-mb", v);
                    if (kv_cache_mb_ == 0 || kv_cache_mb_ > (SIZE_MAX >> 20))
                      throw std::invalid_argument("--kv-cache-mb must be at least 1 and fit in memory");
@@ -320,10 +323,14 @@ struct EngineFlags {
       cli.option("--kv-type", "f16|f32|int8",
                  "storage of the KV cache; int8 (CPU only) holds about twice the tokens of f16",
                  kv_type_name(options.kv_cache_type), [this](const std::string& t) {
-                   if (t == "f16") options.kv_cache_type = ember::KvCacheType::f16;
-                   else if (t == "f32") options.kv_cache_type = ember::KvCacheType::f32;
-                   else if (t == "int8") options.kv_cache_type = ember::KvCacheType::int8;
-                   else throw std::invalid_argument("--kv-type must be f16, f32 or int8, not '" + t + "'");
+                   if (t == "f16")
+                     options.kv_cache_type = ember::KvCacheType::f16;
+                   else if (t == "f32")
+                     options.kv_cache_type = ember::KvCacheType::f32;
+                   else if (t == "int8")
+                     options.kv_cache_type = ember::KvCacheType::int8;
+                   else
+                     throw std::invalid_argument("--kv-type must be f16, f32 or int8, not '" + t + "'");
                  });
     if (which & weight_cache)
       cli.option("--weight-cache", "DIR", options.weight_cache_dir,
@@ -337,10 +344,10 @@ struct EngineFlags {
                    std::ifstream in(path, std::ios::binary);
                    if (!in) throw std::invalid_argument("--chat-template: cannot read '" + path + "'");
                    options.chat_template.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-                   if (options.chat_template.empty()) throw std::invalid_argument("--chat-template: '" + path + "' is empty");
+                   if (options.chat_template.empty())
+                     throw std::invalid_argument("--chat-template: '" + path + "' is empty");
                  });
-    if (which & progress)
-      cli.flag("--progress", show_progress, "draw the model's load progress on stderr");
+    if (which & progress) cli.flag("--progress", show_progress, "draw the model's load progress on stderr");
   }
 
   // The options to open the model with: --progress installs a progress bar and a log on stderr.
@@ -350,15 +357,13 @@ struct EngineFlags {
     ember::EngineOptions o = options;
     if (show_progress) {
       o.on_load_progress = [](ember::LoadPhase phase, float fraction) {
-        std::fprintf(stderr, "\rloading %3.0f %% (%s)      ", 100.0f * fraction,
-                     ember::to_string(phase));
+        std::fprintf(stderr, "\rloading %3.0f %% (%s)      ", 100.0f * fraction, ember::to_string(phase));
         if (fraction >= 1.0f) std::fprintf(stderr, "\n");
         return true;
       };
       if (!o.log)
         o.log = [](ember::LogLevel, std::string_view message) {
-          std::fprintf(stderr, "\n[ember] %.*s\n", static_cast<int>(message.size()),
-                       message.data());
+          std::fprintf(stderr, "\n[ember] %.*s\n", static_cast<int>(message.size()), message.data());
         };
     }
     return o;

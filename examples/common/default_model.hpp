@@ -10,8 +10,10 @@ namespace ember_examples {
 inline std::string default_model_path() {
   if (const char* env = std::getenv("EMBER_MODEL")) return env;
   std::string dir = ".";
-  if (const char* d = std::getenv("EMBER_MODEL_DIR")) dir = d;
-  else if (const char* home = std::getenv("HOME")) dir = std::string(home) + "/.cache/ember";
+  if (const char* d = std::getenv("EMBER_MODEL_DIR"))
+    dir = d;
+  else if (const char* home = std::getenv("HOME"))
+    dir = std::string(home) + "/.cache/ember";
   return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 

@@ -21,9 +21,9 @@ int main(int argc, char** argv) {
   ember::SamplingParams sampling;
   sampling.max_tokens = 128;
 
-  ember_examples::CommandLine cli("ember-generate",
-                                  "One prompt in, streamed text out, and where the time went.");
-  cli.option("--prompt", "TEXT", prompt, "the prompt, sent as a user message through the "
+  ember_examples::CommandLine cli("ember-generate", "One prompt in, streamed text out, and where the time went.");
+  cli.option("--prompt", "TEXT", prompt,
+             "the prompt, sent as a user message through the "
              "model's chat template")
       .flag("--raw", raw, "send the prompt as plain text to be continued, without the template")
       .option("--max-tokens", "N", sampling.max_tokens, "generated tokens at most")
@@ -37,8 +37,10 @@ int main(int argc, char** argv) {
   try {
     ember::Engine engine = ember::Engine::open(engine_flags.model_path, options);
     ember::Request request;
-    if (raw) request.prompt = prompt;
-    else request.messages = {{"user", prompt}};
+    if (raw)
+      request.prompt = prompt;
+    else
+      request.messages = {{"user", prompt}};
     request.sampling = sampling;
 
     const ember::Completion c = engine.generate(request, [](const ember::Chunk& chunk) {
@@ -53,10 +55,8 @@ int main(int argc, char** argv) {
                  "%.2f ms/token (%.1f tok/s) | total %.1f ms\n",
                  ember::to_string(c.finish_reason), c.prompt_tokens, c.generated_tokens, t.load_ms,
                  t.time_to_first_token_ms, t.prefill_ms,
-                 t.prefill_ms > 0 ? c.prompt_tokens / t.prefill_ms * 1000.0 : 0.0,
-                 t.time_per_output_token_ms,
-                 t.time_per_output_token_ms > 0 ? 1000.0 / t.time_per_output_token_ms : 0.0,
-                 t.total_ms);
+                 t.prefill_ms > 0 ? c.prompt_tokens / t.prefill_ms * 1000.0 : 0.0, t.time_per_output_token_ms,
+                 t.time_per_output_token_ms > 0 ? 1000.0 / t.time_per_output_token_ms : 0.0, t.total_ms);
     return c.finish_reason == ember::FinishReason::error ? 1 : 0;
   } catch (const ember::Error& e) {
     std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());

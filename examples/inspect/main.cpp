@@ -25,9 +25,12 @@ constexpr std::size_t kShownChars = 96;    // string characters printed before "
 std::string quoted(std::string_view s) {
   std::string out = "\"";
   for (char c : s.substr(0, kShownChars)) {
-    if (c == '\n') out += "\\n";
-    else if (c == '"') out += "\\\"";
-    else out += c;
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '"')
+      out += "\\\"";
+    else
+      out += c;
   }
   out += s.size() > kShownChars ? fmt::format("\"... ({} bytes)", s.size()) : "\"";
   return out;
@@ -35,10 +38,14 @@ std::string quoted(std::string_view s) {
 
 std::string scalar_text(const GgufValue& v) {
   switch (v.type) {
-    case GgufType::u8: case GgufType::u16: case GgufType::u32: case GgufType::u64:
-      return std::to_string(v.scalar.u);
-    case GgufType::i8: case GgufType::i16: case GgufType::i32: case GgufType::i64:
-      return std::to_string(v.scalar.i);
+    case GgufType::u8:
+    case GgufType::u16:
+    case GgufType::u32:
+    case GgufType::u64: return std::to_string(v.scalar.u);
+    case GgufType::i8:
+    case GgufType::i16:
+    case GgufType::i32:
+    case GgufType::i64: return std::to_string(v.scalar.i);
     case GgufType::f32: return fmt::format("{}", static_cast<float>(v.scalar.f));
     case GgufType::f64: return fmt::format("{}", v.scalar.f);
     case GgufType::boolean: return v.scalar.b ? "true" : "false";
@@ -62,28 +69,23 @@ void print_config(const GgufFile& file) {
     const ModelConfig c = read_model_config(file);
     fmt::print("\nhyper-parameters:\n");
     fmt::print("  {:<16}{}\n  {:<16}{}\n", "architecture", c.architecture, "name", c.name);
-    fmt::print("  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n", "layers", c.layers, "embedding", c.embedding,
-               "ffn", c.ffn);
-    fmt::print("  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n", "heads", c.heads, "kv_heads", c.kv_heads,
-               "head_dim", c.head_dim);
-    fmt::print("  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n", "rope_dims", c.rope_dims, "rope_base",
-               c.rope_base, "rope_layout",
-               c.rope_layout == RopeLayout::half ? "half (NeoX)" : "interleaved");
-    fmt::print("  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n", "rms_eps", c.rms_eps, "context_length",
-               c.context_length, "vocab", c.vocab);
-    fmt::print("  {:<16}{}\n  {:<16}{}\n", "tied_embeddings", c.tied_embeddings, "attention_bias",
-               c.attention_bias);
-    fmt::print("  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n", "qk_norm", c.qk_norm, "post_norms",
-               c.post_norms, "feed_forward",
-               c.feed_forward == ember::model::FeedForward::geglu ? "geglu" : "swiglu",
+    fmt::print("  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n", "layers", c.layers, "embedding", c.embedding, "ffn", c.ffn);
+    fmt::print("  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n", "heads", c.heads, "kv_heads", c.kv_heads, "head_dim",
+               c.head_dim);
+    fmt::print("  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n", "rope_dims", c.rope_dims, "rope_base", c.rope_base,
+               "rope_layout", c.rope_layout == RopeLayout::half ? "half (NeoX)" : "interleaved");
+    fmt::print("  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n", "rms_eps", c.rms_eps, "context_length", c.context_length,
+               "vocab", c.vocab);
+    fmt::print("  {:<16}{}\n  {:<16}{}\n", "tied_embeddings", c.tied_embeddings, "attention_bias", c.attention_bias);
+    fmt::print("  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n  {:<16}{}\n", "qk_norm", c.qk_norm, "post_norms", c.post_norms,
+               "feed_forward", c.feed_forward == ember::model::FeedForward::geglu ? "geglu" : "swiglu",
                "embedding_scale", c.embedding_scale);
     if (c.sliding_window > 0)
       fmt::print("  {:<16}{} keys on the sliding layers (all but every {}th), RoPE base {} on them\n", "sliding_window",
                  c.sliding_window, c.sliding_window_pattern, c.rope_base_sliding);
     if (c.rope_scaling_factor != 1.0f || !c.rope_freq_factors.empty())
       fmt::print("  {:<16}{} x{}{}\n", "rope_scaling",
-                 c.rope_scaling == ember::model::RopeScaling::linear ? "linear" : "none",
-                 c.rope_scaling_factor,
+                 c.rope_scaling == ember::model::RopeScaling::linear ? "linear" : "none", c.rope_scaling_factor,
                  c.rope_freq_factors.empty() ? "" : fmt::format(", {} frequency factors", c.rope_freq_factors.size()));
   } catch (const ember::Error& e) {
     // A well-formed file of another architecture is still worth listing.
@@ -94,8 +96,8 @@ void print_config(const GgufFile& file) {
 void print_tensors(const GgufFile& file) {
   std::size_t width = 4;
   for (const GgufTensor& t : file.tensors()) width = std::max(width, t.name.size());
-  fmt::print("\ntensors ({}):\n  {:<{}}  {:<5}  {:<22}  {:>12}\n", file.tensors().size(), "name",
-             width, "type", "shape", "bytes");
+  fmt::print("\ntensors ({}):\n  {:<{}}  {:<5}  {:<22}  {:>12}\n", file.tensors().size(), "name", width, "type",
+             "shape", "bytes");
   std::uint64_t bytes = 0, params = 0;
   for (const GgufTensor& t : file.tensors()) {
     fmt::print("  {:<{}}  {:<5}  {:<22}  {:>12}\n", t.name, width, ggml_type_info(t.type).name,
@@ -149,12 +151,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "\n(%s template, %zu bytes; family %s; reasoning %s%s)\n",
                    file->find_string("tokenizer.chat_template") ? "the file's" : "the architecture's default",
                    tmpl.source().size(), ember::tokenizer::to_string(tmpl.format()),
-                   r.enabled() ? (r.open + " ... " + r.close).c_str() : "none",
-                   r.toggle ? ", enable_thinking" : "");
+                   r.enabled() ? (r.open + " ... " + r.close).c_str() : "none", r.toggle ? ", enable_thinking" : "");
       return 0;
     }
-    fmt::print("{}: GGUF v{}, {} bytes, alignment {}, data at byte {}\n", file->path(),
-               file->version(), file->file_size(), file->alignment(), file->data_offset());
+    fmt::print("{}: GGUF v{}, {} bytes, alignment {}, data at byte {}\n", file->path(), file->version(),
+               file->file_size(), file->alignment(), file->data_offset());
     fmt::print("\nmetadata ({} keys):\n", file->metadata().size());
     for (const auto& [key, value] : file->metadata()) {
       fmt::print("  {:<40} {}\n", key, value_text(value));

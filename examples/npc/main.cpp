@@ -91,8 +91,7 @@ ember::Request character_request(const Character& who, const std::string& player
                                  const ember::SamplingParams& sampling, int index) {
   ember::Request r;
   r.messages = {
-      {"system", std::string(npc::kWorldLore) + "\n\nYou are " + who.name + ", " + who.persona +
-                     "."},
+      {"system", std::string(npc::kWorldLore) + "\n\nYou are " + who.name + ", " + who.persona + "."},
       {"user", player_line},
   };
   r.sampling = sampling;
@@ -108,9 +107,7 @@ struct Npc {
   bool done = false;
 };
 
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 }  // namespace
 
@@ -119,8 +116,7 @@ int main(int argc, char** argv) {
   try {
     ember::Engine engine = ember::Engine::open(options.model, options.engine);
     std::printf("ember-npc: %s loaded in %.0f ms; world lore %zu tokens, shared by %d characters\n",
-                engine.info().name.c_str(), engine.load_ms(),
-                engine.tokenize(npc::kWorldLore).size(), kCharacterCount);
+                engine.info().name.c_str(), engine.load_ms(), engine.tokenize(npc::kWorldLore).size(), kCharacterCount);
     std::printf("player: %s\n\n", options.player.c_str());
 
     // The player speaks: every character's reply is queued at once; nothing runs yet.
@@ -128,8 +124,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < kCharacterCount; ++i) {
       std::string* sink = &npcs[static_cast<std::size_t>(i)].reply;
       npcs[static_cast<std::size_t>(i)].handle = engine.submit(
-          character_request(kCharacters[i], options.player, options.sampling, i),
-          [sink](const ember::Chunk& chunk) {
+          character_request(kCharacters[i], options.player, options.sampling, i), [sink](const ember::Chunk& chunk) {
             sink->append(chunk.text);  // runs on this thread, inside engine.step()
             return true;
           });
@@ -158,12 +153,12 @@ int main(int argc, char** argv) {
       window_tokens += step.tokens;
       const ember::EngineStats s = engine.stats();
       if (options.quiet_frames == 0) {
-        std::printf("frame %5d  engine %6.2f ms  tokens %4d  active %d  done %d/%d\n", frame,
-                    step_ms, step.tokens, s.running + s.queued, finished, kCharacterCount);
+        std::printf("frame %5d  engine %6.2f ms  tokens %4d  active %d  done %d/%d\n", frame, step_ms, step.tokens,
+                    s.running + s.queued, finished, kCharacterCount);
       } else if (frame % options.quiet_frames == 0) {
         std::printf("frames %5d-%-5d  worst engine %6.2f ms  tokens %5d  active %d  done %d/%d\n",
-                    frame - options.quiet_frames + 1, frame, window_worst_ms, window_tokens,
-                    s.running + s.queued, finished, kCharacterCount);
+                    frame - options.quiet_frames + 1, frame, window_worst_ms, window_tokens, s.running + s.queued,
+                    finished, kCharacterCount);
         window_tokens = 0;
         window_worst_ms = 0;
       }
@@ -181,15 +176,15 @@ int main(int argc, char** argv) {
       const ember::Completion& c = npc.completion;
       std::printf("%s: %s\n", kCharacters[i].name, npc.reply.c_str());
       std::printf("    [%s] ttft %.1f ms | %d tokens | prompt %d, %d from the prefix cache\n",
-                  npc.done ? ember::to_string(c.finish_reason) : "unfinished",
-                  c.timings.time_to_first_token_ms, c.generated_tokens, c.prompt_tokens,
-                  c.cached_prompt_tokens);
+                  npc.done ? ember::to_string(c.finish_reason) : "unfinished", c.timings.time_to_first_token_ms,
+                  c.generated_tokens, c.prompt_tokens, c.cached_prompt_tokens);
     }
     const ember::EngineStats s = engine.stats();
     const double reuse = s.prompt_tokens > 0 ? double(s.prompt_tokens_reused) / s.prompt_tokens : 0;
-    std::printf("\n%d/%d replies in %.0f ms over %d frames (budget %.1f ms, engine step p99 %.2f ms, "
-                "worst %.2f ms)\n",
-                finished, kCharacterCount, total_ms, frame, options.frame_ms, p99_ms, worst_frame_ms);
+    std::printf(
+        "\n%d/%d replies in %.0f ms over %d frames (budget %.1f ms, engine step p99 %.2f ms, "
+        "worst %.2f ms)\n",
+        finished, kCharacterCount, total_ms, frame, options.frame_ms, p99_ms, worst_frame_ms);
     std::printf("prefix cache: %llu of %llu prompt tokens reused (%.1f%%); %llu tokens generated\n",
                 static_cast<unsigned long long>(s.prompt_tokens_reused),
                 static_cast<unsigned long long>(s.prompt_tokens), 100.0 * reuse,

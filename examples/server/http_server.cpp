@@ -11,8 +11,8 @@
 
 #include <array>
 #include <cctype>
-#include <cstdio>
 #include <csignal>
+#include <cstdio>
 #include <deque>
 #include <optional>
 
@@ -78,8 +78,7 @@ std::string HttpRequest::header(const std::string& name) const {
 
 std::string http_error_json(const std::string& message, const std::string& type, const std::string& code) {
   return "{\"error\":{\"message\":\"" + json_escape(message) + "\",\"type\":\"" + json_escape(type) +
-         "\",\"param\":null,\"code\":" + (code.empty() ? std::string("null") : "\"" + json_escape(code) + "\"") +
-         "}}";
+         "\",\"param\":null,\"code\":" + (code.empty() ? std::string("null") : "\"" + json_escape(code) + "\"") + "}}";
 }
 
 struct HttpServer::Impl {
@@ -208,9 +207,9 @@ class Session : public std::enable_shared_from_this<Session> {
     } else if (ec == http::error::header_limit) {
       ++c.heads_too_large;
       r.status = 431;
-      r.body = http_error_json("the request head is larger than " + std::to_string(limits().max_header_bytes) +
-                                   " bytes",
-                               "invalid_request_error", "request_header_too_large");
+      r.body =
+          http_error_json("the request head is larger than " + std::to_string(limits().max_header_bytes) + " bytes",
+                          "invalid_request_error", "request_header_too_large");
     } else {
       ++c.bad_requests;
       r.status = 400;
@@ -230,7 +229,8 @@ class Session : public std::enable_shared_from_this<Session> {
     const std::string target(message.target());
     req.path = target.substr(0, target.find('?'));
     req.body = std::move(message.body());
-    for (const auto& field : message) req.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    for (const auto& field : message)
+      req.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
     req.received = Clock::now();
     keep_alive_ = message.keep_alive();
     stream_.expires_never();
@@ -272,19 +272,19 @@ class Session : public std::enable_shared_from_this<Session> {
   // next request, kept in buffer_ for the next parse (and the watch ends there).
   void start_watch() {
     watching_ = true;
-    stream_.socket().async_read_some(
-        buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-          self->watching_ = false;
-          if (!ec) {
-            self->buffer_.commit(n);
-          } else if (ec != asio::error::operation_aborted) {
-            return self->client_gone();
-          }
-          if (self->want_next_) {
-            self->want_next_ = false;
-            self->read_request();
-          }
-        });
+    stream_.socket().async_read_some(buffer_.prepare(4096),
+                                     [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                                       self->watching_ = false;
+                                       if (!ec) {
+                                         self->buffer_.commit(n);
+                                       } else if (ec != asio::error::operation_aborted) {
+                                         return self->client_gone();
+                                       }
+                                       if (self->want_next_) {
+                                         self->want_next_ = false;
+                                         self->read_request();
+                                       }
+                                     });
   }
 
   void client_gone() {
@@ -397,7 +397,8 @@ class SessionExchange final : public Exchange {
   }
   bool gone() const override { return session_->gone(); }
   void on_gone(std::function<void()> f) override {
-    asio::post(session_->executor(), [s = session_, f = std::move(f)]() mutable { s->add_gone_callback(std::move(f)); });
+    asio::post(session_->executor(),
+               [s = session_, f = std::move(f)]() mutable { s->add_gone_callback(std::move(f)); });
   }
 
  private:

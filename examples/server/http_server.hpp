@@ -29,19 +29,19 @@ namespace server {
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
 struct HttpLimits {
-  std::size_t max_body_bytes = 1u << 20;       // larger bodies: 413
-  std::size_t max_header_bytes = 16u << 10;    // request line + headers; larger: 431
+  std::size_t max_body_bytes = 1u << 20;            // larger bodies: 413
+  std::size_t max_header_bytes = 16u << 10;         // request line + headers; larger: 431
   std::chrono::milliseconds header_timeout{10000};  // from the first byte wait to the end of the head
   std::chrono::milliseconds body_timeout{30000};    // from the end of the head to the end of the body
   std::chrono::milliseconds write_timeout{30000};   // one write (a response, a stream chunk)
-  int max_connections = 4096;                  // open connections at most; beyond: 503
-  int workers = 4;                             // threads for handlers that may block
+  int max_connections = 4096;                       // open connections at most; beyond: 503
+  int workers = 4;                                  // threads for handlers that may block
 };
 
 struct HttpRequest {
   std::string method, path, body;  // path without the query
   Headers headers;
-  std::chrono::steady_clock::time_point received;  // when the whole request was read
+  std::chrono::steady_clock::time_point received;     // when the whole request was read
   std::string header(const std::string& name) const;  // case-insensitive; "" when absent
 };
 
@@ -77,9 +77,8 @@ struct Route {
 };
 
 struct HttpCounters {  // for /metrics
-  std::atomic<std::uint64_t> connections_open{0}, connections_total{0}, rejected_connection_cap{0},
-      header_timeouts{0}, body_timeouts{0}, bodies_too_large{0}, heads_too_large{0},
-      bad_requests{0}, clients_gone{0};
+  std::atomic<std::uint64_t> connections_open{0}, connections_total{0}, rejected_connection_cap{0}, header_timeouts{0},
+      body_timeouts{0}, bodies_too_large{0}, heads_too_large{0}, bad_requests{0}, clients_gone{0};
 };
 
 class HttpServer {

@@ -65,17 +65,21 @@ Options parse_flags(int argc, char** argv) {
               "request bodies at most, in bytes, Content-Length or chunked; larger: 413")
       .option("--max-connections", "N", o.http.max_connections,
               "open connections at most; beyond: 503 with Retry-After")
-      .option("--header-timeout-ms", "MS", "a request head (or the next one on a kept-alive "
+      .option("--header-timeout-ms", "MS",
+              "a request head (or the next one on a kept-alive "
               "connection) not complete within MS ms closes the connection",
-              std::to_string(o.http.header_timeout.count()), [&o](const std::string& v) {
-                o.http.header_timeout = std::chrono::milliseconds(
-                    ember_examples::CommandLine::parse<int>("--header-timeout-ms", v));
+              std::to_string(o.http.header_timeout.count()),
+              [&o](const std::string& v) {
+                o.http.header_timeout =
+                    std::chrono::milliseconds(ember_examples::CommandLine::parse<int>("--header-timeout-ms", v));
               })
-      .option("--body-timeout-ms", "MS", "a request body not complete within MS ms after its head "
+      .option("--body-timeout-ms", "MS",
+              "a request body not complete within MS ms after its head "
               "closes the connection",
-              std::to_string(o.http.body_timeout.count()), [&o](const std::string& v) {
-                o.http.body_timeout = std::chrono::milliseconds(
-                    ember_examples::CommandLine::parse<int>("--body-timeout-ms", v));
+              std::to_string(o.http.body_timeout.count()),
+              [&o](const std::string& v) {
+                o.http.body_timeout =
+                    std::chrono::milliseconds(ember_examples::CommandLine::parse<int>("--body-timeout-ms", v));
               })
       .option("--max-prompt-tokens", "N", engine.max_prompt_tokens,
               "prompt tokens at most; longer prompts: 400 context_length_exceeded; 0 = only the "
@@ -91,8 +95,8 @@ Options parse_flags(int argc, char** argv) {
               "ms, or once --batch-min are queued; a larger window trades the first token's "
               "latency for fuller batches",
               std::to_string(engine.batch_max_wait.count()), [&engine](const std::string& v) {
-                engine.batch_max_wait = std::chrono::milliseconds(
-                    ember_examples::CommandLine::parse<int>("--batch-wait-ms", v));
+                engine.batch_max_wait =
+                    std::chrono::milliseconds(ember_examples::CommandLine::parse<int>("--batch-wait-ms", v));
               });
   engine_flags.declare(cli);
   cli.parse(argc, argv);

@@ -6,8 +6,7 @@ namespace server {
 namespace {
 
 const char* known_path(const std::string& path) {
-  for (const char* p : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
-                        "/metrics"})
+  for (const char* p : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics"})
     if (path == p) return p;
   return "other";
 }
@@ -43,7 +42,8 @@ void Metrics::record_completion(const ember::Completion& c) {
   if (c.generated_tokens > 1) tpot_.add(c.timings.time_per_output_token_ms / 1000.0);
 }
 
-template <std::size_t N> void Metrics::Histogram<N>::add(double seconds) {
+template <std::size_t N>
+void Metrics::Histogram<N>::add(double seconds) {
   ++count;
   sum += seconds;
   for (std::size_t b = 0; b < N; ++b)
@@ -75,8 +75,7 @@ std::string Metrics::render(const ember::EngineStats& engine) const {
   header(out, "ember_http_requests_total", "counter", "HTTP requests by endpoint and status.");
   for (const auto& [key, count] : http_)
     line(out, "ember_http_requests_total",
-         "endpoint=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"",
-         double(count));
+         "endpoint=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"", double(count));
   header(out, "ember_completions_total", "counter", "Finished completions by finish reason.");
   for (const auto& [reason, count] : finish_reasons_)
     line(out, "ember_completions_total", "finish_reason=\"" + reason + "\"", double(count));

@@ -25,7 +25,8 @@ class Metrics {
 
  private:
   // A Prometheus histogram: counts per upper bound (not cumulative), their sum and count.
-  template <std::size_t N> struct Histogram {
+  template <std::size_t N>
+  struct Histogram {
     std::array<double, N> bounds;  // seconds
     std::array<std::uint64_t, N> counts{};
     std::uint64_t count = 0;

@@ -25,12 +25,10 @@ const json* field(const json& body, const char* name) {
 bool read_number(const json& body, const char* name, double lo, double hi, float& out) {
   const json* v = field(body, name);
   if (!v) return false;
-  if (!v->is_number())
-    throw bad_field(name, std::string("'") + name + "' must be a number");
+  if (!v->is_number()) throw bad_field(name, std::string("'") + name + "' must be a number");
   const double d = v->get<double>();
   if (!(d >= lo && d <= hi))  // also rejects NaN
-    throw bad_field(name, std::string("'") + name + "' must be between " + json(lo).dump() +
-                              " and " + json(hi).dump());
+    throw bad_field(name, std::string("'") + name + "' must be between " + json(lo).dump() + " and " + json(hi).dump());
   out = static_cast<float>(d);
   return true;
 }
@@ -38,15 +36,13 @@ bool read_number(const json& body, const char* name, double lo, double hi, float
 bool read_int(const json& body, const char* name, std::int64_t lo, std::int64_t hi, int& out) {
   const json* v = field(body, name);
   if (!v) return false;
-  if (!v->is_number_integer())
-    throw bad_field(name, std::string("'") + name + "' must be an integer");
-  const bool in_range = v->is_number_unsigned()
-                            ? v->get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
-                                  (lo <= 0 || v->get<std::uint64_t>() >= std::uint64_t(lo))
-                            : v->get<std::int64_t>() >= lo && v->get<std::int64_t>() <= hi;
+  if (!v->is_number_integer()) throw bad_field(name, std::string("'") + name + "' must be an integer");
+  const bool in_range = v->is_number_unsigned() ? v->get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
+                                                      (lo <= 0 || v->get<std::uint64_t>() >= std::uint64_t(lo))
+                                                : v->get<std::int64_t>() >= lo && v->get<std::int64_t>() <= hi;
   if (!in_range)
-    throw bad_field(name, std::string("'") + name + "' must be between " + std::to_string(lo) +
-                              " and " + std::to_string(hi));
+    throw bad_field(name,
+                    std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
   const std::int64_t i = v->get<std::int64_t>();
   out = static_cast<int>(i);
   return true;
@@ -94,8 +90,7 @@ std::string read_content(const json& message, std::size_t index) {
 std::vector<ember::Message> read_messages(const json& body, ToolFormat format) {
   const json* v = field(body, "messages");
   if (!v) throw bad_field("messages", "'messages' is required");
-  if (!v->is_array() || v->empty())
-    throw bad_field("messages", "'messages' must be a non-empty array");
+  if (!v->is_array() || v->empty()) throw bad_field("messages", "'messages' must be a non-empty array");
   std::vector<ember::Message> messages;
   bool previous_was_result = false;
   for (std::size_t i = 0; i < v->size(); ++i) {
@@ -103,11 +98,10 @@ std::vector<ember::Message> read_messages(const json& body, ToolFormat format) {
     const std::string param = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) throw bad_field(param, "'" + param + "' must be an object");
     const json* role = field(m, "role");
-    if (!role || !role->is_string())
-      throw bad_field(param + ".role", "'" + param + ".role' must be a string");
+    if (!role || !role->is_string()) throw bad_field(param + ".role", "'" + param + ".role' must be a string");
     std::string r = role->get<std::string>();
     if (r == "developer") r = "system";  // OpenAI's newer name for the system role
-    if (r == "tool") {  // a function's result, as the chat family renders one
+    if (r == "tool") {                   // a function's result, as the chat family renders one
       const json* id = field(m, "tool_call_id");
       add_tool_result(format, id && id->is_string() ? id->get<std::string>() : std::string(), read_content(m, i),
                       messages, previous_was_result);
@@ -149,44 +143,84 @@ void read_sampling(const json& body, Endpoint endpoint, ember::SamplingParams& s
   if (field(body, "top_p") && s.top_p == 0.0f) throw bad_field("top_p", "'top_p' must be > 0");
   read_number(body, "presence_penalty", -2.0, 2.0, s.presence_penalty);
   read_number(body, "frequency_penalty", -2.0, 2.0, s.frequency_penalty);
-  read_number(body, "min_p", 0.0, 1.0, s.min_p);        // extension, as in llama.cpp's server
-  read_int(body, "top_k", 0, 1 << 20, s.top_k);         // extension
-  read_bool(body, "ignore_eos", s.ignore_eos);          // extension
-  read_int(body, "speculative_tokens", 0, 16, s.speculative_tokens);  // extension: draftless speculation
+  read_number(body, "min_p", 0.0, 1.0, s.min_p);                        // extension, as in llama.cpp's server
+  read_int(body, "top_k", 0, 1 << 20, s.top_k);                         // extension
+  read_bool(body, "ignore_eos", s.ignore_eos);                          // extension
+  read_int(body, "speculative_tokens", 0, 16, s.speculative_tokens);    // extension: draftless speculation
   read_int(body, "reasoning_budget", -1, 1 << 20, s.reasoning_budget);  // extension: thinking models
   // vLLM's and llama-server's way to turn a thinking model's thinking off.
   if (const json* kwargs = field(body, "chat_template_kwargs")) {
     if (!kwargs->is_object()) throw bad_field("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     for (const auto& [key, value] : kwargs->items()) {
       if (key != "enable_thinking" || !value.is_boolean())
-        throw bad_field("chat_template_kwargs." + key, "ember-server takes only chat_template_kwargs.enable_thinking (a boolean)");
+        throw bad_field("chat_template_kwargs." + key,
+                        "ember-server takes only chat_template_kwargs.enable_thinking (a boolean)");
       if (!value.get<bool>()) s.reasoning_budget = 0;
     }
   }
   read_bool(body, "close_at_limit", s.close_at_limit);  // extension: close a structured output cut by max_tokens
   if (const json* seed = field(body, "seed")) {
     if (!seed->is_number_integer()) throw bad_field("seed", "'seed' must be an integer");
-    s.seed = seed->is_number_unsigned() ? seed->get<std::uint64_t>()
-                                        : static_cast<std::uint64_t>(seed->get<std::int64_t>());
+    s.seed =
+        seed->is_number_unsigned() ? seed->get<std::uint64_t>() : static_cast<std::uint64_t>(seed->get<std::int64_t>());
   }
   s.stop = read_stop(body);
   int n = 1;
-  if (read_int(body, "n", 1, 1 << 20, n) && n != 1)
-    throw bad_field("n", "'n' must be 1: one choice per request");
+  if (read_int(body, "n", 1, 1 << 20, n) && n != 1) throw bad_field("n", "'n' must be 1: one choice per request");
 }
 
 const std::set<std::string>& known_fields(Endpoint endpoint) {
-  static const std::set<std::string> chat = {
-      "model", "user", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
-      "presence_penalty", "frequency_penalty", "min_p", "top_k", "ignore_eos", "seed", "stop", "n",
-      "stream", "stream_options", "logit_bias", "logprobs", "top_logprobs", "response_format",
-      "speculative_tokens", "close_at_limit", "tools", "tool_choice", "parallel_tool_calls", "reasoning_budget",
-      "chat_template_kwargs"};
-  static const std::set<std::string> completions = {
-      "model", "user", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p",
-      "presence_penalty", "frequency_penalty", "min_p", "top_k", "ignore_eos", "seed", "stop", "n",
-      "stream", "stream_options", "logit_bias", "logprobs", "response_format", "speculative_tokens",
-      "close_at_limit", "reasoning_budget"};
+  static const std::set<std::string> chat = {"model",
+                                             "user",
+                                             "messages",
+                                             "max_tokens",
+                                             "max_completion_tokens",
+                                             "temperature",
+                                             "top_p",
+                                             "presence_penalty",
+                                             "frequency_penalty",
+                                             "min_p",
+                                             "top_k",
+                                             "ignore_eos",
+                                             "seed",
+                                             "stop",
+                                             "n",
+                                             "stream",
+                                             "stream_options",
+                                             "logit_bias",
+                                             "logprobs",
+                                             "top_logprobs",
+                                             "response_format",
+                                             "speculative_tokens",
+                                             "close_at_limit",
+                                             "tools",
+                                             "tool_choice",
+                                             "parallel_tool_calls",
+                                             "reasoning_budget",
+                                             "chat_template_kwargs"};
+  static const std::set<std::string> completions = {"model",
+                                                    "user",
+                                                    "prompt",
+                                                    "max_tokens",
+                                                    "max_completion_tokens",
+                                                    "temperature",
+                                                    "top_p",
+                                                    "presence_penalty",
+                                                    "frequency_penalty",
+                                                    "min_p",
+                                                    "top_k",
+                                                    "ignore_eos",
+                                                    "seed",
+                                                    "stop",
+                                                    "n",
+                                                    "stream",
+                                                    "stream_options",
+                                                    "logit_bias",
+                                                    "logprobs",
+                                                    "response_format",
+                                                    "speculative_tokens",
+                                                    "close_at_limit",
+                                                    "reasoning_budget"};
   return endpoint == Endpoint::chat_completions ? chat : completions;
 }
 
@@ -280,23 +314,30 @@ ToolSpec read_tools(const json& body, const ordered& in_order, ToolFormat format
       throw bad_field(param + ".function.name", "'" + param + ".function.name' must be a non-empty string");
     const json* params = field(*fn, "parameters");
     if (params && !params->is_object())
-      throw bad_field(param + ".function.parameters", "'" + param + ".function.parameters' must be a JSON Schema object");
+      throw bad_field(param + ".function.parameters",
+                      "'" + param + ".function.parameters' must be a JSON Schema object");
     spec.names.push_back(name->get<std::string>());
-    const std::string arguments = params ? in_order["tools"][i]["function"]["parameters"].dump() : R"({"type": "object"})";
+    const std::string arguments =
+        params ? in_order["tools"][i]["function"]["parameters"].dump() : R"({"type": "object"})";
     schemas.push_back(call_schema(format, name->get<std::string>(), arguments));
   }
   spec.choice = ToolSpec::Choice::auto_;
   if (choice) {
     if (choice->is_string()) {
       const std::string c = choice->get<std::string>();
-      if (c == "none") spec.choice = ToolSpec::Choice::none;
-      else if (c == "required") spec.choice = ToolSpec::Choice::required;
-      else if (c != "auto") throw bad_field("tool_choice", "'tool_choice' must be none, auto, required or a function");
+      if (c == "none")
+        spec.choice = ToolSpec::Choice::none;
+      else if (c == "required")
+        spec.choice = ToolSpec::Choice::required;
+      else if (c != "auto")
+        throw bad_field("tool_choice", "'tool_choice' must be none, auto, required or a function");
     } else {
       const json* fn = choice->is_object() ? field(*choice, "function") : nullptr;
       const json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
       if (!name || !name->is_string())
-        throw bad_field("tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        throw bad_field(
+            "tool_choice",
+            "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
       spec.named = name->get<std::string>();
       const auto it = std::find(spec.names.begin(), spec.names.end(), spec.named);
       if (it == spec.names.end()) throw bad_field("tool_choice", "'tool_choice' names a function not in 'tools'");
@@ -308,7 +349,8 @@ ToolSpec read_tools(const json& body, const ordered& in_order, ToolFormat format
   ember::SamplingParams& s = out.request.sampling;
   const bool forced = spec.choice != ToolSpec::Choice::auto_;
   if (forced && !s.json_schema.empty())
-    throw bad_field("response_format", "'response_format' cannot be combined with tool_choice required or a named function");
+    throw bad_field("response_format",
+                    "'response_format' cannot be combined with tool_choice required or a named function");
   // auto with a response_format: the reply follows the format; a call in it is still read.
   if (s.json_schema.empty()) {
     std::string any_of;
@@ -411,8 +453,10 @@ static int json_depth(const std::string& text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -424,12 +468,11 @@ static int json_depth(const std::string& text) {
   return deepest;
 }
 
-ParsedRequest parse_request(Endpoint endpoint, const std::string& body_text,
-                            std::uint64_t default_seed, ToolFormat tool_format) {
+ParsedRequest parse_request(Endpoint endpoint, const std::string& body_text, std::uint64_t default_seed,
+                            ToolFormat tool_format) {
   if (json_depth(body_text) > kMaxJsonDepth) {
     ApiError e;
-    e.message = "the request body nests arrays and objects more than " + std::to_string(kMaxJsonDepth) +
-                " levels deep";
+    e.message = "the request body nests arrays and objects more than " + std::to_string(kMaxJsonDepth) + " levels deep";
     e.code = "invalid_json";
     throw e;
   }
@@ -442,8 +485,7 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body_text,
   }
   if (!body.is_object()) throw bad_field("", "the request body must be a JSON object");
   for (const auto& [key, value] : body.items())
-    if (!known_fields(endpoint).count(key))
-      throw bad_field(key, "'" + key + "' is not supported by ember-server");
+    if (!known_fields(endpoint).count(key)) throw bad_field(key, "'" + key + "' is not supported by ember-server");
 
   ParsedRequest out;
   out.request.sampling.seed = default_seed;
@@ -463,8 +505,7 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body_text,
   }
   read_bool(body, "stream", out.stream);
   if (const json* options = field(body, "stream_options")) {
-    if (!options->is_object())
-      throw bad_field("stream_options", "'stream_options' must be an object");
+    if (!options->is_object()) throw bad_field("stream_options", "'stream_options' must be an object");
     for (const auto& [key, value] : options->items())
       if (key != "include_usage")
         throw bad_field("stream_options." + key, "'stream_options." + key + "' is not supported by ember-server");
@@ -519,10 +560,11 @@ json envelope(const ResponseContext& ctx, bool chunk) {
 
 json response_body(const ResponseContext& ctx, const ember::Completion& c) {
   json body = envelope(ctx, false);
-  json choice = {{"index", 0},
-                 {"logprobs", logprobs_json(ctx, c.tokens.data(), c.logprobs.empty() ? nullptr : c.logprobs.data(),
-                                            c.top_logprobs.empty() ? nullptr : c.top_logprobs.data(), c.tokens.size(), 0)},
-                 {"finish_reason", finish_reason_name(c.finish_reason)}};
+  json choice = {
+      {"index", 0},
+      {"logprobs", logprobs_json(ctx, c.tokens.data(), c.logprobs.empty() ? nullptr : c.logprobs.data(),
+                                 c.top_logprobs.empty() ? nullptr : c.top_logprobs.data(), c.tokens.size(), 0)},
+      {"finish_reason", finish_reason_name(c.finish_reason)}};
   std::vector<ToolCall> calls;
   std::string content;
   if (ctx.endpoint == Endpoint::chat_completions && parse_tool_calls(ctx.tools, c.text, calls, content)) {
@@ -544,12 +586,11 @@ json response_body(const ResponseContext& ctx, const ember::Completion& c) {
   return body;
 }
 
-json stream_chunk(const ResponseContext& ctx, const std::string& text,
-                  const ember::Completion* finish) {
+json stream_chunk(const ResponseContext& ctx, const std::string& text, const ember::Completion* finish) {
   json body = envelope(ctx, true);
-  json choice = {{"index", 0}, {"logprobs", nullptr},
-                 {"finish_reason", finish ? json(finish_reason_name(finish->finish_reason))
-                                          : json(nullptr)}};
+  json choice = {{"index", 0},
+                 {"logprobs", nullptr},
+                 {"finish_reason", finish ? json(finish_reason_name(finish->finish_reason)) : json(nullptr)}};
   if (ctx.endpoint == Endpoint::chat_completions)
     choice["delta"] = finish && text.empty() ? json::object() : json{{"content", text}};
   else
@@ -575,9 +616,7 @@ json stream_usage_chunk(const ResponseContext& ctx, const ember::Completion& c) 
   return body;
 }
 
-std::string dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 std::string sse_event(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
@@ -601,7 +640,9 @@ std::size_t partial_marker(const std::string& s, const std::string& marker) {
 // may still become it, -1 when it cannot.
 int match_call_head(const std::string& s, std::string& name, std::size_t& args_start) {
   std::size_t i = 0;
-  const auto skip = [&] { while (i < s.size() && json_space(s[i])) ++i; };
+  const auto skip = [&] {
+    while (i < s.size() && json_space(s[i])) ++i;
+  };
   // 1 when one of `words` comes next, 0 when the text ends inside one, -1 otherwise.
   const auto lit = [&](std::initializer_list<std::string_view> words) -> int {
     skip();
@@ -619,7 +660,8 @@ int match_call_head(const std::string& s, std::string& name, std::size_t& args_s
     return r;
   };
   int r;
-  if ((r = lit({"{"})) != 1 || (r = lit({"\"name\""})) != 1 || (r = lit({":"})) != 1 || (r = lit({"\""})) != 1) return r;
+  if ((r = lit({"{"})) != 1 || (r = lit({"\"name\""})) != 1 || (r = lit({":"})) != 1 || (r = lit({"\""})) != 1)
+    return r;
   std::string n;
   while (true) {  // function names are plain text (no escapes in the names ember accepts)
     if (i >= s.size()) return 0;
@@ -690,7 +732,9 @@ std::vector<json> StreamMapper::flush_call(bool final) {
     }
     if (r == 0) return out;
     json chunk = stream_chunk(ctx_, "", nullptr);
-    chunk["choices"][0]["delta"] = {{"tool_calls", json::array({{{"index", 0}, {"id", call_id(ctx_, 0)}, {"type", "function"},
+    chunk["choices"][0]["delta"] = {{"tool_calls", json::array({{{"index", 0},
+                                                                 {"id", call_id(ctx_, 0)},
+                                                                 {"type", "function"},
                                                                  {"function", {{"name", name}, {"arguments", ""}}}}})}};
     out.push_back(chunk);
     header_sent_ = true;
@@ -715,8 +759,9 @@ std::vector<json> StreamMapper::flush_call(bool final) {
   }
   if (end > args_sent_) {
     json chunk = stream_chunk(ctx_, "", nullptr);
-    chunk["choices"][0]["delta"] = {{"tool_calls", json::array({{{"index", 0},
-                                                                 {"function", {{"arguments", buffer_.substr(args_sent_, end - args_sent_)}}}}})}};
+    chunk["choices"][0]["delta"] = {
+        {"tool_calls",
+         json::array({{{"index", 0}, {"function", {{"arguments", buffer_.substr(args_sent_, end - args_sent_)}}}}})}};
     out.push_back(chunk);
     args_sent_ = end;
   }
@@ -735,9 +780,9 @@ std::vector<json> StreamMapper::on_chunk(const ember::Chunk& chunk) {
     }
     return out;
   }
-  json lp = chunk.token_count > 0
-                ? logprobs_json(ctx_, chunk.tokens, chunk.logprobs, chunk.top_logprobs, chunk.token_count, logprob_offset_)
-                : json(nullptr);
+  json lp = chunk.token_count > 0 ? logprobs_json(ctx_, chunk.tokens, chunk.logprobs, chunk.top_logprobs,
+                                                  chunk.token_count, logprob_offset_)
+                                  : json(nullptr);
   for (std::size_t i = 0; ctx_.token_text && i < chunk.token_count && chunk.logprobs; ++i)
     logprob_offset_ += ctx_.token_text(chunk.tokens[i]).size();
   if (ctx_.endpoint == Endpoint::chat_completions && ctx_.tools.active() && mode_ != Mode::plain) {

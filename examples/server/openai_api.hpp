@@ -61,10 +61,10 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body, std::uin
 // What a response needs besides the completion.
 struct ResponseContext {
   Endpoint endpoint = Endpoint::completions;
-  std::string id;     // "cmpl-..." or "chatcmpl-..."
-  std::string model;  // the served model's name
+  std::string id;            // "cmpl-..." or "chatcmpl-..."
+  std::string model;         // the served model's name
   std::int64_t created = 0;  // Unix seconds
-  ToolSpec tools;     // the request's tools: a reply that is a call becomes `tool_calls`
+  ToolSpec tools;            // the request's tools: a reply that is a call becomes `tool_calls`
   // The text of one token (logprobs); empty: logprobs are not reported.
   std::function<std::string(std::int32_t)> token_text;
   bool logprobs = false;  // the request asked for logprobs
@@ -75,8 +75,7 @@ nlohmann::json usage_json(const ember::Completion& c);
 nlohmann::json response_body(const ResponseContext& ctx, const ember::Completion& c);
 
 // One streamed chunk object. `finish` null: a text delta; otherwise the last choice chunk.
-nlohmann::json stream_chunk(const ResponseContext& ctx, const std::string& text,
-                            const ember::Completion* finish);
+nlohmann::json stream_chunk(const ResponseContext& ctx, const std::string& text, const ember::Completion* finish);
 // The chat stream's first chunk: the assistant role with empty content.
 nlohmann::json stream_role_chunk(const ResponseContext& ctx);
 
@@ -97,8 +96,8 @@ class StreamMapper {
   // undecided: a bare format before the first character; scanning: a marked format's text,
   // watched for the opener; plain: text only from here; call: inside a call; done: after it.
   enum class Mode { undecided, scanning, plain, call, done } mode_ = Mode::undecided;
-  std::string buffer_;        // text not yet sent (held back, or a call being parsed)
-  std::size_t args_sent_ = 0; // bytes of the arguments already sent (call)
+  std::string buffer_;                          // text not yet sent (held back, or a call being parsed)
+  std::size_t args_sent_ = 0;                   // bytes of the arguments already sent (call)
   std::size_t args_start_ = std::string::npos;  // where the arguments begin in buffer_
   bool header_sent_ = false;
   std::size_t logprob_offset_ = 0;  // text offset of the next token (completions logprobs)

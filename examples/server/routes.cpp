@@ -16,14 +16,10 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 HttpResponse json_response(int status, const json& body) {
   HttpResponse r;
@@ -62,8 +58,8 @@ HttpResponse generation_failed(const ember::Completion& c) {
 // What the engine's callbacks (on its stepping thread) share with the handler that submitted.
 struct Pending {
   std::mutex mutex;
-  bool submitted = false;        // the handle is set; stream events may go out
-  std::string held;              // stream events produced before that
+  bool submitted = false;  // the handle is set; stream events may go out
+  std::string held;        // stream events produced before that
 };
 
 void submit_whole(ServerState& state, const ParsedRequest& parsed, const ResponseContext& ctx,
@@ -141,9 +137,7 @@ void completion_route(ServerState& state, Endpoint endpoint, const HttpRequest& 
   try {
     const ParsedRequest parsed = parse_request(endpoint, req.body, state.next_seed++, state.tool_format);
     ResponseContext ctx{
-        endpoint,
-        (endpoint == Endpoint::chat_completions ? "chatcmpl-" : "cmpl-") +
-            std::to_string(state.next_id++),
+        endpoint, (endpoint == Endpoint::chat_completions ? "chatcmpl-" : "cmpl-") + std::to_string(state.next_id++),
         state.model_id, unix_now()};
     ctx.tools = parsed.tools;
     ctx.logprobs = parsed.request.sampling.logprobs;
@@ -177,7 +171,8 @@ void apply_template_route(ServerState& state, const HttpRequest& req, const std:
     const auto text_of = [&](const char* key) { return body.contains(key) ? body[key].dump() : std::string(); };
     bool generation_prompt = true;
     if (body.contains("add_generation_prompt")) {
-      if (!body["add_generation_prompt"].is_boolean()) throw bad_field("add_generation_prompt", "'add_generation_prompt' must be a boolean");
+      if (!body["add_generation_prompt"].is_boolean())
+        throw bad_field("add_generation_prompt", "'add_generation_prompt' must be a boolean");
       generation_prompt = body["add_generation_prompt"].get<bool>();
     }
     const std::string prompt = state.engine->apply_chat_template_json(
@@ -200,10 +195,14 @@ std::string front_end_metrics(const HttpCounters& c) {
   add("ember_http_connections_total", "counter", "Accepted HTTP connections.", c.connections_total);
   add("ember_http_connections_rejected_total", "counter",
       "Connections answered 503 because --max-connections were open.", c.rejected_connection_cap);
-  add("ember_http_header_timeouts_total", "counter", "Connections closed because a request head was not "
-      "complete within --header-timeout-ms (idle keep-alive and slowloris).", c.header_timeouts);
-  add("ember_http_body_timeouts_total", "counter", "Connections closed because a body was not complete "
-      "within --body-timeout-ms.", c.body_timeouts);
+  add("ember_http_header_timeouts_total", "counter",
+      "Connections closed because a request head was not "
+      "complete within --header-timeout-ms (idle keep-alive and slowloris).",
+      c.header_timeouts);
+  add("ember_http_body_timeouts_total", "counter",
+      "Connections closed because a body was not complete "
+      "within --body-timeout-ms.",
+      c.body_timeouts);
   add("ember_http_bodies_too_large_total", "counter", "Bodies refused with 413 (Content-Length or chunked).",
       c.bodies_too_large);
   add("ember_http_clients_gone_total", "counter", "Clients that left before their response was written.",
@@ -218,22 +217,23 @@ std::vector<Route> make_routes(ServerState& state) {
   routes.push_back({"POST", "/v1/completions", [&state](const HttpRequest& req, std::shared_ptr<Exchange> ex) {
                       completion_route(state, Endpoint::completions, req, ex);
                     }});
-  routes.push_back({"POST", "/v1/chat/completions",
-                    [&state](const HttpRequest& req, std::shared_ptr<Exchange> ex) {
+  routes.push_back({"POST", "/v1/chat/completions", [&state](const HttpRequest& req, std::shared_ptr<Exchange> ex) {
                       completion_route(state, Endpoint::chat_completions, req, ex);
                     }});
   routes.push_back({"POST", "/apply-template", [&state](const HttpRequest& req, std::shared_ptr<Exchange> ex) {
                       apply_template_route(state, req, ex);
                     }});
-  routes.push_back({"GET", "/v1/models",
-                    [&state](const HttpRequest&, std::shared_ptr<Exchange> ex) {
-                      ex->respond(json_response(200, {{"object", "list"},
-                                                      {"data", json::array({{{"id", state.model_id},
-                                                                             {"object", "model"},
-                                                                             {"created", unix_now()},
-                                                                             {"owned_by", "ember"}}})}}));
-                    },
-                    true});
+  routes.push_back(
+      {"GET", "/v1/models",
+       [&state](const HttpRequest&, std::shared_ptr<Exchange> ex) {
+         ex->respond(json_response(
+             200,
+             {{"object", "list"},
+              {"data",
+               json::array(
+                   {{{"id", state.model_id}, {"object", "model"}, {"created", unix_now()}, {"owned_by", "ember"}}})}}));
+       },
+       true});
   routes.push_back({"GET", "/health",
                     [](const HttpRequest&, std::shared_ptr<Exchange> ex) {
                       ex->respond(json_response(200, {{"status", "ok"}}));

@@ -20,10 +20,10 @@ namespace server {
 struct ServerState {
   ember::Engine* engine = nullptr;  // opened with background_thread: it steps itself
   Metrics metrics;
-  std::string model_id;             // reported by /v1/models and in every response
-  std::atomic<std::uint64_t> next_seed{0};  // seeds of requests that do not give one
-  std::atomic<std::uint64_t> next_id{1};    // response ids: "cmpl-1", "chatcmpl-2", ...
-  const HttpCounters* http = nullptr;       // the front end's counters, for /metrics
+  std::string model_id;                          // reported by /v1/models and in every response
+  std::atomic<std::uint64_t> next_seed{0};       // seeds of requests that do not give one
+  std::atomic<std::uint64_t> next_id{1};         // response ids: "cmpl-1", "chatcmpl-2", ...
+  const HttpCounters* http = nullptr;            // the front end's counters, for /metrics
   ToolFormat tool_format = ToolFormat::generic;  // the chat family's tool-call format
 };
 

@@ -105,30 +105,40 @@ void add_tool_prompt(const ToolSpec& spec, const json& tools, std::vector<ember:
   const ToolMarkers& m = markers(spec.format);
   const std::string shape = "{\"name\": <function-name>, \"" + std::string(m.arguments_key) + "\": <args-json-object>}";
   std::string when;  // what the reply must be, by tool_choice
-  if (spec.choice == ToolSpec::Choice::named) when = "Call the function " + spec.named + ".";
-  else if (spec.choice == ToolSpec::Choice::required) when = "Call one of the functions.";
-  else when = "Call a function only when it helps; otherwise answer in plain text.";
+  if (spec.choice == ToolSpec::Choice::named)
+    when = "Call the function " + spec.named + ".";
+  else if (spec.choice == ToolSpec::Choice::required)
+    when = "Call one of the functions.";
+  else
+    when = "Call a function only when it helps; otherwise answer in plain text.";
   std::string text;
   bool in_system = true;
   switch (spec.format) {
     case ToolFormat::hermes:  // Qwen2.5's template, word for word, then the choice
-      text = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
-             "function signatures within <tools></tools> XML tags:\n<tools>";
+      text =
+          "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
+          "function signatures within <tools></tools> XML tags:\n<tools>";
       for (const json& t : tools) text += "\n" + compact(t);
-      text += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
-              "<tool_call></tool_call> XML tags:\n<tool_call>\n" + shape + "\n</tool_call>\n" + when;
+      text +=
+          "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+          "<tool_call></tool_call> XML tags:\n<tool_call>\n" +
+          shape + "\n</tool_call>\n" + when;
       break;
     case ToolFormat::llama3:  // Llama 3.1's template (tools in the first user message)
-      text = "Given the following functions, please respond with a JSON for a function call with its proper arguments "
-             "that best answers the given prompt.\n\nRespond in the format {\"name\": function name, \"parameters\": "
-             "dictionary of argument name and its value}.Do not use variables. " + when + "\n\n";
+      text =
+          "Given the following functions, please respond with a JSON for a function call with its proper arguments "
+          "that best answers the given prompt.\n\nRespond in the format {\"name\": function name, \"parameters\": "
+          "dictionary of argument name and its value}.Do not use variables. " +
+          when + "\n\n";
       for (const json& t : tools) text += t.dump(4) + "\n\n";
       in_system = false;
       break;
     case ToolFormat::gemma:  // Google's Gemma 3 function-calling prompt, its JSON variant
-      text = "You have access to functions. If you decide to invoke any of the function(s), you MUST put it in the "
-             "format of\n{\"name\": function name, \"parameters\": dictionary of argument name and its value}\n\nYou "
-             "SHOULD NOT include any other text in the response if you call a function. " + when + "\n";
+      text =
+          "You have access to functions. If you decide to invoke any of the function(s), you MUST put it in the "
+          "format of\n{\"name\": function name, \"parameters\": dictionary of argument name and its value}\n\nYou "
+          "SHOULD NOT include any other text in the response if you call a function. " +
+          when + "\n";
       {
         json list = json::array();
         for (const json& t : tools) list.push_back(t["function"]);
@@ -156,13 +166,18 @@ void add_tool_prompt(const ToolSpec& spec, const json& tools, std::vector<ember:
       break;
   }
   if (in_system) {
-    if (!messages.empty() && messages[0].role == "system") messages[0].content += "\n\n" + text;
-    else messages.insert(messages.begin(), {"system", text});
+    if (!messages.empty() && messages[0].role == "system")
+      messages[0].content += "\n\n" + text;
+    else
+      messages.insert(messages.begin(), {"system", text});
     return;
   }
-  const auto user = std::find_if(messages.begin(), messages.end(), [](const ember::Message& x) { return x.role == "user"; });
-  if (user != messages.end()) user->content = text + user->content;
-  else messages.push_back({"user", text});
+  const auto user =
+      std::find_if(messages.begin(), messages.end(), [](const ember::Message& x) { return x.role == "user"; });
+  if (user != messages.end())
+    user->content = text + user->content;
+  else
+    messages.push_back({"user", text});
 }
 
 std::string render_call(ToolFormat format, const std::string& name, const json& arguments) {
@@ -187,14 +202,16 @@ void add_tool_result(ToolFormat format, const std::string& call_id, const std::s
       break;
     default: text = "Result of the function call" + (call_id.empty() ? "" : " " + call_id) + ":\n" + content;
   }
-  if (previous_was_result && !messages.empty() && messages.back().role == role) messages.back().content += "\n" + text;
-  else messages.push_back({role, text});
+  if (previous_was_result && !messages.empty() && messages.back().role == role)
+    messages.back().content += "\n" + text;
+  else
+    messages.push_back({role, text});
 }
 
 std::string call_schema(ToolFormat format, const std::string& name, const std::string& parameters_schema) {
   return R"({"type": "object", "properties": {"name": {"const": )" + json(name).dump() + R"(}, ")" +
-         markers(format).arguments_key + R"(": )" + parameters_schema +
-         R"(}, "required": ["name", ")" + markers(format).arguments_key + R"("], "additionalProperties": false})";
+         markers(format).arguments_key + R"(": )" + parameters_schema + R"(}, "required": ["name", ")" +
+         markers(format).arguments_key + R"("], "additionalProperties": false})";
 }
 
 std::string tool_grammar(ToolFormat format, const std::string& schema, bool forced) {
@@ -203,8 +220,7 @@ std::string tool_grammar(ToolFormat format, const std::string& schema, bool forc
   const std::string call_rules = ember::json_schema_to_gbnf(schema, "tool-call");
   if (m.open.empty()) {
     // A bare call, or (auto) any reply whose first character past the spaces is not `{`.
-    out = forced ? "root ::= tool-call\n"
-                 : "root ::= [ \\t\\n\\r]* (tool-call | [^{ \\t\\n\\r] .*)?\n";
+    out = forced ? "root ::= tool-call\n" : "root ::= [ \\t\\n\\r]* (tool-call | [^{ \\t\\n\\r] .*)?\n";
   } else {
     const std::string block = "tool-space tool-call tool-space " + literal(m.close);
     out = "tool-space ::= [ \\t\\n]{0,3}\n";
@@ -221,7 +237,8 @@ bool parse_tool_calls(const ToolSpec& tools, const std::string& text, std::vecto
   if (!tools.active()) return false;
   const auto read_call = [&](const std::string& s) {
     const json v = json::parse(trim(s), nullptr, false);
-    if (v.is_discarded() || !v.is_object() || v.size() != 2 || !v.contains("name") || !v["name"].is_string()) return false;
+    if (v.is_discarded() || !v.is_object() || v.size() != 2 || !v.contains("name") || !v["name"].is_string())
+      return false;
     const auto args = v.find("arguments") != v.end() ? v.find("arguments") : v.find("parameters");
     if (args == v.end() || !args->is_object()) return false;
     const std::string name = v["name"].get<std::string>();

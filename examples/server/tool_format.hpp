@@ -48,7 +48,7 @@ struct ToolSpec {
 };
 
 struct ToolMarkers {
-  std::string open, close;  // around a call; empty for the bare formats
+  std::string open, close;    // around a call; empty for the bare formats
   const char* arguments_key;  // the member that holds the arguments in the family's calls
 };
 const ToolMarkers& markers(ToolFormat format);

@@ -131,9 +131,9 @@ typedef enum ember_kv_cache_type {
 
 /* As ember::ContextPolicy: what happens when a chat or a generation outgrows the context. */
 typedef enum ember_context_policy {
-  EMBER_CONTEXT_ERROR = 0,     /* too long a prompt fails; a full window ends the generation */
-  EMBER_CONTEXT_TRUNCATE = 1,  /* a chat drops its oldest turns after the system message */
-  EMBER_CONTEXT_SHIFT = 2      /* truncate, and a full window keeps the start and drops half */
+  EMBER_CONTEXT_ERROR = 0,    /* too long a prompt fails; a full window ends the generation */
+  EMBER_CONTEXT_TRUNCATE = 1, /* a chat drops its oldest turns after the system message */
+  EMBER_CONTEXT_SHIFT = 2     /* truncate, and a full window keeps the start and drops half */
 } ember_context_policy;
 
 typedef enum ember_log_level {
@@ -168,38 +168,38 @@ typedef int (*ember_load_progress_fn)(ember_load_phase phase, float fraction, vo
 
 /* The fields mirror ember::EngineOptions; see ember.hpp for each one's meaning. */
 typedef struct ember_engine_options {
-  size_t struct_size;                /* sizeof(ember_engine_options) */
+  size_t struct_size; /* sizeof(ember_engine_options) */
   ember_precision precision;
-  int32_t threads;                   /* 0 = all hardware threads */
-  int32_t context_length;            /* 0 = the model's, capped at 8192 */
+  int32_t threads;        /* 0 = all hardware threads */
+  int32_t context_length; /* 0 = the model's, capped at 8192 */
   ember_kv_cache_type kv_cache_type;
-  uint64_t kv_cache_bytes;           /* memory for the KV block pool */
-  int32_t kv_block_size;             /* tokens per KV block */
-  int32_t max_batch_tokens;          /* token budget of one engine step */
-  int32_t max_sequences;             /* sequences decoded together in one step */
-  int32_t prefix_cache;              /* nonzero: reuse the KV of prompt prefixes */
-  uint64_t response_cache_bytes;     /* exact cache of whole completions; 0 = off */
-  int32_t background_thread;         /* nonzero: the engine steps itself on its own thread */
-  ember_log_fn log;                  /* NULL = no logging */
+  uint64_t kv_cache_bytes;       /* memory for the KV block pool */
+  int32_t kv_block_size;         /* tokens per KV block */
+  int32_t max_batch_tokens;      /* token budget of one engine step */
+  int32_t max_sequences;         /* sequences decoded together in one step */
+  int32_t prefix_cache;          /* nonzero: reuse the KV of prompt prefixes */
+  uint64_t response_cache_bytes; /* exact cache of whole completions; 0 = off */
+  int32_t background_thread;     /* nonzero: the engine steps itself on its own thread */
+  ember_log_fn log;              /* NULL = no logging */
   void* log_user_data;
-  const char* prefix_store_path;     /* prefix store loaded at open (see below); NULL = none */
-  ember_device_type device_type;     /* where the model runs (default CPU) */
-  int32_t device_index;              /* CUDA device ordinal; 0 for the CPU */
+  const char* prefix_store_path;           /* prefix store loaded at open (see below); NULL = none */
+  ember_device_type device_type;           /* where the model runs (default CPU) */
+  int32_t device_index;                    /* CUDA device ordinal; 0 for the CPU */
   ember_load_progress_fn on_load_progress; /* NULL = none */
   void* load_progress_user_data;
-  const char* weight_cache_dir;      /* INT8: directory of the packed-weight cache; NULL or "" =
+  const char* weight_cache_dir; /* INT8: directory of the packed-weight cache; NULL or "" =
                                         off. Read during ember_engine_open() only. */
-  int32_t max_prompt_tokens;         /* limits; 0 = none of its own (see ember.hpp) */
+  int32_t max_prompt_tokens;    /* limits; 0 = none of its own (see ember.hpp) */
   int32_t max_generated_tokens;
-  int32_t max_requests;              /* in flight at most; beyond: EMBER_ERROR_BUSY */
-  const char* chat_template;         /* a Jinja chat template instead of the file's; NULL or
+  int32_t max_requests;                /* in flight at most; beyond: EMBER_ERROR_BUSY */
+  const char* chat_template;           /* a Jinja chat template instead of the file's; NULL or
                                         "" = the file's own. Read during ember_engine_open(). */
   ember_context_policy context_policy; /* for requests that do not say (default ERROR) */
-  ember_weight_format weight_format; /* INT8 on the CPU (default AUTOMATIC) */
-  int32_t background_low_priority;   /* nonzero, with background_thread: compute at a lower OS
+  ember_weight_format weight_format;   /* INT8 on the CPU (default AUTOMATIC) */
+  int32_t background_low_priority;     /* nonzero, with background_thread: compute at a lower OS
                                         priority (Linux: nice +10) */
-  int32_t batch_min_requests;        /* background_thread's batch window: an idle engine starts */
-  int32_t batch_max_wait_ms;         /* once this many are queued or the first waited this long
+  int32_t batch_min_requests;          /* background_thread's batch window: an idle engine starts */
+  int32_t batch_max_wait_ms;           /* once this many are queued or the first waited this long
                                         (default 1 and 0: at once; see ember.hpp) */
 } ember_engine_options;
 
@@ -218,39 +218,39 @@ static inline ember_engine_options ember_engine_options_default(void) {
 /* An additive bias on one token's logit (ember::LogitBias). */
 typedef struct ember_logit_bias {
   int32_t token;
-  float bias;                        /* finite, or -INFINITY to ban the token */
+  float bias; /* finite, or -INFINITY to ban the token */
 } ember_logit_bias;
 
 /* One alternative of a generated token (ember::TokenLogprob). */
 typedef struct ember_token_logprob {
-  int32_t token;                     /* -1 in the padding of a row with fewer alternatives */
-  float logprob;                     /* -INFINITY in the padding */
+  int32_t token; /* -1 in the padding of a row with fewer alternatives */
+  float logprob; /* -INFINITY in the padding */
 } ember_token_logprob;
 
 /* The fields mirror ember::SamplingParams; see ember.hpp for each one's meaning. Values are
  * checked when a request is made (EMBER_ERROR_INVALID_ARGUMENT, e.g. a NaN temperature). */
 typedef struct ember_sampling {
-  size_t struct_size;                /* sizeof(ember_sampling) */
-  int32_t max_tokens;                /* generated tokens at most */
-  float temperature;                 /* 0 = greedy */
-  int32_t top_k;                     /* 0 = off */
-  float top_p;                       /* 1 = off */
-  float min_p;                       /* 0 = off */
-  float repetition_penalty;          /* 1 = off */
+  size_t struct_size;       /* sizeof(ember_sampling) */
+  int32_t max_tokens;       /* generated tokens at most */
+  float temperature;        /* 0 = greedy */
+  int32_t top_k;            /* 0 = off */
+  float top_p;              /* 1 = off */
+  float min_p;              /* 0 = off */
+  float repetition_penalty; /* 1 = off */
   float presence_penalty;
   float frequency_penalty;
-  int32_t penalty_last_n;            /* -1 = all */
+  int32_t penalty_last_n; /* -1 = all */
   uint64_t seed;
-  const char* const* stop;           /* stop strings (NUL-terminated), read during the call */
+  const char* const* stop; /* stop strings (NUL-terminated), read during the call */
   size_t stop_count;
-  int32_t ignore_eos;                /* nonzero: keep generating past end-of-sequence */
-  int32_t logprobs;                  /* nonzero: report each chosen token's log-probability */
-  int32_t top_logprobs;              /* also the n most likely tokens per step (0-20) */
+  int32_t ignore_eos;                 /* nonzero: keep generating past end-of-sequence */
+  int32_t logprobs;                   /* nonzero: report each chosen token's log-probability */
+  int32_t top_logprobs;               /* also the n most likely tokens per step (0-20) */
   const ember_logit_bias* logit_bias; /* read during the call */
   size_t logit_bias_count;
-  const char* grammar;               /* GBNF text, or NULL; see SamplingParams::grammar */
-  const char* json_schema;           /* JSON Schema text, or NULL; at most one of the two */
-  int32_t speculative_tokens;        /* draftless speculation: tokens proposed per step (0-16);
+  const char* grammar;        /* GBNF text, or NULL; see SamplingParams::grammar */
+  const char* json_schema;    /* JSON Schema text, or NULL; at most one of the two */
+  int32_t speculative_tokens; /* draftless speculation: tokens proposed per step (0-16);
                                         0 = off (SamplingParams::speculative_tokens) */
 } ember_sampling;
 
@@ -263,23 +263,23 @@ static inline ember_sampling ember_sampling_default(void) {
 }
 
 typedef struct ember_message {
-  const char* role;    /* "system", "user" or "assistant" */
+  const char* role; /* "system", "user" or "assistant" */
   const char* content;
 } ember_message;
 
 /* One request, as ember::Request. Pointed-to data is copied during the call. */
 typedef struct ember_request_params {
-  size_t struct_size;                /* sizeof(ember_request_params) */
-  const char* prompt;                /* raw text; used when there are no messages and tokens */
-  const ember_message* messages;     /* a conversation rendered with the chat template */
+  size_t struct_size;            /* sizeof(ember_request_params) */
+  const char* prompt;            /* raw text; used when there are no messages and tokens */
+  const ember_message* messages; /* a conversation rendered with the chat template */
   size_t message_count;
-  const int32_t* prompt_tokens;      /* a pre-tokenized prompt; takes precedence when given */
+  const int32_t* prompt_tokens; /* a pre-tokenized prompt; takes precedence when given */
   size_t prompt_token_count;
-  const ember_sampling* sampling;    /* NULL = the defaults */
-  int32_t parse_special_tokens;      /* nonzero: recognise special-token text in `prompt` */
-  int32_t priority;                  /* higher runs first when requests wait for room */
-  int32_t context_policy;            /* an ember_context_policy; -1 (default) = the engine's */
-  int32_t context_keep;              /* tokens a shift keeps at the start; -1 (default) = a
+  const ember_sampling* sampling; /* NULL = the defaults */
+  int32_t parse_special_tokens;   /* nonzero: recognise special-token text in `prompt` */
+  int32_t priority;               /* higher runs first when requests wait for room */
+  int32_t context_policy;         /* an ember_context_policy; -1 (default) = the engine's */
+  int32_t context_keep;           /* tokens a shift keeps at the start; -1 (default) = a
                                         chat's system message, else 0 */
 } ember_request_params;
 
@@ -318,27 +318,27 @@ typedef struct ember_timings {
 
 /* A finished request, owned by ember until ember_completion_free(). Read-only. */
 typedef struct ember_completion {
-  const char* text;                  /* generated text, NUL-terminated */
-  size_t text_length;                /* bytes, without the NUL */
-  const int32_t* tokens;             /* generated token ids */
+  const char* text;      /* generated text, NUL-terminated */
+  size_t text_length;    /* bytes, without the NUL */
+  const int32_t* tokens; /* generated token ids */
   size_t token_count;
-  const float* logprobs;             /* per token when sampling.logprobs, else NULL */
+  const float* logprobs; /* per token when sampling.logprobs, else NULL */
   size_t logprob_count;
   ember_finish_reason finish_reason;
   int32_t prompt_tokens;
-  int32_t cached_prompt_tokens;      /* prompt tokens reused from the prefix cache */
+  int32_t cached_prompt_tokens; /* prompt tokens reused from the prefix cache */
   int32_t generated_tokens;
-  int32_t from_response_cache;       /* nonzero: served by the exact response cache */
-  const ember_timings* timings;      /* never NULL */
-  const char* error;                 /* "" unless finish_reason == EMBER_FINISH_ERROR */
-  int32_t dropped_messages;          /* messages EMBER_CONTEXT_TRUNCATE left out of the prompt */
-  int32_t context_shifts;            /* times EMBER_CONTEXT_SHIFT made room in the window */
+  int32_t from_response_cache;  /* nonzero: served by the exact response cache */
+  const ember_timings* timings; /* never NULL */
+  const char* error;            /* "" unless finish_reason == EMBER_FINISH_ERROR */
+  int32_t dropped_messages;     /* messages EMBER_CONTEXT_TRUNCATE left out of the prompt */
+  int32_t context_shifts;       /* times EMBER_CONTEXT_SHIFT made room in the window */
   /* When sampling.top_logprobs > 0: token_count rows of top_logprobs_per_token entries, best
    * first (row i for tokens[i]); else NULL and 0. */
   const ember_token_logprob* top_logprobs;
   size_t top_logprobs_per_token;
-  int32_t speculative_proposed;      /* tokens sampling.speculative_tokens proposed */
-  int32_t speculative_accepted;      /* of them, accepted */
+  int32_t speculative_proposed; /* tokens sampling.speculative_tokens proposed */
+  int32_t speculative_accepted; /* of them, accepted */
 } ember_completion;
 
 /* Frees *completion and sets it to NULL; NULL or *completion == NULL does nothing. */
@@ -346,12 +346,12 @@ EMBER_API void ember_completion_free(ember_completion** completion);
 
 /* One streamed piece of a completion; valid during the callback only. */
 typedef struct ember_chunk {
-  const char* text;                  /* complete UTF-8 characters only, NUL-terminated */
+  const char* text; /* complete UTF-8 characters only, NUL-terminated */
   size_t text_length;
-  const int32_t* tokens;             /* the token ids that produced this piece */
+  const int32_t* tokens; /* the token ids that produced this piece */
   size_t token_count;
-  const ember_completion* completion; /* on the last chunk only; do not free it */
-  const float* logprobs;             /* token_count entries when sampling.logprobs, else NULL */
+  const ember_completion* completion;      /* on the last chunk only; do not free it */
+  const float* logprobs;                   /* token_count entries when sampling.logprobs, else NULL */
   const ember_token_logprob* top_logprobs; /* token_count rows as in ember_completion, or NULL */
   size_t top_logprobs_per_token;
 } ember_chunk;
@@ -363,8 +363,7 @@ typedef int (*ember_stream_fn)(const ember_chunk* chunk, void* user_data);
 
 /* Loads a GGUF model. `options` may be NULL (defaults). On failure *engine is set to NULL and
  * ember_last_error() says why (EMBER_ERROR_IO, _INVALID_MODEL, _UNSUPPORTED, ...). */
-EMBER_API ember_status ember_engine_open(const char* path, const ember_engine_options* options,
-                                         ember_engine** engine);
+EMBER_API ember_status ember_engine_open(const char* path, const ember_engine_options* options, ember_engine** engine);
 
 /* Releases the engine and sets *engine to NULL; NULL or *engine == NULL does nothing.
  * Unfinished requests end as EMBER_FINISH_CANCELLED; their handles stay valid. */
@@ -375,41 +374,37 @@ EMBER_API void ember_engine_close(ember_engine** engine);
  * streams. A cancelled or failed request still returns EMBER_OK: its completion's finish
  * reason says so. Bad parameters give EMBER_ERROR_INVALID_ARGUMENT, a prompt that cannot fit
  * the context EMBER_ERROR_CONTEXT_OVERFLOW. */
-EMBER_API ember_status ember_generate(ember_engine* engine, const char* prompt,
-                                      const ember_sampling* sampling, ember_stream_fn on_chunk,
-                                      void* user_data, ember_completion** completion);
+EMBER_API ember_status ember_generate(ember_engine* engine, const char* prompt, const ember_sampling* sampling,
+                                      ember_stream_fn on_chunk, void* user_data, ember_completion** completion);
 
 /* generate() over a conversation rendered with the model's chat template.
  * EMBER_ERROR_UNSUPPORTED when the model has no chat template ember can render. */
-EMBER_API ember_status ember_chat(ember_engine* engine, const ember_message* messages,
-                                  size_t message_count, const ember_sampling* sampling,
-                                  ember_stream_fn on_chunk, void* user_data,
+EMBER_API ember_status ember_chat(ember_engine* engine, const ember_message* messages, size_t message_count,
+                                  const ember_sampling* sampling, ember_stream_fn on_chunk, void* user_data,
                                   ember_completion** completion);
 
 /* Queues a request and returns at once. `on_chunk` (may be NULL) runs on the thread that runs
  * the step, so `user_data` must stay valid until the request has finished. */
-EMBER_API ember_status ember_submit(ember_engine* engine, const ember_request_params* params,
-                                    ember_stream_fn on_chunk, void* user_data,
-                                    ember_request** request);
+EMBER_API ember_status ember_submit(ember_engine* engine, const ember_request_params* params, ember_stream_fn on_chunk,
+                                    void* user_data, ember_request** request);
 
 typedef struct ember_step_result {
-  size_t struct_size;                /* sizeof(ember_step_result), set by the caller */
-  int32_t steps;                     /* engine steps run */
-  int32_t tokens;                    /* rows computed (prompt and generated tokens) */
-  int32_t idle;                      /* nonzero: nothing left to do */
-  int32_t step_paused;               /* nonzero: the budget ran out inside a step; the next call
+  size_t struct_size;  /* sizeof(ember_step_result), set by the caller */
+  int32_t steps;       /* engine steps run */
+  int32_t tokens;      /* rows computed (prompt and generated tokens) */
+  int32_t idle;        /* nonzero: nothing left to do */
+  int32_t step_paused; /* nonzero: the budget ran out inside a step; the next call
                                         continues it */
 } ember_step_result;
 
 /* Runs engine steps on the calling thread until `budget_us` microseconds are spent or nothing
  * is left (a game calls it once per frame). A step that does not fit stops inside its forward
  * pass and the next call continues it (as ember::Engine::step). `result` may be NULL. */
-EMBER_API ember_status ember_engine_step(ember_engine* engine, int64_t budget_us,
-                                         ember_step_result* result);
+EMBER_API ember_status ember_engine_step(ember_engine* engine, int64_t budget_us, ember_step_result* result);
 
 /* Running totals since the engine opened (as ember::EngineStats). */
 typedef struct ember_stats {
-  size_t struct_size;                /* sizeof(ember_stats), set by the caller */
+  size_t struct_size; /* sizeof(ember_stats), set by the caller */
   uint64_t requests_submitted;
   uint64_t requests_finished;
   uint64_t steps;
@@ -425,15 +420,15 @@ typedef struct ember_stats {
   int32_t queued;
   int32_t kv_blocks_total;
   int32_t kv_blocks_free;
-  uint64_t speculative_proposed;     /* draft tokens proposed (sampling.speculative_tokens) */
-  uint64_t speculative_accepted;     /* of them, accepted */
+  uint64_t speculative_proposed; /* draft tokens proposed (sampling.speculative_tokens) */
+  uint64_t speculative_accepted; /* of them, accepted */
 } ember_stats;
 
 EMBER_API ember_status ember_engine_stats(const ember_engine* engine, ember_stats* stats);
 
 /* The loaded model (as ember::ModelInfo); the strings live as long as the engine. */
 typedef struct ember_model_info {
-  size_t struct_size;                /* sizeof(ember_model_info), set by the caller */
+  size_t struct_size; /* sizeof(ember_model_info), set by the caller */
   const char* name;
   const char* architecture;
   int32_t layers;
@@ -441,11 +436,11 @@ typedef struct ember_model_info {
   int32_t heads;
   int32_t kv_heads;
   int32_t vocab;
-  int32_t context_length;            /* the context the engine was opened with */
+  int32_t context_length; /* the context the engine was opened with */
   uint64_t parameters;
   int32_t has_chat_template;
   double load_ms;
-  const char* weight_format;         /* "w4a8", "w8a8-g32", "w8a8" joined by '+' (as in
+  const char* weight_format; /* "w4a8", "w8a8-g32", "w8a8" joined by '+' (as in
                                         ember::ModelInfo), "fp32" or "fp16" */
 } ember_model_info;
 
@@ -454,15 +449,13 @@ EMBER_API ember_status ember_engine_info(const ember_engine* engine, ember_model
 /* Text to token ids (`text_length` bytes of `text`). *token_count receives the number of ids;
  * when `tokens` is NULL or `capacity` is smaller, nothing is written to `tokens` and the
  * result is EMBER_ERROR_BUFFER_TOO_SMALL, so a caller can ask for the size first. */
-EMBER_API ember_status ember_tokenize(const ember_engine* engine, const char* text,
-                                      size_t text_length, int parse_special, int32_t* tokens,
-                                      size_t capacity, size_t* token_count);
+EMBER_API ember_status ember_tokenize(const ember_engine* engine, const char* text, size_t text_length,
+                                      int parse_special, int32_t* tokens, size_t capacity, size_t* token_count);
 
 /* Token ids to text. *text_length receives the length in bytes without the NUL; `text` gets
  * the text and a NUL when `capacity` > *text_length, else EMBER_ERROR_BUFFER_TOO_SMALL. */
-EMBER_API ember_status ember_detokenize(const ember_engine* engine, const int32_t* tokens,
-                                        size_t token_count, char* text, size_t capacity,
-                                        size_t* text_length);
+EMBER_API ember_status ember_detokenize(const ember_engine* engine, const int32_t* tokens, size_t token_count,
+                                        char* text, size_t capacity, size_t* text_length);
 
 /* ---- KV state that outlives a request -------------------------------------------------------- */
 
@@ -475,24 +468,22 @@ EMBER_API ember_status ember_detokenize(const ember_engine* engine, const int32_
 
 /* *data receives a buffer that ember allocated (free it with ember_state_free), *size its
  * length in bytes; on failure both are left as they were. */
-EMBER_API ember_status ember_engine_save_state(ember_engine* engine, const int32_t* tokens,
-                                               size_t token_count, uint8_t** data, size_t* size);
+EMBER_API ember_status ember_engine_save_state(ember_engine* engine, const int32_t* tokens, size_t token_count,
+                                               uint8_t** data, size_t* size);
 /* Frees a buffer from ember_engine_save_state and sets *data to NULL; NULL does nothing. */
 EMBER_API void ember_state_free(uint8_t** data);
 /* `blocks_loaded` (may be NULL) receives the number of blocks now cached from the snapshot. */
-EMBER_API ember_status ember_engine_load_state(ember_engine* engine, const uint8_t* data,
-                                               size_t size, size_t* blocks_loaded);
+EMBER_API ember_status ember_engine_load_state(ember_engine* engine, const uint8_t* data, size_t size,
+                                               size_t* blocks_loaded);
 /* The same through a file (written to a temporary, then renamed); EMBER_ERROR_IO when it cannot
  * be written or read. */
-EMBER_API ember_status ember_engine_save_state_file(ember_engine* engine, const char* path,
-                                                    const int32_t* tokens, size_t token_count);
-EMBER_API ember_status ember_engine_load_state_file(ember_engine* engine, const char* path,
-                                                    size_t* blocks_loaded);
+EMBER_API ember_status ember_engine_save_state_file(ember_engine* engine, const char* path, const int32_t* tokens,
+                                                    size_t token_count);
+EMBER_API ember_status ember_engine_load_state_file(ember_engine* engine, const char* path, size_t* blocks_loaded);
 /* A prefix store for ember_engine_options.prefix_store_path: the full blocks of each raw-text
  * prompt (tokenized as ember_generate would). */
 EMBER_API ember_status ember_engine_save_prefix_store(ember_engine* engine, const char* path,
-                                                      const char* const* prompts,
-                                                      size_t prompt_count);
+                                                      const char* const* prompts, size_t prompt_count);
 
 /* ---- requests ------------------------------------------------------------------------------- */
 
@@ -517,8 +508,7 @@ EMBER_API ember_status ember_request_cancel(ember_request* request);
  * its next step (the background thread, else the next ember_engine_step or ember_request_wait). */
 EMBER_API ember_status ember_request_cancel_soon(ember_request* request);
 
-EMBER_API ember_status ember_request_status(const ember_request* request,
-                                            ember_request_state* state);
+EMBER_API ember_status ember_request_status(const ember_request* request, ember_request_state* state);
 
 /* The request's id, unique within its engine. */
 EMBER_API ember_status ember_request_id(const ember_request* request, uint64_t* id);

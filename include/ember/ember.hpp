@@ -99,8 +99,8 @@ struct Device {
 };
 
 enum class KvCacheType {
-  f16,  // half-precision K/V (default): half the memory of f32, no measurable quality loss
-  f32,  // full precision K/V
+  f16,   // half-precision K/V (default): half the memory of f32, no measurable quality loss
+  f32,   // full precision K/V
   int8,  // K/V as int8 with a half-precision scale per 32 values of a token's KV head
          // (llama.cpp's q8_0): 0.53x the memory of f16 at head_dim 64, so the pool holds
          // ~1.9x the tokens. CPU only (the CUDA backend refuses it at open with
@@ -145,58 +145,58 @@ enum class ContextPolicy {
 EMBER_API const char* to_string(ContextPolicy policy) noexcept;
 
 struct EngineOptions {
-  Device device = Device::cpu();          // where the model runs (weights and KV cache live)
-  Precision precision = Precision::int8;  // numeric path of the matrix products
+  Device device = Device::cpu();                         // where the model runs (weights and KV cache live)
+  Precision precision = Precision::int8;                 // numeric path of the matrix products
   WeightFormat weight_format = WeightFormat::automatic;  // INT8 on the CPU: 4-bit or INT8 matrices
-  int threads = 0;                        // compute threads; 0 = all hardware threads
-  int context_length = 0;                 // tokens per sequence; 0 = the model's, capped at 8192
-  KvCacheType kv_cache_type = KvCacheType::f16;  // storage type of the paged KV cache
-  std::size_t kv_cache_bytes = 256u << 20;       // memory for the KV block pool (device
-                                                 // memory on a GPU)
-  int kv_block_size = 16;                        // tokens per KV block
-  int max_batch_tokens = 512;  // token budget of one engine step (prefill chunks + decodes)
-  int max_sequences = 16;      // sequences decoded together in one step
-  ContextPolicy context_policy = ContextPolicy::error;  // requests that do not say otherwise
-  bool prefix_cache = true;    // reuse the KV of prompt prefixes already computed
-  std::size_t response_cache_bytes = 0;  // exact cache of whole completions for repeated
-                                         // requests (same prompt and parameters); 0 = off
-  bool background_low_priority = false;  // background_thread only: its compute threads run at a
-                                         // lower OS priority (Linux: nice +10), so a host's
-                                         // render or UI thread keeps its core under load
-  bool background_thread = false;  // the engine steps itself on a thread it owns; otherwise
-                                   // the host drives it (step(), wait(), generate())
+  int threads = 0;                                       // compute threads; 0 = all hardware threads
+  int context_length = 0;                                // tokens per sequence; 0 = the model's, capped at 8192
+  KvCacheType kv_cache_type = KvCacheType::f16;          // storage type of the paged KV cache
+  std::size_t kv_cache_bytes = 256u << 20;               // memory for the KV block pool (device
+                                                         // memory on a GPU)
+  int kv_block_size = 16;                                // tokens per KV block
+  int max_batch_tokens = 512;                            // token budget of one engine step (prefill chunks + decodes)
+  int max_sequences = 16;                                // sequences decoded together in one step
+  ContextPolicy context_policy = ContextPolicy::error;   // requests that do not say otherwise
+  bool prefix_cache = true;                              // reuse the KV of prompt prefixes already computed
+  std::size_t response_cache_bytes = 0;                  // exact cache of whole completions for repeated
+                                                         // requests (same prompt and parameters); 0 = off
+  bool background_low_priority = false;                  // background_thread only: its compute threads run at a
+                                                         // lower OS priority (Linux: nice +10), so a host's
+                                                         // render or UI thread keeps its core under load
+  bool background_thread = false;                        // the engine steps itself on a thread it owns; otherwise
+                                                         // the host drives it (step(), wait(), generate())
   // The batch window of background_thread (throughput for latency): an idle engine starts its
   // next batch once batch_min_requests requests are queued, or once the first of them has waited
   // batch_max_wait, so that requests arriving close together share their steps from the first.
   // 1 and 0 (the default): at once. Requests that arrive while the engine is busy join the next
   // step whatever the window. Checked at open: min >= 1, wait in [0 ms, 1 h], a window needs
   // background_thread, and min > 1 needs a wait > 0 (Error(invalid_argument) otherwise).
-  int batch_min_requests = 1;                // requests that start a batch at once
+  int batch_min_requests = 1;                   // requests that start a batch at once
   std::chrono::milliseconds batch_max_wait{0};  // the longest the first request waits for them
   // Limits, checked by submit()/generate() before a request is queued; 0 = no limit of its own.
-  int max_prompt_tokens = 0;     // prompt tokens at most; over it: Error(context_overflow).
-                                 // The context window always applies (prompt < context_length)
-  int max_generated_tokens = 0;  // SamplingParams::max_tokens at most; over it:
-                                 // Error(invalid_argument). 0: the context window ends generation
-  int max_requests = 0;          // requests in flight (queued + running) at most; beyond it
-                                 // submit() throws Error(busy) at once, never blocks. Requests
-                                 // past max_sequences wait in the queue; max_requests =
-                                 // max_sequences refuses instead of queueing
-  LogCallback log;             // receives log lines; nothing is printed without it
-  std::string prefix_store_path;  // a prefix store (Engine::save_prefix_store) loaded into the
-                                  // prefix cache at open; "" = none. A corrupt, truncated or
-                                  // foreign store makes open() throw, naming the problem
+  int max_prompt_tokens = 0;              // prompt tokens at most; over it: Error(context_overflow).
+                                          // The context window always applies (prompt < context_length)
+  int max_generated_tokens = 0;           // SamplingParams::max_tokens at most; over it:
+                                          // Error(invalid_argument). 0: the context window ends generation
+  int max_requests = 0;                   // requests in flight (queued + running) at most; beyond it
+                                          // submit() throws Error(busy) at once, never blocks. Requests
+                                          // past max_sequences wait in the queue; max_requests =
+                                          // max_sequences refuses instead of queueing
+  LogCallback log;                        // receives log lines; nothing is printed without it
+  std::string prefix_store_path;          // a prefix store (Engine::save_prefix_store) loaded into the
+                                          // prefix cache at open; "" = none. A corrupt, truncated or
+                                          // foreign store makes open() throw, naming the problem
   LoadProgressCallback on_load_progress;  // loading bar and cancellation of open(); may be empty
-  std::string chat_template;     // a Jinja chat template to use instead of the model file's
-                                 // (for a file without one, or with a wrong one): recognised
-                                 // as the file's would be (ChatML, Llama 3, Gemma, Llama 2,
-                                 // Mistral); one ember does not render makes open() throw
-                                 // Error(unsupported) naming it. "" = the file's own
-  std::string weight_cache_dir;  // INT8 only: a directory where open() keeps the prepared INT8
-                                 // weights (one file per model, ember version and CPU weight
-                                 // range), so the next open of the same model skips dequantize,
-                                 // calibration and quantization; created if missing. A damaged
-                                 // or foreign file is logged, ignored and rewritten. "" = off
+  std::string chat_template;              // a Jinja chat template to use instead of the model file's
+                                          // (for a file without one, or with a wrong one): recognised
+                                          // as the file's would be (ChatML, Llama 3, Gemma, Llama 2,
+                                          // Mistral); one ember does not render makes open() throw
+                                          // Error(unsupported) naming it. "" = the file's own
+  std::string weight_cache_dir;           // INT8 only: a directory where open() keeps the prepared INT8
+                                          // weights (one file per model, ember version and CPU weight
+                                          // range), so the next open of the same model skips dequantize,
+                                          // calibration and quantization; created if missing. A damaged
+                                          // or foreign file is logged, ignored and rewritten. "" = off
 };
 
 // ---- requests ------------------------------------------------------------------------------
@@ -229,15 +229,16 @@ struct SamplingParams {
   bool ignore_eos = false;          // keep generating past end-of-sequence tokens
   bool logprobs = false;            // report the log-probability of every chosen token
   int top_logprobs = 0;             // also report the n most likely tokens at each step (0-20)
-  std::vector<LogitBias> logit_bias;  // added to the raw logits before the penalties (the grammar's mask applies either way)
+  std::vector<LogitBias>
+      logit_bias;  // added to the raw logits before the penalties (the grammar's mask applies either way)
   // Constrained generation (at most one of the two). Generated text is a prefix of a string of
   // the grammar's language, and an end-of-generation token is allowed exactly when the text so
   // far is a whole string of it; the request then finishes with `stop` (or `length` when
   // max_tokens cut it short). An invalid grammar or schema makes submit() throw
   // Error(invalid_argument) naming the problem and its position. Cannot be combined with
   // ignore_eos. See docs/api.md for the supported notation and JSON Schema keywords.
-  std::string grammar;              // a GBNF grammar (llama.cpp's notation), start rule `root`
-  std::string json_schema;          // a JSON Schema as JSON text; "{}" = any JSON value
+  std::string grammar;      // a GBNF grammar (llama.cpp's notation), start rule `root`
+  std::string json_schema;  // a JSON Schema as JSON text; "{}" = any JSON value
   // With a grammar or json_schema: when the tokens left (max_tokens, the context) come down to
   // the shortest text that closes the structure, generation is steered to close it, so a
   // length-cut output still parses (finish reason stays `length`, Completion::closed_early).
@@ -270,15 +271,15 @@ struct Message {
 };
 
 struct Request {
-  std::string prompt;             // raw text; used when `messages` and `prompt_tokens` are empty
-  std::vector<Message> messages;  // a conversation rendered through the model's chat template
+  std::string prompt;                       // raw text; used when `messages` and `prompt_tokens` are empty
+  std::vector<Message> messages;            // a conversation rendered through the model's chat template
   std::vector<std::int32_t> prompt_tokens;  // pre-tokenized prompt; takes precedence when given
   SamplingParams sampling;
-  bool parse_special_tokens = false;  // recognise special-token text (e.g. "<|im_end|>") in prompt
-  int priority = 0;                   // higher runs first when requests wait for room
+  bool parse_special_tokens = false;            // recognise special-token text (e.g. "<|im_end|>") in prompt
+  int priority = 0;                             // higher runs first when requests wait for room
   std::optional<ContextPolicy> context_policy;  // empty: EngineOptions::context_policy
-  int context_keep = -1;  // tokens a shift keeps at the start (at most half the context);
-                          // -1: a chat's system message (with what precedes it), else 0
+  int context_keep = -1;                        // tokens a shift keeps at the start (at most half the context);
+                                                // -1: a chat's system message (with what precedes it), else 0
 };
 
 enum class FinishReason {
@@ -294,19 +295,19 @@ EMBER_API const char* to_string(FinishReason reason) noexcept;
 // Where a request's time went, in milliseconds. The response time a user sees is
 // queue + prefill + decode + response.
 struct Timings {
-  double load_ms = 0;              // engine load time (the same for every request of an engine)
-  double queue_ms = 0;             // submit to the first scheduled step
-  double prefill_ms = 0;           // prompt processing
-  double time_to_first_token_ms = 0;  // submit to the first generated token
-  double decode_ms = 0;            // generating tokens after the first
+  double load_ms = 0;                   // engine load time (the same for every request of an engine)
+  double queue_ms = 0;                  // submit to the first scheduled step
+  double prefill_ms = 0;                // prompt processing
+  double time_to_first_token_ms = 0;    // submit to the first generated token
+  double decode_ms = 0;                 // generating tokens after the first
   double time_per_output_token_ms = 0;  // decode_ms / (generated tokens - 1)
-  double response_ms = 0;          // detokenizing, stop checks and callbacks
-  double total_ms = 0;             // submit to completion
-  double reasoning_ms = 0;         // from the first reasoning token to the end of the reasoning
+  double response_ms = 0;               // detokenizing, stop checks and callbacks
+  double total_ms = 0;                  // submit to completion
+  double reasoning_ms = 0;              // from the first reasoning token to the end of the reasoning
 };
 
 struct Completion {
-  std::string text;                  // generated text (stop strings excluded); the answer only
+  std::string text;  // generated text (stop strings excluded); the answer only
   // A thinking model's reasoning (SamplingParams::reasoning_budget), without its markers and the
   // whitespace around it; empty for other models.
   std::string reasoning;
@@ -322,14 +323,14 @@ struct Completion {
   int dropped_messages = 0;          // messages ContextPolicy::truncate left out of the prompt
   int context_shifts = 0;            // times ContextPolicy::shift made room in the window
   int generated_tokens = 0;
-  int speculative_proposed = 0;      // tokens SamplingParams::speculative_tokens proposed
-  int speculative_accepted = 0;      // of them, accepted (each one a forward pass saved)
-  bool closed_early = false;         // SamplingParams::close_at_limit steered the text to close
+  int speculative_proposed = 0;  // tokens SamplingParams::speculative_tokens proposed
+  int speculative_accepted = 0;  // of them, accepted (each one a forward pass saved)
+  bool closed_early = false;     // SamplingParams::close_at_limit steered the text to close
   // What of SamplingParams::json_schema the grammar does not enforce, one "what at /pointer"
   // each (docs/api.md lists the rules); empty when every keyword is enforced.
   std::vector<std::string> schema_relaxed;
   Timings timings;
-  std::string error;                 // set when finish_reason == error
+  std::string error;  // set when finish_reason == error
 };
 
 // Which part of a thinking model's output a chunk belongs to.
@@ -339,12 +340,12 @@ enum class ChunkStream { answer, reasoning };
 struct Chunk {
   std::string_view text;
   ChunkStream stream = ChunkStream::answer;  // reasoning: text of Completion::reasoning
-  const std::int32_t* tokens = nullptr;  // the token ids that produced this piece
+  const std::int32_t* tokens = nullptr;      // the token ids that produced this piece
   std::size_t token_count = 0;
   const Completion* completion = nullptr;  // set on the last chunk only
   // For each of the chunk's tokens, when requested (SamplingParams::logprobs / top_logprobs):
-  const float* logprobs = nullptr;                           // token_count entries, or null
-  const std::vector<TokenLogprob>* top_logprobs = nullptr;   // token_count entries, or null
+  const float* logprobs = nullptr;                          // token_count entries, or null
+  const std::vector<TokenLogprob>* top_logprobs = nullptr;  // token_count entries, or null
 };
 
 // Returns false to stop the request (finish reason `cancelled`).
@@ -398,7 +399,7 @@ struct EngineStats {
   std::uint64_t prompt_tokens = 0;
   std::uint64_t prompt_tokens_reused = 0;  // served from the prefix cache
   std::uint64_t generated_tokens = 0;
-  std::uint64_t preemptions = 0;           // sequences requeued for recompute to free KV blocks
+  std::uint64_t preemptions = 0;  // sequences requeued for recompute to free KV blocks
   std::uint64_t prefix_lookups = 0;
   std::uint64_t prefix_hit_blocks = 0;
   std::uint64_t prefix_evictions = 0;
@@ -412,9 +413,9 @@ struct EngineStats {
 };
 
 struct StepResult {
-  int steps = 0;        // engine steps finished
-  int tokens = 0;       // rows computed in the finished steps (prompt and generated tokens)
-  bool idle = false;    // nothing left to do
+  int steps = 0;             // engine steps finished
+  int tokens = 0;            // rows computed in the finished steps (prompt and generated tokens)
+  bool idle = false;         // nothing left to do
   bool step_paused = false;  // the budget ran out inside a step: the next call continues it
 };
 
@@ -422,7 +423,7 @@ struct ModelInfo {
   std::string name;
   std::string architecture;
   int layers = 0, embedding = 0, heads = 0, kv_heads = 0, vocab = 0;
-  int context_length = 0;       // the context the engine was opened with
+  int context_length = 0;  // the context the engine was opened with
   std::uint64_t parameters = 0;
   bool has_chat_template = false;
   // How the matrices are held: the forms present joined by '+', from "w4a8" (4-bit weights in

@@ -23,8 +23,8 @@ constexpr int kMaxInt8Groups = 16;  // scales of one int8 head slice attention r
 
 void check_layout(const KvLayout& l) {
   if (l.block_size <= 0 || l.kv_heads <= 0 || l.head_dim <= 0)
-    fail(ErrorCode::invalid_argument, "kv layout: bad block_size={} kv_heads={} head_dim={}",
-         l.block_size, l.kv_heads, l.head_dim);
+    fail(ErrorCode::invalid_argument, "kv layout: bad block_size={} kv_heads={} head_dim={}", l.block_size, l.kv_heads,
+         l.head_dim);
   if (l.dtype == KvCacheType::int8 && kv_int8_groups(l.head_dim) > kMaxInt8Groups)
     fail(ErrorCode::unsupported, "int8 KV cache: head_dim {} is over {}", l.head_dim, kMaxInt8Groups * kKvInt8Group);
 }
@@ -86,8 +86,8 @@ std::int64_t chunk_floor(std::int64_t t, int block_size) {
 // the caches in `ahead` (null entries skipped: none when the lines are already cached, V as well
 // as K while K is scored) are prefetched kPrefetchBlocks ahead.
 template <class T, class Fn>
-void for_each_chunk(const T* cache, std::array<const T*, 2> ahead, const std::int32_t* blocks,
-                    std::int64_t begin, std::int64_t end, int kv_head, const KvLayout& l, Fn&& fn) {
+void for_each_chunk(const T* cache, std::array<const T*, 2> ahead, const std::int32_t* blocks, std::int64_t begin,
+                    std::int64_t end, int kv_head, const KvLayout& l, Fn&& fn) {
   const std::int64_t stride = token_stride(l);
   const std::int64_t first = begin / l.block_size;
   const auto slice = [&](const T* base, std::int64_t b) {
@@ -100,8 +100,8 @@ void for_each_chunk(const T* cache, std::array<const T*, 2> ahead, const std::in
     if (from >= to) return;
     for (const T* base : ahead)
       if (base != nullptr)
-        prefetch_block(slice(base, b) + (from - b * l.block_size) * stride, stride,
-                       static_cast<int>(to - from), kv_head_bytes(l));
+        prefetch_block(slice(base, b) + (from - b * l.block_size) * stride, stride, static_cast<int>(to - from),
+                       kv_head_bytes(l));
   };
   for (std::int64_t b = first; b < first + kPrefetchBlocks; ++b) prefetch(b);
   for (std::int64_t b = first, t0 = begin; t0 < end; ++b) {
@@ -109,8 +109,7 @@ void for_each_chunk(const T* cache, std::array<const T*, 2> ahead, const std::in
     const std::int64_t block_end = std::min(end, (b + 1) * l.block_size);
     const T* p = slice(cache, b) + (t0 - b * l.block_size) * stride;
     const int count = static_cast<int>(block_end - t0);
-    for (int c = 0; c < count; c += kKeyChunk)
-      fn(t0 + c, p + c * stride, std::min(kKeyChunk, count - c));
+    for (int c = 0; c < count; c += kKeyChunk) fn(t0 + c, p + c * stride, std::min(kKeyChunk, count - c));
     t0 = block_end;
   }
 }
@@ -130,9 +129,7 @@ constexpr std::int64_t kWarmBytes = 128 * 1024;
 // Room for the scores of one query head over n positions: whole key chunks plus one chunk of
 // slack, because a block whose size is not a multiple of kKeyChunk ends in a partial chunk that
 // still writes kKeyChunk scores.
-std::int64_t scores_stride(std::int64_t n) {
-  return (n + 2 * kKeyChunk - 1) / kKeyChunk * kKeyChunk;
-}
+std::int64_t scores_stride(std::int64_t n) { return (n + 2 * kKeyChunk - 1) / kKeyChunk * kKeyChunk; }
 
 // Rows of one sequence attended together: each chunk of K and V is converted to FP32 once and
 // then used from L1 by all rows x group query heads, instead of being converted (and read from
@@ -210,8 +207,8 @@ struct Partials {
 
 // y[j * d + i] = x[j * stride + i] * scales[j * groups + i / kKvInt8Group]: `keys` int8 head
 // slices of d values in FP32, in one call per chunk. The same products for every query.
-EMBER_CLONES void dequantize_keys(const std::int8_t* x, std::int64_t stride, int keys, int d,
-                                  const float* scales, float* y) {
+EMBER_CLONES void dequantize_keys(const std::int8_t* x, std::int64_t stride, int keys, int d, const float* scales,
+                                  float* y) {
   const int groups = kv_int8_groups(d);
   for (int j = 0; j < keys; ++j)
     for (int g = 0; g < groups; ++g) {
@@ -250,8 +247,8 @@ void quantize_slice(const float* x, std::int8_t* y, int d) {
 // dequantized beyond the chunk in hand. Conversion is a fixed function of the stored bytes, so
 // every query sees the same values.
 template <class T>
-const float* chunk_as_f32(const T* p, std::int64_t stride, int keys, int d, float* buffer,
-                          const VecOps& ops, std::int64_t& ld) {
+const float* chunk_as_f32(const T* p, std::int64_t stride, int keys, int d, float* buffer, const VecOps& ops,
+                          std::int64_t& ld) {
   if constexpr (sizeof(T) == 4) {
     ld = stride;
     return p;
@@ -261,7 +258,8 @@ const float* chunk_as_f32(const T* p, std::int64_t stride, int keys, int d, floa
     std::array<std::uint16_t, kKeyChunk * kMaxInt8Groups> halves;
     std::array<float, kKeyChunk * kMaxInt8Groups> scales;
     for (int j = 0; j < keys; ++j)
-      std::memcpy(halves.data() + j * groups, p + j * stride + d, static_cast<std::size_t>(groups) * sizeof(std::uint16_t));
+      std::memcpy(halves.data() + j * groups, p + j * stride + d,
+                  static_cast<std::size_t>(groups) * sizeof(std::uint16_t));
     ops.from_f16(halves.data(), scales.data(), keys * groups);
     dequantize_keys(p, stride, keys, d, scales.data(), buffer);
     ld = d;
@@ -299,8 +297,8 @@ using RowSpans = std::array<Span, kTileRows>;
 // however many keys share its chunk, and chunks are the fixed grid's; the exponentials and the V
 // sum run over its own segment in order), so each row's output is batch invariant.
 template <class T>
-void attend_head(const TaskArgs& a, const Tile& tile, int segment, const RowSpans& rows, Span span,
-                 const T* k_cache, const T* v_cache, int kv_head, bool warm, float* scratch) {
+void attend_head(const TaskArgs& a, const Tile& tile, int segment, const RowSpans& rows, Span span, const T* k_cache,
+                 const T* v_cache, int kv_head, bool warm, float* scratch) {
   const KvLayout& l = a.layout;
   const int d = l.head_dim, group = a.group;
   const int queries = tile.rows * group;
@@ -321,15 +319,16 @@ void attend_head(const TaskArgs& a, const Tile& tile, int segment, const RowSpan
   const std::array<const T*, 2> k_ahead = warm ? std::array<const T*, 2>{} : std::array<const T*, 2>{k_cache, v_cache};
   const std::array<const T*, 2> v_ahead = warm ? std::array<const T*, 2>{} : std::array<const T*, 2>{v_cache, nullptr};
 
-  for_each_chunk(k_cache, k_ahead, a.blocks, span.begin, span.end, kv_head, l, [&](std::int64_t t0, const T* k, int keys) {
-    std::int64_t ldk = 0;
-    const float* kf = chunk_as_f32(k, stride, keys, d, chunk, *a.ops, ldk);
-    for (int i = 0; i < queries; ++i) {
-      const Span r = range_of(i);
-      if (t0 < r.end && t0 + keys > r.begin)  // the scores before r.begin go unused
-        a.ops->dot_keys_f32(scaled_q + i * d, kf, ldk, keys, d, scores + i * ld + (t0 - span.begin));
-    }
-  });
+  for_each_chunk(k_cache, k_ahead, a.blocks, span.begin, span.end, kv_head, l,
+                 [&](std::int64_t t0, const T* k, int keys) {
+                   std::int64_t ldk = 0;
+                   const float* kf = chunk_as_f32(k, stride, keys, d, chunk, *a.ops, ldk);
+                   for (int i = 0; i < queries; ++i) {
+                     const Span r = range_of(i);
+                     if (t0 < r.end && t0 + keys > r.begin)  // the scores before r.begin go unused
+                       a.ops->dot_keys_f32(scaled_q + i * d, kf, ldk, keys, d, scores + i * ld + (t0 - span.begin));
+                   }
+                 });
   for (int i = 0; i < queries; ++i) {
     const Span r = range_of(i);
     if (r.empty()) continue;
@@ -343,29 +342,29 @@ void attend_head(const TaskArgs& a, const Tile& tile, int segment, const RowSpan
   // before the query's segment (the window's first key is inside it) is a branch of its own:
   // working out those offsets for every chunk made the no-window 512-token prefill 3.5% slower
   // (f32, 1 thread, old and new code alternating in one process).
-  for_each_chunk(v_cache, v_ahead, a.blocks, span.begin, span.end, kv_head, l, [&](std::int64_t t0, const T* v, int keys) {
-    std::int64_t ldv = 0;
-    const float* vf = chunk_as_f32(v, stride, keys, d, chunk, *a.ops, ldv);
-    for (int i = 0; i < queries; ++i) {
-      const Span r = range_of(i);
-      if (t0 >= r.end) continue;
-      float* sum = a.partials.at(row_of(i), head_of(i), segment) + 2;
-      if (t0 >= r.begin) {
-        const int used = static_cast<int>(std::min<std::int64_t>(keys, r.end - t0));
-        a.ops->axpy_rows_f32(scores + i * ld + (t0 - span.begin), vf, ldv, used, sum, d);
-      } else if (t0 + keys > r.begin) {
-        const int used = static_cast<int>(std::min<std::int64_t>(t0 + keys, r.end) - r.begin);
-        a.ops->axpy_rows_f32(scores + i * ld + (r.begin - span.begin), vf + (r.begin - t0) * ldv, ldv,
-                             used, sum, d);
-      }
-    }
-  });
+  for_each_chunk(v_cache, v_ahead, a.blocks, span.begin, span.end, kv_head, l,
+                 [&](std::int64_t t0, const T* v, int keys) {
+                   std::int64_t ldv = 0;
+                   const float* vf = chunk_as_f32(v, stride, keys, d, chunk, *a.ops, ldv);
+                   for (int i = 0; i < queries; ++i) {
+                     const Span r = range_of(i);
+                     if (t0 >= r.end) continue;
+                     float* sum = a.partials.at(row_of(i), head_of(i), segment) + 2;
+                     if (t0 >= r.begin) {
+                       const int used = static_cast<int>(std::min<std::int64_t>(keys, r.end - t0));
+                       a.ops->axpy_rows_f32(scores + i * ld + (t0 - span.begin), vf, ldv, used, sum, d);
+                     } else if (t0 + keys > r.begin) {
+                       const int used = static_cast<int>(std::min<std::int64_t>(t0 + keys, r.end) - r.begin);
+                       a.ops->axpy_rows_f32(scores + i * ld + (r.begin - span.begin), vf + (r.begin - t0) * ldv, ldv,
+                                            used, sum, d);
+                     }
+                   }
+                 });
 }
 
 // One task: segment `segment` of every query of the tile, every KV head.
 template <class T>
-void attend_task(const TaskArgs& a, const Tile& tile, int segment, const T* k_cache,
-                 const T* v_cache, float* scratch) {
+void attend_task(const TaskArgs& a, const Tile& tile, int segment, const T* k_cache, const T* v_cache, float* scratch) {
   const KvLayout& l = a.layout;
   RowSpans rows{};  // once per task, not per chunk and query
   Span span{std::numeric_limits<std::int64_t>::max(), 0};
@@ -390,9 +389,8 @@ void attend_task(const TaskArgs& a, const Tile& tile, int segment, const T* k_ca
   const bool warm = 2 * (span.end - span.begin) * row_bytes <= kWarmBytes;
   if (warm)
     for (const T* cache : {k_cache, v_cache})
-      for_each_chunk(cache, {}, a.blocks, span.begin, span.end, 0, l, [&](std::int64_t, const T* p, int keys) {
-        touch_lines(p, keys * row_bytes);
-      });
+      for_each_chunk(cache, {}, a.blocks, span.begin, span.end, 0, l,
+                     [&](std::int64_t, const T* p, int keys) { touch_lines(p, keys * row_bytes); });
   for (int kv_head = 0; kv_head < l.kv_heads; ++kv_head)
     attend_head(a, tile, segment, rows, span, k_cache, v_cache, kv_head, warm, scratch);
 }
@@ -417,8 +415,7 @@ void merge_segments(const Partials& p, std::int64_t row, int head, bool one_segm
 
 // The most keys one task of the tile spans (attend_task's span, at most): from the chunk holding
 // its rows' first visible key to their last.
-std::int64_t tile_keys(const Tile& tile, const std::int32_t* positions, int window,
-                       int block_size) {
+std::int64_t tile_keys(const Tile& tile, const std::int32_t* positions, int window, int block_size) {
   std::int64_t begin = std::numeric_limits<std::int64_t>::max(), end = 0;
   for (std::int32_t r = tile.row_begin; r < tile.row_begin + tile.rows; ++r) {
     const Span v = visible_of(positions[r], window);
@@ -435,8 +432,8 @@ std::int64_t scratch_floats(int queries, int head_dim, std::int64_t longest) {
 
 }  // namespace
 
-void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t rows,
-              const std::int32_t* slots, const KvLayout& layout, void* k_cache, void* v_cache) {
+void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t rows, const std::int32_t* slots,
+              const KvLayout& layout, void* k_cache, void* v_cache) {
   check_layout(layout);
   const std::int64_t n = static_cast<std::int64_t>(layout.kv_heads) * layout.head_dim;
   if (ldkv < n) fail(ErrorCode::invalid_argument, "store_kv: ldkv={} < kv width {}", ldkv, n);
@@ -467,22 +464,19 @@ void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t ro
   }
 }
 
-void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* positions,
-                     const AttentionSeq* seqs, int seq_count, int heads, const KvLayout& layout,
-                     const void* k_cache, const void* v_cache, float* out, std::int64_t ldo,
-                     CpuContext& ctx, AttentionWorkspace& ws, const AttentionOptions& options) {
+void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* positions, const AttentionSeq* seqs,
+                     int seq_count, int heads, const KvLayout& layout, const void* k_cache, const void* v_cache,
+                     float* out, std::int64_t ldo, CpuContext& ctx, AttentionWorkspace& ws,
+                     const AttentionOptions& options) {
   check_layout(layout);
-  if (options.window < 0)
-    fail(ErrorCode::invalid_argument, "attention: window={} is negative", options.window);
+  if (options.window < 0) fail(ErrorCode::invalid_argument, "attention: window={} is negative", options.window);
   if (!std::isfinite(options.scale))
     fail(ErrorCode::invalid_argument, "attention: scale={} is not finite", options.scale);
   if (heads <= 0 || heads % layout.kv_heads != 0)
-    fail(ErrorCode::invalid_argument, "attention: heads={} is not a multiple of kv_heads={}",
-         heads, layout.kv_heads);
+    fail(ErrorCode::invalid_argument, "attention: heads={} is not a multiple of kv_heads={}", heads, layout.kv_heads);
   const std::int64_t width = static_cast<std::int64_t>(heads) * layout.head_dim;
   if (ldq < width || ldo < width)
-    fail(ErrorCode::invalid_argument, "attention: ldq={} / ldo={} below heads*head_dim={}", ldq,
-         ldo, width);
+    fail(ErrorCode::invalid_argument, "attention: ldq={} / ldo={} below heads*head_dim={}", ldq, ldo, width);
 
   ws.tiles.clear();
   std::int64_t rows = 0;
@@ -491,8 +485,7 @@ void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* posit
     const std::int64_t capacity = static_cast<std::int64_t>(seq.block_count) * layout.block_size;
     for (std::int32_t r = seq.row_begin; r < seq.row_begin + seq.row_count; ++r) {
       if (positions[r] < 0 || positions[r] >= capacity)
-        fail(ErrorCode::invalid_argument,
-             "attention: row {} position {} outside its sequence's {} blocks of {}", r,
+        fail(ErrorCode::invalid_argument, "attention: row {} position {} outside its sequence's {} blocks of {}", r,
              positions[r], seq.block_count, layout.block_size);
     }
     rows = std::max<std::int64_t>(rows, seq.row_begin + seq.row_count);
@@ -510,14 +503,11 @@ void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* posit
   const std::int64_t per_thread = whole_lines(scratch_floats(kTileRows * group, layout.head_dim, longest));
   const int threads = std::max(1, ctx.threads);
   float* const scratch_base = line_aligned(ws.scratch, per_thread * threads);
-  const Partials partials{line_aligned(ws.partials, Partials::floats(rows, heads, layout.head_dim)),
-                          rows, heads, layout.head_dim};
-  const float scale = options.scale != 0.0f
-                          ? options.scale
-                          : 1.0f / std::sqrt(static_cast<float>(layout.head_dim));
+  const Partials partials{line_aligned(ws.partials, Partials::floats(rows, heads, layout.head_dim)), rows, heads,
+                          layout.head_dim};
+  const float scale = options.scale != 0.0f ? options.scale : 1.0f / std::sqrt(static_cast<float>(layout.head_dim));
   const VecOps* ops = options.ops != nullptr ? options.ops : &vec_ops();
-  const TaskArgs args{q, ldq, positions, nullptr, group, layout, options.window, scale, partials,
-                      ops};
+  const TaskArgs args{q, ldq, positions, nullptr, group, layout, options.window, scale, partials, ops};
   const std::vector<Tile>& tiles = ws.tiles;
   const auto n_tiles = static_cast<std::int64_t>(tiles.size());
   const std::int64_t n_tasks = n_tiles * kSegments;
@@ -538,8 +528,7 @@ void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* posit
         attend_task(a, tile, segment, static_cast<const std::int8_t*>(k_cache),
                     static_cast<const std::int8_t*>(v_cache), scratch);
       else
-        attend_task(a, tile, segment, static_cast<const float*>(k_cache),
-                    static_cast<const float*>(v_cache), scratch);
+        attend_task(a, tile, segment, static_cast<const float*>(k_cache), static_cast<const float*>(v_cache), scratch);
     }
 #pragma omp for schedule(static)
     for (std::int64_t t = 0; t < n_tiles; ++t) {

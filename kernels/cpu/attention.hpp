@@ -21,8 +21,8 @@ using kernels::KvLayout;
 // A negative slot skips its row. An int8 cache stores each group of 32 values of a head rotated
 // (rotate_kv_groups, kernels/kv_layout.hpp) as round(x / scale) with scale = max |x| / 127 of the
 // rotated group (a fixed function of the row, so a token's stored K/V is the same in any batch).
-void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t rows,
-              const std::int32_t* slots, const KvLayout& layout, void* k_cache, void* v_cache);
+void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t rows, const std::int32_t* slots,
+              const KvLayout& layout, void* k_cache, void* v_cache);
 
 // One sequence of the batch: its query rows [row_begin, row_begin + row_count) and the blocks
 // holding its KV (block_count of them, covering every position its rows attend to).
@@ -70,10 +70,9 @@ struct AttentionOptions {
 // output depends only on its own query, position and KV, never on the rest of the batch. Throws
 // ErrorCode::invalid_argument when a position is outside the sequence's blocks, the head counts
 // do not divide, the window is negative or the scale is not finite.
-void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* positions,
-                     const AttentionSeq* seqs, int seq_count, int heads, const KvLayout& layout,
-                     const void* k_cache, const void* v_cache, float* out, std::int64_t ldo,
-                     CpuContext& ctx, AttentionWorkspace& workspace,
+void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* positions, const AttentionSeq* seqs,
+                     int seq_count, int heads, const KvLayout& layout, const void* k_cache, const void* v_cache,
+                     float* out, std::int64_t ldo, CpuContext& ctx, AttentionWorkspace& workspace,
                      const AttentionOptions& options = {});
 
 }  // namespace ember::kernels::cpu

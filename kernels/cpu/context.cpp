@@ -12,16 +12,14 @@ namespace {
 int resolve_threads(int threads) { return threads > 0 ? threads : omp_get_num_procs(); }
 
 std::shared_ptr<OnednnContext> make_onednn() {
-  active_tier();  // decides the tier (and with it oneDNN's maximum ISA) before any kernel runs
+  active_tier();                 // decides the tier (and with it oneDNN's maximum ISA) before any kernel runs
   return make_onednn_context();  // null without oneDNN
 }
 
 }  // namespace
 
 CpuContext::CpuContext(int threads_in)
-    : threads(resolve_threads(threads_in)),
-      onednn(make_onednn()),
-      decode_weights(std::make_shared<WeightArena>()) {}
+    : threads(resolve_threads(threads_in)), onednn(make_onednn()), decode_weights(std::make_shared<WeightArena>()) {}
 
 void bind_threads(const CpuContext& ctx) {
   if (omp_get_max_threads() != ctx.threads) omp_set_num_threads(ctx.threads);

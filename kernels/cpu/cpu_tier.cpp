@@ -50,15 +50,15 @@ Features read_features() {
   const bool osxsave = bit(l1.ecx, 27);
   if (!osxsave || !bit(l1.ecx, 28) /*AVX*/) return f;
   const unsigned long long xcr = xcr0();
-  const bool ymm_state = (xcr & 0x6u) == 0x6u;             // SSE + AVX
-  const bool zmm_state = (xcr & 0xE6u) == 0xE6u;           // + opmask, ZMM_Hi256, Hi16_ZMM
-  const bool tile_state = (xcr & 0x60000u) == 0x60000u;    // XTILECFG + XTILEDATA
+  const bool ymm_state = (xcr & 0x6u) == 0x6u;           // SSE + AVX
+  const bool zmm_state = (xcr & 0xE6u) == 0xE6u;         // + opmask, ZMM_Hi256, Hi16_ZMM
+  const bool tile_state = (xcr & 0x60000u) == 0x60000u;  // XTILECFG + XTILEDATA
   const Cpuid l7 = cpuid(7, 0);
   const Cpuid l7s1 = cpuid(7, 1);
   f.avx2 = ymm_state && bit(l7.ebx, 5) && bit(l1.ecx, 12) /*FMA*/ && bit(l1.ecx, 29) /*F16C*/;
   f.avx_vnni_vex = f.avx2 && bit(l7s1.eax, 4);
-  f.avx512_vnni = f.avx2 && zmm_state && bit(l7.ebx, 16) /*F*/ && bit(l7.ebx, 17) /*DQ*/ &&
-                  bit(l7.ebx, 30) /*BW*/ && bit(l7.ebx, 31) /*VL*/ && bit(l7.ecx, 11) /*VNNI*/;
+  f.avx512_vnni = f.avx2 && zmm_state && bit(l7.ebx, 16) /*F*/ && bit(l7.ebx, 17) /*DQ*/ && bit(l7.ebx, 30) /*BW*/ &&
+                  bit(l7.ebx, 31) /*VL*/ && bit(l7.ecx, 11) /*VNNI*/;
   f.amx = f.avx512_vnni && tile_state && bit(l7.edx, 24) /*AMX-TILE*/ && bit(l7.edx, 25) /*AMX-INT8*/;
   return f;
 }

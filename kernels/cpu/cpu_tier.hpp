@@ -33,8 +33,8 @@ namespace ember::kernels::cpu {
 // Ordered: each tier implies the ones before it.
 enum class CpuTier { scalar, avx2, avx_vnni, avx512_vnni, amx };
 
-inline constexpr CpuTier kAllCpuTiers[] = {CpuTier::scalar, CpuTier::avx2, CpuTier::avx_vnni,
-                                           CpuTier::avx512_vnni, CpuTier::amx};
+inline constexpr CpuTier kAllCpuTiers[] = {CpuTier::scalar, CpuTier::avx2, CpuTier::avx_vnni, CpuTier::avx512_vnni,
+                                           CpuTier::amx};
 
 // "scalar", "avx2", "avx_vnni", "avx512_vnni", "amx": the EMBER_CPU_ISA spellings.
 const char* to_string(CpuTier tier);

@@ -35,8 +35,8 @@ EMBER_CLONES float dot1(const float* x, std::int64_t k, const float* wc) {
 
 }  // namespace
 
-void gemm_f32(const float* x, const float* w, std::int64_t m, std::int64_t n, std::int64_t k, float* y,
-              bool accumulate, int threads) {
+void gemm_f32(const float* x, const float* w, std::int64_t m, std::int64_t n, std::int64_t k, float* y, bool accumulate,
+              int threads) {
   // Columns split over the threads; each thread's weight rows stay in its cache for every row.
 #pragma omp parallel for num_threads(std::max(1, threads)) schedule(static)
   for (std::int64_t c = 0; c < n; ++c) {

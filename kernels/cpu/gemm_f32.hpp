@@ -8,7 +8,7 @@
 
 namespace ember::kernels::cpu {
 
-void gemm_f32(const float* x, const float* w, std::int64_t m, std::int64_t n, std::int64_t k, float* y,
-              bool accumulate, int threads);
+void gemm_f32(const float* x, const float* w, std::int64_t m, std::int64_t n, std::int64_t k, float* y, bool accumulate,
+              int threads);
 
 }  // namespace ember::kernels::cpu

@@ -60,9 +60,7 @@ grouped::TileJob job_of(const GroupedWeights& w, const GroupedActivations& x, fl
 
 }  // namespace
 
-CpuTier grouped_gemm_tier() {
-  return active_tier() == CpuTier::amx ? CpuTier::avx512_vnni : active_tier();
-}
+CpuTier grouped_gemm_tier() { return active_tier() == CpuTier::amx ? CpuTier::avx512_vnni : active_tier(); }
 
 GroupedWeights::GroupedWeights(std::int64_t out, std::int64_t in, GroupFormat format, const GroupedRowSource& source,
                                std::shared_ptr<WeightArena> arena, int threads)
@@ -70,8 +68,8 @@ GroupedWeights::GroupedWeights(std::int64_t out, std::int64_t in, GroupFormat fo
   if (format.bits != 4 && format.bits != 8)
     fail(ErrorCode::invalid_argument, "grouped weights: {} bits a value (4 or 8)", format.bits);
   if (out <= 0 || in <= 0 || in % kWeightGroup != 0)
-    fail(ErrorCode::invalid_argument, "grouped weights: bad weight shape out={} in={} (in must be a multiple of {})", out,
-         in, kWeightGroup);
+    fail(ErrorCode::invalid_argument, "grouped weights: bad weight shape out={} in={} (in must be a multiple of {})",
+         out, in, kWeightGroup);
   if (!arena_) fail(ErrorCode::invalid_argument, "grouped weights: no weight arena");
   if (!source) fail(ErrorCode::invalid_argument, "grouped weights: no row source");
   std::uint8_t* dst = reinterpret_cast<std::uint8_t*>(arena_->allocate(static_cast<std::size_t>(bytes())));
@@ -151,7 +149,8 @@ void gemm_grouped(const GroupedWeights& w, const GroupedActivations& x, float* y
   if (tile_begin < 0 || tile_begin > tile_end || tile_end > w.tiles())
     fail(ErrorCode::invalid_argument, "grouped gemm: tiles [{}, {}) of {}", tile_begin, tile_end, w.tiles());
   if (x.padded_in != w.padded_in())
-    fail(ErrorCode::invalid_argument, "grouped gemm: activations of {} inputs for weights of {}", x.padded_in, w.padded_in());
+    fail(ErrorCode::invalid_argument, "grouped gemm: activations of {} inputs for weights of {}", x.padded_in,
+         w.padded_in());
   if (!tier_available(tier))
     fail(ErrorCode::invalid_argument, "grouped gemm: tier {} is not available on this CPU", to_string(tier));
   if (x.rows == 0) return;

@@ -53,8 +53,7 @@ struct GroupFormat {
 // 32 g + e in its low nibble and 32 g + 16 + e in its high one (the pairing of Q4_0 and Q4_1
 // blocks); 8 bits, values[32 g + e] holds input 32 g + e. Called from several threads at once
 // for different rows.
-using GroupedRowSource =
-    std::function<void(std::int64_t row, std::uint8_t* values, float* scales, float* offsets)>;
+using GroupedRowSource = std::function<void(std::int64_t row, std::uint8_t* values, float* scales, float* offsets)>;
 
 // The weights in the kernel's layout. Output rows are taken 16 at a time (a block) and 64
 // inputs at a time (a span of two groups); a block's span is a record of 64-byte lines:

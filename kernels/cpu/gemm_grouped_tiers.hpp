@@ -35,9 +35,9 @@ struct TileJob {
   const float* scales = nullptr;          // [term_rows][groups]
   const std::int32_t* sums = nullptr;     // [term_rows][groups]
   std::int64_t padded_in = 0, groups = 0, term_rows = 0;
-  float* y = nullptr;                     // [term_rows / terms][out]
-  std::int64_t out = 0;                   // y's row length
-  std::int64_t first_output = 0;          // the tile's first output
+  float* y = nullptr;             // [term_rows / terms][out]
+  std::int64_t out = 0;           // y's row length
+  std::int64_t first_output = 0;  // the tile's first output
 };
 
 using TileFn = void (*)(const TileJob& job);

@@ -69,11 +69,10 @@ void gemv_tile_scalar(const GemvTileArgs& a) {
     }
 }
 
-GemvWeightsS8::GemvWeightsS8(const std::int8_t* q, const float* scales, std::int64_t out,
-                             std::int64_t in, std::shared_ptr<WeightArena> arena)
+GemvWeightsS8::GemvWeightsS8(const std::int8_t* q, const float* scales, std::int64_t out, std::int64_t in,
+                             std::shared_ptr<WeightArena> arena)
     : out_(out), in_(in), padded_in_((in + 3) / 4 * 4), tile_blocks_(kMaxTileBlocks), arena_(std::move(arena)) {
-  if (out <= 0 || in <= 0)
-    fail(ErrorCode::invalid_argument, "gemv: bad weight shape out={} in={}", out, in);
+  if (out <= 0 || in <= 0) fail(ErrorCode::invalid_argument, "gemv: bad weight shape out={} in={}", out, in);
   if (!arena_) fail(ErrorCode::invalid_argument, "gemv: no weight arena");
   while (tile_blocks_ > 1 && tiles() < kMinTiles) tile_blocks_ /= 2;
   std::int8_t* dst = arena_->allocate(static_cast<std::size_t>(blocks() * 16 * padded_in_));  // zeroed: the padding
@@ -97,8 +96,7 @@ GemvWeightsS8::GemvWeightsS8(const std::int8_t* q, const float* scales, std::int
   }
 }
 
-void gemv_activations(const std::int8_t* q, std::int64_t m, std::int64_t in,
-                      std::int64_t padded_in, std::uint8_t* xu) {
+void gemv_activations(const std::int8_t* q, std::int64_t m, std::int64_t in, std::int64_t padded_in, std::uint8_t* xu) {
   for (std::int64_t i = 0; i < m; ++i) {
     std::uint8_t* row = xu + i * padded_in;
     // q + 128 as a byte is q with its sign bit flipped.
@@ -108,26 +106,37 @@ void gemv_activations(const std::int8_t* q, std::int64_t m, std::int64_t in,
   }
 }
 
-void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_scales,
-               std::int64_t m, float* y, bool accumulate, int threads) {
+void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_scales, std::int64_t m, float* y,
+               bool accumulate, int threads) {
   gemv_int8(w, xu, x_scales, m, y, accumulate, threads, 0, w.tiles());
 }
 
-void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_scales,
-               std::int64_t m, float* y, bool accumulate, int threads, std::int64_t tile_begin,
-               std::int64_t tile_end, CpuTier tier) {
+void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_scales, std::int64_t m, float* y,
+               bool accumulate, int threads, std::int64_t tile_begin, std::int64_t tile_end, CpuTier tier) {
   if (tile_begin < 0 || tile_begin > tile_end || tile_end > w.tiles())
     fail(ErrorCode::invalid_argument, "gemv: tiles [{}, {}) of {}", tile_begin, tile_end, w.tiles());
   if (m < 1) fail(ErrorCode::invalid_argument, "gemv: m = {} rows, expected at least 1", m);
   const GemvTileFn kernel = tile_fn(tier);
   const std::int64_t tiles = tile_end - tile_begin;
   const std::int64_t by_size = tiles * w.tile_blocks() * 16 * w.padded_in() / kMinBytesPerThread;
-  const auto team = static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(threads, by_size), 1, kMaxTileTeam));
+  const auto team =
+      static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(threads, by_size), 1, kMaxTileTeam));
   for_tiles(tiles, team, [&](std::int64_t i) {
     const std::int64_t t = tile_begin + i, n0 = t * w.tile_blocks() * 16;
-    const GemvTileArgs args{w.tile(t), w.padded_in() / 4, static_cast<int>(w.blocks_in(t)), w.out() - n0,
-                            w.compensation() + n0, w.scales() + n0, xu, w.padded_in(), x_scales, m, y + n0,
-                            w.out(), accumulate, kWeightPrefetchAhead};
+    const GemvTileArgs args{w.tile(t),
+                            w.padded_in() / 4,
+                            static_cast<int>(w.blocks_in(t)),
+                            w.out() - n0,
+                            w.compensation() + n0,
+                            w.scales() + n0,
+                            xu,
+                            w.padded_in(),
+                            x_scales,
+                            m,
+                            y + n0,
+                            w.out(),
+                            accumulate,
+                            kWeightPrefetchAhead};
     kernel(args);
   });
 }

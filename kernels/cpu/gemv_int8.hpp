@@ -31,7 +31,6 @@ namespace ember::kernels::cpu {
 // (docs/benchmarks.md#int8-gemv-rows).
 constexpr std::int64_t kGemvMaxRows = 64;
 
-
 // The weights in the GEMV's layout. Output rows are grouped in blocks of 16; for each group of 4
 // inputs a block has 64 bytes, row r's 4 weights at bytes 4r..4r+3. That is the operand
 // vpdpbusd multiplies against 4 broadcast activation bytes, so one instruction adds 4 products
@@ -75,27 +74,26 @@ class GemvWeightsS8 {
   std::int64_t in_;
   std::int64_t padded_in_;
   std::int64_t tile_blocks_;
-  std::shared_ptr<WeightArena> arena_;     // owns packed_
-  const std::int8_t* packed_;              // i8 tiles, 64-byte aligned
-  std::vector<std::int32_t> compensation_; // 128 * sum_k q[n][k], padded to blocks * 16
-  std::vector<float> scales_;              // weight scales, padded to blocks * 16 with zeros
+  std::shared_ptr<WeightArena> arena_;      // owns packed_
+  const std::int8_t* packed_;               // i8 tiles, 64-byte aligned
+  std::vector<std::int32_t> compensation_;  // 128 * sum_k q[n][k], padded to blocks * 16
+  std::vector<float> scales_;               // weight scales, padded to blocks * 16 with zeros
 };
 
 // vpdpbusd multiplies unsigned by signed bytes: activations go in as u8 = q + 128 and the
 // kernel subtracts 128 * sum(w_row). q: dense [m, in] from quantize_rows_s8; xu: [m, padded_in].
-void gemv_activations(const std::int8_t* q, std::int64_t m, std::int64_t in,
-                      std::int64_t padded_in, std::uint8_t* xu);
+void gemv_activations(const std::int8_t* q, std::int64_t m, std::int64_t in, std::int64_t padded_in, std::uint8_t* xu);
 
 // y[m, out] (dense) = (float(xu·Wᵀ - compensation) * w_scale[n]) * x_scales[i], or += when
 // accumulating, m >= 1, at the active tier. threads: OpenMP threads, output tiles are split
 // between them; each thread runs all m rows of a tile before the next.
-void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_scales,
-               std::int64_t m, float* y, bool accumulate, int threads);
+void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_scales, std::int64_t m, float* y,
+               bool accumulate, int threads);
 // The same for tiles [tile_begin, tile_end) only: y's columns [tile_begin, tile_end) *
 // tile_blocks() * 16 (up to out()), its other columns untouched; at `tier`, which must be
 // available (tests run every one; the results are the same bit for bit).
-void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_scales,
-               std::int64_t m, float* y, bool accumulate, int threads, std::int64_t tile_begin,
-               std::int64_t tile_end, CpuTier tier = active_tier());
+void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_scales, std::int64_t m, float* y,
+               bool accumulate, int threads, std::int64_t tile_begin, std::int64_t tile_end,
+               CpuTier tier = active_tier());
 
 }  // namespace ember::kernels::cpu

@@ -29,7 +29,7 @@ struct GemvTileArgs {
   float* y;                          // the tile's first output of row 0; row i at y + i * ldy
   std::int64_t ldy;
   bool accumulate;
-  std::int64_t prefetch_ahead;       // bytes of weights prefetched ahead on the first row pass
+  std::int64_t prefetch_ahead;  // bytes of weights prefetched ahead on the first row pass
 };
 
 using GemvTileFn = void (*)(const GemvTileArgs&);

@@ -43,20 +43,20 @@ class LockedLinear : public Linear {
     if (out <= 0 || in <= 0) fail(ErrorCode::invalid_argument, "linear: bad weight shape out={} in={}", out, in);
   }
 
-  void forward_range(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin,
-                     std::int64_t end, bool accumulate, LinearInput input) override {
+  void forward_range(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin, std::int64_t end,
+                     bool accumulate, LinearInput input) override {
     locked_run(ctx, x, m, y, accumulate, begin, end, input);
   }
 
   // y's columns [begin, end) (the whole of them unless output_granule() allows less).
-  virtual void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate,
-                   std::int64_t begin, std::int64_t end, LinearInput input) = 0;
+  virtual void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate, std::int64_t begin,
+                   std::int64_t end, LinearInput input) = 0;
 
   std::mutex mutex_;
 
  private:
-  void locked_run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate,
-                  std::int64_t begin, std::int64_t end, LinearInput input) {
+  void locked_run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate, std::int64_t begin,
+                  std::int64_t end, LinearInput input) {
     if (m == 0) return;
     std::lock_guard lock(mutex_);
     run(ctx, x, m, y, accumulate, begin, end, input);
@@ -69,22 +69,22 @@ bool onednn_int8_fast() { return onednn_available() && tier_available(CpuTier::a
 
 class Int8Linear final : public LockedLinear {
  public:
-  Int8Linear(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in,
-             ActivationQuant activations, bool allow_gemv = true)
+  Int8Linear(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in, ActivationQuant activations,
+             bool allow_gemv = true)
       : Int8Linear(ctx, quantize_int8_weights(ctx, w, out, in), activations, allow_gemv) {}
 
-  Int8Linear(CpuContext& ctx, const QuantizedWeights& w, ActivationQuant activations,
-             bool allow_gemv = true)
+  Int8Linear(CpuContext& ctx, const QuantizedWeights& w, ActivationQuant activations, bool allow_gemv = true)
       : Int8Linear(ctx, w.q.data(), w.out, w.in, w.scales.data(), activations, allow_gemv) {}
 
-  Int8Linear(CpuContext& ctx, const std::int8_t* q, std::int64_t out, std::int64_t in,
-             const float* scales, ActivationQuant activations, bool allow_gemv = true)
+  Int8Linear(CpuContext& ctx, const std::int8_t* q, std::int64_t out, std::int64_t in, const float* scales,
+             ActivationQuant activations, bool allow_gemv = true)
       : LockedLinear(out, in),
         terms_(activations == ActivationQuant::residual ? 2 : 1),
         weight_scales_(scales, scales + out) {
     if (q == nullptr) fail(ErrorCode::invalid_argument, "linear: null weights");
     if (!allow_gemv && !onednn_available())
-      fail(ErrorCode::unsupported, "linear: an INT8 linear without ember's kernel needs oneDNN, which this build lacks");
+      fail(ErrorCode::unsupported,
+           "linear: an INT8 linear without ember's kernel needs oneDNN, which this build lacks");
     own_gemm_ = allow_gemv && !onednn_int8_fast();
     if (!own_gemm_) onednn_ = make_onednn_matmul(ctx, MatmulType::s8, q, out, in);
     if (allow_gemv) gemv_ = std::make_unique<GemvWeightsS8>(q, weight_scales_.data(), out, in, ctx.decode_weights);
@@ -96,8 +96,7 @@ class Int8Linear final : public LockedLinear {
   std::int64_t decode_bytes() const override { return out_features() * in_features(); }
 
   std::string implementation(CpuContext& ctx, std::int64_t m, bool accumulate) override {
-    if (uses_gemv(m))
-      return fmt::format("{}:{}", m <= kGemvMaxRows ? "gemv" : "ember_gemm", to_string(active_tier()));
+    if (uses_gemv(m)) return fmt::format("{}:{}", m <= kGemvMaxRows ? "gemv" : "ember_gemm", to_string(active_tier()));
     std::lock_guard lock(mutex_);
     return onednn_->implementation(ctx, m, accumulate);
   }
@@ -111,8 +110,8 @@ class Int8Linear final : public LockedLinear {
  private:
   bool uses_gemv(std::int64_t m) const { return gemv_ != nullptr && (own_gemm_ || m <= kGemvMaxRows); }
 
-  void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate,
-           std::int64_t begin, std::int64_t end, LinearInput input) override {
+  void run(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate, std::int64_t begin,
+           std::int64_t end, LinearInput input) override {
     const std::int64_t in = in_features();
     const bool quantize = input == LinearInput::fresh;
     grow(q_, terms_ * m * in);
@@ -125,8 +124,8 @@ class Int8Linear final : public LockedLinear {
     // Term 2's rows follow term 1's: [q_hi; q_lo]. It is added in a second pass, y = (y + t1) +
     // t2, in this order for every m, so a row's result does not depend on its batch.
     if (quantize)
-      quantize_rows_s8_residual(x, m, in, in, q_.data(), row_scales_.data(), q_.data() + m * in,
-                                row_scales_.data() + m, ctx.threads);
+      quantize_rows_s8_residual(x, m, in, in, q_.data(), row_scales_.data(), q_.data() + m * in, row_scales_.data() + m,
+                                ctx.threads);
     if (uses_gemv(2 * m)) {
       // Both terms in one GEMV call: the weights are streamed once, as for a single term.
       const std::int64_t out = out_features();
@@ -162,15 +161,15 @@ class Int8Linear final : public LockedLinear {
     if (v.size() < static_cast<std::size_t>(n)) v.resize(static_cast<std::size_t>(n));
   }
 
-  const std::int64_t terms_;          // activation terms per row: 1, or 2 for ActivationQuant::residual
-  std::vector<float> terms_y_;        // both terms' GEMV outputs, [2m, out], guarded by mutex_
+  const std::int64_t terms_;    // activation terms per row: 1, or 2 for ActivationQuant::residual
+  std::vector<float> terms_y_;  // both terms' GEMV outputs, [2m, out], guarded by mutex_
   std::vector<float> weight_scales_;
   std::unique_ptr<const GemvWeightsS8> gemv_;  // null: oneDNN for every m
   std::unique_ptr<OnednnMatmul> onednn_;       // null: ember's kernel for every m
-  bool own_gemm_ = false;  // the GEMV's kernel runs every m, no oneDNN primitive (no fast one)
-  std::vector<std::uint8_t> xu_;     // GEMV activations (q + 128), guarded by mutex_
-  std::vector<std::int8_t> q_;       // activation scratch, guarded by mutex_
-  std::vector<float> row_scales_;    // activation scales, guarded by mutex_
+  bool own_gemm_ = false;                      // the GEMV's kernel runs every m, no oneDNN primitive (no fast one)
+  std::vector<std::uint8_t> xu_;               // GEMV activations (q + 128), guarded by mutex_
+  std::vector<std::int8_t> q_;                 // activation scratch, guarded by mutex_
+  std::vector<float> row_scales_;              // activation scales, guarded by mutex_
 };
 
 // FP32 weights: oneDNN's matmul where it is built in, else ember's own product (gemm_f32.hpp).
@@ -205,8 +204,7 @@ class Fp32Linear final : public LockedLinear {
 };
 
 template <class T, class W, class... Extra>
-std::unique_ptr<Linear> make_linear(CpuContext& ctx, const W* w, std::int64_t out,
-                                    std::int64_t in, Extra... extra) {
+std::unique_ptr<Linear> make_linear(CpuContext& ctx, const W* w, std::int64_t out, std::int64_t in, Extra... extra) {
   if (w == nullptr) fail(ErrorCode::invalid_argument, "linear: null weights");
   return std::make_unique<T>(ctx, w, out, in, extra...);
 }
@@ -222,7 +220,8 @@ void Linear::forward_outputs(CpuContext& ctx, const float* x, std::int64_t m, fl
     fail(ErrorCode::invalid_argument, "linear: outputs [{}, {}) of {} at m = {} are not in units of {}", begin, end,
          out_features(), m, granule);
   if (input == LinearInput::as_before && outputs_rows_.load() != m)
-    fail(ErrorCode::internal, "linear: {} rows said to be as before, but the previous part had {}", m, outputs_rows_.load());
+    fail(ErrorCode::internal, "linear: {} rows said to be as before, but the previous part had {}", m,
+         outputs_rows_.load());
   outputs_rows_.store(m);
   forward_range(ctx, x, m, y, begin, end, accumulate, input);
 }
@@ -242,37 +241,32 @@ bool onednn_available() {
 #endif
 }
 
-QuantizedWeights quantize_int8_weights(CpuContext& ctx, const float* w, std::int64_t out,
-                                       std::int64_t in) {
+QuantizedWeights quantize_int8_weights(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in) {
   if (w == nullptr) fail(ErrorCode::invalid_argument, "linear: null weights");
-  if (out <= 0 || in <= 0)
-    fail(ErrorCode::invalid_argument, "linear: bad weight shape out={} in={}", out, in);
+  if (out <= 0 || in <= 0) fail(ErrorCode::invalid_argument, "linear: bad weight shape out={} in={}", out, in);
   QuantizedWeights q{out, in, std::vector<std::int8_t>(static_cast<std::size_t>(out * in)),
                      std::vector<float>(static_cast<std::size_t>(out))};
   quantize_weights_s8(w, out, in, q.q.data(), q.scales.data(), ctx.threads, int8_weight_range());
   return q;
 }
 
-std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const std::int8_t* q, const float* scales,
-                                         std::int64_t out, std::int64_t in,
-                                         ActivationQuant activations) {
+std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const std::int8_t* q, const float* scales, std::int64_t out,
+                                         std::int64_t in, ActivationQuant activations) {
   if (scales == nullptr) fail(ErrorCode::invalid_argument, "linear: null weight scales");
   return make_linear<Int8Linear>(ctx, q, out, in, scales, activations);
 }
 
-std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const float* w, std::int64_t out,
-                                         std::int64_t in, ActivationQuant activations) {
+std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in,
+                                         ActivationQuant activations) {
   return make_linear<Int8Linear>(ctx, w, out, in, activations);
 }
 
-std::unique_ptr<Linear> make_int8_linear_onednn_only(CpuContext& ctx, const float* w,
-                                                     std::int64_t out, std::int64_t in,
+std::unique_ptr<Linear> make_int8_linear_onednn_only(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in,
                                                      ActivationQuant activations) {
   return make_linear<Int8Linear>(ctx, w, out, in, activations, /*allow_gemv=*/false);
 }
 
-std::unique_ptr<Linear> make_fp32_linear(CpuContext& ctx, const float* w, std::int64_t out,
-                                         std::int64_t in) {
+std::unique_ptr<Linear> make_fp32_linear(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in) {
   return make_linear<Fp32Linear>(ctx, w, out, in);
 }
 

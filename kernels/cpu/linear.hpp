@@ -32,8 +32,7 @@ class Linear {
   Linear& operator=(const Linear&) = delete;
 
   // x: dense [m, in]; y: dense [m, out]. accumulate: y += x·Wᵀ instead of y = x·Wᵀ.
-  virtual void forward(CpuContext& ctx, const float* x, std::int64_t m, float* y,
-                       bool accumulate = false) = 0;
+  virtual void forward(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate = false) = 0;
 
   std::int64_t in_features() const { return in_; }
   std::int64_t out_features() const { return out_; }
@@ -51,8 +50,8 @@ class Linear {
   // frames. begin is a multiple of output_granule(m), end one too or out_features(). The columns
   // equal forward()'s bit for bit. Throws ErrorCode::invalid_argument on a range that breaks these
   // rules, ErrorCode::internal when `input` says as_before but the previous call had other rows.
-  void forward_outputs(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin,
-                       std::int64_t end, bool accumulate = false, LinearInput input = LinearInput::fresh);
+  void forward_outputs(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin, std::int64_t end,
+                       bool accumulate = false, LinearInput input = LinearInput::fresh);
   // The unit of forward_outputs()'s ranges at m rows: a tile of the kernel that runs m rows, or
   // out_features() where that kernel computes every output at once (oneDNN's matmul).
   virtual std::int64_t output_granule(std::int64_t /*m*/) const { return out_features(); }
@@ -82,15 +81,13 @@ enum class ActivationQuant {
 
 // w: FP32 [out, in] (row = output channel), copied/packed, not kept. Throws
 // ErrorCode::invalid_argument on a non-positive shape.
-std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const float* w, std::int64_t out,
-                                         std::int64_t in,
+std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in,
                                          ActivationQuant activations = ActivationQuant::per_row);
 // Test-only: the same INT8 linear, but every m runs through oneDNN, also the rows that ember's
 // GEMV (gemv_int8.hpp) takes otherwise; the reference of its bit-exactness test. Below the
 // avx512_vnni tier oneDNN's INT8 matmul is its reference kernel: slow, but exact.
-std::unique_ptr<Linear> make_int8_linear_onednn_only(
-    CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in,
-    ActivationQuant activations = ActivationQuant::per_row);
+std::unique_ptr<Linear> make_int8_linear_onednn_only(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in,
+                                                     ActivationQuant activations = ActivationQuant::per_row);
 // The largest |q| of INT8 weights: 127 on every tier (see linear.cpp).
 int int8_weight_range();
 // Whether this build has oneDNN (EMBER_WITH_ONEDNN): without it ember's own kernels run every
@@ -104,13 +101,11 @@ struct QuantizedWeights {
   std::vector<std::int8_t> q;
   std::vector<float> scales;
 };
-QuantizedWeights quantize_int8_weights(CpuContext& ctx, const float* w, std::int64_t out,
-                                       std::int64_t in);
+QuantizedWeights quantize_int8_weights(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in);
 // The INT8 linear of weights already quantized (quantize_int8_weights, or read back from a
 // cache): make_int8_linear(w) is this of quantize_int8_weights(w). q and scales are not kept.
-std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const std::int8_t* q, const float* scales,
-                                         std::int64_t out, std::int64_t in,
-                                         ActivationQuant activations = ActivationQuant::per_row);
+std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const std::int8_t* q, const float* scales, std::int64_t out,
+                                         std::int64_t in, ActivationQuant activations = ActivationQuant::per_row);
 
 // Weights in a file's own groups of 32 (4- or 8-bit, gemm_grouped.hpp) with INT8 activations
 // per group (ActivationQuant::residual: two terms a group), read row by row through `source` and
@@ -121,7 +116,6 @@ std::unique_ptr<Linear> make_grouped_linear(CpuContext& ctx, std::int64_t out, s
                                             const GroupedRowSource& source,
                                             ActivationQuant activations = ActivationQuant::per_row);
 
-std::unique_ptr<Linear> make_fp32_linear(CpuContext& ctx, const float* w, std::int64_t out,
-                                         std::int64_t in);
+std::unique_ptr<Linear> make_fp32_linear(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in);
 
 }  // namespace ember::kernels::cpu

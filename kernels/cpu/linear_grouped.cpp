@@ -13,7 +13,8 @@ class GroupedLinear final : public Linear {
  public:
   GroupedLinear(CpuContext& ctx, std::int64_t out, std::int64_t in, GroupFormat format, const GroupedRowSource& source,
                 ActivationQuant activations)
-      : Linear(out, in), weights_(out, in, format, source, ctx.decode_weights, ctx.threads),
+      : Linear(out, in),
+        weights_(out, in, format, source, ctx.decode_weights, ctx.threads),
         terms_(activations == ActivationQuant::residual ? 2 : 1) {}
 
   void forward(CpuContext& ctx, const float* x, std::int64_t m, float* y, bool accumulate) override {
@@ -28,8 +29,8 @@ class GroupedLinear final : public Linear {
   std::int64_t output_granule(std::int64_t) const override { return GroupedWeights::kTileOutputs; }
 
  private:
-  void forward_range(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin,
-                     std::int64_t end, bool accumulate, LinearInput input) override {
+  void forward_range(CpuContext& ctx, const float* x, std::int64_t m, float* y, std::int64_t begin, std::int64_t end,
+                     bool accumulate, LinearInput input) override {
     run(ctx, x, m, y, accumulate, begin / GroupedWeights::kTileOutputs,
         (end + GroupedWeights::kTileOutputs - 1) / GroupedWeights::kTileOutputs, input);
   }

@@ -175,8 +175,8 @@ std::string OnednnMatmul::implementation(CpuContext& ctx, std::int64_t m, bool a
   }
 }
 
-std::unique_ptr<OnednnMatmul> make_onednn_matmul(CpuContext& ctx, MatmulType type, const void* w,
-                                                 std::int64_t out, std::int64_t in) {
+std::unique_ptr<OnednnMatmul> make_onednn_matmul(CpuContext& ctx, MatmulType type, const void* w, std::int64_t out,
+                                                 std::int64_t in) {
   return std::make_unique<OnednnMatmul>(ctx, type, w, out, in);
 }
 

@@ -34,8 +34,8 @@ class OnednnMatmul {
 
   // y[m, out] (+)= src[m, in] · Wᵀ. For s8, weight_scales [out] and row_scales [m] are the
   // epilogue's; for f32 both are null.
-  void execute(CpuContext& ctx, std::int64_t m, bool accumulate, const void* src, float* y,
-               const float* row_scales, const float* weight_scales);
+  void execute(CpuContext& ctx, std::int64_t m, bool accumulate, const void* src, float* y, const float* row_scales,
+               const float* weight_scales);
 
   // oneDNN's name of the kernel it runs for m rows (e.g. "brg:avx512_core_vnni").
   std::string implementation(CpuContext& ctx, std::int64_t m, bool accumulate);
@@ -45,7 +45,7 @@ class OnednnMatmul {
   std::unique_ptr<Packed> packed_;
 };
 
-std::unique_ptr<OnednnMatmul> make_onednn_matmul(CpuContext& ctx, MatmulType type, const void* w,
-                                                 std::int64_t out, std::int64_t in);
+std::unique_ptr<OnednnMatmul> make_onednn_matmul(CpuContext& ctx, MatmulType type, const void* w, std::int64_t out,
+                                                 std::int64_t in);
 
 }  // namespace ember::kernels::cpu

@@ -45,8 +45,7 @@ EMBER_CLONES void gelu_mul_row(const float* g, const float* u, std::int64_t n, f
 }
 
 // Rotates one row (all heads) with precomputed cos/sin of its position.
-void rope_row(float* x, int heads, int head_dim, int half_dims, const float* cs, const float* sn,
-              RopeLayout layout) {
+void rope_row(float* x, int heads, int head_dim, int half_dims, const float* cs, const float* sn, RopeLayout layout) {
   for (int h = 0; h < heads; ++h) {
     float* v = x + static_cast<std::int64_t>(h) * head_dim;
     for (int i = 0; i < half_dims; ++i) {
@@ -67,20 +66,18 @@ void rmsnorm_row(const float* x, const float* w, std::int64_t n, float eps, floa
 
 }  // namespace
 
-void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_t cols, float eps,
-             float* out, int threads) {
-  if (rows < 0 || cols <= 0)
-    fail(ErrorCode::invalid_argument, "rmsnorm: bad shape rows={} cols={}", rows, cols);
-  for_rows(rows, threads, rows * cols >= kParallelElements, [&](std::int64_t r) {
-    rmsnorm_row(x + r * cols, weight, cols, eps, out + r * cols);
-  });
+void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_t cols, float eps, float* out,
+             int threads) {
+  if (rows < 0 || cols <= 0) fail(ErrorCode::invalid_argument, "rmsnorm: bad shape rows={} cols={}", rows, cols);
+  for_rows(rows, threads, rows * cols >= kParallelElements,
+           [&](std::int64_t r) { rmsnorm_row(x + r * cols, weight, cols, eps, out + r * cols); });
 }
 
-void rmsnorm_heads(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
-                   const float* weight, float eps, int threads) {
+void rmsnorm_heads(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, const float* weight,
+                   float eps, int threads) {
   if (rows < 0 || heads <= 0 || head_dim <= 0 || ld < std::int64_t{heads} * head_dim)
-    fail(ErrorCode::invalid_argument, "rmsnorm_heads: bad shape rows={} ld={} heads={} head_dim={}", rows,
-         ld, heads, head_dim);
+    fail(ErrorCode::invalid_argument, "rmsnorm_heads: bad shape rows={} ld={} heads={} head_dim={}", rows, ld, heads,
+         head_dim);
   for_rows(rows, threads, rows * heads * head_dim >= kParallelElements, [&](std::int64_t r) {
     for (int h = 0; h < heads; ++h) {
       float* v = x + r * ld + std::int64_t{h} * head_dim;
@@ -93,8 +90,8 @@ RopeAngles rope_angles(const std::int32_t* positions, std::int64_t rows, int rop
                        const float* freq_factors, float position_scale) {
   if (rows < 0 || rope_dims <= 0 || rope_dims % 2 != 0 || !(base > 0.0f) || !(position_scale > 0.0f) ||
       !std::isfinite(position_scale))
-    fail(ErrorCode::invalid_argument, "rope: bad arguments rows={} rope_dims={} base={} position_scale={}",
-         rows, rope_dims, base, position_scale);
+    fail(ErrorCode::invalid_argument, "rope: bad arguments rows={} rope_dims={} base={} position_scale={}", rows,
+         rope_dims, base, position_scale);
   const int half_dims = rope_dims / 2;
   for (int i = 0; freq_factors != nullptr && i < half_dims; ++i)
     if (!(freq_factors[i] > 0.0f))
@@ -121,14 +118,14 @@ RopeAngles rope_angles(const std::int32_t* positions, std::int64_t rows, int rop
   return a;
 }
 
-void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
-          const RopeAngles& angles, RopeLayout layout, int threads) {
+void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, const RopeAngles& angles,
+          RopeLayout layout, int threads) {
   const int rope_dims = angles.rope_dims;
-  if (rows < 0 || rows != angles.rows || heads <= 0 || head_dim <= 0 || rope_dims <= 0 ||
-      rope_dims > head_dim || ld < static_cast<std::int64_t>(heads) * head_dim)
+  if (rows < 0 || rows != angles.rows || heads <= 0 || head_dim <= 0 || rope_dims <= 0 || rope_dims > head_dim ||
+      ld < static_cast<std::int64_t>(heads) * head_dim)
     fail(ErrorCode::invalid_argument,
-         "rope: bad arguments rows={} (angles for {}) ld={} heads={} head_dim={} rope_dims={}",
-         rows, angles.rows, ld, heads, head_dim, rope_dims);
+         "rope: bad arguments rows={} (angles for {}) ld={} heads={} head_dim={} rope_dims={}", rows, angles.rows, ld,
+         heads, head_dim, rope_dims);
   const int half_dims = rope_dims / 2;
   for_rows(rows, threads, rows * ld >= kParallelElements, [&](std::int64_t r) {
     rope_row(x + r * ld, heads, head_dim, half_dims, angles.cos.data() + r * half_dims,
@@ -138,18 +135,16 @@ void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
 
 void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, int rope_dims,
           const std::int32_t* positions, float base, RopeLayout layout, int threads) {
-  if (rope_dims > head_dim)
-    fail(ErrorCode::invalid_argument, "rope: rope_dims={} > head_dim={}", rope_dims, head_dim);
-  rope(x, rows, ld, heads, head_dim, rope_angles(positions, rows, rope_dims, base), layout,
-       threads);
+  if (rope_dims > head_dim) fail(ErrorCode::invalid_argument, "rope: rope_dims={} > head_dim={}", rope_dims, head_dim);
+  rope(x, rows, ld, heads, head_dim, rope_angles(positions, rows, rope_dims, base), layout, threads);
 }
 
 namespace {
 
 // act(gate) * up over rows of [gate(ffn) | up(ffn)], `act_mul_row` one row's worth.
 template <class ActMulRow>
-void gated_mul(const char* name, const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out,
-               int threads, ActMulRow act_mul_row) {
+void gated_mul(const char* name, const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out, int threads,
+               ActMulRow act_mul_row) {
   if (rows < 0 || ffn <= 0) fail(ErrorCode::invalid_argument, "{}: bad shape rows={} ffn={}", name, rows, ffn);
   for_rows(rows, threads, rows * ffn >= kParallelElements, [&](std::int64_t r) {
     const float* g = gate_up + r * 2 * ffn;

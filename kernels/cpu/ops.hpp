@@ -12,14 +12,14 @@ namespace ember::kernels::cpu {
 
 // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, x and out dense [rows, cols]. out may
 // alias x.
-void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_t cols, float eps,
-             float* out, int threads = 1);
+void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_t cols, float eps, float* out,
+             int threads = 1);
 
 // rmsnorm over each head_dim slice of rows of heads*head_dim values at x + r*ld, in place, with
 // one weight [head_dim] for every head: the q/k norm of Qwen3 and Gemma 3 on the q or k part
 // of fused qkv rows.
-void rmsnorm_heads(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
-                   const float* weight, float eps, int threads = 1);
+void rmsnorm_heads(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, const float* weight,
+                   float eps, int threads = 1);
 
 using ember::RopeLayout;  // util/rope_layout.hpp
 
@@ -46,15 +46,13 @@ RopeAngles rope_angles(const std::int32_t* positions, std::int64_t rows, int rop
                        const float* freq_factors = nullptr, float position_scale = 1.0f);
 
 // rope() with precomputed angles (angles.rows must equal rows).
-void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
-          const RopeAngles& angles, RopeLayout layout, int threads = 1);
+void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, const RopeAngles& angles,
+          RopeLayout layout, int threads = 1);
 
 // gate_up rows are [gate(ffn) | up(ffn)] (dense, row stride 2*ffn); out[r, i] =
 // silu(gate[i]) * up[i] with silu(g) = g / (1 + e^-g), out dense [rows, ffn].
-void silu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out,
-              int threads = 1);
+void silu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out, int threads = 1);
 // The same with gelu (tanh approximation) for silu: GeGLU (Gemma).
-void gelu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out,
-              int threads = 1);
+void gelu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out, int threads = 1);
 
 }  // namespace ember::kernels::cpu

@@ -36,7 +36,8 @@ constexpr int kMaxTileTeam = 64;
 // Callers make a tile's result independent of the thread that computes it.
 template <class Fn>
 void for_tiles(std::int64_t tiles, int team, Fn&& fn) {
-  team = static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(team, kMaxTileTeam), 1, std::max<std::int64_t>(tiles, 1)));
+  team = static_cast<int>(
+      std::clamp<std::int64_t>(std::min<std::int64_t>(team, kMaxTileTeam), 1, std::max<std::int64_t>(tiles, 1)));
   if (team == 1) {
     for (std::int64_t t = 0; t < tiles; ++t) fn(t);
     return;
@@ -44,9 +45,12 @@ void for_tiles(std::int64_t tiles, int team, Fn&& fn) {
   // Each cursor has its own cache line: threads claiming tiles from neighbouring cursors in one
   // line made every claim a cache-line transfer between cores (GEMV-only decode step on the
   // default model's shapes: 86 % of the read loop's bandwidth, 93 % with a line each).
-  struct alignas(64) Cursor { std::atomic<std::int64_t> next; };
+  struct alignas(64) Cursor {
+    std::atomic<std::int64_t> next;
+  };
   std::array<Cursor, kMaxTileTeam> cursor;  // on the stack: no allocation per call
-  for (int p = 0; p < team; ++p) cursor[static_cast<std::size_t>(p)].next.store(tiles * p / team, std::memory_order_relaxed);
+  for (int p = 0; p < team; ++p)
+    cursor[static_cast<std::size_t>(p)].next.store(tiles * p / team, std::memory_order_relaxed);
 #pragma omp parallel num_threads(team)
   {
     // Ranges are counted in `team` parts even if the runtime gave fewer threads: every range

@@ -24,8 +24,7 @@ EMBER_CLONES float max_abs(const float* x, std::int64_t n) {
 
 // Rounds with the 1.5*2^23 trick (ties to even, like nearbyint) so the loop vectorises; valid
 // because |x * inv| <= 127 after the scale.
-EMBER_CLONES void quantize_row(const float* x, std::int64_t n, float inv, float qmax,
-                               std::int8_t* q) {
+EMBER_CLONES void quantize_row(const float* x, std::int64_t n, float inv, float qmax, std::int8_t* q) {
 #pragma omp simd
   for (std::int64_t i = 0; i < n; ++i) {
     float v = (x[i] * inv + 12582912.0f) - 12582912.0f;
@@ -58,8 +57,8 @@ EMBER_CLONES float max_abs_error(const float* x, const std::int8_t* q, float sca
   return m;
 }
 
-EMBER_CLONES void quantize_error_row(const float* x, const std::int8_t* q_hi, float s_hi,
-                                     std::int64_t n, float inv, std::int8_t* q) {
+EMBER_CLONES void quantize_error_row(const float* x, const std::int8_t* q_hi, float s_hi, std::int64_t n, float inv,
+                                     std::int8_t* q) {
 #pragma omp simd
   for (std::int64_t i = 0; i < n; ++i) {
     float v = ((x[i] - static_cast<float>(q_hi[i]) * s_hi) * inv + 12582912.0f) - 12582912.0f;
@@ -68,8 +67,7 @@ EMBER_CLONES void quantize_error_row(const float* x, const std::int8_t* q_hi, fl
   }
 }
 
-void quantize_error(const float* x, std::int64_t n, const std::int8_t* q_hi, float s_hi,
-                    std::int8_t* q, float* scale) {
+void quantize_error(const float* x, std::int64_t n, const std::int8_t* q_hi, float s_hi, std::int8_t* q, float* scale) {
   const float m = s_hi > 0.0f ? max_abs_error(x, q_hi, s_hi, n) : 0.0f;
   if (!(m > 0.0f) || !std::isfinite(m)) {
     for (std::int64_t i = 0; i < n; ++i) q[i] = 0;
@@ -85,24 +83,22 @@ void check_shape(std::int64_t rows, std::int64_t cols, std::int64_t ld) {
     fail(ErrorCode::invalid_argument, "quantize: bad shape rows={} cols={} ld={}", rows, cols, ld);
 }
 
-void quantize_rows(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx,
-                   float qmax, std::int8_t* q, float* scales, int threads) {
+void quantize_rows(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx, float qmax, std::int8_t* q,
+                   float* scales, int threads) {
   check_shape(rows, cols, ldx);
-  for_rows(rows, threads, rows * cols >= kQuantizeParallelElements, [&](std::int64_t r) {
-    quantize_one(x + r * ldx, cols, qmax, q + r * cols, scales + r);
-  });
+  for_rows(rows, threads, rows * cols >= kQuantizeParallelElements,
+           [&](std::int64_t r) { quantize_one(x + r * ldx, cols, qmax, q + r * cols, scales + r); });
 }
 
 }  // namespace
 
-void quantize_rows_s8(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx,
-                      std::int8_t* q, float* scales, int threads) {
+void quantize_rows_s8(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx, std::int8_t* q,
+                      float* scales, int threads) {
   quantize_rows(x, rows, cols, ldx, 127.0f, q, scales, threads);
 }
 
-void quantize_rows_s8_residual(const float* x, std::int64_t rows, std::int64_t cols,
-                               std::int64_t ldx, std::int8_t* q_hi, float* s_hi, std::int8_t* q_lo,
-                               float* s_lo, int threads) {
+void quantize_rows_s8_residual(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx,
+                               std::int8_t* q_hi, float* s_hi, std::int8_t* q_lo, float* s_lo, int threads) {
   check_shape(rows, cols, ldx);
   for_rows(rows, threads, rows * cols >= kQuantizeParallelElements, [&](std::int64_t r) {
     quantize_one(x + r * ldx, cols, 127.0f, q_hi + r * cols, s_hi + r);
@@ -110,8 +106,8 @@ void quantize_rows_s8_residual(const float* x, std::int64_t rows, std::int64_t c
   });
 }
 
-void quantize_weights_s8(const float* w, std::int64_t out, std::int64_t in, std::int8_t* q,
-                         float* scales, int threads, int qmax) {
+void quantize_weights_s8(const float* w, std::int64_t out, std::int64_t in, std::int8_t* q, float* scales, int threads,
+                         int qmax) {
   if (qmax < 1 || qmax > 127) fail(ErrorCode::invalid_argument, "quantize: qmax={} not in [1, 127]", qmax);
   quantize_rows(w, out, in, in, static_cast<float>(qmax), q, scales, threads);
 }

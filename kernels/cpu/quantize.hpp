@@ -15,20 +15,19 @@ inline constexpr std::int64_t kQuantizeParallelElements = 16384;
 
 // Per-row activations: x is [rows, cols] with row stride ldx; q is dense [rows, cols];
 // scales[rows]. threads: OpenMP threads (rows are split between them).
-void quantize_rows_s8(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx,
-                      std::int8_t* q, float* scales, int threads = 1);
+void quantize_rows_s8(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx, std::int8_t* q,
+                      float* scales, int threads = 1);
 
 // Two INT8 terms per row for the layers where one loses too much (see linear.hpp): x ~= q_hi *
 // s_hi + q_lo * s_lo, where q_lo quantizes the rounding error of the first term (|error| <=
 // s_hi / 2), so the pair resolves x about 250 times more finely than q_hi alone.
-void quantize_rows_s8_residual(const float* x, std::int64_t rows, std::int64_t cols,
-                               std::int64_t ldx, std::int8_t* q_hi, float* s_hi, std::int8_t* q_lo,
-                               float* s_lo, int threads = 1);
+void quantize_rows_s8_residual(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx,
+                               std::int8_t* q_hi, float* s_hi, std::int8_t* q_lo, float* s_lo, int threads = 1);
 
 // Per-output-channel weights: w is [out, in] (row = output channel), q dense [out, in],
 // scales[out]. qmax < 127 narrows the range (scale = max|w| / qmax, q in [-qmax, qmax]): the
 // INT8 linear uses 63 on CPUs without VNNI, see linear.cpp.
-void quantize_weights_s8(const float* w, std::int64_t out, std::int64_t in, std::int8_t* q,
-                         float* scales, int threads = 1, int qmax = 127);
+void quantize_weights_s8(const float* w, std::int64_t out, std::int64_t in, std::int8_t* q, float* scales,
+                         int threads = 1, int qmax = 127);
 
 }  // namespace ember::kernels::cpu

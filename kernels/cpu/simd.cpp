@@ -30,8 +30,7 @@ namespace {
 
 // Dims [from, n) of `keys` keys added to s one by one, not fused (this file is compiled with
 // -ffp-contract=off, kernels/CMakeLists.txt: the vector functions that inline this have FMA).
-void add_tail_dims(const float* q, const float* k, std::int64_t stride, int keys, int from, int n,
-                   float* s) {
+void add_tail_dims(const float* q, const float* k, std::int64_t stride, int keys, int from, int n, float* s) {
   for (int j = 0; j < keys; ++j)
     for (int i = from; i < n; ++i) {
       const float product = q[i] * k[j * stride + i];
@@ -46,8 +45,7 @@ float reduce16(const float* lane) {
   return (e[0] + e[2]) + (e[1] + e[3]);
 }
 
-void dot_keys_f32_scalar(const float* q, const float* k, std::int64_t stride, int keys, int n,
-                         float* s) {
+void dot_keys_f32_scalar(const float* q, const float* k, std::int64_t stride, int keys, int n, float* s) {
   for (int j = 0; j < kKeyChunk; ++j) {
     float lane[16] = {};
     for (int i = 0; j < keys && i + 16 <= n; i += 16)
@@ -57,8 +55,7 @@ void dot_keys_f32_scalar(const float* q, const float* k, std::int64_t stride, in
   add_tail_dims(q, k, stride, std::min(keys, kKeyChunk), n & ~15, n, s);
 }
 
-void axpy_rows_f32_scalar(const float* p, const float* x, std::int64_t stride, int rows, float* y,
-                          int n) {
+void axpy_rows_f32_scalar(const float* p, const float* x, std::int64_t stride, int rows, float* y, int n) {
   for (int i = 0; i < n; ++i) {
     float even = y[i], odd = 0.0f;
     int r = 0;
@@ -87,8 +84,7 @@ void from_f16_scalar(const std::uint16_t* x, float* y, int n) {
 
 // Four keys at a time, each in two accumulators (lanes 0-7 and 8-15 of the 16 lanes of the
 // order in the scalar section), reduced with the same additions. Keys past `keys` are zero.
-EMBER_AVX2 void dot_keys4_avx2(const float* q, const float* k, std::int64_t stride, int keys, int n,
-                               float* s) {
+EMBER_AVX2 void dot_keys4_avx2(const float* q, const float* k, std::int64_t stride, int keys, int n, float* s) {
   __m256 lo[4], hi[4];
   for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
   const int real = keys < 4 ? keys : 4;
@@ -102,15 +98,14 @@ EMBER_AVX2 void dot_keys4_avx2(const float* q, const float* k, std::int64_t stri
     }
   }
   for (int j = 0; j < 4; ++j) {
-    const __m256 t = _mm256_add_ps(lo[j], hi[j]);                                      // l + (l + 8)
+    const __m256 t = _mm256_add_ps(lo[j], hi[j]);                                         // l + (l + 8)
     const __m128 e = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));  // e0..e3
-    const __m128 f = _mm_add_ps(e, _mm_movehl_ps(e, e));                                 // e0+e2, e1+e3
+    const __m128 f = _mm_add_ps(e, _mm_movehl_ps(e, e));                                  // e0+e2, e1+e3
     s[j] = j < real ? _mm_cvtss_f32(_mm_add_ss(f, _mm_shuffle_ps(f, f, 1))) : 0.0f;
   }
 }
 
-EMBER_AVX2 void dot_keys_f32_avx2(const float* q, const float* k, std::int64_t stride, int keys,
-                                  int n, float* s) {
+EMBER_AVX2 void dot_keys_f32_avx2(const float* q, const float* k, std::int64_t stride, int keys, int n, float* s) {
   for (int j0 = 0; j0 < kKeyChunk; j0 += 4) {
     if (j0 < keys) {
       dot_keys4_avx2(q, k + j0 * stride, stride, keys - j0, n, s + j0);
@@ -122,8 +117,7 @@ EMBER_AVX2 void dot_keys_f32_avx2(const float* q, const float* k, std::int64_t s
 }
 
 // One element's even and odd sums of the scalar section, 8 (then 1) at a time.
-EMBER_AVX2 void axpy_rows_f32_avx2(const float* p, const float* x, std::int64_t stride, int rows,
-                                   float* y, int n) {
+EMBER_AVX2 void axpy_rows_f32_avx2(const float* p, const float* x, std::int64_t stride, int rows, float* y, int n) {
   int i = 0;
   for (; i + 16 <= n; i += 16) {
     __m256 a0 = _mm256_loadu_ps(y + i), a1 = _mm256_loadu_ps(y + i + 8);
@@ -178,10 +172,9 @@ EMBER_AVX512 inline __m512 sum_pair_halves(__m512 x, __m512 y) {  // lanes 0,1: 
 EMBER_AVX512 inline __m512 sum_pair_quarters(__m512 x, __m512 y) {  // lane L: input L's four
   return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xDD));
 }
-EMBER_AVX512 inline __m512 sum_each16(__m512 a0, __m512 a1, __m512 a2, __m512 a3, __m512 a4,
-                                      __m512 a5, __m512 a6, __m512 a7, __m512 a8, __m512 a9,
-                                      __m512 a10, __m512 a11, __m512 a12, __m512 a13, __m512 a14,
-                                      __m512 a15) {
+EMBER_AVX512 inline __m512 sum_each16(__m512 a0, __m512 a1, __m512 a2, __m512 a3, __m512 a4, __m512 a5, __m512 a6,
+                                      __m512 a7, __m512 a8, __m512 a9, __m512 a10, __m512 a11, __m512 a12, __m512 a13,
+                                      __m512 a14, __m512 a15) {
   const __m512 c0 = sum_pair_quarters(sum_pair_halves(a0, a1), sum_pair_halves(a2, a3));
   const __m512 c1 = sum_pair_quarters(sum_pair_halves(a4, a5), sum_pair_halves(a6, a7));
   const __m512 c2 = sum_pair_quarters(sum_pair_halves(a8, a9), sum_pair_halves(a10, a11));
@@ -192,20 +185,18 @@ EMBER_AVX512 inline __m512 sum_each16(__m512 a0, __m512 a1, __m512 a2, __m512 a3
 }
 
 // One key's step: acc += q * k, then on to the next key unless this one is the last real one.
-EMBER_AVX512 inline void fma_key(__m512& acc, __m512 q, const float*& k, std::int64_t stride,
-                                 bool advance) {
+EMBER_AVX512 inline void fma_key(__m512& acc, __m512 q, const float*& k, std::int64_t stride, bool advance) {
   acc = _mm512_fmadd_ps(q, _mm512_loadu_ps(k), acc);
   if (advance) k += stride;
 }
 
-EMBER_AVX512 void dot_keys_f32_avx512(const float* q, const float* k, std::int64_t stride,
-                                      int keys, int n, float* s) {
+EMBER_AVX512 void dot_keys_f32_avx512(const float* q, const float* k, std::int64_t stride, int keys, int n, float* s) {
   // Key j accumulates in a{4 * (j % 4) + j / 4} so that sum_each16 leaves its sum in lane j.
   // Keys past `keys` repeat the last real key (no read past the chunk) and are zeroed. Sixteen
   // named accumulators, not an array, so that they stay in registers; the key loop is innermost:
   // 16 independent FMA chains per q vector.
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-         a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0, a15 = a0;
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0,
+         a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0, a15 = a0;
   for (int i = 0; i + 16 <= n; i += 16) {
     const __m512 qi = _mm512_loadu_ps(q + i);
     const float* kj = k + i;
@@ -234,8 +225,7 @@ EMBER_AVX512 void dot_keys_f32_avx512(const float* q, const float* k, std::int64
 
 // Sixty-four floats of y stay in registers across the rows, in two sets of four accumulators
 // (even and odd rows, the order of the scalar section) so that two FMA chains run at once.
-EMBER_AVX512 void axpy_rows_f32_avx512(const float* p, const float* x, std::int64_t stride,
-                                       int rows, float* y, int n) {
+EMBER_AVX512 void axpy_rows_f32_avx512(const float* p, const float* x, std::int64_t stride, int rows, float* y, int n) {
   int i = 0;
   for (; i + 64 <= n; i += 64) {
     __m512 a[4], b[4];
@@ -280,11 +270,9 @@ EMBER_AVX512 void from_f16_avx512(const std::uint16_t* x, float* y, int n) {
 
 #endif  // EMBER_X86_DISPATCH
 
-constexpr VecOps kScalar{CpuTier::scalar, dot_keys_f32_scalar, axpy_rows_f32_scalar, to_f16_scalar,
-                         from_f16_scalar};
+constexpr VecOps kScalar{CpuTier::scalar, dot_keys_f32_scalar, axpy_rows_f32_scalar, to_f16_scalar, from_f16_scalar};
 #if EMBER_X86_DISPATCH
-constexpr VecOps kAvx2{CpuTier::avx2, dot_keys_f32_avx2, axpy_rows_f32_avx2, to_f16_avx2,
-                       from_f16_avx2};
+constexpr VecOps kAvx2{CpuTier::avx2, dot_keys_f32_avx2, axpy_rows_f32_avx2, to_f16_avx2, from_f16_avx2};
 constexpr VecOps kAvx512{CpuTier::avx512_vnni, dot_keys_f32_avx512, axpy_rows_f32_avx512, to_f16_avx512,
                          from_f16_avx512};
 #endif

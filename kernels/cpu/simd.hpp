@@ -32,7 +32,6 @@
 
 namespace ember::kernels::cpu {
 
-
 // Keys scored by one VecOps::dot_keys_f32 call.
 inline constexpr int kKeyChunk = 16;
 
@@ -44,13 +43,11 @@ struct VecOps {
   // depends only on n and j's place in the chunk, never on the other keys: attention stays
   // per-row deterministic (batch invariant). One call per 16 keys instead of a horizontal sum
   // per key is what makes prefill attention fast.
-  void (*dot_keys_f32)(const float* q, const float* k, std::int64_t stride, int keys, int n,
-                       float* s);
+  void (*dot_keys_f32)(const float* q, const float* k, std::int64_t stride, int keys, int n, float* s);
   // y[i] += sum_r p[r] * x[r * stride + i] for r < rows: one chunk of V rows, y kept in
   // registers across the rows instead of a load/store per row.
-  void (*axpy_rows_f32)(const float* p, const float* x, std::int64_t stride, int rows, float* y,
-                        int n);
-  void (*to_f16)(const float* x, std::uint16_t* y, int n);  // round to nearest even
+  void (*axpy_rows_f32)(const float* p, const float* x, std::int64_t stride, int rows, float* y, int n);
+  void (*to_f16)(const float* x, std::uint16_t* y, int n);    // round to nearest even
   void (*from_f16)(const std::uint16_t* x, float* y, int n);  // exact
 };
 

@@ -19,9 +19,9 @@ __device__ float load(const std::uint16_t* p) { return __half2float(__ushort_as_
 
 template <int DimsPerLane, class T>
 __global__ void paged_attention_kernel(const float* q, std::int64_t ldq, const std::int32_t* positions,
-                                       const std::int32_t* row_tables, const std::int32_t* block_tables,
-                                       int group, KvLayout layout, const T* k_cache, const T* v_cache,
-                                       int window, float scale, float* out, std::int64_t ldo) {
+                                       const std::int32_t* row_tables, const std::int32_t* block_tables, int group,
+                                       KvLayout layout, const T* k_cache, const T* v_cache, int window, float scale,
+                                       float* out, std::int64_t ldo) {
   const std::int64_t row = blockIdx.x;
   const int head = static_cast<int>(blockIdx.y);
   const std::int32_t table = row_tables[row];
@@ -99,44 +99,41 @@ __global__ void paged_attention_kernel(const float* q, std::int64_t ldq, const s
 }
 
 template <int DimsPerLane>
-void launch(const float* q, std::int64_t ldq, const std::int32_t* positions,
-            const std::int32_t* row_tables, const std::int32_t* block_tables, std::int64_t rows,
-            int heads, const KvLayout& layout, const void* k_cache, const void* v_cache, int window,
-            float scale, float* out, std::int64_t ldo, cudaStream_t stream) {
+void launch(const float* q, std::int64_t ldq, const std::int32_t* positions, const std::int32_t* row_tables,
+            const std::int32_t* block_tables, std::int64_t rows, int heads, const KvLayout& layout, const void* k_cache,
+            const void* v_cache, int window, float scale, float* out, std::int64_t ldo, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(heads));
   const int group = heads / layout.kv_heads;
   if (layout.dtype == KvCacheType::f16)
     paged_attention_kernel<DimsPerLane><<<grid, kWarps * 32, 0, stream>>>(
-        q, ldq, positions, row_tables, block_tables, group, layout,
-        static_cast<const std::uint16_t*>(k_cache), static_cast<const std::uint16_t*>(v_cache),
-        window, scale, out, ldo);
+        q, ldq, positions, row_tables, block_tables, group, layout, static_cast<const std::uint16_t*>(k_cache),
+        static_cast<const std::uint16_t*>(v_cache), window, scale, out, ldo);
   else
     paged_attention_kernel<DimsPerLane><<<grid, kWarps * 32, 0, stream>>>(
-        q, ldq, positions, row_tables, block_tables, group, layout,
-        static_cast<const float*>(k_cache), static_cast<const float*>(v_cache), window, scale, out, ldo);
+        q, ldq, positions, row_tables, block_tables, group, layout, static_cast<const float*>(k_cache),
+        static_cast<const float*>(v_cache), window, scale, out, ldo);
 }
 
 }  // namespace
 
-void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* positions,
-                     const std::int32_t* row_tables, const std::int32_t* block_tables,
-                     std::int64_t rows, int heads, const KvLayout& layout, const void* k_cache,
-                     const void* v_cache, int window, float scale, float* out, std::int64_t ldo,
+void paged_attention(const float* q, std::int64_t ldq, const std::int32_t* positions, const std::int32_t* row_tables,
+                     const std::int32_t* block_tables, std::int64_t rows, int heads, const KvLayout& layout,
+                     const void* k_cache, const void* v_cache, int window, float scale, float* out, std::int64_t ldo,
                      cudaStream_t stream) {
   if (rows <= 0) return;
   // The fewest registers that hold head_dim values per warp: 64 (most small models) -> 2.
   if (layout.head_dim <= 32)
-    launch<1>(q, ldq, positions, row_tables, block_tables, rows, heads, layout, k_cache, v_cache, window, scale,
-              out, ldo, stream);
+    launch<1>(q, ldq, positions, row_tables, block_tables, rows, heads, layout, k_cache, v_cache, window, scale, out,
+              ldo, stream);
   else if (layout.head_dim <= 64)
-    launch<2>(q, ldq, positions, row_tables, block_tables, rows, heads, layout, k_cache, v_cache, window, scale,
-              out, ldo, stream);
+    launch<2>(q, ldq, positions, row_tables, block_tables, rows, heads, layout, k_cache, v_cache, window, scale, out,
+              ldo, stream);
   else if (layout.head_dim <= 128)
-    launch<4>(q, ldq, positions, row_tables, block_tables, rows, heads, layout, k_cache, v_cache, window, scale,
-              out, ldo, stream);
+    launch<4>(q, ldq, positions, row_tables, block_tables, rows, heads, layout, k_cache, v_cache, window, scale, out,
+              ldo, stream);
   else
-    launch<8>(q, ldq, positions, row_tables, block_tables, rows, heads, layout, k_cache, v_cache, window, scale,
-              out, ldo, stream);
+    launch<8>(q, ldq, positions, row_tables, block_tables, rows, heads, layout, k_cache, v_cache, window, scale, out,
+              ldo, stream);
 }
 
 }  // namespace ember::kernels::cuda

@@ -12,14 +12,14 @@ namespace ember::kernels::cuda {
 // operation.
 inline void check_cuda(cudaError_t status, const char* what) {
   if (status == cudaSuccess) return;
-  fail(status == cudaErrorMemoryAllocation ? ErrorCode::out_of_memory : ErrorCode::internal,
-       "CUDA: {}: {} ({})", what, cudaGetErrorString(status), cudaGetErrorName(status));
+  fail(status == cudaErrorMemoryAllocation ? ErrorCode::out_of_memory : ErrorCode::internal, "CUDA: {}: {} ({})", what,
+       cudaGetErrorString(status), cudaGetErrorName(status));
 }
 
 inline void check_cublas(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  fail(status == CUBLAS_STATUS_ALLOC_FAILED ? ErrorCode::out_of_memory : ErrorCode::internal,
-       "cuBLAS: {}: {} ({})", what, cublasGetStatusString(status), static_cast<int>(status));
+  fail(status == CUBLAS_STATUS_ALLOC_FAILED ? ErrorCode::out_of_memory : ErrorCode::internal, "cuBLAS: {}: {} ({})",
+       what, cublasGetStatusString(status), static_cast<int>(status));
 }
 
 }  // namespace ember::kernels::cuda

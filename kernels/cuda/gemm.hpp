@@ -33,12 +33,12 @@ class Blas {
 bool gemm_s8_supported(std::int64_t n, std::int64_t k);
 
 // acc[m, n] (int32) = x[m, k] (int8) * w[n, k]^T (int8), exact integer accumulation.
-void gemm_s8(const Blas& blas, const std::int8_t* x, const std::int8_t* w, std::int64_t m,
-             std::int64_t n, std::int64_t k, std::int32_t* acc);
+void gemm_s8(const Blas& blas, const std::int8_t* x, const std::int8_t* w, std::int64_t m, std::int64_t n,
+             std::int64_t k, std::int32_t* acc);
 
 // y[m, n] (float) = x[m, k] (half) * w[n, k]^T (half) with FP32 accumulation; added to y when
 // accumulate.
-void gemm_f16(const Blas& blas, const std::uint16_t* x, const std::uint16_t* w, std::int64_t m,
-              std::int64_t n, std::int64_t k, float* y, bool accumulate);
+void gemm_f16(const Blas& blas, const std::uint16_t* x, const std::uint16_t* w, std::int64_t m, std::int64_t n,
+              std::int64_t k, float* y, bool accumulate);
 
 }  // namespace ember::kernels::cuda

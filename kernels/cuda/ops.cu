@@ -19,9 +19,9 @@ unsigned grid_for(std::int64_t n) {
   return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, 65536));
 }
 
-#define EMBER_GRID_STRIDE(i, n)                                                              \
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;    \
-       i < (n); i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+#define EMBER_GRID_STRIDE(i, n)                                                                    \
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
 
 struct Sum {
   __device__ float operator()(float a, float b) const { return a + b; }
@@ -50,8 +50,8 @@ __device__ float block_reduce(float v, Op op) {
   return result;
 }
 
-__global__ void gather_rows_kernel(const float* table, const std::int32_t* ids, std::int64_t rows,
-                                   std::int64_t cols, float* out) {
+__global__ void gather_rows_kernel(const float* table, const std::int32_t* ids, std::int64_t rows, std::int64_t cols,
+                                   float* out) {
   EMBER_GRID_STRIDE(i, rows * cols) {
     const std::int64_t r = i / cols, c = i % cols;
     out[i] = table[static_cast<std::int64_t>(ids[r]) * cols + c];
@@ -59,16 +59,14 @@ __global__ void gather_rows_kernel(const float* table, const std::int32_t* ids, 
 }
 
 // One block per row.
-__global__ void rmsnorm_kernel(const float* x, const float* weight, std::int64_t cols, float eps,
-                               float* out) {
+__global__ void rmsnorm_kernel(const float* x, const float* weight, std::int64_t cols, float eps, float* out) {
   const float* xr = x + blockIdx.x * cols;
   float* yr = out + blockIdx.x * cols;
   float s = 0.0f;
   for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x) s += xr[i] * xr[i];
   s = block_reduce(s, Sum{});  // every read of xr happens before this barrier: out may alias x
   const float k = 1.0f / sqrtf(s / static_cast<float>(cols) + eps);
-  for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x)
-    yr[i] = __fmul_rn(__fmul_rn(xr[i], k), weight[i]);
+  for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x) yr[i] = __fmul_rn(__fmul_rn(xr[i], k), weight[i]);
 }
 
 // One block per (row, head) slice.
@@ -90,9 +88,8 @@ __global__ void add_kernel(const float* from, float* into, std::int64_t n) {
   EMBER_GRID_STRIDE(i, n) into[i] = __fadd_rn(into[i], from[i]);
 }
 
-__global__ void rope_angles_kernel(const std::int32_t* positions, std::int64_t rows, int rope_dims,
-                                   float base, const float* freq_factors, float position_scale,
-                                   float* cos_out, float* sin_out) {
+__global__ void rope_angles_kernel(const std::int32_t* positions, std::int64_t rows, int rope_dims, float base,
+                                   const float* freq_factors, float position_scale, float* cos_out, float* sin_out) {
   const int half = rope_dims / 2;
   EMBER_GRID_STRIDE(idx, rows * half) {
     const std::int64_t r = idx / half;
@@ -108,8 +105,8 @@ __global__ void rope_angles_kernel(const std::int32_t* positions, std::int64_t r
   }
 }
 
-__global__ void rope_kernel(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
-                            int half, const float* cos_in, const float* sin_in, bool interleaved) {
+__global__ void rope_kernel(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, int half,
+                            const float* cos_in, const float* sin_in, bool interleaved) {
   EMBER_GRID_STRIDE(idx, rows * heads * half) {
     const std::int64_t r = idx / (static_cast<std::int64_t>(heads) * half);
     const int h = static_cast<int>(idx / half % heads);
@@ -174,9 +171,8 @@ __device__ float dequantized(std::int32_t acc, float w_scale, float x_scale) {
 
 // Rows on blockIdx.y (grid-stride), four columns a thread (cols % 4 == 0: the INT8 GEMM's
 // shapes), so that no thread divides a 64-bit index.
-__global__ void dequantize_s32_kernel(const std::int32_t* acc, const float* x_scales,
-                                      const float* w_scales, std::int64_t rows, std::int64_t cols,
-                                      float* y, bool accumulate) {
+__global__ void dequantize_s32_kernel(const std::int32_t* acc, const float* x_scales, const float* w_scales,
+                                      std::int64_t rows, std::int64_t cols, float* y, bool accumulate) {
   const std::int64_t c = 4 * (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x);
   if (c >= cols) return;
   const float4 ws = *reinterpret_cast<const float4*>(w_scales + c);
@@ -197,9 +193,8 @@ __global__ void dequantize_s32_kernel(const std::int32_t* acc, const float* x_sc
 // One warp per output channel (warp-stride over channels), all M rows at once so each weight
 // byte is read once; lanes take 16 bytes (Vec = int4) or 4 bytes (Vec = int) of a row at a time.
 template <int M, class Vec>
-__global__ void gemv_s8_kernel(const std::int8_t* q, const float* x_scales, const std::int8_t* w,
-                               const float* w_scales, std::int64_t n, std::int64_t k, float* y,
-                               bool accumulate) {
+__global__ void gemv_s8_kernel(const std::int8_t* q, const float* x_scales, const std::int8_t* w, const float* w_scales,
+                               std::int64_t n, std::int64_t k, float* y, bool accumulate) {
   constexpr int kInts = sizeof(Vec) / 4;
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x >> 5);
@@ -236,7 +231,8 @@ template <int M>
 void launch_gemv_s8(const std::int8_t* q, const float* x_scales, const std::int8_t* w, const float* w_scales,
                     std::int64_t n, std::int64_t k, float* y, bool accumulate, cudaStream_t stream) {
   constexpr int kWarpsPerBlock = 8;
-  const unsigned blocks = static_cast<unsigned>(std::clamp<std::int64_t>((n + kWarpsPerBlock - 1) / kWarpsPerBlock, 1, 65536));
+  const unsigned blocks =
+      static_cast<unsigned>(std::clamp<std::int64_t>((n + kWarpsPerBlock - 1) / kWarpsPerBlock, 1, 65536));
   if (k % 16 == 0)
     gemv_s8_kernel<M, int4><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(q, x_scales, w, w_scales, n, k, y, accumulate);
   else
@@ -266,20 +262,20 @@ __global__ void store_kv_kernel(const float* k, const float* v, std::int64_t ldk
 
 }  // namespace
 
-void gather_rows(const float* table, const std::int32_t* ids, std::int64_t rows, std::int64_t cols,
-                 float* out, cudaStream_t stream) {
+void gather_rows(const float* table, const std::int32_t* ids, std::int64_t rows, std::int64_t cols, float* out,
+                 cudaStream_t stream) {
   if (rows <= 0) return;
   gather_rows_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(table, ids, rows, cols, out);
 }
 
-void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_t cols, float eps,
-             float* out, cudaStream_t stream) {
+void rmsnorm(const float* x, const float* weight, std::int64_t rows, std::int64_t cols, float eps, float* out,
+             cudaStream_t stream) {
   if (rows <= 0) return;
   rmsnorm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, weight, cols, eps, out);
 }
 
-void rmsnorm_heads(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
-                   const float* weight, float eps, cudaStream_t stream) {
+void rmsnorm_heads(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, const float* weight,
+                   float eps, cudaStream_t stream) {
   if (rows <= 0) return;
   // A head is a few dozen to a few hundred values: one warp per slice is plenty.
   rmsnorm_heads_kernel<<<static_cast<unsigned>(rows * heads), 32, 0, stream>>>(x, ld, heads, head_dim, weight, eps);
@@ -295,30 +291,27 @@ void add(const float* from, float* into, std::int64_t n, cudaStream_t stream) {
   add_kernel<<<grid_for(n), kThreads, 0, stream>>>(from, into, n);
 }
 
-void rope_angles(const std::int32_t* positions, std::int64_t rows, int rope_dims, float base,
-                 const float* freq_factors, float position_scale, float* cos, float* sin,
-                 cudaStream_t stream) {
+void rope_angles(const std::int32_t* positions, std::int64_t rows, int rope_dims, float base, const float* freq_factors,
+                 float position_scale, float* cos, float* sin, cudaStream_t stream) {
   if (rows <= 0) return;
-  rope_angles_kernel<<<grid_for(rows * (rope_dims / 2)), kThreads, 0, stream>>>(
-      positions, rows, rope_dims, base, freq_factors, position_scale, cos, sin);
+  rope_angles_kernel<<<grid_for(rows * (rope_dims / 2)), kThreads, 0, stream>>>(positions, rows, rope_dims, base,
+                                                                                freq_factors, position_scale, cos, sin);
 }
 
-void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, int rope_dims,
-          const float* cos, const float* sin, RopeLayout layout, cudaStream_t stream) {
+void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, int rope_dims, const float* cos,
+          const float* sin, RopeLayout layout, cudaStream_t stream) {
   if (rows <= 0) return;
   const int half = rope_dims / 2;
-  rope_kernel<<<grid_for(rows * heads * half), kThreads, 0, stream>>>(
-      x, rows, ld, heads, head_dim, half, cos, sin, layout == RopeLayout::interleaved);
+  rope_kernel<<<grid_for(rows * heads * half), kThreads, 0, stream>>>(x, rows, ld, heads, head_dim, half, cos, sin,
+                                                                      layout == RopeLayout::interleaved);
 }
 
-void silu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out,
-              cudaStream_t stream) {
+void silu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out, cudaStream_t stream) {
   if (rows <= 0) return;
   silu_mul_kernel<<<grid_for(rows * ffn), kThreads, 0, stream>>>(gate_up, rows, ffn, out);
 }
 
-void gelu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out,
-              cudaStream_t stream) {
+void gelu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out, cudaStream_t stream) {
   if (rows <= 0) return;
   gelu_mul_kernel<<<grid_for(rows * ffn), kThreads, 0, stream>>>(gate_up, rows, ffn, out);
 }
@@ -328,24 +321,22 @@ void add_bias(float* y, std::int64_t rows, std::int64_t cols, const float* bias,
   add_bias_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(y, rows, cols, bias);
 }
 
-void quantize_rows_s8(const float* x, std::int64_t rows, std::int64_t cols, std::int8_t* q,
-                      float* scales, cudaStream_t stream) {
+void quantize_rows_s8(const float* x, std::int64_t rows, std::int64_t cols, std::int8_t* q, float* scales,
+                      cudaStream_t stream) {
   if (rows <= 0) return;
   quantize_rows_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, cols, q, scales);
 }
 
-void dequantize_s32(const std::int32_t* acc, const float* x_scales, const float* w_scales,
-                    std::int64_t rows, std::int64_t cols, float* y, bool accumulate,
-                    cudaStream_t stream) {
+void dequantize_s32(const std::int32_t* acc, const float* x_scales, const float* w_scales, std::int64_t rows,
+                    std::int64_t cols, float* y, bool accumulate, cudaStream_t stream) {
   if (rows <= 0) return;
   const dim3 grid(static_cast<unsigned>((cols / 4 + kThreads - 1) / kThreads),
                   static_cast<unsigned>(std::min<std::int64_t>(rows, 65535)));
   dequantize_s32_kernel<<<grid, kThreads, 0, stream>>>(acc, x_scales, w_scales, rows, cols, y, accumulate);
 }
 
-void gemv_s8(const std::int8_t* q, const float* x_scales, const std::int8_t* w, const float* w_scales,
-             std::int64_t m, std::int64_t n, std::int64_t k, float* y, bool accumulate,
-             cudaStream_t stream) {
+void gemv_s8(const std::int8_t* q, const float* x_scales, const std::int8_t* w, const float* w_scales, std::int64_t m,
+             std::int64_t n, std::int64_t k, float* y, bool accumulate, cudaStream_t stream) {
   // Groups of kMaxGemvRows rows: any m is served, though the caller picks this for small m.
   for (std::int64_t r = 0; r < m; r += kMaxGemvRows) {
     const std::int8_t* qr = q + r * k;
@@ -368,15 +359,13 @@ void to_f16(const float* x, std::int64_t n, std::uint16_t* out, cudaStream_t str
   to_f16_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, out);
 }
 
-void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t rows,
-              const std::int32_t* slots, const KvLayout& layout, void* k_cache, void* v_cache,
-              cudaStream_t stream) {
+void store_kv(const float* k, const float* v, std::int64_t ldkv, std::int64_t rows, const std::int32_t* slots,
+              const KvLayout& layout, void* k_cache, void* v_cache, cudaStream_t stream) {
   if (rows <= 0) return;
   const std::int64_t width = static_cast<std::int64_t>(layout.kv_heads) * layout.head_dim;
   if (layout.dtype == KvCacheType::f16)
     store_kv_kernel<<<grid_for(rows * width), kThreads, 0, stream>>>(
-        k, v, ldkv, rows, slots, width, static_cast<std::uint16_t*>(k_cache),
-        static_cast<std::uint16_t*>(v_cache));
+        k, v, ldkv, rows, slots, width, static_cast<std::uint16_t*>(k_cache), static_cast<std::uint16_t*>(v_cache));
   else
     store_kv_kernel<<<grid_for(rows * width), kThreads, 0, stream>>>(
         k, v, ldkv, rows, slots, width, static_cast<float*>(k_cache), static_cast<float*>(v_cache));

@@ -4,17 +4,15 @@
 
 namespace ember::backend {
 
-void validate_batch(const Batch& batch, std::int32_t block_count, std::int32_t block_size,
-                    std::int32_t vocab_size) {
+void validate_batch(const Batch& batch, std::int32_t block_count, std::int32_t block_size, std::int32_t vocab_size) {
   const std::int32_t rows = batch.rows();
   if (batch.positions.size() != batch.tokens.size() || batch.slots.size() != batch.tokens.size())
-    fail(ErrorCode::internal, "batch: {} tokens but {} positions and {} slots", rows,
-         batch.positions.size(), batch.slots.size());
+    fail(ErrorCode::internal, "batch: {} tokens but {} positions and {} slots", rows, batch.positions.size(),
+         batch.slots.size());
   std::int32_t next_row = 0;
   for (const SequenceSlice& seq : batch.sequences) {
     if (seq.row_begin != next_row || seq.row_count <= 0 || seq.row_begin + seq.row_count > rows)
-      fail(ErrorCode::internal, "batch: sequence rows [{}, +{}) do not tile the batch",
-           seq.row_begin, seq.row_count);
+      fail(ErrorCode::internal, "batch: sequence rows [{}, +{}) do not tile the batch", seq.row_begin, seq.row_count);
     next_row = seq.row_begin + seq.row_count;
     for (std::int32_t r = seq.row_begin; r < next_row; ++r) {
       const std::int32_t token = batch.tokens[static_cast<std::size_t>(r)];
@@ -26,12 +24,11 @@ void validate_batch(const Batch& batch, std::int32_t block_count, std::int32_t b
         fail(ErrorCode::internal, "batch: row {} position {} is not consecutive", r, pos);
       const std::size_t logical = static_cast<std::size_t>(pos / block_size);
       if (pos < 0 || logical >= seq.block_table.size())
-        fail(ErrorCode::internal, "batch: row {} position {} beyond its block table ({} blocks)",
-             r, pos, seq.block_table.size());
+        fail(ErrorCode::internal, "batch: row {} position {} beyond its block table ({} blocks)", r, pos,
+             seq.block_table.size());
       const std::int32_t block = seq.block_table[logical];
       if (block < 0 || block >= block_count || slot != block * block_size + pos % block_size)
-        fail(ErrorCode::internal, "batch: row {} slot {} does not match block {} of the table", r,
-             slot, block);
+        fail(ErrorCode::internal, "batch: row {} slot {} does not match block {} of the table", r, slot, block);
     }
   }
   if (next_row != rows) fail(ErrorCode::internal, "batch: {} rows but sequences cover {}", rows, next_row);

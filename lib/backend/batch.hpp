@@ -35,7 +35,6 @@ struct Batch {
 // Checks a batch against the pool's geometry before a backend trusts its indices: every slot
 // inside the pool and inside its sequence's block table, positions consecutive per sequence,
 // logit rows in range. Throws Error(internal) naming the first violation.
-void validate_batch(const Batch& batch, std::int32_t block_count, std::int32_t block_size,
-                    std::int32_t vocab_size);
+void validate_batch(const Batch& batch, std::int32_t block_count, std::int32_t block_size, std::int32_t vocab_size);
 
 }  // namespace ember::backend

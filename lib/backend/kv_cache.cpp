@@ -10,8 +10,7 @@ namespace ember::backend {
 
 std::size_t KvGeometry::bytes_per_block() const {
   return static_cast<std::size_t>(layers) * 2 * static_cast<std::size_t>(block_size) *
-         static_cast<std::size_t>(kv_heads) *
-         static_cast<std::size_t>(kernels::kv_head_bytes(dtype, head_dim));
+         static_cast<std::size_t>(kv_heads) * static_cast<std::size_t>(kernels::kv_head_bytes(dtype, head_dim));
 }
 
 int kv_blocks_for_bytes(const KvGeometry& geometry, std::size_t bytes) {
@@ -22,12 +21,11 @@ int kv_blocks_for_bytes(const KvGeometry& geometry, std::size_t bytes) {
 }
 
 void check_kv_geometry(const KvGeometry& geometry) {
-  if (geometry.layers <= 0 || geometry.kv_heads <= 0 || geometry.head_dim <= 0 ||
-      geometry.block_size <= 0 || geometry.block_count <= 0) {
+  if (geometry.layers <= 0 || geometry.kv_heads <= 0 || geometry.head_dim <= 0 || geometry.block_size <= 0 ||
+      geometry.block_count <= 0) {
     fail(ErrorCode::invalid_argument,
-         "invalid KV cache geometry: layers {} kv_heads {} head_dim {} block_size {} blocks {}",
-         geometry.layers, geometry.kv_heads, geometry.head_dim, geometry.block_size,
-         geometry.block_count);
+         "invalid KV cache geometry: layers {} kv_heads {} head_dim {} block_size {} blocks {}", geometry.layers,
+         geometry.kv_heads, geometry.head_dim, geometry.block_size, geometry.block_count);
   }
 }
 
@@ -38,20 +36,22 @@ KvCache::KvCache(const KvGeometry& geometry) : geometry_(geometry) {
   const auto slice_bytes = static_cast<std::int64_t>(kernels::kv_head_bytes(geometry.dtype, geometry.head_dim));
   auto tensors = std::make_shared<std::vector<Tensor>>();
   for (int l = 0; l < 2 * geometry.layers; ++l) {
-    tensors->push_back(Tensor::empty(DType::u8, {geometry.block_count, geometry.block_size,
-                                                 geometry.kv_heads, slice_bytes}));
+    tensors->push_back(
+        Tensor::empty(DType::u8, {geometry.block_count, geometry.block_size, geometry.kv_heads, slice_bytes}));
     (l % 2 == 0 ? keys_ : values_).push_back(tensors->back().raw());
   }
   owner_ = std::move(tensors);
 }
 
-KvCache::KvCache(const KvGeometry& geometry, MemorySpace memory, std::vector<void*> keys,
-                 std::vector<void*> values, std::shared_ptr<void> owner)
-    : geometry_(geometry), memory_(memory), keys_(std::move(keys)), values_(std::move(values)),
+KvCache::KvCache(const KvGeometry& geometry, MemorySpace memory, std::vector<void*> keys, std::vector<void*> values,
+                 std::shared_ptr<void> owner)
+    : geometry_(geometry),
+      memory_(memory),
+      keys_(std::move(keys)),
+      values_(std::move(values)),
       owner_(std::move(owner)) {
   check_kv_geometry(geometry);
-  EMBER_ASSERT(keys_.size() == static_cast<std::size_t>(geometry.layers) &&
-               values_.size() == keys_.size());
+  EMBER_ASSERT(keys_.size() == static_cast<std::size_t>(geometry.layers) && values_.size() == keys_.size());
 }
 
 namespace {
@@ -62,8 +62,9 @@ template <class F>
 void for_each_block_array(const KvGeometry& g, MemorySpace memory, const std::vector<void*>& keys,
                           const std::vector<void*>& values, int block, F&& f) {
   if (memory != MemorySpace::host)
-    fail(ErrorCode::unsupported, "KV blocks in device memory cannot be read or written by the host "
-                                 "(KV state snapshots need the CPU backend)");
+    fail(ErrorCode::unsupported,
+         "KV blocks in device memory cannot be read or written by the host "
+         "(KV state snapshots need the CPU backend)");
   if (block < 0 || block >= g.block_count)
     fail(ErrorCode::internal, "KV block {} outside [0, {})", block, g.block_count);
   const std::size_t array_bytes = g.bytes_per_block() / (2 * static_cast<std::size_t>(g.layers));

@@ -31,8 +31,8 @@ class KvCache {
   explicit KvCache(const KvGeometry& geometry);
   // Memory a backend allocated itself (a GPU's): per layer, the K and V arrays of the geometry
   // in `memory`, kept alive by `owner`.
-  KvCache(const KvGeometry& geometry, MemorySpace memory, std::vector<void*> keys,
-          std::vector<void*> values, std::shared_ptr<void> owner);
+  KvCache(const KvGeometry& geometry, MemorySpace memory, std::vector<void*> keys, std::vector<void*> values,
+          std::shared_ptr<void> owner);
 
   const KvGeometry& geometry() const { return geometry_; }
   MemorySpace memory() const { return memory_; }

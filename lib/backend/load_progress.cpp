@@ -15,13 +15,13 @@ constexpr float kReading = 2, kTokenizer = 3, kWeights = 93, kCache = 2;
 }  // namespace
 
 LoadProgress::LoadProgress(LoadProgressCallback callback) : callback_(std::move(callback)) {
-  plan({{LoadPhase::reading, kReading}, {LoadPhase::tokenizer, kTokenizer}, {LoadPhase::weights, kWeights},
+  plan({{LoadPhase::reading, kReading},
+        {LoadPhase::tokenizer, kTokenizer},
+        {LoadPhase::weights, kWeights},
         {LoadPhase::cache, kCache}});
 }
 
-void LoadProgress::plan_preparation() {
-  plan({{LoadPhase::weights, kWeights}, {LoadPhase::cache, kCache}});
-}
+void LoadProgress::plan_preparation() { plan({{LoadPhase::weights, kWeights}, {LoadPhase::cache, kCache}}); }
 
 void LoadProgress::plan(std::initializer_list<std::pair<LoadPhase, float>> phases) {
   float total = 0;
@@ -44,8 +44,8 @@ void LoadProgress::report(LoadPhase phase, float fraction) {
   reported_ = std::max(reported_, overall);
   last_phase_ = phase;
   if (callback_ && !callback_(phase, reported_))
-    fail(ErrorCode::cancelled, "loading was cancelled by the progress callback ({}, {:.0f} % done)",
-         to_string(phase), 100.0f * reported_);
+    fail(ErrorCode::cancelled, "loading was cancelled by the progress callback ({}, {:.0f} % done)", to_string(phase),
+         100.0f * reported_);
 }
 
 void LoadProgress::finish() {

@@ -23,7 +23,7 @@ struct ember_engine {
   std::uint32_t magic = 0;  // set to kEngineMagic once fully constructed
   ember::Engine engine;
   std::string model_name, model_architecture, weight_format;  // the strings ember_model_info points at
-  mutable std::mutex error_mutex;              // the engine is used from many threads
+  mutable std::mutex error_mutex;                             // the engine is used from many threads
   std::string last_error;
 };
 
@@ -47,7 +47,7 @@ struct CompletionBox {
   ember_completion pub;
   ember_timings timings;
   std::uint32_t magic;
-  ember::Completion* owned;  // deleted with the box; null for a chunk's borrowed view
+  ember::Completion* owned;                       // deleted with the box; null for a chunk's borrowed view
   std::vector<ember_token_logprob> top_logprobs;  // Completion::top_logprobs, padded rows
 };
 static_assert(std::is_standard_layout_v<CompletionBox>);

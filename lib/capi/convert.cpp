@@ -178,8 +178,7 @@ EngineOptions to_cpp(const ember_engine_options& in) {
     case EMBER_KV_CACHE_F32: out.kv_cache_type = KvCacheType::f32; break;
     case EMBER_KV_CACHE_INT8: out.kv_cache_type = KvCacheType::int8; break;
     default:
-      fail(ErrorCode::invalid_argument,
-           "ember_engine_options.kv_cache_type = {} is not an ember_kv_cache_type",
+      fail(ErrorCode::invalid_argument, "ember_engine_options.kv_cache_type = {} is not an ember_kv_cache_type",
            raw_enum(o.kv_cache_type));
   }
   switch (raw_enum(o.weight_format)) {
@@ -240,8 +239,10 @@ SamplingParams to_cpp(const ember_sampling* in) {
   out.top_logprobs = s.top_logprobs;
   out.speculative_tokens = s.speculative_tokens;
   if (s.logit_bias_count > 0 && s.logit_bias == nullptr)
-    fail(ErrorCode::invalid_argument, "ember_sampling.logit_bias is NULL but logit_bias_count is {}", s.logit_bias_count);
-  for (std::size_t i = 0; i < s.logit_bias_count; ++i) out.logit_bias.push_back({s.logit_bias[i].token, s.logit_bias[i].bias});
+    fail(ErrorCode::invalid_argument, "ember_sampling.logit_bias is NULL but logit_bias_count is {}",
+         s.logit_bias_count);
+  for (std::size_t i = 0; i < s.logit_bias_count; ++i)
+    out.logit_bias.push_back({s.logit_bias[i].token, s.logit_bias[i].bias});
   if (s.grammar != nullptr) out.grammar = s.grammar;
   if (s.json_schema != nullptr) out.json_schema = s.json_schema;
   if (s.stop_count > 0 && s.stop == nullptr) {
@@ -276,8 +277,8 @@ Request to_cpp(const ember_request_params& in) {
   if (p.prompt != nullptr) out.prompt = p.prompt;
   out.messages = to_cpp(p.messages, p.message_count);
   if (p.prompt_token_count > 0 && p.prompt_tokens == nullptr) {
-    fail(ErrorCode::invalid_argument,
-         "ember_request_params.prompt_tokens is NULL but prompt_token_count is {}", p.prompt_token_count);
+    fail(ErrorCode::invalid_argument, "ember_request_params.prompt_tokens is NULL but prompt_token_count is {}",
+         p.prompt_token_count);
   }
   out.prompt_tokens.assign(p.prompt_tokens, p.prompt_tokens + p.prompt_token_count);
   if (p.prompt == nullptr && out.messages.empty() && out.prompt_tokens.empty()) {
@@ -318,8 +319,9 @@ StreamCallback to_cpp(ember_stream_fn on_chunk, void* user_data) {
 
 void point_at(CompletionBox& box, const Completion& c, std::uint32_t magic) {
   const Timings& t = c.timings;
-  box.timings = ember_timings{t.load_ms, t.queue_ms, t.prefill_ms, t.time_to_first_token_ms,
-                              t.decode_ms, t.time_per_output_token_ms, t.response_ms, t.total_ms};
+  box.timings = ember_timings{
+      t.load_ms,     t.queue_ms, t.prefill_ms, t.time_to_first_token_ms, t.decode_ms, t.time_per_output_token_ms,
+      t.response_ms, t.total_ms};
   ember_completion& p = box.pub;
   p.text = c.text.c_str();
   p.text_length = c.text.size();
@@ -407,9 +409,7 @@ using namespace ember::capi;
 extern "C" {
 
 EMBER_API ember_status ember_engine_options_init(ember_engine_options* options, size_t struct_size) {
-  return guarded(nullptr, [&] {
-    init_sized(options, struct_size, default_options(), "ember_engine_options");
-  });
+  return guarded(nullptr, [&] { init_sized(options, struct_size, default_options(), "ember_engine_options"); });
 }
 
 EMBER_API ember_status ember_sampling_init(ember_sampling* sampling, size_t struct_size) {

@@ -8,8 +8,9 @@
 
 #define EMBER_CAPI_STR2(x) #x
 #define EMBER_CAPI_STR(x) EMBER_CAPI_STR2(x)
-static_assert(std::string_view(EMBER_VERSION_STRING) == EMBER_CAPI_STR(EMBER_VERSION_MAJOR) "."
-                  EMBER_CAPI_STR(EMBER_VERSION_MINOR) "." EMBER_CAPI_STR(EMBER_VERSION_PATCH),
+static_assert(std::string_view(EMBER_VERSION_STRING) ==
+                  EMBER_CAPI_STR(EMBER_VERSION_MAJOR) "." EMBER_CAPI_STR(EMBER_VERSION_MINOR) "." EMBER_CAPI_STR(
+                      EMBER_VERSION_PATCH),
               "ember.h's EMBER_VERSION_* must match the project version in CMakeLists.txt");
 
 namespace ember::capi {
@@ -50,8 +51,7 @@ ember_status record(const ember_engine* engine, ember_status status, const char*
 ember_engine& live(ember_engine* engine) {
   if (engine == nullptr) fail(ErrorCode::invalid_argument, "the engine is NULL");
   if (engine->magic != kEngineMagic) {
-    fail(ErrorCode::invalid_argument,
-         "the engine handle is not a live engine (closed, or not an ember_engine)");
+    fail(ErrorCode::invalid_argument, "the engine handle is not a live engine (closed, or not an ember_engine)");
   }
   return *engine;
 }
@@ -61,8 +61,7 @@ const ember_engine& live(const ember_engine* engine) { return live(const_cast<em
 ember_request& live(ember_request* request) {
   if (request == nullptr) fail(ErrorCode::invalid_argument, "the request is NULL");
   if (request->magic != kRequestMagic) {
-    fail(ErrorCode::invalid_argument,
-         "the request handle is not a live request (freed, or not an ember_request)");
+    fail(ErrorCode::invalid_argument, "the request handle is not a live request (freed, or not an ember_request)");
   }
   return *request;
 }
@@ -143,8 +142,7 @@ EMBER_API const char* ember_engine_last_error(const ember_engine* engine) {
 
 // ---- engine ----
 
-EMBER_API ember_status ember_engine_open(const char* path, const ember_engine_options* options,
-                                         ember_engine** engine) {
+EMBER_API ember_status ember_engine_open(const char* path, const ember_engine_options* options, ember_engine** engine) {
   return guarded(nullptr, [&] {
     require(engine, "the engine output");
     *engine = nullptr;
@@ -171,9 +169,8 @@ EMBER_API void ember_engine_close(ember_engine** engine) {
   (void)status;  // a stale handle is reported through ember_last_error() only
 }
 
-EMBER_API ember_status ember_generate(ember_engine* engine, const char* prompt,
-                                      const ember_sampling* sampling, ember_stream_fn on_chunk,
-                                      void* user_data, ember_completion** completion) {
+EMBER_API ember_status ember_generate(ember_engine* engine, const char* prompt, const ember_sampling* sampling,
+                                      ember_stream_fn on_chunk, void* user_data, ember_completion** completion) {
   return guarded(engine, [&] {
     if (completion != nullptr) *completion = nullptr;
     ember_engine& e = live(engine);
@@ -185,21 +182,18 @@ EMBER_API ember_status ember_generate(ember_engine* engine, const char* prompt,
   });
 }
 
-EMBER_API ember_status ember_chat(ember_engine* engine, const ember_message* messages,
-                                  size_t message_count, const ember_sampling* sampling,
-                                  ember_stream_fn on_chunk, void* user_data,
+EMBER_API ember_status ember_chat(ember_engine* engine, const ember_message* messages, size_t message_count,
+                                  const ember_sampling* sampling, ember_stream_fn on_chunk, void* user_data,
                                   ember_completion** completion) {
   return guarded(engine, [&] {
     if (completion != nullptr) *completion = nullptr;
     ember_engine& e = live(engine);
-    finish(e.engine.chat(to_cpp(messages, message_count), to_cpp(sampling), to_cpp(on_chunk, user_data)),
-           completion);
+    finish(e.engine.chat(to_cpp(messages, message_count), to_cpp(sampling), to_cpp(on_chunk, user_data)), completion);
   });
 }
 
-EMBER_API ember_status ember_submit(ember_engine* engine, const ember_request_params* params,
-                                    ember_stream_fn on_chunk, void* user_data,
-                                    ember_request** request) {
+EMBER_API ember_status ember_submit(ember_engine* engine, const ember_request_params* params, ember_stream_fn on_chunk,
+                                    void* user_data, ember_request** request) {
   return guarded(engine, [&] {
     require(request, "the request output");
     *request = nullptr;
@@ -212,8 +206,7 @@ EMBER_API ember_status ember_submit(ember_engine* engine, const ember_request_pa
   });
 }
 
-EMBER_API ember_status ember_engine_step(ember_engine* engine, int64_t budget_us,
-                                         ember_step_result* result) {
+EMBER_API ember_status ember_engine_step(ember_engine* engine, int64_t budget_us, ember_step_result* result) {
   return guarded(engine, [&] {
     ember_engine& e = live(engine);
     if (budget_us < 0) fail(ErrorCode::invalid_argument, "budget_us must be >= 0, got {}", budget_us);
@@ -240,9 +233,8 @@ EMBER_API ember_status ember_engine_info(const ember_engine* engine, ember_model
 
 // Buffer sizes are not an ember::ErrorCode: the body leaves a message in `too_small` and the
 // status is set here, after guarded().
-EMBER_API ember_status ember_tokenize(const ember_engine* engine, const char* text,
-                                      size_t text_length, int parse_special, int32_t* tokens,
-                                      size_t capacity, size_t* token_count) {
+EMBER_API ember_status ember_tokenize(const ember_engine* engine, const char* text, size_t text_length,
+                                      int parse_special, int32_t* tokens, size_t capacity, size_t* token_count) {
   std::string too_small;
   const ember_status status = guarded(engine, [&] {
     const ember_engine& e = live(engine);
@@ -254,8 +246,8 @@ EMBER_API ember_status ember_tokenize(const ember_engine* engine, const char* te
     const std::vector<std::int32_t> ids = e.engine.tokenize(view, parse_special != 0);
     *token_count = ids.size();
     if (tokens == nullptr || capacity < ids.size()) {
-      too_small = fmt::format("the token buffer holds {} ids, {} are needed",
-                              tokens == nullptr ? 0 : capacity, ids.size());
+      too_small =
+          fmt::format("the token buffer holds {} ids, {} are needed", tokens == nullptr ? 0 : capacity, ids.size());
       return;
     }
     std::copy(ids.begin(), ids.end(), tokens);
@@ -264,9 +256,8 @@ EMBER_API ember_status ember_tokenize(const ember_engine* engine, const char* te
   return record(engine, EMBER_ERROR_BUFFER_TOO_SMALL, too_small.c_str());
 }
 
-EMBER_API ember_status ember_detokenize(const ember_engine* engine, const int32_t* tokens,
-                                        size_t token_count, char* text, size_t capacity,
-                                        size_t* text_length) {
+EMBER_API ember_status ember_detokenize(const ember_engine* engine, const int32_t* tokens, size_t token_count,
+                                        char* text, size_t capacity, size_t* text_length) {
   std::string too_small;
   const ember_status status = guarded(engine, [&] {
     const ember_engine& e = live(engine);

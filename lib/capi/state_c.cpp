@@ -20,8 +20,8 @@ std::vector<std::int32_t> token_vector(const int32_t* tokens, size_t count) {
 
 extern "C" {
 
-EMBER_API ember_status ember_engine_save_state(ember_engine* engine, const int32_t* tokens,
-                                               size_t token_count, uint8_t** data, size_t* size) {
+EMBER_API ember_status ember_engine_save_state(ember_engine* engine, const int32_t* tokens, size_t token_count,
+                                               uint8_t** data, size_t* size) {
   return guarded(engine, [&] {
     require(data, "the data output");  // written only on success, like every output
     require(size, "the size output");
@@ -42,8 +42,8 @@ EMBER_API void ember_state_free(uint8_t** data) {
   *data = nullptr;
 }
 
-EMBER_API ember_status ember_engine_load_state(ember_engine* engine, const uint8_t* data,
-                                               size_t size, size_t* blocks_loaded) {
+EMBER_API ember_status ember_engine_load_state(ember_engine* engine, const uint8_t* data, size_t size,
+                                               size_t* blocks_loaded) {
   return guarded(engine, [&] {
     ember_engine& e = live(engine);
     require(data, "data");
@@ -52,8 +52,8 @@ EMBER_API ember_status ember_engine_load_state(ember_engine* engine, const uint8
   });
 }
 
-EMBER_API ember_status ember_engine_save_state_file(ember_engine* engine, const char* path,
-                                                    const int32_t* tokens, size_t token_count) {
+EMBER_API ember_status ember_engine_save_state_file(ember_engine* engine, const char* path, const int32_t* tokens,
+                                                    size_t token_count) {
   return guarded(engine, [&] {
     ember_engine& e = live(engine);
     require(path, "path");
@@ -61,8 +61,7 @@ EMBER_API ember_status ember_engine_save_state_file(ember_engine* engine, const 
   });
 }
 
-EMBER_API ember_status ember_engine_load_state_file(ember_engine* engine, const char* path,
-                                                    size_t* blocks_loaded) {
+EMBER_API ember_status ember_engine_load_state_file(ember_engine* engine, const char* path, size_t* blocks_loaded) {
   return guarded(engine, [&] {
     ember_engine& e = live(engine);
     require(path, "path");
@@ -72,8 +71,7 @@ EMBER_API ember_status ember_engine_load_state_file(ember_engine* engine, const 
 }
 
 EMBER_API ember_status ember_engine_save_prefix_store(ember_engine* engine, const char* path,
-                                                      const char* const* prompts,
-                                                      size_t prompt_count) {
+                                                      const char* const* prompts, size_t prompt_count) {
   return guarded(engine, [&] {
     ember_engine& e = live(engine);
     require(path, "path");

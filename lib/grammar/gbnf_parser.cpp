@@ -92,18 +92,17 @@ class Parser {
   [[noreturn]] void error_at(std::size_t at, const std::string& what) const {
     std::size_t line = 1, col = 1;
     for (std::size_t i = 0; i < at && i < src_.size(); ++i) {
-      if (src_[i] == '\n') ++line, col = 1;
-      else ++col;
+      if (src_[i] == '\n')
+        ++line, col = 1;
+      else
+        ++col;
     }
     fail(kBad, "grammar: {} at line {}, column {} (offset {})", what, line, col, at);
   }
   bool eof() const { return pos_ >= src_.size(); }
-  char peek(std::size_t ahead = 0) const {
-    return pos_ + ahead < src_.size() ? src_[pos_ + ahead] : '\0';
-  }
+  char peek(std::size_t ahead = 0) const { return pos_ + ahead < src_.size() ? src_[pos_ + ahead] : '\0'; }
   static bool name_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
   }
 
   void skip_space(bool newline_ok) {
@@ -133,9 +132,12 @@ class Parser {
     for (int i = 0; i < digits; ++i) {
       const char c = peek();
       int d = -1;
-      if (c >= '0' && c <= '9') d = c - '0';
-      else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+      if (c >= '0' && c <= '9')
+        d = c - '0';
+      else if (c >= 'a' && c <= 'f')
+        d = c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        d = c - 'A' + 10;
       if (d < 0) error_at(pos_, fmt::format("expected {} hex digits", digits));
       v = v * 16 + static_cast<std::uint32_t>(d);
       ++pos_;
@@ -156,7 +158,12 @@ class Parser {
         case 'n': return '\n';
         case 'r': return '\r';
         case 't': return '\t';
-        case '\\': case '"': case '[': case ']': case '-': case '^': return static_cast<unsigned char>(e);
+        case '\\':
+        case '"':
+        case '[':
+        case ']':
+        case '-':
+        case '^': return static_cast<unsigned char>(e);
         case 'x': return parse_hex(2);
         case 'u': return check_cp(parse_hex(4), start);
         case 'U': return check_cp(parse_hex(8), start);
@@ -231,8 +238,7 @@ class Parser {
     if (defs_[static_cast<std::size_t>(id)]) error_at(start, fmt::format("rule '{}' is defined twice", name));
     define(id, std::move(alts));
     skip_space(false);
-    if (!eof() && peek() != '\n' && peek() != '\r')
-      error_at(pos_, fmt::format("unexpected '{}'", peek()));
+    if (!eof() && peek() != '\n' && peek() != '\r') error_at(pos_, fmt::format("unexpected '{}'", peek()));
   }
 
   Alts parse_alternatives(bool nested) {
@@ -295,9 +301,12 @@ class Parser {
         if (!have_last) error_at(at, fmt::format("'{}' has nothing to repeat", c));
         int min = 0, max = -1;
         ++pos_;
-        if (c == '+') min = 1;
-        else if (c == '?') max = 1;
-        else if (c == '{') parse_bounds(at, min, max);
+        if (c == '+')
+          min = 1;
+        else if (c == '?')
+          max = 1;
+        else if (c == '{')
+          parse_bounds(at, min, max);
         Seq item(seq.begin() + static_cast<std::ptrdiff_t>(last_start), seq.end());
         seq.resize(last_start);
         const Seq rep = repeat(item, min, max);
@@ -331,8 +340,10 @@ class Parser {
     } else if (peek() == ',') {
       ++pos_;
       skip_space(false);
-      if (peek() == '}') max = -1;
-      else max = number();
+      if (peek() == '}')
+        max = -1;
+      else
+        max = number();
     } else {
       error_at(pos_, "expected ',' or '}'");
     }
@@ -391,8 +402,10 @@ class Parser {
     std::sort(ranges.begin(), ranges.end(), [](Range a, Range b) { return a.lo < b.lo; });
     std::vector<Range> merged;
     for (Range r : ranges) {
-      if (!merged.empty() && r.lo <= merged.back().hi + 1) merged.back().hi = std::max(merged.back().hi, r.hi);
-      else merged.push_back(r);
+      if (!merged.empty() && r.lo <= merged.back().hi + 1)
+        merged.back().hi = std::max(merged.back().hi, r.hi);
+      else
+        merged.push_back(r);
     }
     if (negated) {
       std::vector<Range> complement;
@@ -444,8 +457,7 @@ class Parser {
     for (std::size_t r = 0; r < defs_.size(); ++r) {
       for (const Seq& seq : *defs_[r]) {
         g.rules[r].push_back(static_cast<std::int32_t>(g.elements.size()));
-        for (Sym s : seq)
-          g.elements.push_back({s.is_rule ? Element::Kind::rule : Element::Kind::bytes, s.id});
+        for (Sym s : seq) g.elements.push_back({s.is_rule ? Element::Kind::rule : Element::Kind::bytes, s.id});
         g.elements.push_back({Element::Kind::end, 0});
       }
     }
@@ -481,8 +493,9 @@ class Parser {
         }
         const std::int32_t next = edges[i++];
         if (mark[static_cast<std::size_t>(next)] == 1)
-          fail(kBad, "grammar: rule '{}' is left-recursive (it can reach itself without matching "
-                     "a byte); write it with repetition instead",
+          fail(kBad,
+               "grammar: rule '{}' is left-recursive (it can reach itself without matching "
+               "a byte); write it with repetition instead",
                g.rule_names[static_cast<std::size_t>(next)]);
         if (mark[static_cast<std::size_t>(next)] == 0) {
           mark[static_cast<std::size_t>(next)] = 1;
@@ -515,8 +528,7 @@ std::vector<bool> nullable_rules(const Grammar& g) {
       if (nullable[r]) continue;
       for (std::int32_t start : g.rules[r]) {
         std::size_t p = static_cast<std::size_t>(start);
-        while (g.elements[p].kind == Element::Kind::rule &&
-               nullable[static_cast<std::size_t>(g.elements[p].value)])
+        while (g.elements[p].kind == Element::Kind::rule && nullable[static_cast<std::size_t>(g.elements[p].value)])
           ++p;
         if (g.elements[p].kind == Element::Kind::end) {
           nullable[r] = true;

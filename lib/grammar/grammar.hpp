@@ -34,7 +34,7 @@ struct Grammar {
   std::vector<std::vector<std::int32_t>> rules;  // rule -> start positions of its alternatives
   std::vector<std::string> rule_names;           // for messages; helper rules are "name@N"
   std::vector<ByteSet> byte_sets;
-  std::int32_t root = 0;                         // the rule named "root"
+  std::int32_t root = 0;  // the rule named "root"
 };
 
 // Limits on what a grammar text may ask for, so that a hostile or mistaken text fails with an

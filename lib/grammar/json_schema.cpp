@@ -24,8 +24,10 @@ std::string join_alts(const std::vector<std::string>& alts) {
 }  // namespace
 
 SchemaConverter::SchemaConverter(const JsonValue& root, std::string root_rule)
-    : root_(root), root_rule_(std::move(root_rule)),
-      prefix_(root_rule_ == "root" ? std::string() : root_rule_ + "-"), normalizer_(root, notes_) {}
+    : root_(root),
+      root_rule_(std::move(root_rule)),
+      prefix_(root_rule_ == "root" ? std::string() : root_rule_ + "-"),
+      normalizer_(root, notes_) {}
 
 std::string SchemaConverter::run() {
   const std::string body = visit(root_, "", root_rule_);
@@ -49,7 +51,8 @@ void SchemaConverter::unsupported(const std::string& path, const std::string& wh
   fail(kBadSchema, "json_schema: {} at {} is not supported", what, path.empty() ? "/" : path);
 }
 void SchemaConverter::unsatisfiable(const std::string& path, const std::string& what) {
-  throw Unsatisfiable(kBadSchema, fmt::format("json_schema: {} at {}: no value satisfies it", what, path.empty() ? "/" : path));
+  throw Unsatisfiable(kBadSchema,
+                      fmt::format("json_schema: {} at {}: no value satisfies it", what, path.empty() ? "/" : path));
 }
 void SchemaConverter::invalid(const std::string& path, const std::string& what) {
   fail(kBadSchema, "json_schema: {} at {}", what, path.empty() ? "/" : path);
@@ -82,19 +85,20 @@ std::string SchemaConverter::add_rule(const std::string& hint, const std::string
 std::optional<int> SchemaConverter::count_of(const JsonValue& s, const std::string& path, const char* key) {
   const JsonValue* v = s.find(key);
   if (!v) return std::nullopt;
-  if (v->type != Type::number || v->text[0] == '-') invalid(path, fmt::format("'{}' must be a non-negative integer", key));
+  if (v->type != Type::number || v->text[0] == '-')
+    invalid(path, fmt::format("'{}' must be a non-negative integer", key));
   const auto d = parse_decimal(v->text);
   if (!d || !d->fraction.empty()) invalid(path, fmt::format("'{}' must be a non-negative integer", key));
   const bool too_many = d->whole.size() > 5 || std::stol(d->whole) > kMaxRepetition;
   if (too_many && std::string_view(key).substr(0, 3) == "max") return kMaxRepetition;
-  if (too_many)
-    unsupported(path, fmt::format("'{}' = {} (at most {})", key, v->text, kMaxRepetition));
+  if (too_many) unsupported(path, fmt::format("'{}' = {} (at most {})", key, v->text, kMaxRepetition));
   return static_cast<int>(std::stol(d->whole));
 }
 
 std::string SchemaConverter::visit(const JsonValue& raw, const std::string& path, const std::string& hint) {
   if (++depth_ > 256) unsupported(path, "a schema nested deeper than 256");
-  if (++visits_ > 10 * kRecursionBudget) unsupported(path, fmt::format("a schema of more than {} parts (after $refs)", 10 * kRecursionBudget));
+  if (++visits_ > 10 * kRecursionBudget)
+    unsupported(path, fmt::format("a schema of more than {} parts (after $refs)", 10 * kRecursionBudget));
   struct Leave {
     int& d;
     ~Leave() { --d; }
@@ -145,7 +149,8 @@ std::string SchemaConverter::visit(const JsonValue& raw, const std::string& path
     const auto has = [&](std::initializer_list<const char*> keys) {
       return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return s.find(k) != nullptr; });
     };
-    if (has({"properties", "required", "additionalProperties", "minProperties", "maxProperties", "patternProperties", "propertyNames"}))
+    if (has({"properties", "required", "additionalProperties", "minProperties", "maxProperties", "patternProperties",
+             "propertyNames"}))
       types.push_back("object");
     if (has({"items", "prefixItems", "minItems", "maxItems", "contains", "uniqueItems"})) types.push_back("array");
     if (has({"minLength", "maxLength", "pattern", "format"})) types.push_back("string");
@@ -170,7 +175,8 @@ std::string SchemaConverter::values(const JsonValue& s, const std::vector<JsonVa
   std::vector<std::string> out;
   for (const JsonValue& v : list) {
     if (!types.empty() && !value_has_type(v, types)) continue;
-    if (excluded && std::any_of(excluded->items.begin(), excluded->items.end(), [&](const JsonValue& x) { return x.dump() == v.dump(); }))
+    if (excluded && std::any_of(excluded->items.begin(), excluded->items.end(),
+                                [&](const JsonValue& x) { return x.dump() == v.dump(); }))
       continue;
     out.push_back(gbnf_literal(v.dump()));
   }
@@ -183,7 +189,8 @@ std::vector<std::string> SchemaConverter::types_of(const JsonValue& s, const std
   if (!t) return {};
   std::vector<std::string> out;
   const auto add = [&](const JsonValue& v) {
-    static const std::set<std::string, std::less<>> names = {"string", "number", "integer", "boolean", "null", "object", "array"};
+    static const std::set<std::string, std::less<>> names = {"string", "number", "integer", "boolean",
+                                                             "null",   "object", "array"};
     if (v.type != Type::string || !names.count(v.text)) invalid(path + "/type", "an unknown 'type'");
     if (std::find(out.begin(), out.end(), v.text) == out.end()) out.push_back(v.text);
   };
@@ -214,10 +221,12 @@ bool SchemaConverter::value_has_type(const JsonValue& v, const std::vector<std::
 
 // The keywords that belong to another type than `t` are ignored for it, as validators do. An
 // empty result: no value of type `t` validates.
-std::string SchemaConverter::typed(const JsonValue& s, const std::string& t, const std::string& path, const std::string& hint) {
+std::string SchemaConverter::typed(const JsonValue& s, const std::string& t, const std::string& path,
+                                   const std::string& hint) {
   const JsonValue* excluded = s.find("x-ember-not");
   const auto excludes = [&](const char* text) {
-    return excluded && std::any_of(excluded->items.begin(), excluded->items.end(), [&](const JsonValue& v) { return v.dump() == text; });
+    return excluded && std::any_of(excluded->items.begin(), excluded->items.end(),
+                                   [&](const JsonValue& v) { return v.dump() == text; });
   };
   if (t == "null") return excludes("null") ? "" : use("json-null");
   if (t == "boolean") {
@@ -274,8 +283,8 @@ std::string SchemaConverter::number(const JsonValue& s, bool integer, const std:
   if (const JsonValue* m = s.find("multipleOf")) {
     const auto d = m->type == Type::number ? parse_decimal(m->text) : std::nullopt;
     if (!d || d->negative || d->is_zero()) invalid(path, "'multipleOf' must be a positive number");
-    const bool power_of_ten = d->whole == "0" && d->fraction.back() == '1' &&
-                              d->fraction.find_first_not_of('0') == d->fraction.size() - 1;
+    const bool power_of_ten =
+        d->whole == "0" && d->fraction.back() == '1' && d->fraction.find_first_not_of('0') == d->fraction.size() - 1;
     if (d->fraction.empty()) {
       integer = true;
       if (d->whole != "1") step = std::stoll(d->whole);
@@ -297,7 +306,8 @@ std::string SchemaConverter::number(const JsonValue& s, bool integer, const std:
     const std::int64_t k = *step;
     if (a && b && (*b - *a) / k <= 256) {  // few multiples: each one written out
       std::vector<std::string> alts;
-      for (std::int64_t v = (*a >= 0 ? (*a + k - 1) / k : -((-*a) / k)) * k; v <= *b; v += k) alts.push_back(gbnf_literal(std::to_string(v)));
+      for (std::int64_t v = (*a >= 0 ? (*a + k - 1) / k : -((-*a) / k)) * k; v <= *b; v += k)
+        alts.push_back(gbnf_literal(std::to_string(v)));
       return alts.empty() ? "" : "(" + join_alts(alts) + ")";
     }
     note(path, fmt::format("'multipleOf' = {} over a wide range is not enforced", k));
@@ -327,7 +337,8 @@ std::string SchemaConverter::string(const JsonValue& s, const std::string& path,
   if (format) {
     if (format->type != Type::string) invalid(path, "'format' must be a string");
     if (const auto rule = format_primitive(format->text)) {
-      if (min || max) note(path, fmt::format("'minLength'/'maxLength' beside the format '{}' are not enforced", format->text));
+      if (min || max)
+        note(path, fmt::format("'minLength'/'maxLength' beside the format '{}' are not enforced", format->text));
       return quoted(use(rule->c_str()));
     }
     note(path, fmt::format("the string format '{}' is not enforced", format->text));
@@ -384,7 +395,8 @@ SchemaGrammar compile_json_schema(std::string_view schema_json, std::string_view
   if (root_rule.empty() || root_rule.rfind("json-", 0) == 0 || root_rule == "ws" ||
       !std::all_of(root_rule.begin(), root_rule.end(),
                    [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; }))
-    fail(kBadSchema, "json_schema: the root rule name '{}' must be letters, digits and '-', and not ws or json-*", root_rule);
+    fail(kBadSchema, "json_schema: the root rule name '{}' must be letters, digits and '-', and not ws or json-*",
+         root_rule);
   SchemaConverter converter(schema, std::string(root_rule));
   SchemaGrammar out;
   out.gbnf = converter.run();

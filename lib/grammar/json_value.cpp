@@ -40,8 +40,10 @@ class Reader {
   [[noreturn]] void error(const std::string& msg) const {
     std::size_t line = 1, col = 1;
     for (std::size_t i = 0; i < p_ && i < s_.size(); ++i) {
-      if (s_[i] == '\n') ++line, col = 1;
-      else ++col;
+      if (s_[i] == '\n')
+        ++line, col = 1;
+      else
+        ++col;
     }
     fail(ErrorCode::invalid_argument, "{}: {} at line {}, column {} (offset {})", what_, msg, line, col, p_);
   }
@@ -111,8 +113,15 @@ class Reader {
         v.type = JsonValue::Type::string;
         v.text = string();
         return v;
-      case 't': word("true"); v.type = JsonValue::Type::boolean; v.boolean = true; return v;
-      case 'f': word("false"); v.type = JsonValue::Type::boolean; return v;
+      case 't':
+        word("true");
+        v.type = JsonValue::Type::boolean;
+        v.boolean = true;
+        return v;
+      case 'f':
+        word("false");
+        v.type = JsonValue::Type::boolean;
+        return v;
       case 'n': word("null"); return v;
       default:
         if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return number();
@@ -128,8 +137,10 @@ class Reader {
       if (p_ == d) error("expected a digit");
     };
     if (peek() == '-') ++p_;
-    if (peek() == '0') ++p_;
-    else digits();
+    if (peek() == '0')
+      ++p_;
+    else
+      digits();
     if (peek() == '.') {
       ++p_;
       digits();
@@ -149,7 +160,10 @@ class Reader {
     std::uint32_t v = 0;
     for (int i = 0; i < 4; ++i) {
       const char c = peek();
-      int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      int d = c >= '0' && c <= '9'   ? c - '0'
+              : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                     : -1;
       if (d < 0) error("expected 4 hex digits after \\u");
       v = v * 16 + static_cast<std::uint32_t>(d);
       ++p_;
@@ -223,9 +237,7 @@ const JsonValue* JsonValue::find(std::string_view key) const {
   return nullptr;
 }
 
-bool JsonValue::is_integer() const {
-  return type == Type::number && text.find_first_of(".eE") == std::string::npos;
-}
+bool JsonValue::is_integer() const { return type == Type::number && text.find_first_of(".eE") == std::string::npos; }
 
 std::string json_quote(std::string_view s) {
   std::string out = "\"";
@@ -238,8 +250,10 @@ std::string json_quote(std::string_view s) {
       case '\r': out += "\\r"; break;
       case '\t': out += "\\t"; break;
       default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += ch;
+        if (c < 0x20)
+          out += fmt::format("\\u{:04x}", c);
+        else
+          out += ch;
     }
   }
   return out + '"';

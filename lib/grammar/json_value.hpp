@@ -20,12 +20,12 @@ struct JsonValue {
   enum class Type { null, boolean, number, string, array, object };
   Type type = Type::null;
   bool boolean = false;
-  std::string text;  // string: the decoded text; number: its source text
-  std::vector<JsonValue> items;                            // array
+  std::string text;                 // string: the decoded text; number: its source text
+  std::vector<JsonValue> items;     // array
   std::vector<JsonMember> members;  // object, in source order
 
   const JsonValue* find(std::string_view key) const;  // object member or nullptr
-  bool is_integer() const;  // a number without fraction or exponent
+  bool is_integer() const;                            // a number without fraction or exponent
   // Compact JSON text (strings escaped as JSON requires, numbers as given).
   std::string dump() const;
 };

@@ -17,14 +17,13 @@ Matcher::Matcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(gr
   compute_rest_min();
   nodes_.push_back({-1, kBottom});  // kAcceptStack
   std::vector<std::int32_t> stacks;
-  for (std::int32_t alt : grammar_->rules[static_cast<std::size_t>(grammar_->root)])
-    expand(alt, kBottom, stacks, 0);
+  for (std::int32_t alt : grammar_->rules[static_cast<std::size_t>(grammar_->root)]) expand(alt, kBottom, stacks, 0);
   start_ = intern(stacks);
 }
 
 std::int32_t Matcher::node(std::int32_t pos, std::int32_t parent) {
-  const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(pos)) << 32) |
-                            static_cast<std::uint32_t>(parent + 1);
+  const std::uint64_t key =
+      (static_cast<std::uint64_t>(static_cast<std::uint32_t>(pos)) << 32) | static_cast<std::uint32_t>(parent + 1);
   const auto [it, inserted] = node_ids_.try_emplace(key, static_cast<std::int32_t>(nodes_.size()));
   if (inserted) nodes_.push_back({pos, parent});
   return it->second;
@@ -132,7 +131,8 @@ int Matcher::node_cost(std::int32_t id) {
   for (std::size_t i = chain.size(); i-- > 0;) {
     const Node n = nodes_[static_cast<std::size_t>(chain[i])];
     const int below = n.parent == kBottom ? 0 : node_cost_[static_cast<std::size_t>(n.parent)];
-    node_cost_[static_cast<std::size_t>(chain[i])] = std::min(kUnreachable, rest_min_[static_cast<std::size_t>(n.pos)] + below);
+    node_cost_[static_cast<std::size_t>(chain[i])] =
+        std::min(kUnreachable, rest_min_[static_cast<std::size_t>(n.pos)] + below);
   }
   return node_cost_[static_cast<std::size_t>(id)];
 }

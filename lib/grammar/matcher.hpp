@@ -52,7 +52,10 @@ class Matcher {
     return s;
   }
   // The grammar can end after the bytes that led to `s`.
-  bool accepting(State s) const { return s != kDead && !sets_[static_cast<std::size_t>(s)].empty() && sets_[static_cast<std::size_t>(s)][0] == kAcceptStack; }
+  bool accepting(State s) const {
+    return s != kDead && !sets_[static_cast<std::size_t>(s)].empty() &&
+           sets_[static_cast<std::size_t>(s)][0] == kAcceptStack;
+  }
   // Some byte can follow.
   bool can_continue(State s) const {
     if (s == kDead) return false;
@@ -94,9 +97,9 @@ class Matcher {
   std::unordered_map<std::string, State> set_ids_;
   std::vector<std::int32_t> transitions_;  // state * 256 + byte -> state, kDead or kUnknown
   std::vector<std::int32_t> scratch_;
-  std::vector<int> rest_min_;   // position -> fewest bytes from it to its alternative's end
-  std::vector<int> node_cost_;  // stack node -> fewest bytes to empty the stack (-1: unknown)
-  std::vector<int> state_cost_; // state -> closing_cost (-1: unknown)
+  std::vector<int> rest_min_;    // position -> fewest bytes from it to its alternative's end
+  std::vector<int> node_cost_;   // stack node -> fewest bytes to empty the stack (-1: unknown)
+  std::vector<int> state_cost_;  // state -> closing_cost (-1: unknown)
   int node_cost(std::int32_t id);
   void compute_rest_min();
   State start_ = kDead;

@@ -16,9 +16,12 @@ using Type = JsonValue::Type;
 std::string pointer_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
   }
   return out;
 }
@@ -59,7 +62,8 @@ std::string SchemaConverter::array(const JsonValue& s, const std::string& path, 
     if (items && !prefix_items && !contains) {
       const JsonValue& n = normalizer_.normalize_once(*items, path + "/items").value;
       const JsonValue* e = n.type == Type::object ? n.find("enum") : nullptr;
-      if (e && e->items.size() <= 6 && n.members.size() <= 2) set = e->items;
+      if (e && e->items.size() <= 6 && n.members.size() <= 2)
+        set = e->items;
       else if (n.type == Type::object && n.members.size() == 1 && n.find("type") && n.find("type")->text == "boolean")
         set = {parse_json("true"), parse_json("false")};
     }
@@ -69,28 +73,38 @@ std::string SchemaConverter::array(const JsonValue& s, const std::string& path, 
   std::vector<std::string> prefix;
   std::vector<JsonValue> prefix_schemas = prefix_items ? prefix_items->items : std::vector<JsonValue>{};
   if (contains) {  // the first item satisfies `contains` (narrower than "some item")
-    const JsonValue first = prefix_schemas.empty() ? (items ? *items : value_of(Type::boolean, true)) : prefix_schemas[0];
-    if (prefix_schemas.empty()) prefix_schemas.push_back(both(first, *contains));
-    else prefix_schemas[0] = both(first, *contains);
+    const JsonValue first =
+        prefix_schemas.empty() ? (items ? *items : value_of(Type::boolean, true)) : prefix_schemas[0];
+    if (prefix_schemas.empty())
+      prefix_schemas.push_back(both(first, *contains));
+    else
+      prefix_schemas[0] = both(first, *contains);
     lo = std::max(lo, 1);
   }
   for (std::size_t i = 0; i < prefix_schemas.size(); ++i)
-    prefix.push_back(visit(prefix_schemas[i], fmt::format("{}/prefixItems/{}", path, i), fmt::format("{}-{}", hint, i)));
+    prefix.push_back(
+        visit(prefix_schemas[i], fmt::format("{}/prefixItems/{}", path, i), fmt::format("{}-{}", hint, i)));
   std::optional<std::string> rest;  // the schema after the prefix; none: no more items
-  if (items && items->type == Type::boolean && !items->boolean) rest = std::nullopt;
-  else if (items) try {
+  if (items && items->type == Type::boolean && !items->boolean)
+    rest = std::nullopt;
+  else if (items)
+    try {
       rest = visit(*items, path + "/items", hint + "-item");
     } catch (const Unsatisfiable&) {  // no item satisfies it: only the prefix
     }
-  else if (prefix.empty()) rest = use("json-value");
+  else if (prefix.empty())
+    rest = use("json-value");
   const std::size_t k = prefix.size();
   // A tuple without `items`: exactly its prefix (any more would be unconstrained values).
-  if (!items && k > 0) hi = hi ? std::min(*hi, std::max<int>(lo, static_cast<int>(k))) : std::max<int>(lo, static_cast<int>(k));
+  if (!items && k > 0)
+    hi = hi ? std::min(*hi, std::max<int>(lo, static_cast<int>(k))) : std::max<int>(lo, static_cast<int>(k));
   if (!rest) hi = hi ? std::min(*hi, static_cast<int>(k)) : static_cast<int>(k);
   if (hi && lo > *hi) unsatisfiable(path, "'minItems' that the other array keywords cannot reach");
   lo = std::max(lo, std::min(static_cast<int>(k), hi.value_or(static_cast<int>(k))));
   const std::string sep = use("ws") + " \",\" ws ";
-  const auto item_at = [&](int i) { return i < static_cast<int>(k) ? prefix[static_cast<std::size_t>(i)] : rest.value_or(""); };
+  const auto item_at = [&](int i) {
+    return i < static_cast<int>(k) ? prefix[static_cast<std::size_t>(i)] : rest.value_or("");
+  };
   // tail(i): the items from position i on, each after a comma.
   std::string tail;
   const int fixed = std::max<int>(static_cast<int>(k), 1);  // positions written one by one
@@ -114,7 +128,8 @@ std::string SchemaConverter::array(const JsonValue& s, const std::string& path, 
 
 // Distinct items from `set`, in any order, between lo and hi of them: one rule per subset
 // already written (at most 2^6).
-std::string SchemaConverter::unique_array(const std::vector<JsonValue>& set, int lo, std::optional<int> hi, const std::string& hint) {
+std::string SchemaConverter::unique_array(const std::vector<JsonValue>& set, int lo, std::optional<int> hi,
+                                          const std::string& hint) {
   const std::size_t n = set.size();
   const int most = std::min<int>(static_cast<int>(n), hi.value_or(static_cast<int>(n)));
   if (lo > most) unsatisfiable(hint, "'minItems' above the number of distinct items 'uniqueItems' allows");
@@ -127,7 +142,8 @@ std::string SchemaConverter::unique_array(const std::vector<JsonValue>& set, int
     if (count < most)
       for (std::size_t i = 0; i < n; ++i)
         if (!(m & (std::size_t{1} << i)))
-          alts.push_back((m ? sep : std::string()) + gbnf_literal(set[i].dump()) + " " + rule[m | (std::size_t{1} << i)]);
+          alts.push_back((m ? sep : std::string()) + gbnf_literal(set[i].dump()) + " " +
+                         rule[m | (std::size_t{1} << i)]);
     std::string body;
     for (std::size_t a = 0; a < alts.size(); ++a) body += (a ? " | " : "") + alts[a];
     if (count >= lo) body = alts.empty() ? "\"\"" : "\"\" | " + body;  // "": the array may end here
@@ -156,13 +172,16 @@ std::string SchemaConverter::object(const JsonValue& s, const std::string& path,
   };
   std::vector<Listed> listed;
   std::vector<std::string> names;  // every name an extra member must not take
-  const auto is_required = [&](const std::string& n) { return std::find(required.begin(), required.end(), n) != required.end(); };
+  const auto is_required = [&](const std::string& n) {
+    return std::find(required.begin(), required.end(), n) != required.end();
+  };
   if (props)
     for (const auto& [name, schema] : props->members) {
       names.push_back(name);
       const JsonValue& n = normalizer_.normalize_once(schema, path + "/properties/" + pointer_escape(name)).value;
       if (n.type == Type::boolean && !n.boolean) {  // the property must be absent
-        if (is_required(name)) unsatisfiable(path, fmt::format("a required property '{}' that no value satisfies", name));
+        if (is_required(name))
+          unsatisfiable(path, fmt::format("a required property '{}' that no value satisfies", name));
         continue;
       }
       listed.push_back({name, schema, is_required(name)});
@@ -170,10 +189,13 @@ std::string SchemaConverter::object(const JsonValue& s, const std::string& path,
   // A required name `properties` does not list takes the schema of extra members.
   for (const std::string& name : required) {
     if (props && props->find(name)) continue;
-    if (closed && !s.find("patternProperties")) unsatisfiable(path, fmt::format("'required' naming '{}', which 'additionalProperties' forbids", name));
-    if (s.find("patternProperties")) note(path, fmt::format("whether the required '{}' matches a patternProperties pattern is not checked", name));
+    if (closed && !s.find("patternProperties"))
+      unsatisfiable(path, fmt::format("'required' naming '{}', which 'additionalProperties' forbids", name));
+    if (s.find("patternProperties"))
+      note(path, fmt::format("whether the required '{}' matches a patternProperties pattern is not checked", name));
     names.push_back(name);
-    listed.push_back({name, additional && additional->type == Type::object ? *additional : value_of(Type::boolean, true), true});
+    listed.push_back(
+        {name, additional && additional->type == Type::object ? *additional : value_of(Type::boolean, true), true});
   }
   std::size_t required_count = required.size();
   // minProperties: optional ones become required, in order (narrower).
@@ -182,7 +204,8 @@ std::string SchemaConverter::object(const JsonValue& s, const std::string& path,
       if (required_count < static_cast<std::size_t>(*minp) && !l.required) l.required = true, ++required_count;
   std::optional<int> max_extra;
   if (auto maxp = count_of(s, path, "maxProperties")) {
-    if (required_count > static_cast<std::size_t>(*maxp)) unsatisfiable(path, "'maxProperties' below the number of required properties");
+    if (required_count > static_cast<std::size_t>(*maxp))
+      unsatisfiable(path, "'maxProperties' below the number of required properties");
     // Optional ones are left out from the end until every listed one fits (narrower).
     for (std::size_t i = listed.size(); i-- > 0 && listed.size() > static_cast<std::size_t>(*maxp);)
       if (!listed[i].required) listed.erase(listed.begin() + static_cast<std::ptrdiff_t>(i));
@@ -204,7 +227,8 @@ std::string SchemaConverter::object(const JsonValue& s, const std::string& path,
       if (l.required) throw;
       continue;  // an optional property no value satisfies is left out
     }
-    list.push_back({add_rule(hint + "-" + l.name + "-kv", gbnf_literal(json_quote(l.name)) + " ws \":\" ws " + value), l.required});
+    list.push_back({add_rule(hint + "-" + l.name + "-kv", gbnf_literal(json_quote(l.name)) + " ws \":\" ws " + value),
+                    l.required});
   }
   bool any_extra = false;
   std::string extra_kv;
@@ -214,7 +238,8 @@ std::string SchemaConverter::object(const JsonValue& s, const std::string& path,
   // after[i]: members from i on when one was already written (each after a comma).
   std::vector<std::string> after(list.size() + 1);
   const std::string more = max_extra ? fmt::format("{{0,{}}}", *max_extra - 1) : "*";
-  after[list.size()] = extra ? "(" + sep + extra_kv + ")" + (max_extra ? fmt::format("{{0,{}}}", *max_extra) : "*") : "";
+  after[list.size()] =
+      extra ? "(" + sep + extra_kv + ")" + (max_extra ? fmt::format("{{0,{}}}", *max_extra) : "*") : "";
   for (std::size_t i = list.size(); i-- > 0;) {
     const std::string rest = after[i + 1].empty() ? "" : " " + after[i + 1];
     std::string body = list[i].required ? sep + list[i].kv + rest : "(" + sep + list[i].kv + ")?" + rest;
@@ -225,8 +250,10 @@ std::string SchemaConverter::object(const JsonValue& s, const std::string& path,
   std::string first = extra ? "(" + extra_kv + " (" + sep + extra_kv + ")" + more + ")?" : "";
   for (std::size_t i = list.size(); i-- > 0;) {
     const std::string with = list[i].kv + (after[i + 1].empty() ? "" : " " + after[i + 1]);
-    if (list[i].required) first = with;
-    else first = "(" + with + (first.empty() ? ")?" : " | " + first + ")");
+    if (list[i].required)
+      first = with;
+    else
+      first = "(" + with + (first.empty() ? ")?" : " | " + first + ")");
   }
   return add_rule(hint, "\"{\" ws " + (first.empty() ? "" : first + " ") + "ws \"}\"");
 }
@@ -236,8 +263,8 @@ std::string SchemaConverter::object(const JsonValue& s, const std::string& path,
 // left out: narrower), and other names (never one of `names`; within propertyNames) with the
 // additionalProperties schema, only when no pattern's schema could object to them. Without
 // additionalProperties, an object that lists properties gets no others (narrower).
-std::string SchemaConverter::extra_members(const JsonValue& s, const std::vector<std::string>& names, const std::string& path,
-                                           const std::string& hint, bool& any) {
+std::string SchemaConverter::extra_members(const JsonValue& s, const std::vector<std::string>& names,
+                                           const std::string& path, const std::string& hint, bool& any) {
   const JsonValue* additional = s.find("additionalProperties");
   const JsonValue* patterns = s.find("patternProperties");
   const JsonValue* key_schema = s.find("propertyNames");
@@ -278,7 +305,8 @@ std::string SchemaConverter::extra_members(const JsonValue& s, const std::vector
       key = other_key(names, hint);
     }
     try {
-      const std::string value = additional ? visit(*additional, path + "/additionalProperties", hint + "-extra") : use("json-value");
+      const std::string value =
+          additional ? visit(*additional, path + "/additionalProperties", hint + "-extra") : use("json-value");
       alts.push_back(key + " ws \":\" ws " + value);
     } catch (const Unsatisfiable&) {  // no extra member can be written
     }
@@ -301,7 +329,9 @@ std::string SchemaConverter::other_key(const std::vector<std::string>& names, co
   };
   std::vector<TrieNode> trie(1);
   for (const std::string& n : names) {
-    if (std::any_of(n.begin(), n.end(), [](char c) { return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20; })) continue;
+    if (std::any_of(n.begin(), n.end(),
+                    [](char c) { return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20; }))
+      continue;
     int at = 0;
     for (std::size_t i = 0; i < n.size();) {
       std::size_t len = 1;

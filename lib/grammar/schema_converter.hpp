@@ -72,7 +72,7 @@ class SchemaConverter {
   std::set<std::string> names_;
   std::set<std::string> used_;
   std::map<std::string, std::string> refs_;  // "ref@level" -> rule
-  std::map<std::string, int> active_;         // refs being expanded, with their depth
+  std::map<std::string, int> active_;        // refs being expanded, with their depth
   static constexpr int kMaxRefDepth = 6;
   // Past this many schemas visited, a recursive $ref is not entered again (narrower), so a
   // large recursive schema (SchemaStore has several) stays a grammar of manageable size.
@@ -83,7 +83,7 @@ class SchemaConverter {
     return recursion_ < kMaxRefDepth - 1 && visits_ < kRecursionBudget && rules_.size() < kRecursionBudget &&
            normalizer_.inline_count() < kRecursionBudget / 100;
   }
-  int recursion_ = 0;                         // of them, re-entries of a ref already being expanded
+  int recursion_ = 0;  // of them, re-entries of a ref already being expanded
   int depth_ = 0;
 };
 

@@ -10,17 +10,47 @@ namespace {
 using Type = JsonValue::Type;
 
 // The keywords the converter enforces (x-ember-not is the normaliser's own).
-const std::set<std::string, std::less<>> kFlatKeywords = {
-    "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties",
-    "propertyNames", "minProperties", "maxProperties", "items", "prefixItems", "minItems", "maxItems",
-    "uniqueItems", "contains", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "x-ember-not"};
+const std::set<std::string, std::less<>> kFlatKeywords = {"type",
+                                                          "enum",
+                                                          "const",
+                                                          "properties",
+                                                          "required",
+                                                          "additionalProperties",
+                                                          "patternProperties",
+                                                          "propertyNames",
+                                                          "minProperties",
+                                                          "maxProperties",
+                                                          "items",
+                                                          "prefixItems",
+                                                          "minItems",
+                                                          "maxItems",
+                                                          "uniqueItems",
+                                                          "contains",
+                                                          "minLength",
+                                                          "maxLength",
+                                                          "pattern",
+                                                          "format",
+                                                          "minimum",
+                                                          "maximum",
+                                                          "exclusiveMinimum",
+                                                          "exclusiveMaximum",
+                                                          "multipleOf",
+                                                          "x-ember-not"};
 // Validation keywords the normaliser rewrites into the ones above.
-const std::set<std::string, std::less<>> kCombinators = {
-    "allOf", "anyOf", "oneOf", "$ref", "if", "then", "else", "not", "dependencies", "dependentRequired",
-    "dependentSchemas", "additionalItems"};
+const std::set<std::string, std::less<>> kCombinators = {"allOf",
+                                                         "anyOf",
+                                                         "oneOf",
+                                                         "$ref",
+                                                         "if",
+                                                         "then",
+                                                         "else",
+                                                         "not",
+                                                         "dependencies",
+                                                         "dependentRequired",
+                                                         "dependentSchemas",
+                                                         "additionalItems"};
 // Keywords that assert something ember does not enforce: dropped with a note.
-const std::set<std::string, std::less<>> kUnenforced = {"minContains", "maxContains", "unevaluatedProperties",
+const std::set<std::string, std::less<>> kUnenforced = {"minContains",      "maxContains", "unevaluatedProperties",
                                                         "unevaluatedItems", "$dynamicRef", "$recursiveRef"};
 
 JsonValue make_object() {
@@ -75,13 +105,16 @@ JsonValue union_of(std::vector<JsonValue> branches) {
     if (is_false(b)) continue;
     if (const JsonValue* inner = b.type == Type::object ? b.find("anyOf") : nullptr)
       for (const JsonValue& x : inner->items) out.push_back(x);
-    else out.push_back(std::move(b));
+    else
+      out.push_back(std::move(b));
   }
   if (out.empty()) return make_bool(false);
   if (out.size() == 1) return std::move(out[0]);
   return any_of(std::move(out));
 }
-bool is_true(const JsonValue& v) { return (v.type == Type::boolean && v.boolean) || (v.type == Type::object && v.members.empty()); }
+bool is_true(const JsonValue& v) {
+  return (v.type == Type::boolean && v.boolean) || (v.type == Type::object && v.members.empty());
+}
 
 // The type names of a flat schema's "type" (empty: any).
 std::vector<std::string> types_of(const JsonValue& s) {
@@ -101,11 +134,16 @@ JsonValue type_value(const std::vector<std::string>& types) {
 }
 std::vector<std::string> intersect_types(const std::vector<std::string>& a, const std::vector<std::string>& b) {
   std::vector<std::string> out;
-  const auto has = [](const std::vector<std::string>& v, const char* t) { return std::find(v.begin(), v.end(), t) != v.end(); };
+  const auto has = [](const std::vector<std::string>& v, const char* t) {
+    return std::find(v.begin(), v.end(), t) != v.end();
+  };
   for (const std::string& t : a) {
-    if (std::find(b.begin(), b.end(), t) != b.end()) out.push_back(t);
-    else if (t == "integer" && has(b, "number")) out.push_back(t);
-    else if (t == "number" && has(b, "integer")) out.push_back("integer");
+    if (std::find(b.begin(), b.end(), t) != b.end())
+      out.push_back(t);
+    else if (t == "integer" && has(b, "number"))
+      out.push_back(t);
+    else if (t == "number" && has(b, "integer"))
+      out.push_back("integer");
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
@@ -160,19 +198,26 @@ const SchemaNormalizer::Normalized& SchemaNormalizer::normalize_once(const JsonV
 }
 
 JsonValue SchemaNormalizer::normalize(const JsonValue& s, const std::string& path) {
-  if (++depth_ > 200) fail(ErrorCode::invalid_argument, "json_schema: a schema nested deeper than 200 at {} is not supported", path.empty() ? "/" : path);
+  if (++depth_ > 200)
+    fail(ErrorCode::invalid_argument, "json_schema: a schema nested deeper than 200 at {} is not supported",
+         path.empty() ? "/" : path);
   struct Leave {
     int& d;
     ~Leave() { --d; }
   } leave{depth_};
   if (s.type == Type::boolean) return s;
-  if (s.type != Type::object) fail(ErrorCode::invalid_argument, "json_schema: a schema must be an object or a boolean at {}", path.empty() ? "/" : path);
+  if (s.type != Type::object)
+    fail(ErrorCode::invalid_argument, "json_schema: a schema must be an object or a boolean at {}",
+         path.empty() ? "/" : path);
   const std::string at = path.empty() ? "/" : path;
   JsonValue base = make_object();
   for (const auto& [key, value] : s.members) {
-    if (key == "items" && value.type == Type::array) set(base, "prefixItems", value);
-    else if (kFlatKeywords.count(key)) set(base, key, value);
-    else if (kUnenforced.count(key)) notes_.add(fmt::format("'{}' at {} is not enforced", key, at));
+    if (key == "items" && value.type == Type::array)
+      set(base, "prefixItems", value);
+    else if (kFlatKeywords.count(key))
+      set(base, key, value);
+    else if (kUnenforced.count(key))
+      notes_.add(fmt::format("'{}' at {} is not enforced", key, at));
   }
   if (const JsonValue* items = s.find("items"); items && items->type == Type::array)
     if (const JsonValue* extra = s.find("additionalItems")) set(base, "items", *extra);
@@ -196,7 +241,8 @@ JsonValue SchemaNormalizer::normalize(const JsonValue& s, const std::string& pat
   }
   if (const JsonValue* all = s.find("allOf")) {
     if (all->type != Type::array) fail(ErrorCode::invalid_argument, "json_schema: 'allOf' must be an array at {}", at);
-    for (std::size_t i = 0; i < all->items.size(); ++i) parts.push_back(normalize(all->items[i], fmt::format("{}/allOf/{}", path, i)));
+    for (std::size_t i = 0; i < all->items.size(); ++i)
+      parts.push_back(normalize(all->items[i], fmt::format("{}/allOf/{}", path, i)));
   }
   for (const char* key : {"anyOf", "oneOf"})
     if (const JsonValue* list = s.find(key)) {
@@ -206,7 +252,8 @@ JsonValue SchemaNormalizer::normalize(const JsonValue& s, const std::string& pat
         for (std::size_t i = 0; i < list->items.size(); ++i)
           for (std::size_t j = i + 1; j < list->items.size(); ++j)
             if (may_overlap(list->items[i], list->items[j], root_)) {
-              notes_.add(fmt::format("'oneOf' at {}: branches {} and {} may both match a value; generated as anyOf", at, i, j));
+              notes_.add(fmt::format("'oneOf' at {}: branches {} and {} may both match a value; generated as anyOf", at,
+                                     i, j));
               i = j = list->items.size();
             }
       std::vector<JsonValue> branches;
@@ -227,8 +274,10 @@ JsonValue SchemaNormalizer::normalize(const JsonValue& s, const std::string& pat
     }
   }
   if (const JsonValue* n = s.find("not")) {
-    if (auto neg = negate(normalize(*n, path + "/not"), path)) parts.push_back(std::move(*neg));
-    else notes_.add(fmt::format("'not' at {} is not enforced", at));
+    if (auto neg = negate(normalize(*n, path + "/not"), path))
+      parts.push_back(std::move(*neg));
+    else
+      notes_.add(fmt::format("'not' at {} is not enforced", at));
   }
   JsonValue required_deps = make_object(), schema_deps = make_object();
   if (const JsonValue* d = s.find("dependencies"); d && d->type == Type::object)
@@ -261,8 +310,10 @@ JsonValue SchemaNormalizer::normalize(const JsonValue& s, const std::string& pat
   for (const JsonValue& p : parts) out = conj(out, p, path);
   for (auto& [p, note] : optional_parts) {
     JsonValue narrowed = conj(out, p, path);
-    if (is_false(narrowed)) notes_.add(note);
-    else out = std::move(narrowed);
+    if (is_false(narrowed))
+      notes_.add(note);
+    else
+      out = std::move(narrowed);
   }
   return out;
 }
@@ -286,10 +337,13 @@ JsonValue SchemaNormalizer::conditional(const JsonValue& s, const std::string& p
 JsonValue SchemaNormalizer::inline_ref(const JsonValue& ref_schema, const std::string& path) {
   const std::string ref = ref_schema.find("$ref")->text;
   if (inlining_.count(ref))
-    fail(ErrorCode::invalid_argument, "json_schema: the $ref \"{}\" at {} refers back to itself with no value in between",
-         ref, path.empty() ? "/" : path);
+    fail(ErrorCode::invalid_argument,
+         "json_schema: the $ref \"{}\" at {} refers back to itself with no value in between", ref,
+         path.empty() ? "/" : path);
   const JsonValue* target = resolve(ref, path);
-  if (!target) fail(ErrorCode::invalid_argument, "json_schema: the $ref \"{}\" points at nothing at {}", ref, path.empty() ? "/" : path);
+  if (!target)
+    fail(ErrorCode::invalid_argument, "json_schema: the $ref \"{}\" points at nothing at {}", ref,
+         path.empty() ? "/" : path);
   inlining_.insert(ref);
   inlined.push_back(ref);
   ++inline_count_;
@@ -339,7 +393,8 @@ JsonValue SchemaNormalizer::merge_flat(const JsonValue& a, const JsonValue& b, c
     } else if (key == "required") {
       JsonValue r = *va;
       for (const JsonValue& n : vb.items)
-        if (std::none_of(r.items.begin(), r.items.end(), [&](const JsonValue& x) { return x.text == n.text; })) r.items.push_back(n);
+        if (std::none_of(r.items.begin(), r.items.end(), [&](const JsonValue& x) { return x.text == n.text; }))
+          r.items.push_back(n);
       set(out, key, std::move(r));
     } else if (lower_key(key) || upper_key(key)) {
       set(out, key, tighter(key, *va, vb));
@@ -350,8 +405,10 @@ JsonValue SchemaNormalizer::merge_flat(const JsonValue& a, const JsonValue& b, c
     } else if (key == "prefixItems" || key == "patternProperties") {
       JsonValue m = *va;
       for (std::size_t i = 0; i < vb.items.size(); ++i)  // arrays: position by position
-        if (i < m.items.size()) m.items[i] = all_of(m.items[i], vb.items[i]);
-        else m.items.push_back(vb.items[i]);
+        if (i < m.items.size())
+          m.items[i] = all_of(m.items[i], vb.items[i]);
+        else
+          m.items.push_back(vb.items[i]);
       for (const auto& [k, v] : vb.members) {  // objects: pattern by pattern
         const JsonValue* mine = m.find(k);
         set(m, k, mine ? all_of(*mine, v) : v);
@@ -371,14 +428,16 @@ JsonValue SchemaNormalizer::merge_flat(const JsonValue& a, const JsonValue& b, c
     std::vector<JsonValue> values;
     if (xa && xb) {
       for (const JsonValue& v : *xa)
-        if (std::any_of(xb->begin(), xb->end(), [&](const JsonValue& w) { return w.dump() == v.dump(); })) values.push_back(v);
+        if (std::any_of(xb->begin(), xb->end(), [&](const JsonValue& w) { return w.dump() == v.dump(); }))
+          values.push_back(v);
       if (values.empty()) return make_bool(false);
     } else {
       values = xa ? *xa : *xb;
     }
     if (const JsonValue* no = out.find("x-ember-not"))
       std::erase_if(values, [&](const JsonValue& v) {
-        return std::any_of(no->items.begin(), no->items.end(), [&](const JsonValue& x) { return x.dump() == v.dump(); });
+        return std::any_of(no->items.begin(), no->items.end(),
+                           [&](const JsonValue& x) { return x.dump() == v.dump(); });
       });
     if (const std::vector<std::string> t = types_of(out); !t.empty())
       std::erase_if(values, [&](const JsonValue& v) {
@@ -399,7 +458,8 @@ JsonValue SchemaNormalizer::merge_flat(const JsonValue& a, const JsonValue& b, c
     const JsonValue* ap = side.find("additionalProperties");
     if (!ap || is_true(*ap)) return std::nullopt;
     if (side.find("patternProperties")) {
-      notes_.add(fmt::format("'additionalProperties' at {}: whether '{}' matches a patternProperties pattern is not checked", at, name));
+      notes_.add(fmt::format(
+          "'additionalProperties' at {}: whether '{}' matches a patternProperties pattern is not checked", at, name));
       return std::nullopt;
     }
     return *ap;
@@ -408,7 +468,8 @@ JsonValue SchemaNormalizer::merge_flat(const JsonValue& a, const JsonValue& b, c
   // Only one level deep, and a $ref stays as it is: merging two recursive schemas at once
   // would not end (deeper levels merge when the converter visits them).
   const auto both = [&](const JsonValue& x, const JsonValue& y, const std::string& name) {
-    if (eager_ || (x.type == Type::object && x.find("$ref")) || (y.type == Type::object && y.find("$ref"))) return all_of(x, y);
+    if (eager_ || (x.type == Type::object && x.find("$ref")) || (y.type == Type::object && y.find("$ref")))
+      return all_of(x, y);
     struct Enter {
       int& e;
       ~Enter() { --e; }
@@ -421,15 +482,20 @@ JsonValue SchemaNormalizer::merge_flat(const JsonValue& a, const JsonValue& b, c
   if (pa)
     for (const auto& [name, v] : pa->members) {
       const JsonValue* w = pb ? pb->find(name) : nullptr;
-      if (w) set(props, name, both(v, *w, name));
-      else if (auto e = extra_of(b, name)) set(props, name, both(v, *e, name));
-      else set(props, name, v);
+      if (w)
+        set(props, name, both(v, *w, name));
+      else if (auto e = extra_of(b, name))
+        set(props, name, both(v, *e, name));
+      else
+        set(props, name, v);
     }
   if (pb)
     for (const auto& [name, w] : pb->members) {
       if (pa && pa->find(name)) continue;
-      if (auto e = extra_of(a, name)) set(props, name, both(w, *e, name));
-      else set(props, name, w);
+      if (auto e = extra_of(a, name))
+        set(props, name, both(w, *e, name));
+      else
+        set(props, name, w);
     }
   if (!props.members.empty()) set(out, "properties", props);
   if (const JsonValue* r = out.find("required"))
@@ -464,9 +530,8 @@ std::optional<JsonValue> SchemaNormalizer::negate(const JsonValue& s, const std:
     return out;
   };
   const auto only = [&](std::initializer_list<std::string_view> keys) {
-    return std::all_of(s.members.begin(), s.members.end(), [&](const JsonMember& m) {
-      return std::find(keys.begin(), keys.end(), m.first) != keys.end();
-    });
+    return std::all_of(s.members.begin(), s.members.end(),
+                       [&](const JsonMember& m) { return std::find(keys.begin(), keys.end(), m.first) != keys.end(); });
   };
   std::vector<JsonValue> branches;
   const auto not_types = [&] {
@@ -507,7 +572,8 @@ std::optional<JsonValue> SchemaNormalizer::negate(const JsonValue& s, const std:
       for (const JsonValue& n : r->items) branches.push_back(object_with(n.text, make_bool(false), false));
     if (const JsonValue* p = s.find("properties"))  // a branch that cannot be written is left out: narrower
       for (const auto& [name, v] : p->members)
-        if (auto n = negate(normalize(v, path), path, depth + 1)) branches.push_back(object_with(name, std::move(*n), true));
+        if (auto n = negate(normalize(v, path), path, depth + 1))
+          branches.push_back(object_with(name, std::move(*n), true));
     if (branches.empty()) return std::nullopt;
     return union_of(std::move(branches));
   }
@@ -538,7 +604,8 @@ const JsonValue* SchemaNormalizer::resolve(const std::string& ref_in, const std:
     }
   if (ref.empty()) ref = "#";
   if (ref[0] != '#')
-    fail(ErrorCode::invalid_argument, "json_schema: the remote $ref \"{}\" at {} is not supported", ref_in, path.empty() ? "/" : path);
+    fail(ErrorCode::invalid_argument, "json_schema: the remote $ref \"{}\" at {} is not supported", ref_in,
+         path.empty() ? "/" : path);
   std::string decoded;  // %XX escapes of the URI fragment
   for (std::size_t i = 0; i < ref.size(); ++i) {
     if (ref[i] == '%' && i + 2 < ref.size() && std::isxdigit(static_cast<unsigned char>(ref[i + 1])) &&

@@ -92,7 +92,8 @@ class SchemaNormalizer {
   std::size_t inline_count_ = 0;
   std::set<const JsonValue*> in_root_;  // every value of the root document
   std::map<const JsonValue*, Normalized> cache_;
-  std::deque<Normalized> scratch_;  // the uncached ones (the converter keeps references)  // properties being merged at once (see merge_flat)
+  std::deque<Normalized>
+      scratch_;  // the uncached ones (the converter keeps references)  // properties being merged at once (see merge_flat)
 };
 
 }  // namespace ember::grammar

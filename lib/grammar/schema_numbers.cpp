@@ -22,9 +22,13 @@ std::string same_length_range(const std::string& lo, const std::string& hi) {
   const std::size_t n = lo.size();
   if (n == 0) return "";
   if (lo == hi) return gbnf_literal(lo);
-  const auto all = [](const std::string& s, char c) { return std::all_of(s.begin(), s.end(), [c](char x) { return x == c; }); };
+  const auto all = [](const std::string& s, char c) {
+    return std::all_of(s.begin(), s.end(), [c](char x) { return x == c; });
+  };
   const std::string lo_rest = lo.substr(1), hi_rest = hi.substr(1);
-  const auto digits = [](std::size_t k) { return k == 0 ? std::string() : k == 1 ? std::string(" [0-9]") : fmt::format(" [0-9]{{{}}}", k); };
+  const auto digits = [](std::size_t k) {
+    return k == 0 ? std::string() : k == 1 ? std::string(" [0-9]") : fmt::format(" [0-9]{{{}}}", k);
+  };
   if (lo[0] == hi[0]) return "\"" + std::string(1, lo[0]) + "\" (" + same_length_range(lo_rest, hi_rest) + ")";
   std::vector<std::string> alts;
   char first_full = lo[0], last_full = hi[0];
@@ -76,13 +80,17 @@ Frac fraction_between(std::optional<FracBound> lo, std::optional<FracBound> hi, 
     Outcome o{false, std::nullopt, std::nullopt};
     if (lo) {
       const char lc = lo->digits.empty() ? '0' : lo->digits[0];
-      if (c < lc) o.skip = true;
-      else if (c == lc) o.lo = FracBound{lo->digits.empty() ? "" : strip_trailing_zeros(lo->digits.substr(1)), lo->exclusive};
+      if (c < lc)
+        o.skip = true;
+      else if (c == lc)
+        o.lo = FracBound{lo->digits.empty() ? "" : strip_trailing_zeros(lo->digits.substr(1)), lo->exclusive};
     }
     if (hi) {
       const char hc = hi->digits.empty() ? '0' : hi->digits[0];
-      if (c > hc) o.skip = true;
-      else if (c == hc) o.hi = FracBound{hi->digits.empty() ? "" : strip_trailing_zeros(hi->digits.substr(1)), hi->exclusive};
+      if (c > hc)
+        o.skip = true;
+      else if (c == hc)
+        o.hi = FracBound{hi->digits.empty() ? "" : strip_trailing_zeros(hi->digits.substr(1)), hi->exclusive};
     }
     return o;
   };
@@ -100,8 +108,10 @@ Frac fraction_between(std::optional<FracBound> lo, std::optional<FracBound> hi, 
     if (!o.skip) {
       const Frac rest = fraction_between(o.lo, o.hi, n - 1);
       const std::string digit = c == last ? fmt::format("\"{}\"", c) : fmt::format("[{}-{}]", c, last);
-      if (rest.nonempty) alts.push_back(digit + (rest.empty_ok ? " (" + *rest.nonempty + ")?" : " (" + *rest.nonempty + ")"));
-      else if (rest.empty_ok) alts.push_back(digit);
+      if (rest.nonempty)
+        alts.push_back(digit + (rest.empty_ok ? " (" + *rest.nonempty + ")?" : " (" + *rest.nonempty + ")"));
+      else if (rest.empty_ok)
+        alts.push_back(digit);
     }
     c = static_cast<char>(last + 1);
   }
@@ -126,8 +136,10 @@ std::optional<std::string> nonnegative_range(const std::optional<Bound>& lo, con
   };
   std::vector<std::string> alts;
   const auto add = [&](const std::string& whole, const Frac& f) {
-    if (f.nonempty) alts.push_back(whole + (f.empty_ok ? " (\".\" " + *f.nonempty + ")?" : " \".\" " + *f.nonempty));
-    else if (f.empty_ok) alts.push_back(whole);
+    if (f.nonempty)
+      alts.push_back(whole + (f.empty_ok ? " (\".\" " + *f.nonempty + ")?" : " \".\" " + *f.nonempty));
+    else if (f.empty_ok)
+      alts.push_back(whole);
   };
   if (whi && *whi < wlo) return std::nullopt;
   if (whi && *whi == wlo) {
@@ -135,7 +147,8 @@ std::optional<std::string> nonnegative_range(const std::optional<Bound>& lo, con
   } else {
     add(gbnf_literal(std::to_string(wlo)), fraction_between(frac_lo(), std::nullopt, max_fraction));
     if (!whi || *whi > wlo + 1)
-      add(natural_range(wlo + 1, whi ? std::optional(*whi - 1) : std::nullopt), fraction_between(std::nullopt, std::nullopt, max_fraction));
+      add(natural_range(wlo + 1, whi ? std::optional(*whi - 1) : std::nullopt),
+          fraction_between(std::nullopt, std::nullopt, max_fraction));
     if (whi) add(gbnf_literal(std::to_string(*whi)), fraction_between(std::nullopt, frac_hi(), max_fraction));
   }
   if (alts.empty()) return std::nullopt;
@@ -227,7 +240,8 @@ std::string int_range(std::optional<std::int64_t> lo, std::optional<std::int64_t
   return "(" + join(alts) + ")";
 }
 
-std::optional<std::string> decimal_range(const std::optional<Bound>& lo, const std::optional<Bound>& hi, int max_fraction) {
+std::optional<std::string> decimal_range(const std::optional<Bound>& lo, const std::optional<Bound>& hi,
+                                         int max_fraction) {
   if (lo && hi) {
     const int c = compare(lo->value, hi->value);
     if (c > 0 || (c == 0 && (lo->exclusive || hi->exclusive))) return std::nullopt;

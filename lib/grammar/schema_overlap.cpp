@@ -33,9 +33,9 @@ Value value_of(const JsonValue& v) {
 
 // What is known about the values a schema accepts.
 struct Shape {
-  bool any_type = true;             // nothing known about the type
-  std::set<std::string> types;      // when !any_type: the JSON Schema type names allowed
-  std::optional<std::vector<Value>> values;  // const / enum: exactly these
+  bool any_type = true;                            // nothing known about the type
+  std::set<std::string> types;                     // when !any_type: the JSON Schema type names allowed
+  std::optional<std::vector<Value>> values;        // const / enum: exactly these
   std::map<std::string, std::vector<Value>> tags;  // object: required property -> its values
 };
 
@@ -101,8 +101,10 @@ Shape shape_of(const JsonValue& s, const JsonValue& root, int depth) {
       const Shape b = shape_of(branch, root, depth + 1);
       u.any_type |= b.any_type;
       u.types.insert(b.types.begin(), b.types.end());
-      if (b.values) values.insert(values.end(), b.values->begin(), b.values->end());
-      else all_values = false;
+      if (b.values)
+        values.insert(values.end(), b.values->begin(), b.values->end());
+      else
+        all_values = false;
     }
     if (all_values) u.values = values;
     return u;
@@ -155,9 +157,11 @@ const JsonValue* resolve_pointer(const JsonValue& root, std::string_view ref, st
 bool may_overlap(const JsonValue& a, const JsonValue& b, const JsonValue& root) {
   const Shape x = shape_of(a, root, 0), y = shape_of(b, root, 0);
   if (x.values && y.values) return !disjoint_values(*x.values, *y.values);
-  if (x.values && std::none_of(x.values->begin(), x.values->end(), [&](const Value& v) { return value_has_type(v, y); }))
+  if (x.values &&
+      std::none_of(x.values->begin(), x.values->end(), [&](const Value& v) { return value_has_type(v, y); }))
     return false;
-  if (y.values && std::none_of(y.values->begin(), y.values->end(), [&](const Value& v) { return value_has_type(v, x); }))
+  if (y.values &&
+      std::none_of(y.values->begin(), y.values->end(), [&](const Value& v) { return value_has_type(v, x); }))
     return false;
   if (!x.any_type && !y.any_type) {
     bool meet = false;

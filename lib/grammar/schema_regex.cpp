@@ -20,8 +20,10 @@ Ranges normalise(Ranges r) {
   std::sort(r.begin(), r.end(), [](ClassRange a, ClassRange b) { return a.lo < b.lo; });
   Ranges out;
   for (ClassRange x : r) {
-    if (!out.empty() && x.lo <= out.back().hi + 1) out.back().hi = std::max(out.back().hi, x.hi);
-    else out.push_back(x);
+    if (!out.empty() && x.lo <= out.back().hi + 1)
+      out.back().hi = std::max(out.back().hi, x.hi);
+    else
+      out.push_back(x);
   }
   return out;
 }
@@ -122,9 +124,7 @@ class RegexParser {
     fail(ErrorCode::invalid_argument, "pattern \"{}\": {} at offset {} is not supported", std::string(src_), what, at);
   }
   bool end() const { return i_ >= cps_.size(); }
-  std::uint32_t peek(std::size_t ahead = 0) const {
-    return i_ + ahead < cps_.size() ? cps_[i_ + ahead] : 0;
-  }
+  std::uint32_t peek(std::size_t ahead = 0) const { return i_ + ahead < cps_.size() ? cps_[i_ + ahead] : 0; }
 
   std::string alternation() {
     std::vector<std::string> alts = {sequence()};
@@ -224,7 +224,10 @@ class RegexParser {
         if (i_ + 1 != cps_.size() && !(depth_ == 0 && cps_[i_ + 1] == '|')) error("'$' other than at the end");
         ++i_;
         return "";
-      case '*': case '+': case '?': case '{': error("a quantifier with nothing to repeat");
+      case '*':
+      case '+':
+      case '?':
+      case '{': error("a quantifier with nothing to repeat");
       case '\\': return json_chars(escape(false));
       default: ++i_; return json_chars({{c, c}});
     }
@@ -248,13 +251,16 @@ class RegexParser {
       case 't': return {{'\t', '\t'}};
       case 'f': return {{'\f', '\f'}};
       case 'v': return {{'\v', '\v'}};
-      case 'u': case 'x': {
+      case 'u':
+      case 'x': {
         const int digits = e == 'u' ? 4 : 2;
         std::uint32_t v = 0;
         for (int k = 0; k < digits; ++k) {
           const std::uint32_t h = peek();
-          const int d = h >= '0' && h <= '9' ? int(h - '0') : h >= 'a' && h <= 'f' ? int(h - 'a' + 10)
-                      : h >= 'A' && h <= 'F' ? int(h - 'A' + 10) : -1;
+          const int d = h >= '0' && h <= '9'   ? int(h - '0')
+                        : h >= 'a' && h <= 'f' ? int(h - 'a' + 10)
+                        : h >= 'A' && h <= 'F' ? int(h - 'A' + 10)
+                                               : -1;
           if (d < 0) error("a malformed \\u or \\x escape");
           v = v * 16 + static_cast<std::uint32_t>(d);
           ++i_;
@@ -333,13 +339,20 @@ std::string gbnf_literal(std::string_view s) {
   std::string out = "\"";
   for (char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (c < 0x20 || c == 0x7F) out += fmt::format("\\x{:02X}", c);
-    else out += ch;  // UTF-8 passes through: the GBNF reader decodes it
+    if (c == '"')
+      out += "\\\"";
+    else if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c < 0x20 || c == 0x7F)
+      out += fmt::format("\\x{:02X}", c);
+    else
+      out += ch;  // UTF-8 passes through: the GBNF reader decodes it
   }
   return out + '"';
 }

@@ -19,7 +19,9 @@ constexpr std::size_t kMaxCachedMaskBytes = 16u << 20;
 
 TokenTrie::TokenTrie(const std::vector<std::string>& pieces, const std::vector<bool>& usable,
                      std::vector<std::int32_t> end_of_generation)
-    : vocab_size_(static_cast<int>(pieces.size())), pieces_(pieces), usable_(usable),
+    : vocab_size_(static_cast<int>(pieces.size())),
+      pieces_(pieces),
+      usable_(usable),
       end_of_generation_(std::move(end_of_generation)) {
   EMBER_ASSERT(usable.size() == pieces.size());
   std::sort(end_of_generation_.begin(), end_of_generation_.end());
@@ -197,8 +199,7 @@ void TokenConstraint::apply(float* logits) {
 }
 
 void TokenConstraint::accept(std::int32_t id) {
-  if (!grammar_allows(id))
-    fail(ErrorCode::internal, "grammar: token {} is not allowed in the current state", id);
+  if (!grammar_allows(id)) fail(ErrorCode::internal, "grammar: token {} is not allowed in the current state", id);
   if (compiled_->trie().is_end_of_generation(id)) return;
   state_ = compiled_->matcher().advance(state_, compiled_->trie().piece(id));
 }

@@ -110,9 +110,7 @@ void run_stage(const ModelConfig& c, int l, Stage stage, DecoderOps& ops, std::i
     return;
   }
   switch (stage) {
-    case Stage::attention_norm:
-      ops.rmsnorm({l, WeightId::attn_norm}, A::x, A::h, rows);
-      return;
+    case Stage::attention_norm: ops.rmsnorm({l, WeightId::attn_norm}, A::x, A::h, rows); return;
     case Stage::qkv_finish:
       if (c.attention_bias) ops.add_bias({l, WeightId::qkv_bias}, A::qkv);
       if (c.qk_norm) {
@@ -123,26 +121,19 @@ void run_stage(const ModelConfig& c, int l, Stage stage, DecoderOps& ops, std::i
       ops.rope(QkvPart::k, angle_set(c, l));
       ops.store_kv(l);
       return;
-    case Stage::attention:
-      ops.attention(l, c.attention_window(l), c.attention_score_scale(), begin, end);
-      return;
+    case Stage::attention: ops.attention(l, c.attention_window(l), c.attention_score_scale(), begin, end); return;
     case Stage::ffn_norm:
       add_post_normed(c, l, WeightId::post_attn_norm, ops, rows);
       ops.rmsnorm({l, WeightId::ffn_norm}, A::x, A::h, rows);
       return;
-    case Stage::activation:
-      ops.gated_activation(c.feed_forward);
-      return;
-    case Stage::layer_end:
-      add_post_normed(c, l, WeightId::post_ffn_norm, ops, rows);
-      return;
+    case Stage::activation: ops.gated_activation(c.feed_forward); return;
+    case Stage::layer_end: add_post_normed(c, l, WeightId::post_ffn_norm, ops, rows); return;
     case Stage::final_norm:
       if (rows == 0) return;
       ops.gather_logit_rows();
       ops.rmsnorm({-1, WeightId::output_norm}, A::logit_input, A::h, rows);
       return;
-    default:
-      return;
+    default: return;
   }
 }
 

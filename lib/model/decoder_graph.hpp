@@ -25,9 +25,19 @@ namespace ember::model {
 // The weights the graph reads. Q|K|V and gate|up are each one fused matrix, their rows stacked
 // in that order (graph_weights() says from which tensors): one GEMM instead of three or two.
 enum class WeightId {
-  attn_norm, qkv, qkv_bias, q_norm, k_norm, wo, post_attn_norm,
-  ffn_norm, gate_up, down, post_ffn_norm,
-  output_norm, lm_head,  // the model's own, outside the layers (layer -1)
+  attn_norm,
+  qkv,
+  qkv_bias,
+  q_norm,
+  k_norm,
+  wo,
+  post_attn_norm,
+  ffn_norm,
+  gate_up,
+  down,
+  post_ffn_norm,
+  output_norm,
+  lm_head,  // the model's own, outside the layers (layer -1)
 };
 
 inline constexpr int kWeightIdCount = static_cast<int>(WeightId::lm_head) + 1;
@@ -60,8 +70,10 @@ struct GraphWeight {
   WeightRef ref;
   std::int64_t rows = 0, cols = 0;
   std::vector<const GgufTensor*> sources;
-  bool is_matrix() const { return ref.id == WeightId::qkv || ref.id == WeightId::wo || ref.id == WeightId::gate_up ||
-                                  ref.id == WeightId::down || ref.id == WeightId::lm_head; }
+  bool is_matrix() const {
+    return ref.id == WeightId::qkv || ref.id == WeightId::wo || ref.id == WeightId::gate_up ||
+           ref.id == WeightId::down || ref.id == WeightId::lm_head;
+  }
 };
 
 // Layer `layer`'s weights (those its architecture has), in the order the graph first reads them.
@@ -105,8 +117,8 @@ class DecoderOps {
   // the linear asks it for). A product's parts come in the order of their ranges, one after
   // another, nothing writing `in` or using `weight` in between: a device may keep what it
   // derived from `in` for the first part (its quantized rows) for the next.
-  virtual void linear_outputs(WeightRef weight, Activation in, Activation out, std::int64_t rows,
-                              std::int64_t begin, std::int64_t end, bool accumulate) = 0;
+  virtual void linear_outputs(WeightRef weight, Activation in, Activation out, std::int64_t rows, std::int64_t begin,
+                              std::int64_t end, bool accumulate) = 0;
   // a += bias, every row.
   virtual void add_bias(WeightRef bias, Activation a) = 0;
   // into += from, every row.
@@ -145,12 +157,22 @@ class DecoderOps {
 // the same part of the whole stage bit for bit, so every split gives the same pass. The head is
 // two stages after the last layer (layer -1), over the logit rows.
 enum class Stage {
-  attention_norm, qkv, qkv_finish, attention, wo, ffn_norm, gate_up, activation, down, layer_end,
-  final_norm, lm_head,
+  attention_norm,
+  qkv,
+  qkv_finish,
+  attention,
+  wo,
+  ffn_norm,
+  gate_up,
+  activation,
+  down,
+  layer_end,
+  final_norm,
+  lm_head,
 };
-inline constexpr Stage kLayerStages[] = {Stage::attention_norm, Stage::qkv,        Stage::qkv_finish, Stage::attention,
-                                         Stage::wo,             Stage::ffn_norm,   Stage::gate_up,    Stage::activation,
-                                         Stage::down,           Stage::layer_end};
+inline constexpr Stage kLayerStages[] = {
+    Stage::attention_norm, Stage::qkv,     Stage::qkv_finish, Stage::attention, Stage::wo,
+    Stage::ffn_norm,       Stage::gate_up, Stage::activation, Stage::down,      Stage::layer_end};
 inline constexpr Stage kHeadStages[] = {Stage::final_norm, Stage::lm_head};
 
 // How a stage may be split: into `units` (a product's outputs, attention's rows; 1 for a stage

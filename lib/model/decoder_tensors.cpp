@@ -9,9 +9,7 @@
 namespace ember::model {
 namespace {
 
-std::string shape_string(const std::vector<std::int64_t>& shape) {
-  return fmt::format("[{}]", fmt::join(shape, ", "));
-}
+std::string shape_string(const std::vector<std::int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 class WeightFinder {
  public:
@@ -21,12 +19,12 @@ class WeightFinder {
     const GgufTensor* t = file_.find_tensor(name);
     if (t == nullptr) fail(ErrorCode::invalid_model, "{}: tensor '{}' is missing", file_.path(), name);
     if (t->shape != shape) {
-      fail(ErrorCode::invalid_model, "{}: tensor '{}' has shape {}, expected {}", file_.path(),
-           name, shape_string(t->shape), shape_string(shape));
+      fail(ErrorCode::invalid_model, "{}: tensor '{}' has shape {}, expected {}", file_.path(), name,
+           shape_string(t->shape), shape_string(shape));
     }
     if (!ggml_type_info(t->type).dequantizable) {
-      fail(ErrorCode::unsupported, "{}: tensor '{}' has type {}, which ember cannot dequantize",
-           file_.path(), name, ggml_type_info(t->type).name);
+      fail(ErrorCode::unsupported, "{}: tensor '{}' has type {}, which ember cannot dequantize", file_.path(), name,
+           ggml_type_info(t->type).name);
     }
     return t;
   }
@@ -98,22 +96,19 @@ Tensor dequantize_to_tensor(const GgufTensor& tensor) {
 
 void dequantize_row(const GgufTensor& tensor, std::int64_t row, float* dst) {
   if (row < 0 || row >= tensor.rows()) {
-    fail(ErrorCode::invalid_argument, "row {} of tensor '{}' is out of range [0, {})", row,
-         tensor.name, tensor.rows());
+    fail(ErrorCode::invalid_argument, "row {} of tensor '{}' is out of range [0, {})", row, tensor.name, tensor.rows());
   }
   const std::uint64_t row_bytes = tensor.nbytes / static_cast<std::uint64_t>(tensor.rows());
-  dequantize(tensor.type, tensor.data + static_cast<std::uint64_t>(row) * row_bytes, dst,
-             tensor.shape[0]);
+  dequantize(tensor.type, tensor.data + static_cast<std::uint64_t>(row) * row_bytes, dst, tensor.shape[0]);
 }
 
 void dequantize_rows(const GgufTensor& tensor, std::int64_t first, std::int64_t count, float* dst) {
   if (first < 0 || count < 0 || first > tensor.rows() - count) {
-    fail(ErrorCode::invalid_argument, "rows [{}, {}) of tensor '{}' are out of range [0, {})", first,
-         first + count, tensor.name, tensor.rows());
+    fail(ErrorCode::invalid_argument, "rows [{}, {}) of tensor '{}' are out of range [0, {})", first, first + count,
+         tensor.name, tensor.rows());
   }
   const std::uint64_t row_bytes = tensor.nbytes / static_cast<std::uint64_t>(tensor.rows());
-  dequantize(tensor.type, tensor.data + static_cast<std::uint64_t>(first) * row_bytes, dst,
-             count * tensor.shape[0]);
+  dequantize(tensor.type, tensor.data + static_cast<std::uint64_t>(first) * row_bytes, dst, count * tensor.shape[0]);
 }
 
 std::vector<float> dequantize_stacked(std::initializer_list<const GgufTensor*> tensors) {
@@ -137,8 +132,7 @@ std::vector<float> dequantize_vector(const GgufTensor* tensor, std::int64_t size
   std::vector<float> v(static_cast<std::size_t>(size), 0.0f);
   if (tensor != nullptr) {
     if (tensor->numel() != size)
-      fail(ErrorCode::invalid_model, "tensor {} has {} values, expected {}", tensor->name,
-           tensor->numel(), size);
+      fail(ErrorCode::invalid_model, "tensor {} has {} values, expected {}", tensor->name, tensor->numel(), size);
     dequantize(tensor->type, tensor->data, v.data(), tensor->numel());
   }
   return v;

@@ -14,24 +14,24 @@
 namespace ember::model {
 
 struct LayerWeights {
-  const GgufTensor* attn_norm = nullptr;  // [embedding]
-  const GgufTensor* wqkv = nullptr;       // [embedding, q_dim + 2 kv_dim] when the file fuses them
-                                          // (phi3's attn_qkv); else wq, wk, wv:
-  const GgufTensor* wq = nullptr;         // [embedding, heads * head_dim]
-  const GgufTensor* wk = nullptr;         // [embedding, kv_heads * head_dim]
-  const GgufTensor* wv = nullptr;         // [embedding, kv_heads * head_dim]
-  const GgufTensor* wo = nullptr;         // [heads * head_dim, embedding]
-  const GgufTensor* bq = nullptr;         // [heads * head_dim]; nullptr unless attention_bias
-  const GgufTensor* bk = nullptr;         // [kv_heads * head_dim]
-  const GgufTensor* bv = nullptr;         // [kv_heads * head_dim]
-  const GgufTensor* q_norm = nullptr;     // [head_dim]; nullptr unless qk_norm
-  const GgufTensor* k_norm = nullptr;     // [head_dim]
+  const GgufTensor* attn_norm = nullptr;       // [embedding]
+  const GgufTensor* wqkv = nullptr;            // [embedding, q_dim + 2 kv_dim] when the file fuses them
+                                               // (phi3's attn_qkv); else wq, wk, wv:
+  const GgufTensor* wq = nullptr;              // [embedding, heads * head_dim]
+  const GgufTensor* wk = nullptr;              // [embedding, kv_heads * head_dim]
+  const GgufTensor* wv = nullptr;              // [embedding, kv_heads * head_dim]
+  const GgufTensor* wo = nullptr;              // [heads * head_dim, embedding]
+  const GgufTensor* bq = nullptr;              // [heads * head_dim]; nullptr unless attention_bias
+  const GgufTensor* bk = nullptr;              // [kv_heads * head_dim]
+  const GgufTensor* bv = nullptr;              // [kv_heads * head_dim]
+  const GgufTensor* q_norm = nullptr;          // [head_dim]; nullptr unless qk_norm
+  const GgufTensor* k_norm = nullptr;          // [head_dim]
   const GgufTensor* post_attn_norm = nullptr;  // [embedding]; nullptr unless post_norms
-  const GgufTensor* ffn_norm = nullptr;   // [embedding]
+  const GgufTensor* ffn_norm = nullptr;        // [embedding]
   const GgufTensor* post_ffn_norm = nullptr;   // [embedding]; nullptr unless post_norms
-  const GgufTensor* w_gate = nullptr;     // [embedding, ffn]; nullptr when fused_gate_up
-  const GgufTensor* w_up = nullptr;       // [embedding, ffn], or [embedding, 2 ffn] holding gate|up
-  const GgufTensor* w_down = nullptr;     // [ffn, embedding]
+  const GgufTensor* w_gate = nullptr;          // [embedding, ffn]; nullptr when fused_gate_up
+  const GgufTensor* w_up = nullptr;            // [embedding, ffn], or [embedding, 2 ffn] holding gate|up
+  const GgufTensor* w_down = nullptr;          // [ffn, embedding]
 };
 
 struct DecoderTensors {

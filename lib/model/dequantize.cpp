@@ -189,13 +189,11 @@ void dequantize(GgmlType type, const void* src, float* dst, std::int64_t element
   const auto* in = static_cast<const std::uint8_t*>(src);
   const GgmlTypeInfo& info = ggml_type_info(type);
   if (elements < 0 || elements % info.block_elements != 0) {
-    fail(ErrorCode::invalid_argument, "dequantize: {} elements is not a whole number of {} blocks",
-         elements, info.name);
+    fail(ErrorCode::invalid_argument, "dequantize: {} elements is not a whole number of {} blocks", elements,
+         info.name);
   }
   switch (type) {
-    case GgmlType::F32:
-      std::memcpy(dst, in, static_cast<std::size_t>(elements) * 4);
-      return;
+    case GgmlType::F32: std::memcpy(dst, in, static_cast<std::size_t>(elements) * 4); return;
     case GgmlType::F16:
       for (std::int64_t i = 0; i < elements; ++i) dst[i] = load_f16(in + 2 * i);
       return;
@@ -228,7 +226,8 @@ void read_groups(GgmlType type, const void* src, std::int64_t elements, std::uin
     fail(ErrorCode::invalid_argument, "read_groups: {} does not store groups of 32", ggml_type_info(type).name);
   const GgmlTypeInfo& info = ggml_type_info(type);
   if (elements < 0 || elements % info.block_elements != 0)
-    fail(ErrorCode::invalid_argument, "read_groups: {} elements is not a whole number of {} blocks", elements, info.name);
+    fail(ErrorCode::invalid_argument, "read_groups: {} elements is not a whole number of {} blocks", elements,
+         info.name);
   const std::int64_t blocks = elements / info.block_elements;
   std::uint8_t* nibbles = values;
   for (std::int64_t k = 0; k < blocks; ++k) {
@@ -237,7 +236,8 @@ void read_groups(GgmlType type, const void* src, std::int64_t elements, std::uin
       const float d = load_f16(b);
       scales[k] = d;
       offsets[k] = -128.0f * d;
-      for (int e = 0; e < 32; ++e) values[32 * k + e] = static_cast<std::uint8_t>(static_cast<std::int8_t>(b[2 + e]) + 128);
+      for (int e = 0; e < 32; ++e)
+        values[32 * k + e] = static_cast<std::uint8_t>(static_cast<std::int8_t>(b[2 + e]) + 128);
       continue;
     }
     if (type == GgmlType::Q4_0 || type == GgmlType::Q4_1) {
@@ -261,7 +261,8 @@ void read_groups(GgmlType type, const void* src, std::int64_t elements, std::uin
       const std::uint8_t* q = qs + (s / 2) * 32;
       const int shift = 4 * (s % 2);
       for (int e = 0; e < 16; ++e)
-        nibbles[16 * g + e] = static_cast<std::uint8_t>(((q[e] >> shift) & 0x0f) | (((q[16 + e] >> shift) & 0x0f) << 4));
+        nibbles[16 * g + e] =
+            static_cast<std::uint8_t>(((q[e] >> shift) & 0x0f) | (((q[16 + e] >> shift) & 0x0f) << 4));
     }
   }
 }

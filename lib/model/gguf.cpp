@@ -32,8 +32,14 @@ const char* to_string(GgufType type) {
 
 bool GgufValue::is_integer() const {
   switch (type) {
-    case GgufType::u8: case GgufType::i8: case GgufType::u16: case GgufType::i16:
-    case GgufType::u32: case GgufType::i32: case GgufType::u64: case GgufType::i64: return true;
+    case GgufType::u8:
+    case GgufType::i8:
+    case GgufType::u16:
+    case GgufType::i16:
+    case GgufType::u32:
+    case GgufType::i32:
+    case GgufType::u64:
+    case GgufType::i64: return true;
     default: return false;
   }
 }
@@ -47,7 +53,8 @@ bool is_signed(GgufType t) {
 }
 
 // The integer value of `v` if it lies in [lo, hi].
-template <class T> std::optional<T> integer_in_range(const GgufValue& v) {
+template <class T>
+std::optional<T> integer_in_range(const GgufValue& v) {
   if (!v.is_integer()) return std::nullopt;
   if (is_signed(v.type)) {
     const std::int64_t x = v.scalar.i;
@@ -77,8 +84,7 @@ void GgufFile::release(const GgufTensor& tensor) const {
   if (mapped_) release_pages(tensor.data, tensor.nbytes);
 }
 
-std::shared_ptr<const GgufFile> GgufFile::parse(const void* bytes, std::size_t size,
-                                                std::string name) {
+std::shared_ptr<const GgufFile> GgufFile::parse(const void* bytes, std::size_t size, std::string name) {
   MappedFile m = copy_bytes(bytes, size);
   std::shared_ptr<GgufFile> file(new GgufFile());
   file->path_ = std::move(name);
@@ -116,10 +122,9 @@ const GgufValue* GgufFile::find(std::string_view key) const {
 
 namespace {
 
-[[noreturn]] void wrong_type(const std::string& path, std::string_view key, const GgufValue& v,
-                             const char* expected) {
-  fail(ErrorCode::invalid_model, "{}: metadata key '{}' has type {}, expected {} (at byte {})",
-       path, key, to_string(v.type), expected, v.offset);
+[[noreturn]] void wrong_type(const std::string& path, std::string_view key, const GgufValue& v, const char* expected) {
+  fail(ErrorCode::invalid_model, "{}: metadata key '{}' has type {}, expected {} (at byte {})", path, key,
+       to_string(v.type), expected, v.offset);
 }
 
 const GgufValue& require(const GgufFile& f, std::string_view key) {
@@ -149,8 +154,8 @@ std::optional<std::uint32_t> GgufFile::find_u32(std::string_view key) const {
   if (!v->is_integer()) wrong_type(path_, key, *v, "an integer");
   auto x = integer_in_range<std::uint32_t>(*v);
   if (!x) {
-    fail(ErrorCode::invalid_model, "{}: metadata key '{}' value is out of the u32 range (at byte {})",
-         path_, key, v->offset);
+    fail(ErrorCode::invalid_model, "{}: metadata key '{}' value is out of the u32 range (at byte {})", path_, key,
+         v->offset);
   }
   return x;
 }
@@ -216,8 +221,8 @@ std::vector<std::int32_t> GgufFile::get_i32_array(std::string_view key) const {
   for (std::size_t k = 0; k < v.elements.size(); ++k) {
     auto x = integer_in_range<std::int32_t>(v.elements[k]);
     if (!x) {
-      fail(ErrorCode::invalid_model, "{}: metadata key '{}' element {} is not an i32 (at byte {})",
-           path_, key, k, v.elements[k].offset);
+      fail(ErrorCode::invalid_model, "{}: metadata key '{}' element {} is not an i32 (at byte {})", path_, key, k,
+           v.elements[k].offset);
     }
     out.push_back(*x);
   }

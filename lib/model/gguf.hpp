@@ -22,8 +22,19 @@ namespace ember::model {
 
 // Metadata value types, numbered as in the GGUF specification.
 enum class GgufType : std::uint32_t {
-  u8 = 0, i8 = 1, u16 = 2, i16 = 3, u32 = 4, i32 = 5, f32 = 6, boolean = 7,
-  string = 8, array = 9, u64 = 10, i64 = 11, f64 = 12,
+  u8 = 0,
+  i8 = 1,
+  u16 = 2,
+  i16 = 3,
+  u32 = 4,
+  i32 = 5,
+  f32 = 6,
+  boolean = 7,
+  string = 8,
+  array = 9,
+  u64 = 10,
+  i64 = 11,
+  f64 = 12,
 };
 
 const char* to_string(GgufType type);
@@ -39,7 +50,7 @@ struct GgufValue {
     double f;
     bool b;
   } scalar{};
-  std::string_view str;  // type == string
+  std::string_view str;                  // type == string
   GgufType element_type = GgufType::u8;  // type == array
   std::vector<GgufValue> elements;       // type == array
 
@@ -65,8 +76,7 @@ class GgufFile {
   // malformed content, unsupported for an unknown version or tensor type).
   static std::shared_ptr<const GgufFile> open(const std::string& path);
   // Parses an in-memory image (fuzzing, tests). The bytes are copied.
-  static std::shared_ptr<const GgufFile> parse(const void* bytes, std::size_t size,
-                                               std::string name = "<memory>");
+  static std::shared_ptr<const GgufFile> parse(const void* bytes, std::size_t size, std::string name = "<memory>");
 
   ~GgufFile();
   GgufFile(const GgufFile&) = delete;

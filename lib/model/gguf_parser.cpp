@@ -17,22 +17,31 @@ namespace lim = gguf_limits;
 
 namespace {
 
-constexpr std::uint64_t kMinMetadataEntryBytes = 8 + 1 + 4 + 1;      // key len, key, type, u8
+constexpr std::uint64_t kMinMetadataEntryBytes = 8 + 1 + 4 + 1;       // key len, key, type, u8
 constexpr std::uint64_t kMinTensorInfoBytes = 8 + 1 + 4 + 8 + 4 + 8;  // one-dimension info
 
 // Bytes a value of `type` occupies at least (a string or an array may be longer).
 std::uint64_t min_value_bytes(GgufType type) {
   switch (type) {
-    case GgufType::u8: case GgufType::i8: case GgufType::boolean: return 1;
-    case GgufType::u16: case GgufType::i16: return 2;
-    case GgufType::u32: case GgufType::i32: case GgufType::f32: return 4;
-    case GgufType::u64: case GgufType::i64: case GgufType::f64: case GgufType::string: return 8;
+    case GgufType::u8:
+    case GgufType::i8:
+    case GgufType::boolean: return 1;
+    case GgufType::u16:
+    case GgufType::i16: return 2;
+    case GgufType::u32:
+    case GgufType::i32:
+    case GgufType::f32: return 4;
+    case GgufType::u64:
+    case GgufType::i64:
+    case GgufType::f64:
+    case GgufType::string: return 8;
     case GgufType::array: return 12;
   }
   return 1;
 }
 
-template <class T> T load(const std::uint8_t* p) {
+template <class T>
+T load(const std::uint8_t* p) {
   T v;
   std::memcpy(&v, p, sizeof v);
   return v;
@@ -48,8 +57,7 @@ void GgufParser::bad(std::uint64_t at, const std::string& what) const {
 
 void GgufParser::need(std::uint64_t bytes, const std::string& field) const {
   if (bytes > remaining()) {
-    bad(pos_, fmt::format("{} needs {} bytes but the file ends after {}", field, bytes,
-                          remaining()));
+    bad(pos_, fmt::format("{} needs {} bytes but the file ends after {}", field, bytes, remaining()));
   }
 }
 
@@ -125,52 +133,47 @@ void GgufParser::read_array(GgufValue& value, int depth, const std::string& fiel
   value.element_type = read_value_type(field + " element type");
   const std::uint64_t count = read_u64(field + " element count");
   if (count > lim::kMaxArrayElements) {
-    bad(at, fmt::format("{} has {} elements, more than the limit of {}", field, count,
-                        lim::kMaxArrayElements));
+    bad(at, fmt::format("{} has {} elements, more than the limit of {}", field, count, lim::kMaxArrayElements));
   }
   array_elements_ += count;  // no overflow: count <= 2^22 and so is every earlier step
   if (array_elements_ > lim::kMaxTotalArrayElements) {
-    bad(at, fmt::format("{}: the file's arrays hold more than {} elements in all", field,
-                        lim::kMaxTotalArrayElements));
+    bad(at, fmt::format("{}: the file's arrays hold more than {} elements in all", field, lim::kMaxTotalArrayElements));
   }
   // Reject a count that cannot fit the rest of the file before allocating anything for it.
   if (count * min_value_bytes(value.element_type) > remaining()) {
-    bad(at, fmt::format("{} declares {} elements of type {} but only {} bytes remain", field,
-                        count, to_string(value.element_type), remaining()));
+    bad(at, fmt::format("{} declares {} elements of type {} but only {} bytes remain", field, count,
+                        to_string(value.element_type), remaining()));
   }
   value.elements.reserve(static_cast<std::size_t>(count));
   for (std::uint64_t k = 0; k < count; ++k) {
-    value.elements.push_back(
-        read_value(value.element_type, depth + 1, fmt::format("{}[{}]", field, k)));
+    value.elements.push_back(read_value(value.element_type, depth + 1, fmt::format("{}[{}]", field, k)));
   }
 }
 
 void GgufParser::read_header() {
   if (size_ < 4) bad(0, fmt::format("file of {} bytes is too small for a GGUF header", size_));
   if (std::memcmp(base_, "GGUF", 4) != 0) {
-    bad(0, fmt::format("bad magic {:02x} {:02x} {:02x} {:02x}, expected 'GGUF'", base_[0],
-                       base_[1], base_[2], base_[3]));
+    bad(0,
+        fmt::format("bad magic {:02x} {:02x} {:02x} {:02x}, expected 'GGUF'", base_[0], base_[1], base_[2], base_[3]));
   }
   pos_ = 4;
   file_.version_ = read_u32("version");
   if (file_.version_ != 2 && file_.version_ != 3) {
-    fail(ErrorCode::unsupported, "{}: GGUF version {} is not supported (ember reads 2 and 3)",
-         file_.path_, file_.version_);
+    fail(ErrorCode::unsupported, "{}: GGUF version {} is not supported (ember reads 2 and 3)", file_.path_,
+         file_.version_);
   }
   const std::uint64_t counts_at = pos_;
   tensor_count_ = read_u64("tensor count");
   metadata_count_ = read_u64("metadata count");
   if (tensor_count_ > lim::kMaxTensors) {
-    bad(counts_at, fmt::format("tensor count {} exceeds the limit of {}", tensor_count_,
-                               lim::kMaxTensors));
+    bad(counts_at, fmt::format("tensor count {} exceeds the limit of {}", tensor_count_, lim::kMaxTensors));
   }
   if (metadata_count_ > lim::kMaxMetadataKeys) {
-    bad(counts_at + 8, fmt::format("metadata count {} exceeds the limit of {}", metadata_count_,
-                                   lim::kMaxMetadataKeys));
+    bad(counts_at + 8,
+        fmt::format("metadata count {} exceeds the limit of {}", metadata_count_, lim::kMaxMetadataKeys));
   }
   // Both counts are bounded above, so these products cannot overflow.
-  const std::uint64_t least = tensor_count_ * kMinTensorInfoBytes +
-                              metadata_count_ * kMinMetadataEntryBytes;
+  const std::uint64_t least = tensor_count_ * kMinTensorInfoBytes + metadata_count_ * kMinMetadataEntryBytes;
   if (least > remaining()) {
     bad(counts_at, fmt::format("{} tensors and {} metadata entries cannot fit in the {} bytes "
                                "that follow the header",
@@ -182,8 +185,7 @@ void GgufParser::read_metadata() {
   file_.metadata_.reserve(static_cast<std::size_t>(metadata_count_));
   for (std::uint64_t k = 0; k < metadata_count_; ++k) {
     const std::uint64_t at = pos_;
-    const std::string_view key =
-        read_string(fmt::format("metadata entry {} key", k), lim::kMaxKeyBytes);
+    const std::string_view key = read_string(fmt::format("metadata entry {} key", k), lim::kMaxKeyBytes);
     if (key.empty()) bad(at, fmt::format("metadata entry {} has an empty key", k));
     if (file_.metadata_index_.count(key) != 0) {
       bad(at, fmt::format("duplicate metadata key '{}'", key));
@@ -213,8 +215,7 @@ void GgufParser::read_tensor_infos() {
   tensor_info_offsets_.reserve(static_cast<std::size_t>(tensor_count_));
   for (std::uint64_t k = 0; k < tensor_count_; ++k) {
     const std::uint64_t at = pos_;
-    const std::string_view name =
-        read_string(fmt::format("tensor {} name", k), lim::kMaxTensorNameBytes);
+    const std::string_view name = read_string(fmt::format("tensor {} name", k), lim::kMaxTensorNameBytes);
     if (name.empty()) bad(at, fmt::format("tensor {} has an empty name", k));
     if (file_.tensor_index_.count(name) != 0) bad(at, fmt::format("duplicate tensor '{}'", name));
     const std::string field = fmt::format("tensor '{}'", name);
@@ -224,8 +225,7 @@ void GgufParser::read_tensor_infos() {
     const std::uint64_t dims_at = pos_;
     const std::uint32_t n_dims = read_u32(field + " dimension count");
     if (n_dims < 1 || n_dims > static_cast<std::uint32_t>(lim::kMaxDims)) {
-      bad(dims_at, fmt::format("{} has {} dimensions (1 to {} allowed)", field, n_dims,
-                               lim::kMaxDims));
+      bad(dims_at, fmt::format("{} has {} dimensions (1 to {} allowed)", field, n_dims, lim::kMaxDims));
     }
     std::uint64_t elements = 1;
     for (std::uint32_t d = 0; d < n_dims; ++d) {
@@ -243,14 +243,13 @@ void GgufParser::read_tensor_infos() {
     const std::uint32_t type = read_u32(field + " type");
     const auto info = ggml_type_info(type);
     if (!info) {
-      fail(ErrorCode::unsupported, "{}: {} has unknown tensor type {} (at byte {})", file_.path_,
-           field, type, type_at);
+      fail(ErrorCode::unsupported, "{}: {} has unknown tensor type {} (at byte {})", file_.path_, field, type, type_at);
     }
     t.type = static_cast<GgmlType>(type);
     const auto row_bytes = ggml_row_bytes(t.type, t.shape[0]);
     if (!row_bytes) {
-      bad(dims_at, fmt::format("{} row of {} elements is not a whole number of {} blocks of {}",
-                               field, t.shape[0], info->name, info->block_elements));
+      bad(dims_at, fmt::format("{} row of {} elements is not a whole number of {} blocks of {}", field, t.shape[0],
+                               info->name, info->block_elements));
     }
     const auto nbytes = checked_mul(*row_bytes, elements / static_cast<std::uint64_t>(t.shape[0]));
     if (!nbytes) bad(dims_at, fmt::format("{} byte size overflows", field));
@@ -258,8 +257,8 @@ void GgufParser::read_tensor_infos() {
     const std::uint64_t offset_at = pos_;
     t.offset = read_u64(field + " offset");
     if (t.offset % file_.alignment_ != 0) {
-      bad(offset_at, fmt::format("{} offset {} is not a multiple of the alignment {}", field,
-                                 t.offset, file_.alignment_));
+      bad(offset_at,
+          fmt::format("{} offset {} is not a multiple of the alignment {}", field, t.offset, file_.alignment_));
     }
     file_.tensor_index_.emplace(name, file_.tensors_.size());
     file_.tensors_.push_back(std::move(t));
@@ -274,16 +273,15 @@ void GgufParser::check_tensor_layout() {
   auto& tensors = file_.tensors_;
   if (tensors.empty()) return;
   if (file_.data_offset_ > size_) {
-    bad(pos_, fmt::format("data section starts at byte {}, past the end of the file ({} bytes)",
-                          file_.data_offset_, size_));
+    bad(pos_,
+        fmt::format("data section starts at byte {}, past the end of the file ({} bytes)", file_.data_offset_, size_));
   }
   const std::uint64_t data_bytes = size_ - file_.data_offset_;
   for (std::size_t k = 0; k < tensors.size(); ++k) {
     const auto end = checked_add(tensors[k].offset, tensors[k].nbytes);
     if (!end || *end > data_bytes) {
-      bad(tensor_info_offsets_[k],
-          fmt::format("tensor '{}' data [{}, +{}) lies outside the data section of {} bytes",
-                      tensors[k].name, tensors[k].offset, tensors[k].nbytes, data_bytes));
+      bad(tensor_info_offsets_[k], fmt::format("tensor '{}' data [{}, +{}) lies outside the data section of {} bytes",
+                                               tensors[k].name, tensors[k].offset, tensors[k].nbytes, data_bytes));
     }
     tensors[k].data = base_ + file_.data_offset_ + tensors[k].offset;
   }
@@ -299,22 +297,22 @@ void GgufParser::check_tensor_layout() {
   if (first.offset != 0) {
     bad(tensor_info_offsets_[order[0]],
         fmt::format("tensor '{}' data starts at offset {}, leaving a gap of {} bytes at the start of "
-                    "the data section", first.name, first.offset, first.offset));
+                    "the data section",
+                    first.name, first.offset, first.offset));
   }
   for (std::size_t k = 1; k < order.size(); ++k) {
     const GgufTensor& prev = tensors[order[k - 1]];
     const GgufTensor& cur = tensors[order[k]];
     const std::uint64_t prev_end = prev.offset + prev.nbytes;  // checked against data_bytes above
     if (cur.offset < prev_end) {
-      bad(tensor_info_offsets_[order[k]],
-          fmt::format("tensor '{}' data at offset {} overlaps tensor '{}' [{}, {})", cur.name,
-                      cur.offset, prev.name, prev.offset, prev_end));
+      bad(tensor_info_offsets_[order[k]], fmt::format("tensor '{}' data at offset {} overlaps tensor '{}' [{}, {})",
+                                                      cur.name, cur.offset, prev.name, prev.offset, prev_end));
     }
     if (cur.offset - prev_end >= align) {
       bad(tensor_info_offsets_[order[k]],
           fmt::format("tensor '{}' data at offset {} leaves a gap of {} bytes after tensor '{}' [{}, {}), "
-                      "more than the alignment padding ({})", cur.name, cur.offset, cur.offset - prev_end,
-                      prev.name, prev.offset, prev_end, align));
+                      "more than the alignment padding ({})",
+                      cur.name, cur.offset, cur.offset - prev_end, prev.name, prev.offset, prev_end, align));
     }
   }
   const GgufTensor& last = tensors[order.back()];

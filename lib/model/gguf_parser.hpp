@@ -36,7 +36,7 @@ class GgufParser {
   std::uint64_t pos_ = 0;
   std::uint64_t tensor_count_ = 0;
   std::uint64_t metadata_count_ = 0;
-  std::uint64_t array_elements_ = 0;  // all array elements read so far
+  std::uint64_t array_elements_ = 0;                // all array elements read so far
   std::vector<std::uint64_t> tensor_info_offsets_;  // for error messages
 };
 

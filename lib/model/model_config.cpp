@@ -34,8 +34,8 @@ constexpr ArchitectureTraits kArchitectures[] = {
 
 const ArchitectureTraits& architecture(const GgufFile& file, std::string_view name) {
   if (const ArchitectureTraits* a = find_architecture(name)) return *a;
-  fail(ErrorCode::unsupported, "{}: architecture '{}' is not supported (supported: {})", file.path(),
-       name, supported_architectures());
+  fail(ErrorCode::unsupported, "{}: architecture '{}' is not supported (supported: {})", file.path(), name,
+       supported_architectures());
 }
 
 class ConfigReader {
@@ -92,8 +92,8 @@ void check_consistency(const ModelConfig& c, const ConfigReader& r) {
   }
   if (c.head_dim % 2 != 0) r.invalid(fmt::format("head dimension {} is odd", c.head_dim));
   if (c.rope_dims % 2 != 0 || c.rope_dims > c.head_dim) {
-    r.invalid(fmt::format("rope.dimension_count {} must be even and at most the head dimension {}",
-                          c.rope_dims, c.head_dim));
+    r.invalid(
+        fmt::format("rope.dimension_count {} must be even and at most the head dimension {}", c.rope_dims, c.head_dim));
   }
   if (!(c.rope_base > 0.0f) || !std::isfinite(c.rope_base)) {
     r.invalid(fmt::format("rope.freq_base {} must be positive and finite", c.rope_base));
@@ -115,8 +115,8 @@ void read_rope_scaling(ModelConfig& c, const GgufFile& file, const ConfigReader&
   } else if (type == "none") {
     c.rope_scaling = RopeScaling::none;
   } else {
-    fail(ErrorCode::unsupported, "{}: {}scaling.type '{}' is not supported (supported: none, linear)",
-         file.path(), prefix, type);
+    fail(ErrorCode::unsupported, "{}: {}scaling.type '{}' is not supported (supported: none, linear)", file.path(),
+         prefix, type);
   }
   auto factor = file.find_f32(prefix + "scaling.factor");
   if (!factor) factor = file.find_f32(prefix + "scale_linear");
@@ -128,10 +128,11 @@ void read_rope_scaling(ModelConfig& c, const GgufFile& file, const ConfigReader&
   // rotated whole that is its square on q.k; on partly rotated heads it is refused, not ignored.
   const std::string attn_factor = prefix + "scaling.attn_factor";
   if (const auto f = file.find_f32(attn_factor); f && *f != 1.0f) {
-    if (!(*f > 0.0f) || !std::isfinite(*f)) r.invalid(fmt::format("{} = {} must be positive and finite", attn_factor, *f));
+    if (!(*f > 0.0f) || !std::isfinite(*f))
+      r.invalid(fmt::format("{} = {} must be positive and finite", attn_factor, *f));
     if (c.rope_dims != c.head_dim)
-      fail(ErrorCode::unsupported, "{}: {} = {} with {} of {} head dimensions rotated is not supported",
-           file.path(), attn_factor, *f, c.rope_dims, c.head_dim);
+      fail(ErrorCode::unsupported, "{}: {} = {} with {} of {} head dimensions rotated is not supported", file.path(),
+           attn_factor, *f, c.rope_dims, c.head_dim);
     c.rope_attention_factor = *f;
   }
   const std::string original = prefix + "scaling.original_context_length";
@@ -149,12 +150,12 @@ std::vector<float> read_rope_factor_tensor(const char* name, const ModelConfig& 
   if (t == nullptr) return {};
   const std::int64_t pairs = c.rope_dims / 2;
   if (t->shape.size() != 1 || t->shape[0] != pairs) {
-    r.invalid(fmt::format("tensor '{}' has shape [{}], expected [{}] (rope.dimension_count {} / 2)",
-                          name, fmt::join(t->shape, ", "), pairs, c.rope_dims));
+    r.invalid(fmt::format("tensor '{}' has shape [{}], expected [{}] (rope.dimension_count {} / 2)", name,
+                          fmt::join(t->shape, ", "), pairs, c.rope_dims));
   }
   if (!ggml_type_info(t->type).dequantizable) {
-    fail(ErrorCode::unsupported, "{}: tensor '{}' has type {}, which ember cannot dequantize",
-         file.path(), name, ggml_type_info(t->type).name);
+    fail(ErrorCode::unsupported, "{}: tensor '{}' has type {}, which ember cannot dequantize", file.path(), name,
+         ggml_type_info(t->type).name);
   }
   std::vector<float> factors(static_cast<std::size_t>(pairs));
   dequantize(t->type, t->data, factors.data(), pairs);
@@ -228,8 +229,7 @@ ModelConfig read_model_config(const GgufFile& file) {
   // nothing in llama.cpp either.
   if (arch.sliding_window_pattern > 0) {
     c.sliding_window = r.optional(".attention.sliding_window", 0, kMaxContext);
-    c.sliding_window_pattern =
-        r.optional(".attention.sliding_window_pattern", arch.sliding_window_pattern, kMaxLayers);
+    c.sliding_window_pattern = r.optional(".attention.sliding_window_pattern", arch.sliding_window_pattern, kMaxLayers);
     c.rope_base_sliding = arch.rope_base_sliding;
   }
   check_consistency(c, r);  // rope_dims is valid from here on

@@ -33,12 +33,12 @@ struct ModelConfig {
   std::string architecture;  // "llama", "qwen2", "qwen3" or "gemma3"
   std::string name;
   int layers = 0;
-  int embedding = 0;     // model width
-  int ffn = 0;           // feed-forward hidden width
+  int embedding = 0;  // model width
+  int ffn = 0;        // feed-forward hidden width
   int heads = 0;
   int kv_heads = 0;
-  int head_dim = 0;      // embedding / heads unless the file says otherwise
-  int rope_dims = 0;     // rotated dimensions per head (== head_dim for these models)
+  int head_dim = 0;   // embedding / heads unless the file says otherwise
+  int rope_dims = 0;  // rotated dimensions per head (== head_dim for these models)
   float rope_base = 10000.0f;
   RopeLayout rope_layout = RopeLayout::interleaved;
   // The RoPE frequencies, one description for every backend. Pair i (of rope_dims / 2) of a
@@ -73,7 +73,7 @@ struct ModelConfig {
                             // feed-forward output before each residual add
                             // (post_attention_norm, post_ffw_norm: [embedding])
   FeedForward feed_forward = FeedForward::swiglu;
-  bool fused_gate_up = false;  // phi3: ffn_up.weight holds gate|up ([embedding, 2 ffn]), no ffn_gate
+  bool fused_gate_up = false;    // phi3: ffn_up.weight holds gate|up ([embedding, 2 ffn]), no ffn_gate
   float embedding_scale = 1.0f;  // token embeddings are multiplied by it (Gemma: sqrt(width))
   // Sliding-window attention (gemma3): a sliding layer's query at position p sees the keys at
   // p - sliding_window < t <= p. Layer l slides unless (l + 1) is a multiple of
@@ -92,17 +92,13 @@ struct ModelConfig {
   int attention_window(int layer) const { return sliding(layer) ? sliding_window : 0; }
 
   // What positions are multiplied by: 1 / rope_scaling_factor for linear scaling, else 1.
-  float rope_position_scale() const {
-    return rope_scaling == RopeScaling::linear ? 1.0f / rope_scaling_factor : 1.0f;
-  }
+  float rope_position_scale() const { return rope_scaling == RopeScaling::linear ? 1.0f / rope_scaling_factor : 1.0f; }
   // Layer l's RoPE: sliding layers have a base of their own and no position scaling (as
   // llama.cpp runs gemma3: rope_freq_base_train_swa, freq_scale_swa = 1).
   float layer_rope_base(int layer) const {
     return sliding(layer) && rope_base_sliding > 0.0f ? rope_base_sliding : rope_base;
   }
-  float layer_rope_position_scale(int layer) const {
-    return sliding(layer) ? 1.0f : rope_position_scale();
-  }
+  float layer_rope_position_scale(int layer) const { return sliding(layer) ? 1.0f : rope_position_scale(); }
   // The factor on q.k the attention applies: attention_scale (or 1/sqrt(head_dim)) times the
   // square of the RoPE attention factor.
   float attention_score_scale() const;

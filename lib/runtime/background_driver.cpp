@@ -4,8 +4,8 @@
 
 namespace ember::runtime {
 
-BackgroundDriver::BackgroundDriver(const EngineLock& lock, Stepper& stepper, const Logger& logger,
-                                   BatchWindow window, bool low_priority)
+BackgroundDriver::BackgroundDriver(const EngineLock& lock, Stepper& stepper, const Logger& logger, BatchWindow window,
+                                   bool low_priority)
     : lock_(lock), stepper_(stepper), logger_(logger), window_(window) {
   thread_ = std::thread([this, low_priority] { loop(low_priority); });
 }
@@ -39,7 +39,8 @@ void BackgroundDriver::loop(bool low_priority) {
   // EngineOptions::background_low_priority: this thread's priority goes down, and so does the
   // OpenMP team it starts afterwards, which inherits it.
   if (low_priority && !platform::lower_current_thread_priority())
-    logger_.log(LogLevel::warning, "background_low_priority: the OS refused a lower priority; computing at the normal one");
+    logger_.log(LogLevel::warning,
+                "background_low_priority: the OS refused a lower priority; computing at the normal one");
   std::unique_lock lock(mutex_);
   while (true) {
     changed_.wait(lock, [&] { return stopping_ || arrivals_ > 0 || cancels_; });
@@ -49,8 +50,10 @@ void BackgroundDriver::loop(bool low_priority) {
     cancels_ = false;
     lock.unlock();
     // A client that leaves during the window has its request ended now, not after it.
-    if (hold) end_cancelled();
-    else run_until_idle();
+    if (hold)
+      end_cancelled();
+    else
+      run_until_idle();
     lock.lock();
   }
 }

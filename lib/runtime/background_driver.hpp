@@ -43,8 +43,8 @@ class BackgroundDriver {
  private:
   void loop(bool low_priority);
   bool window_holds(std::unique_lock<std::mutex>& lock);  // false once the batch may start
-  void end_cancelled();   // takes the engine's lock (the thread is not stepping)
-  void run_until_idle();  // takes the engine's lock for a run of steps
+  void end_cancelled();                                   // takes the engine's lock (the thread is not stepping)
+  void run_until_idle();                                  // takes the engine's lock for a run of steps
 
   const EngineLock& lock_;
   Stepper& stepper_;
@@ -54,7 +54,7 @@ class BackgroundDriver {
   std::condition_variable changed_;
   int arrivals_ = 0;  // requests queued since the engine was last found idle (cancelled or not)
   Clock::time_point first_arrival_;
-  bool cancels_ = false;              // wake() since the thread last looked
+  bool cancels_ = false;               // wake() since the thread last looked
   std::atomic<bool> stopping_{false};  // written under mutex_, read between steps without it
   std::thread thread_;
 };

@@ -48,18 +48,24 @@ void BlockPool::lru_push_back(int block) {
   Block& b = blocks_[static_cast<std::size_t>(block)];
   b.lru_prev = lru_tail_;
   b.lru_next = kNone;
-  if (lru_tail_ != kNone) blocks_[static_cast<std::size_t>(lru_tail_)].lru_next = block;
-  else lru_head_ = block;
+  if (lru_tail_ != kNone)
+    blocks_[static_cast<std::size_t>(lru_tail_)].lru_next = block;
+  else
+    lru_head_ = block;
   lru_tail_ = block;
   ++lru_size_;
 }
 
 void BlockPool::lru_unlink(int block) {
   Block& b = blocks_[static_cast<std::size_t>(block)];
-  if (b.lru_prev != kNone) blocks_[static_cast<std::size_t>(b.lru_prev)].lru_next = b.lru_next;
-  else lru_head_ = b.lru_next;
-  if (b.lru_next != kNone) blocks_[static_cast<std::size_t>(b.lru_next)].lru_prev = b.lru_prev;
-  else lru_tail_ = b.lru_prev;
+  if (b.lru_prev != kNone)
+    blocks_[static_cast<std::size_t>(b.lru_prev)].lru_next = b.lru_next;
+  else
+    lru_head_ = b.lru_next;
+  if (b.lru_next != kNone)
+    blocks_[static_cast<std::size_t>(b.lru_next)].lru_prev = b.lru_prev;
+  else
+    lru_tail_ = b.lru_prev;
   b.lru_prev = b.lru_next = kNone;
   --lru_size_;
 }
@@ -175,8 +181,7 @@ std::uint64_t BlockPool::publish_full_block(int block, std::uint64_t parent_hash
   b.cached = true;
   b.hash = h;
   b.parent_hash = parent_hash;
-  std::copy(tokens.begin(), tokens.end(),
-            block_tokens_.begin() + static_cast<std::ptrdiff_t>(block) * block_size_);
+  std::copy(tokens.begin(), tokens.end(), block_tokens_.begin() + static_cast<std::ptrdiff_t>(block) * block_size_);
   by_hash_.emplace(h, block);
   return h;
 }

@@ -73,8 +73,7 @@ class BlockPool {
   // chain ending in `parent_hash` (0 for a sequence's first block). Returns the block's hash for
   // the next block. When the hash is already published (by another block) nothing changes.
   // Without prefix caching it only computes the hash.
-  std::uint64_t publish_full_block(int block, std::uint64_t parent_hash,
-                                   std::span<const std::int32_t> tokens);
+  std::uint64_t publish_full_block(int block, std::uint64_t parent_hash, std::span<const std::int32_t> tokens);
 
   // splitmix64-style mixing (util/hash.hpp) of the parent hash, the id count and every id; never
   // returns 0 (0 means "no parent"). Its values are stored in KV snapshot files, so they must
@@ -96,8 +95,8 @@ class BlockPool {
   static constexpr int kNone = -1;
   struct Block {
     int ref = 0;
-    bool cached = false;      // published: in the hash map under `hash`
-    bool in_free = false;     // on the free stack
+    bool cached = false;   // published: in the hash map under `hash`
+    bool in_free = false;  // on the free stack
     int lru_prev = kNone, lru_next = kNone;
     std::uint64_t hash = 0, parent_hash = 0;
   };
@@ -111,8 +110,8 @@ class BlockPool {
   int block_size_;
   bool prefix_caching_;
   std::vector<Block> blocks_;
-  std::vector<std::int32_t> block_tokens_;  // block_size ids per block, valid while cached
-  std::vector<int> free_;                   // stack of free blocks
+  std::vector<std::int32_t> block_tokens_;                  // block_size ids per block, valid while cached
+  std::vector<int> free_;                                   // stack of free blocks
   int lru_head_ = kNone, lru_tail_ = kNone, lru_size_ = 0;  // head = least recently used
   std::unordered_map<std::uint64_t, int> by_hash_;
   Stats stats_;

@@ -57,9 +57,7 @@ Completion Engine::chat(const std::vector<Message>& messages, const SamplingPara
   return generate(request, on_chunk);
 }
 
-StepResult Engine::step(std::chrono::microseconds budget) {
-  return core("step").run_for(budget);
-}
+StepResult Engine::step(std::chrono::microseconds budget) { return core("step").run_for(budget); }
 
 EngineStats Engine::stats() const { return core("stats").stats(); }
 
@@ -69,11 +67,14 @@ std::string Engine::apply_chat_template(const std::vector<Message>& messages) co
 
 std::string Engine::apply_chat_template_json(std::string_view messages_json, std::string_view tools_json,
                                              std::string_view extra_json, bool add_generation_prompt) const {
-  return core("apply_chat_template_json").requests().render_chat_json(messages_json, tools_json, extra_json,
-                                                                       add_generation_prompt);
+  return core("apply_chat_template_json")
+      .requests()
+      .render_chat_json(messages_json, tools_json, extra_json, add_generation_prompt);
 }
 
-std::string Engine::chat_template_source() const { return core("chat_template_source").requests().chat_template_source(); }
+std::string Engine::chat_template_source() const {
+  return core("chat_template_source").requests().chat_template_source();
+}
 
 std::vector<std::int32_t> Engine::tokenize(std::string_view text, bool parse_special) const {
   return core("tokenize").tokenizer().encode(text, parse_special, /*add_bos=*/false);
@@ -122,9 +123,7 @@ void Engine::save_state_file(const std::string& path, const std::vector<std::int
   runtime::write_snapshot_file(path, core("save_state_file").save_state({tokens}));
 }
 
-std::size_t Engine::load_state_file(const std::string& path) {
-  return core("load_state_file").load_state_file(path);
-}
+std::size_t Engine::load_state_file(const std::string& path) { return core("load_state_file").load_state_file(path); }
 
 void Engine::save_prefix_store(const std::string& path, const std::vector<Request>& prompts) {
   runtime::EngineCore& engine = core("save_prefix_store");

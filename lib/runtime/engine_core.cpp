@@ -27,7 +27,8 @@ void check_options(const EngineOptions& o) {
          "max_prompt_tokens, max_generated_tokens and max_requests must be >= 0 (0 = no limit), got {}, {}, {}",
          o.max_prompt_tokens, o.max_generated_tokens, o.max_requests);
   if (o.background_low_priority && !o.background_thread)
-    fail(ErrorCode::invalid_argument, "background_low_priority needs background_thread (it lowers the engine's own thread)");
+    fail(ErrorCode::invalid_argument,
+         "background_low_priority needs background_thread (it lowers the engine's own thread)");
   if (o.batch_min_requests < 1)
     fail(ErrorCode::invalid_argument, "batch_min_requests must be at least 1 (1: no window), got {}",
          o.batch_min_requests);
@@ -73,10 +74,10 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options)
 
   progress.report(LoadPhase::tokenizer, 1.0f);
 
-  context_length_ = options.context_length > 0
-                        ? options.context_length
-                        : std::min(config_.context_length > 0 ? config_.context_length : kDefaultMaxContext,
-                                   kDefaultMaxContext);
+  context_length_ =
+      options.context_length > 0
+          ? options.context_length
+          : std::min(config_.context_length > 0 ? config_.context_length : kDefaultMaxContext, kDefaultMaxContext);
   config_.use_context(context_length_);
   requests_ = std::make_unique<RequestBuilder>(options, *tokenizer_, config_.vocab, context_length_,
                                                std::move(chat_template), std::move(chat_template_error));
@@ -89,8 +90,8 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options)
   backend_options.tokenize = [this](std::string_view text) {
     return tokenizer_->encode(text, /*parse_special=*/true, tokenizer_->add_bos());
   };
-  backend_options.threads = options.threads > 0 ? options.threads
-                                                : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  backend_options.threads =
+      options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   backend_options.progress = &progress;
   backend_options.weight_cache_dir = options.weight_cache_dir;
   backend_options.log = options.log;
@@ -104,8 +105,8 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options)
   geometry.dtype = options.kv_cache_type;
   geometry.block_count = backend::kv_blocks_for_bytes(geometry, options.kv_cache_bytes);
   if (geometry.block_count < 1)
-    fail(ErrorCode::invalid_argument, "kv_cache_bytes = {} holds no KV block ({} bytes each)",
-         options.kv_cache_bytes, geometry.bytes_per_block());
+    fail(ErrorCode::invalid_argument, "kv_cache_bytes = {} holds no KV block ({} bytes each)", options.kv_cache_bytes,
+         geometry.bytes_per_block());
   kv_ = backend_->make_kv_cache(geometry);
   pool_ = std::make_unique<BlockPool>(geometry.block_count, geometry.block_size, options.prefix_cache);
   SchedulerLimits limits;
@@ -114,8 +115,8 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options)
   limits.context_length = context_length_;
   scheduler_ = std::make_unique<Scheduler>(*pool_, limits);
   response_cache_ = std::make_unique<ResponseCache>(options.response_cache_bytes);
-  output_ = std::make_unique<OutputStage>(*tokenizer_, *scheduler_, *response_cache_, lock_, config_.vocab,
-                                          context_length_);
+  output_ =
+      std::make_unique<OutputStage>(*tokenizer_, *scheduler_, *response_cache_, lock_, config_.vocab, context_length_);
   stepper_ = std::make_unique<Stepper>(*backend_, *kv_, *scheduler_, *output_, logger_);
 
   if (!options.prefix_store_path.empty()) {
@@ -126,8 +127,8 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options)
   load_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   output_->set_load_ms(load_ms_);
   logger_.log(LogLevel::info, "loaded {} ({} layers, width {}) on {} in {:.0f} ms; KV cache {} blocks of {} tokens",
-      config_.name, config_.layers, config_.embedding, backend_->name(), load_ms_,
-      geometry.block_count, geometry.block_size);
+              config_.name, config_.layers, config_.embedding, backend_->name(), load_ms_, geometry.block_count,
+              geometry.block_size);
   if (options.background_thread)
     driver_ = std::make_unique<BackgroundDriver>(lock_, *stepper_, logger_,
                                                  BatchWindow{options.batch_min_requests, options.batch_max_wait},
@@ -135,7 +136,7 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options)
 }
 
 EngineCore::~EngineCore() {
-  if (driver_) driver_->stop();  // the step in progress finishes first
+  if (driver_) driver_->stop();        // the step in progress finishes first
   auto lock = lock_.lock_unchecked();  // a destructor must not throw
   stopping_ = true;
   for (const auto& seq : scheduler_->sequences()) {

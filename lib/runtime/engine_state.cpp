@@ -74,7 +74,8 @@ std::vector<std::uint8_t> EngineCore::save_state(const std::vector<std::vector<s
       exported = export_chain(tokens, writer);
     }
     if (!exported)
-      fail(ErrorCode::out_of_memory, "the KV cache ({} blocks of {} tokens) could not keep the {} full blocks of a {}-token state",
+      fail(ErrorCode::out_of_memory,
+           "the KV cache ({} blocks of {} tokens) could not keep the {} full blocks of a {}-token state",
            pool_->block_count(), pool_->block_size(), tokens.size() / static_cast<std::size_t>(pool_->block_size()),
            tokens.size());
   }
@@ -105,8 +106,8 @@ std::size_t EngineCore::load_state(std::span<const std::uint8_t> snapshot) {
   }
   for (auto it = held.rbegin(); it != held.rend(); ++it) pool_->release(*it);
   if (cached.size() < blocks.size())
-    logger_.log(LogLevel::warning, "KV state: {} of {} blocks loaded; the KV cache has no room for the rest", cached.size(),
-        blocks.size());
+    logger_.log(LogLevel::warning, "KV state: {} of {} blocks loaded; the KV cache has no room for the rest",
+                cached.size(), blocks.size());
   return cached.size();
 }
 

@@ -48,7 +48,8 @@ std::uint64_t get_le(const std::uint8_t* p, int bytes) {
 bool all_finite(const std::uint8_t* kv, std::size_t bytes, KvCacheType type, int head_dim) {
   if (type == KvCacheType::int8) {
     const auto values = static_cast<std::size_t>(head_dim);
-    const auto slice = static_cast<std::size_t>(backend::KvGeometry{{1, 1, head_dim, type}, 1, 1}.bytes_per_block() / 2);
+    const auto slice =
+        static_cast<std::size_t>(backend::KvGeometry{{1, 1, head_dim, type}, 1, 1}.bytes_per_block() / 2);
     for (std::size_t at = 0; at + slice <= bytes; at += slice)
       for (std::size_t s = at + values; s + 1 < at + slice; s += 2)
         if ((get_le(kv + s, 2) & 0x7c00u) == 0x7c00u) return false;
@@ -74,12 +75,12 @@ void check_header(std::span<const std::uint8_t> bytes, const KvSnapshotIdentity&
   const char* written_by = reinterpret_cast<const char*>(p + 12);
   const std::string writer(written_by, strnlen(written_by, kVersionField));
   if (writer != version())
-    fail(ErrorCode::unsupported, "KV snapshot written by ember {}; this is ember {} (snapshots are tied to the version)",
-         writer, version());
+    fail(ErrorCode::unsupported,
+         "KV snapshot written by ember {}; this is ember {} (snapshots are tied to the version)", writer, version());
   const std::uint64_t model = get_le(p + 28, 8);
   if (model != want.model)
-    fail(ErrorCode::invalid_argument, "KV snapshot of another model: model identity {:016x}, this engine's model is {:016x}",
-         model, want.model);
+    fail(ErrorCode::invalid_argument,
+         "KV snapshot of another model: model identity {:016x}, this engine's model is {:016x}", model, want.model);
   const auto precision = get_le(p + 36, 4), kv_type = get_le(p + 40, 4);
   if (precision != static_cast<std::uint64_t>(want.precision))
     fail(ErrorCode::invalid_argument, "KV snapshot precision {} does not match the engine's {} ({})", precision,
@@ -138,8 +139,7 @@ std::uint64_t KvSnapshotLimits::max_bytes(const KvSnapshotIdentity& identity) co
   return fixed + max_blocks * record;
 }
 
-std::vector<KvSnapshotBlock> read_kv_snapshot(std::span<const std::uint8_t> bytes,
-                                              const KvSnapshotIdentity& expected,
+std::vector<KvSnapshotBlock> read_kv_snapshot(std::span<const std::uint8_t> bytes, const KvSnapshotIdentity& expected,
                                               const KvSnapshotLimits& limits) {
   if (bytes.size() < kKvSnapshotHeaderBytes + kChecksumBytes)
     fail(ErrorCode::invalid_argument, "KV snapshot truncated: {} bytes, the header and checksum alone need {}",
@@ -153,8 +153,8 @@ std::vector<KvSnapshotBlock> read_kv_snapshot(std::span<const std::uint8_t> byte
   const std::size_t body = bytes.size() - kKvSnapshotHeaderBytes - kChecksumBytes;
   if (body % record != 0 || declared != body / record)
     fail(ErrorCode::invalid_argument,
-         "KV snapshot truncated or padded: it declares {} blocks of {} bytes but holds {} bytes of blocks",
-         declared, record, body);
+         "KV snapshot truncated or padded: it declares {} blocks of {} bytes but holds {} bytes of blocks", declared,
+         record, body);
   if (declared > limits.max_blocks)
     fail(ErrorCode::out_of_memory, "KV snapshot holds {} blocks, more than the {} of this engine's KV cache", declared,
          limits.max_blocks);
@@ -227,8 +227,8 @@ std::vector<std::uint8_t> read_snapshot_file(const std::string& path, std::uint6
   const std::uint64_t size = std::filesystem::file_size(path, ec);
   if (ec) fail(ErrorCode::io, "cannot read the size of {}: {}", path, ec.message());
   if (size > max_bytes)
-    fail(ErrorCode::out_of_memory, "{} has {} bytes, more than a KV snapshot for this engine can hold ({})", path,
-         size, max_bytes);
+    fail(ErrorCode::out_of_memory, "{} has {} bytes, more than a KV snapshot for this engine can hold ({})", path, size,
+         max_bytes);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(ErrorCode::io, "cannot open {}: {}", path, std::strerror(errno));
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));

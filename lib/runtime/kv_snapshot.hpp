@@ -72,8 +72,7 @@ struct KvSnapshotBlock {
 // invalid_argument for a truncated, corrupt or foreign snapshot, unsupported for another format
 // or ember version, out_of_memory for more blocks than `limits` allow; the message names the
 // field and both values.
-std::vector<KvSnapshotBlock> read_kv_snapshot(std::span<const std::uint8_t> bytes,
-                                              const KvSnapshotIdentity& expected,
+std::vector<KvSnapshotBlock> read_kv_snapshot(std::span<const std::uint8_t> bytes, const KvSnapshotIdentity& expected,
                                               const KvSnapshotLimits& limits);
 
 // The checksum a snapshot ends with, over `bytes` (every byte before it).

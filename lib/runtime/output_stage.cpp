@@ -53,9 +53,10 @@ void OutputStage::on_token(Sequence& seq, float* logits) {
     if (!seq.shift_on_full) left = std::min(left, context_length_ - static_cast<int>(seq.tokens.size()));
     seq.constraint->set_tokens_left(left);
   }
-  const std::int32_t id = force_close ? rt.close
-                                      : seq.sampler.sample(logits, seq.tokens, seq.sampling.logprobs ? &logprob : nullptr,
-                                                           want_top ? &top : nullptr, rt.inside ? nullptr : seq.constraint.get());
+  const std::int32_t id =
+      force_close ? rt.close
+                  : seq.sampler.sample(logits, seq.tokens, seq.sampling.logprobs ? &logprob : nullptr,
+                                       want_top ? &top : nullptr, rt.inside ? nullptr : seq.constraint.get());
 
   const auto t0 = Clock::now();
   // A structure closed early for the limit (SamplingParams::close_at_limit) ends as `length`.
@@ -101,8 +102,10 @@ void OutputStage::on_token(Sequence& seq, float* logits) {
       // A cancel_soon() from the callback just run ends the request here, as returning false does.
       if (seq.cancel_requested || seq.cancel_soon.load()) finish(seq, FinishReason::cancelled);
       // A complete grammar allows only an end token next: finish without computing it.
-      else if (seq.constraint && !rt.inside && seq.constraint->complete()) finish(seq, done);
-      else if (seq.generated() >= seq.sampling.max_tokens) finish(seq, FinishReason::length);
+      else if (seq.constraint && !rt.inside && seq.constraint->complete())
+        finish(seq, done);
+      else if (seq.generated() >= seq.sampling.max_tokens)
+        finish(seq, FinishReason::length);
       else if (static_cast<int>(seq.tokens.size()) >= context_length_ && !seq.shift_on_full)
         finish(seq, FinishReason::context);
     }
@@ -123,24 +126,23 @@ void OutputStage::sample_rows(const ScheduledSequence& s, float* logits) {
   // it), and as every row is sampled in order with the sequence's own sampler and RNG, the
   // output is token for token the one without speculation, greedy or seeded.
   std::size_t accepted = 0;
-  while (accepted < s.draft.size() && seq.state == SequenceState::running &&
-         seq.tokens.back() == s.draft[accepted]) {
+  while (accepted < s.draft.size() && seq.state == SequenceState::running && seq.tokens.back() == s.draft[accepted]) {
     scheduler_.advance(seq, 1);
     ++accepted;
     on_token(seq, row(accepted));
   }
   if (!s.draft.empty()) {
     const int proposed = static_cast<int>(s.draft.size()), kept = static_cast<int>(accepted);
-    seq.draft_length = kept == proposed ? std::min(seq.sampling.speculative_tokens, seq.draft_length + 2)
-                                        : std::max(1, kept + 1);
+    seq.draft_length =
+        kept == proposed ? std::min(seq.sampling.speculative_tokens, seq.draft_length + 2) : std::max(1, kept + 1);
   }
   seq.completion.speculative_proposed += static_cast<int>(s.draft.size());
   seq.completion.speculative_accepted += static_cast<int>(accepted);
 }
 
-void OutputStage::emit(Sequence& seq, const std::string& text, const std::int32_t* tokens,
-                       std::size_t token_count, bool last, const float* logprobs,
-                       const std::vector<TokenLogprob>* top_logprobs, ChunkStream stream) {
+void OutputStage::emit(Sequence& seq, const std::string& text, const std::int32_t* tokens, std::size_t token_count,
+                       bool last, const float* logprobs, const std::vector<TokenLogprob>* top_logprobs,
+                       ChunkStream stream) {
   if (!seq.on_chunk) return;
   Chunk chunk;
   chunk.text = text;
@@ -213,8 +215,10 @@ void OutputStage::finalize(const std::shared_ptr<Sequence>& seq) {
   c.generated_tokens = static_cast<int>(c.tokens.size());
   Timings& t = c.timings;
   t.load_ms = load_ms_;
-  if (seq->first_scheduled) t.queue_ms = ms_between(seq->submitted, *seq->first_scheduled);
-  else t.queue_ms = ms_between(seq->submitted, end);
+  if (seq->first_scheduled)
+    t.queue_ms = ms_between(seq->submitted, *seq->first_scheduled);
+  else
+    t.queue_ms = ms_between(seq->submitted, end);
   if (seq->first_token) {
     t.prefill_ms = ms_between(*seq->first_scheduled, *seq->first_token);
     t.time_to_first_token_ms = ms_between(seq->submitted, *seq->first_token);

@@ -52,8 +52,8 @@ class OutputStage {
 
  private:
   void on_token(Sequence& seq, float* logits);
-  void emit(Sequence& seq, const std::string& text, const std::int32_t* tokens, std::size_t token_count,
-            bool last, const float* logprobs = nullptr, const std::vector<TokenLogprob>* top_logprobs = nullptr,
+  void emit(Sequence& seq, const std::string& text, const std::int32_t* tokens, std::size_t token_count, bool last,
+            const float* logprobs = nullptr, const std::vector<TokenLogprob>* top_logprobs = nullptr,
             ChunkStream stream = ChunkStream::answer);
 
   const tokenizer::Tokenizer& tokenizer_;

@@ -109,7 +109,8 @@ std::shared_ptr<Sequence> RequestBuilder::make_sequence(const Request& request, 
     fail(ErrorCode::invalid_argument, "sampling.speculative_tokens must be in [0, {}], got {}", kMaxSpeculativeTokens,
          request.sampling.speculative_tokens);
   if (max_generated_tokens_ > 0 && request.sampling.max_tokens > max_generated_tokens_)
-    fail(ErrorCode::invalid_argument, "max_tokens = {} is over this engine's limit, EngineOptions::max_generated_tokens = {}",
+    fail(ErrorCode::invalid_argument,
+         "max_tokens = {} is over this engine's limit, EngineOptions::max_generated_tokens = {}",
          request.sampling.max_tokens, max_generated_tokens_);
   const ContextPolicy policy = request.context_policy.value_or(context_policy_);
   if (request.context_keep < -1)
@@ -128,11 +129,13 @@ std::shared_ptr<Sequence> RequestBuilder::make_sequence(const Request& request, 
   }
   if (prompt.empty()) fail(ErrorCode::invalid_argument, "the prompt is empty (0 tokens)");
   if (max_prompt_tokens_ > 0 && static_cast<int>(prompt.size()) > max_prompt_tokens_)
-    fail(ErrorCode::context_overflow, "the prompt has {} tokens, over this engine's limit, EngineOptions::max_prompt_tokens = {}",
-         prompt.size(), max_prompt_tokens_);
+    fail(ErrorCode::context_overflow,
+         "the prompt has {} tokens, over this engine's limit, EngineOptions::max_prompt_tokens = {}", prompt.size(),
+         max_prompt_tokens_);
   if (static_cast<int>(prompt.size()) >= context_length_)
-    fail(ErrorCode::context_overflow, "the prompt has {} tokens but the context holds {} (one more is needed to generate)",
-         prompt.size(), context_length_);
+    fail(ErrorCode::context_overflow,
+         "the prompt has {} tokens but the context holds {} (one more is needed to generate)", prompt.size(),
+         context_length_);
 
   if (request.sampling.reasoning_budget < -1)
     fail(ErrorCode::invalid_argument, "sampling.reasoning_budget = {} (it must be -1, 0 or more)",
@@ -174,7 +177,7 @@ std::vector<std::int32_t> RequestBuilder::encode_rendered(const std::string& tex
 }
 
 std::vector<std::int32_t> RequestBuilder::encode_chat(const Request& request, bool truncate, int& dropped,
-                                                  int& system_tokens) const {
+                                                      int& system_tokens) const {
   const std::vector<Message>& messages = request.messages;
   const bool thinking = request.sampling.reasoning_budget != 0;
   const std::size_t first = messages[0].role == "system" ? 1 : 0;
@@ -213,8 +216,10 @@ std::vector<std::int32_t> RequestBuilder::encode_chat(const Request& request, bo
   std::size_t lo = 1, hi = starts.size() - 1;
   while (lo < hi) {
     const std::size_t mid = (lo + hi) / 2;
-    if (fits(encode_from(starts[mid]))) hi = mid;
-    else lo = mid + 1;
+    if (fits(encode_from(starts[mid])))
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   // Then the cut moves in steps of half the turns that fit, not one turn at a time: the next
   // turns of the conversation keep the same start, so their prompts extend this one and the

@@ -37,8 +37,8 @@ class RequestBuilder {
   // it with enable_thinking=false (SamplingParams::reasoning_budget = 0).
   std::string render_chat(const std::vector<Message>& messages, bool thinking = true) const;
   // The same for a conversation given as JSON (Engine::apply_chat_template_json).
-  std::string render_chat_json(std::string_view messages_json, std::string_view tools_json,
-                               std::string_view extra_json, bool add_generation_prompt) const;
+  std::string render_chat_json(std::string_view messages_json, std::string_view tools_json, std::string_view extra_json,
+                               bool add_generation_prompt) const;
   bool has_chat_template() const { return chat_template_.has_value(); }
   std::string chat_template_source() const { return chat_template_ ? chat_template_->source() : std::string(); }
 
@@ -46,8 +46,7 @@ class RequestBuilder {
   std::vector<std::int32_t> encode_rendered(const std::string& text) const;
   // A chat prompt; with `truncate`, without its oldest turns until it fits with max_tokens.
   // dropped: messages left out; system_tokens: the system message's tokens at its start.
-  std::vector<std::int32_t> encode_chat(const Request& request, bool truncate, int& dropped,
-                                        int& system_tokens) const;
+  std::vector<std::int32_t> encode_chat(const Request& request, bool truncate, int& dropped, int& system_tokens) const;
   // The vocabulary's token trie for grammar masks, built by the first constrained request.
   std::shared_ptr<const grammar::TokenTrie> token_trie() const;
   // A request's grammar (SamplingParams::grammar or json_schema) compiled, or the one requests

@@ -5,7 +5,8 @@
 namespace ember::runtime {
 namespace {
 
-template <class T> void append(std::string& out, const T& value) {
+template <class T>
+void append(std::string& out, const T& value) {
   out.append(reinterpret_cast<const char*>(&value), sizeof value);
 }
 

@@ -26,12 +26,9 @@ void validate(const SamplingParams& p, int vocab_size) {
   if (!(p.min_p >= 0 && p.min_p <= 1)) fail(bad, "sampling.min_p must be in [0, 1], got {}", p.min_p);
   if (!finite(p.repetition_penalty) || !(p.repetition_penalty > 0))
     fail(bad, "sampling.repetition_penalty must be a finite number > 0, got {}", p.repetition_penalty);
-  if (!finite(p.presence_penalty))
-    fail(bad, "sampling.presence_penalty must be finite, got {}", p.presence_penalty);
-  if (!finite(p.frequency_penalty))
-    fail(bad, "sampling.frequency_penalty must be finite, got {}", p.frequency_penalty);
-  if (p.penalty_last_n < -1)
-    fail(bad, "sampling.penalty_last_n must be >= -1 (-1 = all), got {}", p.penalty_last_n);
+  if (!finite(p.presence_penalty)) fail(bad, "sampling.presence_penalty must be finite, got {}", p.presence_penalty);
+  if (!finite(p.frequency_penalty)) fail(bad, "sampling.frequency_penalty must be finite, got {}", p.frequency_penalty);
+  if (p.penalty_last_n < -1) fail(bad, "sampling.penalty_last_n must be >= -1 (-1 = all), got {}", p.penalty_last_n);
   for (std::size_t i = 0; i < p.stop.size(); ++i)
     if (p.stop[i].empty()) fail(bad, "sampling.stop[{}] is an empty string", i);
   if (p.top_logprobs < 0 || p.top_logprobs > 20)
@@ -49,8 +46,7 @@ void validate(const SamplingParams& p, int vocab_size) {
     fail(bad, "sampling.ignore_eos cannot be combined with a grammar or json_schema (the grammar decides the end)");
 }
 
-Sampler::Sampler(const SamplingParams& p, int vocab_size)
-    : params_(p), vocab_size_(vocab_size), rng_(p.seed) {
+Sampler::Sampler(const SamplingParams& p, int vocab_size) : params_(p), vocab_size_(vocab_size), rng_(p.seed) {
   validate(p, vocab_size);
   if (vocab_size <= 0) fail(ErrorCode::invalid_argument, "vocab_size must be > 0, got {}", vocab_size);
   candidates_.reserve(static_cast<std::size_t>(vocab_size));
@@ -59,16 +55,15 @@ Sampler::Sampler(const SamplingParams& p, int vocab_size)
 double Sampler::uniform01() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
 void Sampler::apply_penalties(float* logits, const std::vector<std::int32_t>& history) {
-  const bool active = params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
-                      params_.frequency_penalty != 0.0f;
+  const bool active =
+      params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
   if (!active || params_.penalty_last_n == 0 || history.empty()) return;
   std::size_t n = history.size();
   if (params_.penalty_last_n > 0) n = std::min(n, static_cast<std::size_t>(params_.penalty_last_n));
   window_.assign(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
   for (std::int32_t id : window_)
     if (id < 0 || id >= vocab_size_)
-      fail(ErrorCode::invalid_argument, "history token id {} outside the vocabulary [0, {})", id,
-           vocab_size_);
+      fail(ErrorCode::invalid_argument, "history token id {} outside the vocabulary [0, {})", id, vocab_size_);
   // Sorting the (short) window gives each distinct id with its count without a vocab-sized table.
   std::sort(window_.begin(), window_.end());
   for (std::size_t i = 0; i < window_.size();) {
@@ -76,8 +71,7 @@ void Sampler::apply_penalties(float* logits, const std::vector<std::int32_t>& hi
     while (j < window_.size() && window_[j] == window_[i]) ++j;
     float& z = logits[window_[i]];
     // CTRL / llama.cpp: shrink positive logits, push negative ones further down.
-    if (params_.repetition_penalty != 1.0f)
-      z = z > 0 ? z / params_.repetition_penalty : z * params_.repetition_penalty;
+    if (params_.repetition_penalty != 1.0f) z = z > 0 ? z / params_.repetition_penalty : z * params_.repetition_penalty;
     // OpenAI: a flat presence term plus a per-occurrence frequency term.
     z -= static_cast<float>(j - i) * params_.frequency_penalty + params_.presence_penalty;
     i = j;
@@ -131,9 +125,7 @@ void Sampler::offer(const float* logits, std::int32_t i, std::size_t k) {
 std::size_t Sampler::select(const float* logits, float max_logit, double* full_norm) {
   const bool use_top_p = params_.top_p < 1.0f;
   const double log_min_p = log_of_min_p(params_);
-  const auto passes_min_p = [&](float z) {
-    return static_cast<double>(z) - max_logit >= log_min_p;
-  };
+  const auto passes_min_p = [&](float z) { return static_cast<double>(z) - max_logit >= log_min_p; };
   *full_norm = 0;
   if (params_.top_k > 0 && params_.top_k < vocab_size_) {
     collect_top_k(logits, static_cast<std::size_t>(params_.top_k));
@@ -208,8 +200,7 @@ std::int32_t Sampler::draw(std::size_t count, float max_logit) {
   const float inv_t = 1.0f / params_.temperature;
   weights_.resize(count);
   double total = 0;
-  for (std::size_t i = 0; i < count; ++i)
-    total += weights_[i] = std::exp((candidates_[i].logit - max_logit) * inv_t);
+  for (std::size_t i = 0; i < count; ++i) total += weights_[i] = std::exp((candidates_[i].logit - max_logit) * inv_t);
   const double u = uniform01() * total;
   double acc = 0;
   for (std::size_t i = 0; i < count; ++i) {
@@ -264,9 +255,8 @@ std::int32_t Sampler::sample_allowed(const float* logits, grammar::TokenConstrai
   return draw(select_from_top_k(max_allowed), max_allowed);
 }
 
-std::int32_t Sampler::sample(float* logits, const std::vector<std::int32_t>& history,
-                             float* logprob, std::vector<TokenLogprob>* top,
-                             grammar::TokenConstraint* constraint, bool mask_always) {
+std::int32_t Sampler::sample(float* logits, const std::vector<std::int32_t>& history, float* logprob,
+                             std::vector<TokenLogprob>* top, grammar::TokenConstraint* constraint, bool mask_always) {
   // The log-probabilities need the masked row's whole sum, and top_k off (or as large as the
   // vocabulary) samples from all of it: those take the mask.
   const bool whole_row_needed = logprob != nullptr || (top != nullptr && params_.top_logprobs > 0) ||

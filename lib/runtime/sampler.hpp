@@ -54,9 +54,9 @@ class Sampler {
   // `constraint` (a constrained request's grammar state, or null) restricts the choice to the
   // tokens its grammar allows now; it is not advanced. `mask_always` computes the whole mask
   // every time (the plain path, kept for tests and measurements).
-  std::int32_t sample(float* logits, const std::vector<std::int32_t>& history,
-                      float* logprob = nullptr, std::vector<TokenLogprob>* top = nullptr,
-                      grammar::TokenConstraint* constraint = nullptr, bool mask_always = false);
+  std::int32_t sample(float* logits, const std::vector<std::int32_t>& history, float* logprob = nullptr,
+                      std::vector<TokenLogprob>* top = nullptr, grammar::TokenConstraint* constraint = nullptr,
+                      bool mask_always = false);
 
   int vocab_size() const { return vocab_size_; }
 
@@ -79,10 +79,10 @@ class Sampler {
 
   SamplingParams params_;
   int vocab_size_;
-  std::mt19937_64 rng_;                     // fully specified by the standard: reproducible
-  std::vector<Candidate> candidates_;       // scratch, reused across calls
-  std::vector<float> weights_;              // scratch: tempered weights of the survivors
-  std::vector<std::int32_t> window_;        // scratch for the penalty window
+  std::mt19937_64 rng_;                // fully specified by the standard: reproducible
+  std::vector<Candidate> candidates_;  // scratch, reused across calls
+  std::vector<float> weights_;         // scratch: tempered weights of the survivors
+  std::vector<std::int32_t> window_;   // scratch for the penalty window
 };
 
 }  // namespace ember::runtime

@@ -16,16 +16,14 @@ bool runs_before(const Sequence& a, const Sequence& b) {
 }
 
 bool in_step(const std::vector<ScheduledSequence>& step, const Sequence* seq) {
-  return std::any_of(step.begin(), step.end(),
-                     [&](const ScheduledSequence& s) { return s.sequence.get() == seq; });
+  return std::any_of(step.begin(), step.end(), [&](const ScheduledSequence& s) { return s.sequence.get() == seq; });
 }
 
 }  // namespace
 
 void Scheduler::add(std::shared_ptr<Sequence> sequence) {
   sequence->state = SequenceState::waiting;
-  auto at = std::find_if(waiting_.begin(), waiting_.end(),
-                         [&](const auto& w) { return runs_before(*sequence, *w); });
+  auto at = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& w) { return runs_before(*sequence, *w); });
   waiting_.insert(at, std::move(sequence));
 }
 
@@ -37,7 +35,8 @@ std::vector<ScheduledSequence> Scheduler::schedule(backend::Batch& batch,
 
   // 1. Running sequences, oldest first: their decode tokens and the next chunks of their prompts.
   const auto running = running_;  // preemption below edits running_
-  const auto decodes = std::count_if(running.begin(), running.end(), [](const auto& s) { return s->uncomputed() == 1; });
+  const auto decodes =
+      std::count_if(running.begin(), running.end(), [](const auto& s) { return s->uncomputed() == 1; });
   const bool speculate = decodes <= kSpeculationMaxDecodes;
   for (const auto& seq : running) {
     if (seq->state != SequenceState::running) continue;  // preempted earlier in this pass
@@ -65,8 +64,7 @@ std::vector<ScheduledSequence> Scheduler::schedule(backend::Batch& batch,
 
   // 2. Waiting requests in priority order, while the budget, the sequence limit and the free
   //    blocks allow. Admission never preempts: only running sequences grow by preemption.
-  while (!waiting_.empty() && budget > 0 &&
-         static_cast<int>(step.size()) < limits_.max_sequences &&
+  while (!waiting_.empty() && budget > 0 && static_cast<int>(step.size()) < limits_.max_sequences &&
          static_cast<int>(running_.size()) < limits_.max_sequences) {
     const auto seq = waiting_.front();
     const int needed = blocks_for(static_cast<int>(seq->tokens.size()) + 1, pool_.block_size());
@@ -98,15 +96,13 @@ bool Scheduler::admit(const std::shared_ptr<Sequence>& seq) {
     seq->last_block_hash = 0;
     for (int b = 0; b < seq->published_blocks; ++b)
       seq->last_block_hash = BlockPool::block_hash(
-          seq->last_block_hash, std::span(seq->tokens).subspan(static_cast<std::size_t>(b * bs),
-                                                               static_cast<std::size_t>(bs)));
-    if (!seq->first_scheduled)
-      seq->completion.cached_prompt_tokens = std::min(seq->computed, seq->prompt_tokens);
+          seq->last_block_hash,
+          std::span(seq->tokens).subspan(static_cast<std::size_t>(b * bs), static_cast<std::size_t>(bs)));
+    if (!seq->first_scheduled) seq->completion.cached_prompt_tokens = std::min(seq->computed, seq->prompt_tokens);
   }
   // Room for the whole remaining prompt and the first generated token, so that an admitted
   // request does not immediately preempt others.
-  const int needed = blocks_for(static_cast<int>(seq->tokens.size()) + 1, bs) -
-                     static_cast<int>(seq->blocks.size());
+  const int needed = blocks_for(static_cast<int>(seq->tokens.size()) + 1, bs) - static_cast<int>(seq->blocks.size());
   if (needed > pool_.free_blocks()) {
     release_blocks(*seq);
     return false;
@@ -117,8 +113,7 @@ bool Scheduler::admit(const std::shared_ptr<Sequence>& seq) {
   return true;
 }
 
-bool Scheduler::reserve_blocks(Sequence& seq, int tokens,
-                               const std::vector<ScheduledSequence>& step) {
+bool Scheduler::reserve_blocks(Sequence& seq, int tokens, const std::vector<ScheduledSequence>& step) {
   const int needed = blocks_for(tokens, pool_.block_size());
   while (static_cast<int>(seq.blocks.size()) < needed) {
     if (auto block = pool_.allocate()) {
@@ -172,8 +167,8 @@ std::vector<std::int32_t> Scheduler::draft_for(Sequence& seq, int budget) {
   const int held = static_cast<int>(seq.blocks.size()) * bs - next;  // positions after the decode row
   if (static_cast<int>(draft.size()) > held && pool_.free_blocks() > 0)
     if (auto block = pool_.allocate()) seq.blocks.push_back(*block);
-  draft.resize(static_cast<std::size_t>(std::clamp(static_cast<int>(seq.blocks.size()) * bs - next, 0,
-                                                   static_cast<int>(draft.size()))));
+  draft.resize(static_cast<std::size_t>(
+      std::clamp(static_cast<int>(seq.blocks.size()) * bs - next, 0, static_cast<int>(draft.size()))));
   return draft;
 }
 
@@ -184,7 +179,8 @@ void Scheduler::append_rows(const std::shared_ptr<Sequence>& seq, int rows, std:
   ScheduledSequence s{seq, batch.rows(), rows + drafted, -1, std::move(draft)};
   for (int i = 0; i < rows + drafted; ++i) {
     const int pos = seq->computed + i;
-    batch.tokens.push_back(i < rows ? seq->tokens[static_cast<std::size_t>(pos)] : s.draft[static_cast<std::size_t>(i - rows)]);
+    batch.tokens.push_back(i < rows ? seq->tokens[static_cast<std::size_t>(pos)]
+                                    : s.draft[static_cast<std::size_t>(i - rows)]);
     batch.positions.push_back(pos);
     batch.slots.push_back(seq->blocks[static_cast<std::size_t>(pos / bs)] * bs + pos % bs);
   }
@@ -204,20 +200,19 @@ void Scheduler::advance(Sequence& seq, int rows) {
   const int bs = pool_.block_size();
   seq.computed += rows;
   while ((seq.published_blocks + 1) * bs <= seq.computed) {
-    const auto block_tokens = std::span(seq.tokens).subspan(
-        static_cast<std::size_t>(seq.published_blocks * bs), static_cast<std::size_t>(bs));
-    seq.last_block_hash = pool_.publish_full_block(
-        seq.blocks[static_cast<std::size_t>(seq.published_blocks)], seq.last_block_hash, block_tokens);
+    const auto block_tokens =
+        std::span(seq.tokens)
+            .subspan(static_cast<std::size_t>(seq.published_blocks * bs), static_cast<std::size_t>(bs));
+    seq.last_block_hash = pool_.publish_full_block(seq.blocks[static_cast<std::size_t>(seq.published_blocks)],
+                                                   seq.last_block_hash, block_tokens);
     ++seq.published_blocks;
   }
 }
 
 void Scheduler::remove(const std::shared_ptr<Sequence>& sequence) {
   release_blocks(*sequence);
-  if (auto it = std::find(running_.begin(), running_.end(), sequence); it != running_.end())
-    running_.erase(it);
-  if (auto it = std::find(waiting_.begin(), waiting_.end(), sequence); it != waiting_.end())
-    waiting_.erase(it);
+  if (auto it = std::find(running_.begin(), running_.end(), sequence); it != running_.end()) running_.erase(it);
+  if (auto it = std::find(waiting_.begin(), waiting_.end(), sequence); it != waiting_.end()) waiting_.erase(it);
   sequence->state = SequenceState::finished;
 }
 

@@ -28,9 +28,9 @@ struct SchedulerLimits {
 struct ScheduledSequence {
   std::shared_ptr<Sequence> sequence;
   int row_begin = 0;
-  int rows = 0;          // the sequence's own tokens, then its draft
-  int logit_index = -1;  // index into the step's logits, or -1 when no token is sampled; a
-                         // drafted decode has 1 + draft.size() logit rows from there
+  int rows = 0;                     // the sequence's own tokens, then its draft
+  int logit_index = -1;             // index into the step's logits, or -1 when no token is sampled; a
+                                    // drafted decode has 1 + draft.size() logit rows from there
   std::vector<std::int32_t> draft;  // tokens proposed after the sequence's last one (its last rows)
 };
 

@@ -11,8 +11,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,8 +35,8 @@ struct ReasoningTrack {
 };
 
 struct Sequence {
-  Sequence(std::uint64_t id_, const SamplingParams& params, int vocab,
-           const tokenizer::Tokenizer& tokenizer, StreamCallback callback)
+  Sequence(std::uint64_t id_, const SamplingParams& params, int vocab, const tokenizer::Tokenizer& tokenizer,
+           StreamCallback callback)
       : id(id_),
         sampling(params),
         sampler(params, vocab),
@@ -44,7 +44,7 @@ struct Sequence {
         decoder(tokenizer),
         on_chunk(std::move(callback)) {}
 
-  std::uint64_t id;        // arrival order: lower ids arrived first
+  std::uint64_t id;  // arrival order: lower ids arrived first
   int priority = 0;
   SamplingParams sampling;
   Sampler sampler;
@@ -58,13 +58,13 @@ struct Sequence {
 
   std::vector<std::int32_t> tokens;  // prompt, then every generated token
   int prompt_tokens = 0;
-  int shifted_tokens = 0;            // tokens ContextPolicy::shift dropped from `tokens`
-  bool shift_on_full = false;        // ContextPolicy::shift: make room instead of ending
-  int context_keep = 0;              // tokens a shift keeps at the start
-  int computed = 0;                  // leading tokens whose K/V are in the cache
-  std::vector<std::int32_t> blocks;  // block table: logical block i -> pool block
-  int published_blocks = 0;          // leading blocks registered in the prefix cache
-  std::uint64_t last_block_hash = 0; // hash chain up to published_blocks
+  int shifted_tokens = 0;             // tokens ContextPolicy::shift dropped from `tokens`
+  bool shift_on_full = false;         // ContextPolicy::shift: make room instead of ending
+  int context_keep = 0;               // tokens a shift keeps at the start
+  int computed = 0;                   // leading tokens whose K/V are in the cache
+  std::vector<std::int32_t> blocks;   // block table: logical block i -> pool block
+  int published_blocks = 0;           // leading blocks registered in the prefix cache
+  std::uint64_t last_block_hash = 0;  // hash chain up to published_blocks
   bool cancel_requested = false;
   // RequestHandle::cancel_soon: set from any thread without the engine's lock; the stepping
   // thread ends the request before its next step (Stepper::end_cancelled).

@@ -50,8 +50,8 @@ class Stepper {
   // Returns the rows computed, kPaused or kIdle. Nothing escapes: a failure ends requests with
   // FinishReason::error instead.
   int step(Clock::time_point deadline = Clock::time_point::max());
-  std::uint64_t steps() const { return steps_; }                         // finished steps
-  bool idle() const { return !step_paused_ && scheduler_.idle(); }       // no request left
+  std::uint64_t steps() const { return steps_; }                    // finished steps
+  bool idle() const { return !step_paused_ && scheduler_.idle(); }  // no request left
 
   // A running request was cancelled: it ends before the next step.
   void cancel_at_next_step() { cancel_pending_ = true; }
@@ -69,7 +69,7 @@ class Stepper {
 
  private:
   int run_step(Clock::time_point deadline);  // step()'s body; may throw
-  int finish_step();  // commits and samples the step whose forward pass is done
+  int finish_step();                         // commits and samples the step whose forward pass is done
   void fail_step(const std::vector<ScheduledSequence>& step, const std::string& why);
   void abort_all(const std::string& why);
   void shift(const std::shared_ptr<Sequence>& seq);  // ContextPolicy::shift on a full window
@@ -83,7 +83,7 @@ class Stepper {
   OutputStage& output_;
   const Logger& logger_;
   std::uint64_t steps_ = 0;
-  bool cancel_pending_ = false;                  // a running request was cancelled since the last step
+  bool cancel_pending_ = false;                   // a running request was cancelled since the last step
   std::atomic<bool> cancel_soon_pending_{false};  // cancel_soon() flagged a request since then
   backend::Batch batch_;
   std::vector<float> logits_;

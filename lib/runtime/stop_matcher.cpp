@@ -48,8 +48,7 @@ std::size_t StopMatcher::held_suffix_start() const {
   for (std::size_t i = first; i < held.size(); ++i) {
     const std::string_view suffix = held.substr(i);
     for (const std::string& s : stops_)
-      if (s.size() > suffix.size() && std::string_view(s).substr(0, suffix.size()) == suffix)
-        return i;
+      if (s.size() > suffix.size() && std::string_view(s).substr(0, suffix.size()) == suffix) return i;
   }
   return held.size();
 }

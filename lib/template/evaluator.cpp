@@ -153,7 +153,9 @@ Flow Evaluator::exec(const Node& node, const ScopePtr& scope, std::string& out) 
       scope->set(node.names[0], std::move(v));
       return Flow::normal;
     }
-    case Kind::macro: scope->set(node.name, make_macro(node, scope, 1, *node.children[0], node.name)); return Flow::normal;
+    case Kind::macro:
+      scope->set(node.name, make_macro(node, scope, 1, *node.children[0], node.name));
+      return Flow::normal;
     case Kind::call_block: {
       const Value caller = make_macro(node, scope, 2, *node.children[1], "caller");
       write(out, to_str(call(*node.children[0], scope, &caller), budget_));
@@ -202,14 +204,22 @@ void Evaluator::exec_for(const Node& node, const ScopePtr& scope, std::string& o
     auto body = std::make_shared<Scope>(scope);
     const auto at = static_cast<std::size_t>(i);
     auto loop = std::make_shared<Object>();
-    loop->items = {{"index", Value(i + 1)}, {"index0", Value(i)}, {"revindex", Value(length - i)},
-                   {"revindex0", Value(length - i - 1)}, {"first", Value(i == 0)}, {"last", Value(i == length - 1)},
-                   {"length", Value(length)}, {"depth", Value(1)}, {"depth0", Value(0)},
-                   {"previtem", i > 0 ? items[at - 1] : Value()}, {"nextitem", i + 1 < length ? items[at + 1] : Value()}};
+    loop->items = {{"index", Value(i + 1)},
+                   {"index0", Value(i)},
+                   {"revindex", Value(length - i)},
+                   {"revindex0", Value(length - i - 1)},
+                   {"first", Value(i == 0)},
+                   {"last", Value(i == length - 1)},
+                   {"length", Value(length)},
+                   {"depth", Value(1)},
+                   {"depth0", Value(0)},
+                   {"previtem", i > 0 ? items[at - 1] : Value()},
+                   {"nextitem", i + 1 < length ? items[at + 1] : Value()}};
     loop->items.emplace_back("cycle", Value::callable("loop.cycle", [i](CallArgs& a) {
-      if (a.positional.empty()) fail(ErrorCode::invalid_argument, "no items for cycling given");
-      return a.positional[static_cast<std::size_t>(i) % a.positional.size()];
-    }));
+                               if (a.positional.empty())
+                                 fail(ErrorCode::invalid_argument, "no items for cycling given");
+                               return a.positional[static_cast<std::size_t>(i) % a.positional.size()];
+                             }));
     body->set("loop", Value::object(std::move(loop)));
     assign(node.names, items[at], *body);
     if (exec_block(*node.children[1], body, out) == Flow::break_) break;
@@ -288,10 +298,11 @@ Value Evaluator::call(const Node& node, const ScopePtr& scope, const Value* call
   if (caller != nullptr) args.keywords.emplace_back("caller", *caller);
   line_ = node.line;
   if (!callee.is_callable()) {
-    const std::string what = node.children[0]->kind == Kind::name ? "'" + node.children[0]->name + "'"
+    const std::string what = node.children[0]->kind == Kind::name      ? "'" + node.children[0]->name + "'"
                              : node.children[0]->kind == Kind::getattr ? "'" + node.children[0]->name + "'"
                                                                        : std::string("the value");
-    fail(ErrorCode::invalid_argument, "{} is {}, not callable", what, callee.is_undefined() ? "undefined" : callee.type_name());
+    fail(ErrorCode::invalid_argument, "{} is {}, not callable", what,
+         callee.is_undefined() ? "undefined" : callee.type_name());
   }
   Value result = callee.as_callable().call(args);
   line_ = node.line;
@@ -310,14 +321,22 @@ Value Evaluator::eval_compare(const Node& node, const ScopePtr& scope) {
     Value right = eval(*node.children[i + 1], scope);
     const std::string& op = node.names[i];
     bool r = false;
-    if (op == "==") r = equals(left, right);
-    else if (op == "!=") r = !equals(left, right);
-    else if (op == "<") r = less(left, right);
-    else if (op == "<=") r = !less(right, left);
-    else if (op == ">") r = less(right, left);
-    else if (op == ">=") r = !less(left, right);
-    else if (op == "in") r = contains(right, left, budget_);
-    else r = !contains(right, left, budget_);  // notin
+    if (op == "==")
+      r = equals(left, right);
+    else if (op == "!=")
+      r = !equals(left, right);
+    else if (op == "<")
+      r = less(left, right);
+    else if (op == "<=")
+      r = !less(right, left);
+    else if (op == ">")
+      r = less(right, left);
+    else if (op == ">=")
+      r = !less(left, right);
+    else if (op == "in")
+      r = contains(right, left, budget_);
+    else
+      r = !contains(right, left, budget_);  // notin
     if (!r) return Value(false);
     left = std::move(right);
   }
@@ -354,7 +373,8 @@ Value Evaluator::eval(const Node& node, const ScopePtr& scope) {
     case Kind::getitem: return get_item(eval(*node.children[0], scope), eval(*node.children[1], scope), budget_);
     case Kind::slice: {
       auto opt = [&](const NodePtr& p) { return p ? eval(*p, scope) : Value(); };
-      return slice(eval(*node.children[0], scope), opt(node.children[1]), opt(node.children[2]), opt(node.children[3]), budget_);
+      return slice(eval(*node.children[0], scope), opt(node.children[1]), opt(node.children[2]), opt(node.children[3]),
+                   budget_);
     }
     case Kind::call: return call(node, scope, nullptr);
     case Kind::filter: {
@@ -369,7 +389,8 @@ Value Evaluator::eval(const Node& node, const ScopePtr& scope) {
     case Kind::unary: {
       const Value v = eval(*node.children[0], scope);
       if (node.name == "not") return Value(!v.truthy());
-      if (!v.is_number()) fail(ErrorCode::invalid_argument, "bad operand type for unary {}: '{}'", node.name, v.type_name());
+      if (!v.is_number())
+        fail(ErrorCode::invalid_argument, "bad operand type for unary {}: '{}'", node.name, v.type_name());
       if (node.name == "+") return v.is_float() ? v : Value(v.as_int());
       if (v.is_float()) return Value(-v.as_double());
       return binary_op("-", Value(0), v, budget_);

@@ -26,7 +26,8 @@ Value attribute_path(const Value& item, const Value& attribute, Budget& budget) 
   while (true) {
     const std::size_t dot = rest.find('.');
     const std::string part(rest.substr(0, dot));
-    const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const bool numeric =
+        !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
     v = numeric && part.size() < 18 ? get_item(v, Value(static_cast<std::int64_t>(std::stoll(part))), budget)
                                     : get_item(v, Value(part), budget);
     if (dot == std::string_view::npos) return v;
@@ -86,7 +87,8 @@ Value map_filter(const Value& value, const CallArgs& a, Budget& budget) {
     }
     return Value::array(std::move(out));
   }
-  if (a.positional.empty() || !a.positional[0].is_string()) fail(ErrorCode::invalid_argument, "map needs a filter name or attribute=");
+  if (a.positional.empty() || !a.positional[0].is_string())
+    fail(ErrorCode::invalid_argument, "map needs a filter name or attribute=");
   const std::string filter = a.positional[0].as_string();
   const CallArgs rest = shifted(a, 1);
   for (const Value& item : iterate(value, budget)) out.push_back(apply_filter(filter, item, rest, budget));
@@ -131,8 +133,12 @@ Value min_max(bool want_max, const Value& value, const CallArgs& a, Budget& budg
 
 std::string indent_filter(const std::string& s0, const CallArgs& a, Budget& budget) {
   const Value* width = arg(a, 0, "width");
-  const std::string unit = width != nullptr && width->is_string() ? width->as_string()
-                           : std::string(static_cast<std::size_t>(std::clamp<std::int64_t>(width != nullptr ? width->as_int() : 4, 0, 1024)), ' ');
+  const std::string unit =
+      width != nullptr && width->is_string()
+          ? width->as_string()
+          : std::string(
+                static_cast<std::size_t>(std::clamp<std::int64_t>(width != nullptr ? width->as_int() : 4, 0, 1024)),
+                ' ');
   const bool first = bool_arg(a, 1, "first", false);
   const bool blank = bool_arg(a, 2, "blank", false);
   std::vector<std::string> lines = split_lines(s0 + "\n");
@@ -204,7 +210,8 @@ Value tojson_filter(const Value& value, const CallArgs& a, Budget& budget) {
     }
   }
   if (const Value* sep = arg(a, 2, "separators"); sep != nullptr && !sep->is_none()) {
-    if (!sep->is_array() || sep->as_array().size() != 2 || !sep->as_array()[0].is_string() || !sep->as_array()[1].is_string()) {
+    if (!sep->is_array() || sep->as_array().size() != 2 || !sep->as_array()[0].is_string() ||
+        !sep->as_array()[1].is_string()) {
       fail(ErrorCode::invalid_argument, "tojson: separators must be a pair of strings");
     }
     o.item_separator = sep->as_array()[0].as_string();
@@ -245,10 +252,11 @@ Value string_filter(std::string_view name, const std::string& s, const CallArgs&
 
 bool filter_exists(std::string_view name) {
   static const char* const kNames[] = {
-      "abs", "attr", "capitalize", "count", "d", "default", "dictsort", "e", "escape", "first", "float",
-      "forceescape", "format", "indent", "int", "items", "join", "last", "length", "list", "lower", "map",
-      "max", "min", "reject", "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr",
-      "sort", "string", "sum", "title", "tojson", "trim", "unique", "upper", "wordcount"};
+      "abs",     "attr",  "capitalize",  "count",  "d",          "default", "dictsort", "e",          "escape",
+      "first",   "float", "forceescape", "format", "indent",     "int",     "items",    "join",       "last",
+      "length",  "list",  "lower",       "map",    "max",        "min",     "reject",   "rejectattr", "replace",
+      "reverse", "round", "safe",        "select", "selectattr", "sort",    "string",   "sum",        "title",
+      "tojson",  "trim",  "unique",      "upper",  "wordcount"};
   for (const char* n : kNames) {
     if (name == n) return true;
   }
@@ -301,7 +309,8 @@ Value apply_filter(std::string_view name, const Value& value, const CallArgs& a,
     for (const Value& item : iterate(value, budget)) {
       if (!first) out += d;
       first = false;
-      out += to_str(attribute != nullptr && !attribute->is_none() ? attribute_path(item, *attribute, budget) : item, budget);
+      out += to_str(attribute != nullptr && !attribute->is_none() ? attribute_path(item, *attribute, budget) : item,
+                    budget);
       budget.check_size(out.size());
     }
     return Value(std::move(out));
@@ -365,7 +374,9 @@ Value apply_filter(std::string_view name, const Value& value, const CallArgs& a,
     const Value* start = arg(a, 1, "start");
     Value total = start != nullptr ? *start : Value(0);
     for (const Value& item : iterate(value, budget)) {
-      total = binary_op("+", total, attribute != nullptr && !attribute->is_none() ? attribute_path(item, *attribute, budget) : item, budget);
+      total = binary_op("+", total,
+                        attribute != nullptr && !attribute->is_none() ? attribute_path(item, *attribute, budget) : item,
+                        budget);
     }
     return total;
   }
@@ -386,7 +397,8 @@ Value apply_filter(std::string_view name, const Value& value, const CallArgs& a,
     const Value* precision = arg(a, 0, "precision");
     const Value* method = arg(a, 1, "method");
     const std::string m = method != nullptr && method->is_string() ? method->as_string() : "common";
-    const double scale = std::pow(10.0, precision != nullptr ? static_cast<double>(std::clamp<std::int64_t>(precision->as_int(), -20, 20)) : 0.0);
+    const double scale = std::pow(
+        10.0, precision != nullptr ? static_cast<double>(std::clamp<std::int64_t>(precision->as_int(), -20, 20)) : 0.0);
     const double x = value.as_double() * scale;
     // Python's round(): halves to even.
     const double r = m == "ceil" ? std::ceil(x) : m == "floor" ? std::floor(x) : std::nearbyint(x);
@@ -397,10 +409,11 @@ Value apply_filter(std::string_view name, const Value& value, const CallArgs& a,
 
 bool test_exists(std::string_view name) {
   static const char* const kNames[] = {
-      "odd", "even", "divisibleby", "defined", "undefined", "filter", "test", "none", "boolean", "false",
-      "true", "integer", "float", "lower", "upper", "string", "mapping", "number", "sequence", "iterable",
-      "callable", "sameas", "escaped", "in", "==", "eq", "equalto", "!=", "ne", ">", "gt", "greaterthan",
-      "ge", ">=", "<", "lt", "lessthan", "<=", "le"};
+      "odd",     "even",   "divisibleby", "defined",  "undefined", "filter", "test",    "none",
+      "boolean", "false",  "true",        "integer",  "float",     "lower",  "upper",   "string",
+      "mapping", "number", "sequence",    "iterable", "callable",  "sameas", "escaped", "in",
+      "==",      "eq",     "equalto",     "!=",       "ne",        ">",      "gt",      "greaterthan",
+      "ge",      ">=",     "<",           "lt",       "lessthan",  "<=",     "le"};
   for (const char* n : kNames) {
     if (name == n) return true;
   }

@@ -72,8 +72,7 @@ class Dumper {
       case Value::Kind::string: dump_string(out, v.as_string(), o_.ensure_ascii); return;
       case Value::Kind::array: return dump_array(v.as_array(), level);
       case Value::Kind::object: return dump_object(v.as_object(), level);
-      default:
-        fail(ErrorCode::invalid_argument, "Object of type {} is not JSON serializable", v.type_name());
+      default: fail(ErrorCode::invalid_argument, "Object of type {} is not JSON serializable", v.type_name());
     }
   }
 
@@ -217,10 +216,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       const char h = s_[pos_++];
       v <<= 4;
-      if (h >= '0' && h <= '9') v |= static_cast<std::uint32_t>(h - '0');
-      else if (h >= 'a' && h <= 'f') v |= static_cast<std::uint32_t>(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') v |= static_cast<std::uint32_t>(h - 'A' + 10);
-      else error("bad \\u escape");
+      if (h >= '0' && h <= '9')
+        v |= static_cast<std::uint32_t>(h - '0');
+      else if (h >= 'a' && h <= 'f')
+        v |= static_cast<std::uint32_t>(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F')
+        v |= static_cast<std::uint32_t>(h - 'A' + 10);
+      else
+        error("bad \\u escape");
     }
     return v;
   }
@@ -252,7 +255,8 @@ class Parser {
           if (cp >= 0xD800 && cp < 0xDC00 && s_.substr(pos_, 2) == "\\u") {
             pos_ += 2;
             const std::uint32_t low = hex4();
-            cp = low >= 0xDC00 && low < 0xE000 ? 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00) : kReplacementCharacter;
+            cp = low >= 0xDC00 && low < 0xE000 ? 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00)
+                                               : kReplacementCharacter;
           }
           append_utf8(out, cp);
           break;

@@ -17,12 +17,12 @@ std::size_t space_at(std::string_view s, std::size_t i) {
   if (b < 0x80) return is_python_space(b) ? 1 : 0;
   auto cont = [&](std::size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0; };
   if (b == 0xC2 && (cont(1) == 0x85 || cont(1) == 0xA0)) return 2;
-  if (b == 0xE1 && cont(1) == 0x9A && cont(2) == 0x80) return 3;                  // U+1680
+  if (b == 0xE1 && cont(1) == 0x9A && cont(2) == 0x80) return 3;  // U+1680
   if (b == 0xE2 && cont(1) == 0x80 && (cont(2) <= 0x8A || cont(2) == 0xA8 || cont(2) == 0xA9 || cont(2) == 0xAF)) {
-    return cont(2) >= 0x80 ? 3 : 0;                                                // U+2000-200A, 2028, 2029, 202F
+    return cont(2) >= 0x80 ? 3 : 0;  // U+2000-200A, 2028, 2029, 202F
   }
-  if (b == 0xE2 && cont(1) == 0x81 && cont(2) == 0x9F) return 3;                  // U+205F
-  if (b == 0xE3 && cont(1) == 0x80 && cont(2) == 0x80) return 3;                  // U+3000
+  if (b == 0xE2 && cont(1) == 0x81 && cont(2) == 0x9F) return 3;  // U+205F
+  if (b == 0xE3 && cont(1) == 0x80 && cont(2) == 0x80) return 3;  // U+3000
   return 0;
 }
 
@@ -170,9 +170,12 @@ std::vector<Token> Lexer::run() {
 std::size_t Lexer::lex_comment(std::size_t pos) {
   for (std::size_t q = pos; q < s_.size(); ++q) {
     std::size_t end = std::string::npos;
-    if (s_.compare(q, 3, "+#}") == 0) end = q + 3;
-    else if (s_.compare(q, 3, "-#}") == 0) end = skip_spaces(s_, q + 3);
-    else if (s_.compare(q, 2, "#}") == 0) end = q + 2 + (s_.compare(q + 2, 1, "\n") == 0 ? 1 : 0);
+    if (s_.compare(q, 3, "+#}") == 0)
+      end = q + 3;
+    else if (s_.compare(q, 3, "-#}") == 0)
+      end = skip_spaces(s_, q + 3);
+    else if (s_.compare(q, 2, "#}") == 0)
+      end = q + 2 + (s_.compare(q + 2, 1, "\n") == 0 ? 1 : 0);
     if (end != std::string::npos) {
       line_starting_ = end > 0 && s_[end - 1] == '\n';
       return end;
@@ -203,7 +206,9 @@ std::size_t Lexer::lex_tag(std::size_t pos, bool block) {
   push(block ? Token::Type::block_begin : Token::Type::variable_begin, {}, pos);
   std::vector<char> balance;
   while (true) {
-    if (pos >= s_.size()) error(line_at(begin), block ? "unexpected end of template, expected '%}'" : "unexpected end of template, expected '}}'");
+    if (pos >= s_.size())
+      error(line_at(begin),
+            block ? "unexpected end of template, expected '%}'" : "unexpected end of template, expected '}}'");
     if (balance.empty()) {
       std::size_t end = std::string::npos;
       if (block) {
@@ -304,8 +309,10 @@ std::size_t Lexer::lex_number(std::size_t pos) {
       if (k < s_.size() && (s_[k] == '+' || s_[k] == '-')) ++k;
       if (k < s_.size() && is_digit(s_[k])) exp_end = digits(k);
     }
-    if (exp_end != std::string::npos) end = exp_end;
-    else if (e != int_end) end = e;
+    if (exp_end != std::string::npos)
+      end = exp_end;
+    else if (e != int_end)
+      end = e;
   }
   std::string text = s_.substr(pos, end - pos);
   text.erase(std::remove(text.begin(), text.end(), '_'), text.end());
@@ -338,7 +345,10 @@ std::size_t Lexer::lex_string(std::size_t pos) {
     v = 0;
     for (int k = 0; k < n; ++k) {
       const char h = at + k < s_.size() ? s_[at + static_cast<std::size_t>(k)] : 0;
-      const int d = is_digit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10 : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+      const int d = is_digit(h)              ? h - '0'
+                    : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                    : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                             : -1;
       if (d < 0) return false;
       v = v * 16 + static_cast<std::uint32_t>(d);
     }
@@ -368,7 +378,9 @@ std::size_t Lexer::lex_string(std::size_t pos) {
       case 'r': out += '\r'; break;
       case 't': out += '\t'; break;
       case 'v': out += '\v'; break;
-      case 'x': case 'u': case 'U': {
+      case 'x':
+      case 'u':
+      case 'U': {
         const int n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
         std::uint32_t v = 0;
         if (!hex(i, n, v) || v > 0x10FFFF) error(line_at(pos), "truncated \\xXX / \\uXXXX escape in a string literal");
@@ -379,7 +391,8 @@ std::size_t Lexer::lex_string(std::size_t pos) {
       default:
         if (e >= '0' && e <= '7') {
           std::uint32_t v = static_cast<std::uint32_t>(e - '0');
-          for (int k = 0; k < 2 && i < s_.size() && s_[i] >= '0' && s_[i] <= '7'; ++k) v = v * 8 + static_cast<std::uint32_t>(s_[i++] - '0');
+          for (int k = 0; k < 2 && i < s_.size() && s_[i] >= '0' && s_[i] <= '7'; ++k)
+            v = v * 8 + static_cast<std::uint32_t>(s_[i++] - '0');
           append_utf8(out, v);
         } else if (e == 'N') {
           error(line_at(pos), "\\N{...} escapes are not supported");

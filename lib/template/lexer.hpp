@@ -14,8 +14,17 @@ namespace ember::jinja {
 
 struct Token {
   enum class Type : std::uint8_t {
-    data, variable_begin, variable_end, block_begin, block_end,
-    name, string, integer, floating, op, end_of_input,
+    data,
+    variable_begin,
+    variable_end,
+    block_begin,
+    block_end,
+    name,
+    string,
+    integer,
+    floating,
+    op,
+    end_of_input,
   };
   Type type = Type::end_of_input;
   std::string text;  // data, name, operator, or the unescaped string literal

@@ -61,10 +61,12 @@ Value string_method(const std::string& s, const std::string& name, const CallArg
   }
   if (name == "split" || name == "rsplit") {
     const Value* sep = a.get(0, "sep");
-    if (sep != nullptr && !sep->is_none() && !sep->is_string()) fail(ErrorCode::invalid_argument, "must be str or None, not {}", sep->type_name());
+    if (sep != nullptr && !sep->is_none() && !sep->is_string())
+      fail(ErrorCode::invalid_argument, "must be str or None, not {}", sep->type_name());
     const std::int64_t maxsplit = int_arg(a, 1, "maxsplit", -1);
     Array parts;
-    for (auto& p : python_split(s, sep != nullptr && !sep->is_none() ? &sep->as_string() : nullptr, maxsplit, name == "rsplit")) {
+    for (auto& p :
+         python_split(s, sep != nullptr && !sep->is_none() ? &sep->as_string() : nullptr, maxsplit, name == "rsplit")) {
       budget.step();
       parts.emplace_back(std::move(p));
     }
@@ -95,7 +97,8 @@ Value string_method(const std::string& s, const std::string& name, const CallArg
     std::string out;
     bool first = true;
     for (const Value& v : iterate(*items, budget)) {
-      if (!v.is_string()) fail(ErrorCode::invalid_argument, "sequence item: expected str instance, {} found", v.type_name());
+      if (!v.is_string())
+        fail(ErrorCode::invalid_argument, "sequence item: expected str instance, {} found", v.type_name());
       if (!first) out += s;
       first = false;
       out += v.as_string();
@@ -103,8 +106,8 @@ Value string_method(const std::string& s, const std::string& name, const CallArg
     }
     return Value(std::move(out));
   }
-  if (name == "isdigit" || name == "isalpha" || name == "isspace" || name == "isalnum" ||
-      name == "isupper" || name == "islower") {
+  if (name == "isdigit" || name == "isalpha" || name == "isspace" || name == "isalnum" || name == "isupper" ||
+      name == "islower") {
     return Value(python_is(s, name));
   }
   fail(ErrorCode::invalid_argument, "'str' object has no method '{}'", name);
@@ -115,8 +118,10 @@ Value dict_method(const Value& obj, const std::string& name, const CallArgs& a) 
   if (name == "items" || name == "keys" || name == "values") {
     Array out;
     for (const auto& [k, v] : o.items) {
-      if (name == "items") out.push_back(Value::array({Value(k), v}, true));
-      else out.push_back(name == "keys" ? Value(k) : v);
+      if (name == "items")
+        out.push_back(Value::array({Value(k), v}, true));
+      else
+        out.push_back(name == "keys" ? Value(k) : v);
     }
     return Value::array(std::move(out));
   }
@@ -133,10 +138,10 @@ Value dict_method(const Value& obj, const std::string& name, const CallArgs& a) 
 }
 
 bool is_string_method(const std::string& n) {
-  static const char* const kNames[] = {"strip", "lstrip", "rstrip", "upper", "lower", "title", "capitalize",
-                                       "startswith", "endswith", "split", "rsplit", "splitlines", "replace",
-                                       "find", "rfind", "index", "count", "join", "isdigit", "isalpha",
-                                       "isspace", "isalnum", "isupper", "islower"};
+  static const char* const kNames[] = {"strip",      "lstrip",     "rstrip",   "upper",   "lower",   "title",
+                                       "capitalize", "startswith", "endswith", "split",   "rsplit",  "splitlines",
+                                       "replace",    "find",       "rfind",    "index",   "count",   "join",
+                                       "isdigit",    "isalpha",    "isspace",  "isalnum", "isupper", "islower"};
   for (const char* k : kNames) {
     if (n == k) return true;
   }
@@ -144,8 +149,8 @@ bool is_string_method(const std::string& n) {
 }
 
 bool is_mutating_method(const std::string& n) {
-  static const char* const kNames[] = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
-                                       "update", "setdefault", "popitem", "add", "discard"};
+  static const char* const kNames[] = {"append",  "extend", "insert",     "pop",     "remove", "clear",  "sort",
+                                       "reverse", "update", "setdefault", "popitem", "add",    "discard"};
   for (const char* k : kNames) {
     if (n == k) return true;
   }
@@ -163,7 +168,8 @@ Value get_attribute(const Value& obj, const std::string& name, Budget& budget) {
   if (obj.is_string()) {
     if (!is_string_method(name)) return {};
     const std::string s = obj.as_string();
-    return Value::callable("str." + name, [s, name, &budget](CallArgs& a) { return string_method(s, name, a, budget); });
+    return Value::callable("str." + name,
+                           [s, name, &budget](CallArgs& a) { return string_method(s, name, a, budget); });
   }
   if (obj.is_object()) {
     const Object& o = obj.as_object();
@@ -241,8 +247,10 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
   Array items;
   for (std::int64_t i = b; st > 0 ? i < e : i > e; i += st) {
     budget.step();
-    if (obj.is_string()) s += chars[static_cast<std::size_t>(i)];
-    else items.push_back(obj.as_array()[static_cast<std::size_t>(i)]);
+    if (obj.is_string())
+      s += chars[static_cast<std::size_t>(i)];
+    else
+      items.push_back(obj.as_array()[static_cast<std::size_t>(i)]);
   }
   if (obj.is_string()) return Value(std::move(s));
   return Value::array(std::move(items), obj.is_tuple());
@@ -269,7 +277,8 @@ Array iterate(const Value& value, Budget& budget) {
 
 bool contains(const Value& container, const Value& item, Budget& budget) {
   if (container.is_string()) {
-    if (!item.is_string()) fail(ErrorCode::invalid_argument, "'in <string>' requires string as left operand, not {}", item.type_name());
+    if (!item.is_string())
+      fail(ErrorCode::invalid_argument, "'in <string>' requires string as left operand, not {}", item.type_name());
     return container.as_string().find(item.as_string()) != std::string::npos;
   }
   if (container.is_object()) return item.is_string() && container.as_object().find(item.as_string()) != nullptr;
@@ -315,7 +324,8 @@ Value binary_op(std::string_view op, const Value& a, const Value& b, Budget& bud
     if ((seq.is_string() || seq.is_array()) && times.is_int()) {
       const std::int64_t k = std::max<std::int64_t>(times.as_int(), 0);
       const std::size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_array().size();
-      if (unit > 0 && static_cast<std::uint64_t>(k) > budget.max_string() / unit) budget.check_size(budget.max_string() + 1);
+      if (unit > 0 && static_cast<std::uint64_t>(k) > budget.max_string() / unit)
+        budget.check_size(budget.max_string() + 1);
       budget.step(k);
       if (seq.is_string()) {
         std::string out;
@@ -333,7 +343,8 @@ Value binary_op(std::string_view op, const Value& a, const Value& b, Budget& bud
       if (op == "/") return Value(a.as_double() / b.as_double());
       if (ints) {
         const std::int64_t x = a.as_int(), y = b.as_int();
-        if (x == std::numeric_limits<std::int64_t>::min() && y == -1) fail(ErrorCode::invalid_argument, "integer result out of range");
+        if (x == std::numeric_limits<std::int64_t>::min() && y == -1)
+          fail(ErrorCode::invalid_argument, "integer result out of range");
         std::int64_t q = x / y, r = x % y;
         if (r != 0 && ((r < 0) != (y < 0))) {
           --q;
@@ -355,7 +366,8 @@ Value binary_op(std::string_view op, const Value& a, const Value& b, Budget& bud
     }
     if (nums) return Value(std::pow(a.as_double(), b.as_double()));
   }
-  fail(ErrorCode::invalid_argument, "unsupported operand type(s) for {}: '{}' and '{}'", op, a.type_name(), b.type_name());
+  fail(ErrorCode::invalid_argument, "unsupported operand type(s) for {}: '{}' and '{}'", op, a.type_name(),
+       b.type_name());
 }
 
 Value global_function(std::string_view name) {
@@ -378,7 +390,8 @@ Value global_function(std::string_view name) {
       if (step == 0) fail(ErrorCode::invalid_argument, "range() arg 3 must not be zero");
       const long double count = step > 0 ? std::ceil(static_cast<long double>(stop - start) / step)
                                          : std::ceil(static_cast<long double>(start - stop) / -step);
-      if (count > 100000) fail(ErrorCode::invalid_argument, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+      if (count > 100000)
+        fail(ErrorCode::invalid_argument, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
       Array out;
       for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
       return Value::array(std::move(out));

@@ -231,4 +231,3 @@ NodePtr parse(const std::vector<Token>& tokens, int max_depth) {
 }
 
 }  // namespace ember::jinja
-

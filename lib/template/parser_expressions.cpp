@@ -80,9 +80,8 @@ NodePtr Parser::parse_compare() {
   MutableNode cmp;
   while (true) {
     std::string op;
-    if (cur().type == Type::op &&
-        (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == "<=" ||
-         cur().text == ">" || cur().text == ">=")) {
+    if (cur().type == Type::op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
+                                   cur().text == "<=" || cur().text == ">" || cur().text == ">=")) {
       op = cur().text;
       next();
     } else if (is_name("in")) {
@@ -159,9 +158,12 @@ NodePtr Parser::parse_primary() {
   auto n = make(Kind::literal);
   switch (tok.type) {
     case Type::name:
-      if (tok.text == "true" || tok.text == "True") n->value = Value(true);
-      else if (tok.text == "false" || tok.text == "False") n->value = Value(false);
-      else if (tok.text == "none" || tok.text == "None") n->value = Value::none();
+      if (tok.text == "true" || tok.text == "True")
+        n->value = Value(true);
+      else if (tok.text == "false" || tok.text == "False")
+        n->value = Value(false);
+      else if (tok.text == "none" || tok.text == "None")
+        n->value = Value::none();
       else {
         n->kind = Kind::name;
         n->name = tok.text;
@@ -373,6 +375,5 @@ NodePtr Parser::parse_test(NodePtr operand) {
   }
   return n;
 }
-
 
 }  // namespace ember::jinja::detail

@@ -7,8 +7,8 @@
 namespace ember::jinja {
 namespace {
 
-constexpr const char* kMonths[] = {"January", "February", "March", "April", "May", "June", "July",
-                                   "August", "September", "October", "November", "December"};
+constexpr const char* kMonths[] = {"January", "February", "March",     "April",   "May",      "June",
+                                   "July",    "August",   "September", "October", "November", "December"};
 constexpr const char* kDays[] = {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"};
 
 bool leap(int y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
@@ -29,7 +29,8 @@ int weekday(const CivilTime& t) {
 }  // namespace
 
 std::string format_time(std::string_view format, const CivilTime& t) {
-  if (t.month < 1 || t.month > 12 || t.day < 1 || t.day > 31) fail(ErrorCode::invalid_argument, "strftime_now: bad date");
+  if (t.month < 1 || t.month > 12 || t.day < 1 || t.day > 31)
+    fail(ErrorCode::invalid_argument, "strftime_now: bad date");
   std::string out;
   for (std::size_t i = 0; i < format.size(); ++i) {
     if (format[i] != '%' || i + 1 == format.size()) {
@@ -54,9 +55,7 @@ std::string format_time(std::string_view format, const CivilTime& t) {
       case 'a': out += std::string_view(kDays[weekday(t)]).substr(0, 3); break;
       case 'j': out += fmt::format("{:03d}", day_of_year(t)); break;
       case '%': out += '%'; break;
-      default:
-        out += '%';
-        out += c;
+      default: out += '%'; out += c;
     }
   }
   return out;

@@ -23,9 +23,9 @@
 namespace ember::jinja {
 
 struct Limits {
-  std::int64_t max_steps = 4'000'000;    // nodes evaluated, loop iterations, items serialised
-  std::size_t max_bytes = 16u << 20;     // the output, and any one string or list built
-  int max_depth = 200;                   // nested expressions, macro calls, loops, containers
+  std::int64_t max_steps = 4'000'000;  // nodes evaluated, loop iterations, items serialised
+  std::size_t max_bytes = 16u << 20;   // the output, and any one string or list built
+  int max_depth = 200;                 // nested expressions, macro calls, loops, containers
 };
 
 class Template {

@@ -96,7 +96,8 @@ std::string jinja_title(std::string_view s) {
   });
 }
 
-std::vector<std::string> python_split(std::string_view s, const std::string* sep, std::int64_t maxsplit, bool from_right) {
+std::vector<std::string> python_split(std::string_view s, const std::string* sep, std::int64_t maxsplit,
+                                      bool from_right) {
   std::vector<std::string> out;
   if (sep != nullptr) {
     if (sep->empty()) fail(ErrorCode::invalid_argument, "empty separator");
@@ -121,7 +122,8 @@ std::vector<std::string> python_split(std::string_view s, const std::string* sep
   // Runs of whitespace separate; none at the ends.
   std::vector<std::string_view> chars = utf8_chars(s);
   auto space = [&](std::size_t i) {
-    return !(chars[i].size() == 1 && static_cast<unsigned char>(chars[i][0]) >= 0x80) && is_python_space(decode(chars[i]));
+    return !(chars[i].size() == 1 && static_cast<unsigned char>(chars[i][0]) >= 0x80) &&
+           is_python_space(decode(chars[i]));
   };
   if (!from_right) {
     std::size_t i = 0;
@@ -180,8 +182,8 @@ std::vector<std::string> split_lines(std::string_view s) {
   return out;
 }
 
-std::string python_replace(std::string_view s, std::string_view old, std::string_view replacement,
-                           std::int64_t count, Budget& budget) {
+std::string python_replace(std::string_view s, std::string_view old, std::string_view replacement, std::int64_t count,
+                           Budget& budget) {
   std::string out;
   std::int64_t done = 0;
   if (old.empty()) {

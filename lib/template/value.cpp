@@ -164,12 +164,11 @@ std::vector<std::string_view> utf8_chars(std::string_view s) {
 
 bool is_python_space(std::uint32_t cp) {
   if (cp < 0x80) return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20);
-  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
-         cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+         cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
-std::string python_strip(std::string_view s, bool left, bool right, std::string_view chars,
-                         bool chars_given) {
+std::string python_strip(std::string_view s, bool left, bool right, std::string_view chars, bool chars_given) {
   const std::vector<std::string_view> cps = utf8_chars(s);
   std::vector<std::string_view> set;
   if (chars_given) set = utf8_chars(chars);
@@ -268,8 +267,9 @@ std::string string_repr(std::string_view s) {
     } else if (n == 1 && static_cast<unsigned char>(c) >= 0x80) {
       out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));  // not text Python sees
     } else if (!python_printable(cp)) {
-      out += cp < 0x100 ? fmt::format("\\x{:02x}", cp) : cp < 0x10000 ? fmt::format("\\u{:04x}", cp)
-                                                                       : fmt::format("\\U{:08x}", cp);
+      out += cp < 0x100     ? fmt::format("\\x{:02x}", cp)
+             : cp < 0x10000 ? fmt::format("\\u{:04x}", cp)
+                            : fmt::format("\\U{:08x}", cp);
     } else {
       out.append(s.substr(i, n));
     }
@@ -381,8 +381,8 @@ bool less(const Value& a, const Value& b) {
     }
     return x.size() < y.size();
   }
-  fail(ErrorCode::invalid_argument, "'<' not supported between instances of '{}' and '{}'",
-       a.type_name(), b.type_name());
+  fail(ErrorCode::invalid_argument, "'<' not supported between instances of '{}' and '{}'", a.type_name(),
+       b.type_name());
 }
 
 }  // namespace ember::jinja

@@ -111,8 +111,8 @@ std::string to_repr(const Value& value, Budget& budget);
 std::string float_repr(double value);
 
 struct JsonOptions {
-  int indent = -1;             // < 0: one line
-  std::string indent_text;     // used when not empty (json.dumps(indent="\t"))
+  int indent = -1;                            // < 0: one line
+  std::string indent_text;                    // used when not empty (json.dumps(indent="\t"))
   std::optional<std::string> item_separator;  // none: ", " on one line, "," when indented
   std::string key_separator = ": ";
   bool sort_keys = false;

@@ -161,8 +161,7 @@ class BpeTokenizer final : public Tokenizer {
     ws.symbols.clear();
     ws.heap.clear();
     for (std::int32_t i = 0; i < n; ++i) {
-      ws.symbols.push_back({byte_symbol_[static_cast<unsigned char>(word[i])], i - 1,
-                            i + 1 < n ? i + 1 : -1, true});
+      ws.symbols.push_back({byte_symbol_[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1, true});
     }
     for (std::int32_t i = 1; i < n; ++i) push_candidate(ws, i - 1, i);
 
@@ -232,8 +231,6 @@ class BpeTokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::shared_ptr<const Tokenizer> make_bpe_tokenizer(Vocab& vocab) {
-  return std::make_shared<BpeTokenizer>(vocab);
-}
+std::shared_ptr<const Tokenizer> make_bpe_tokenizer(Vocab& vocab) { return std::make_shared<BpeTokenizer>(vocab); }
 
 }  // namespace ember::tokenizer::detail

@@ -12,9 +12,7 @@
 namespace ember::tokenizer {
 namespace {
 
-bool contains(std::string_view s, std::string_view part) {
-  return s.find(part) != std::string_view::npos;
-}
+bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
 // Gemma 3's chat template as Google publishes it for the instruction-tuned Gemma 3 models
 // (tests/data/tokenizer/templates/gemma3.jinja); gemma-3-270m's GGUF file carries none.
@@ -141,8 +139,8 @@ ChatTemplate ChatTemplate::from_gguf(const model::GgufFile& file, const Tokenize
   auto text_of = [&](TokenId id) { return id >= 0 ? tokenizer.token_text(id) : std::string(); };
   std::string bos = text_of(tokenizer.bos()), eos = text_of(tokenizer.eos());
   if (!replacement.empty()) return detect(replacement, std::move(bos), std::move(eos));
-  return for_model(file.find_string("tokenizer.chat_template"),
-                   file.find_string("general.architecture").value_or(""), std::move(bos), std::move(eos));
+  return for_model(file.find_string("tokenizer.chat_template"), file.find_string("general.architecture").value_or(""),
+                   std::move(bos), std::move(eos));
 }
 
 const std::string& ChatTemplate::source() const { return template_->source(); }

@@ -47,8 +47,8 @@ const char* to_string(ChatFormat format);
 
 // How the model marks its reasoning in the text it writes, as its template shows.
 struct ReasoningFormat {
-  std::string open;   // "<think>"; empty: the template shows no reasoning markers
-  std::string close;  // "</think>"
+  std::string open;     // "<think>"; empty: the template shows no reasoning markers
+  std::string close;    // "</think>"
   bool toggle = false;  // the template reads `enable_thinking` (false turns thinking off)
   bool enabled() const { return !open.empty(); }
 };
@@ -68,13 +68,11 @@ class ChatTemplate {
   static ChatTemplate from_gguf(const model::GgufFile& file, const Tokenizer& tokenizer,
                                 std::string_view replacement = {});
   // The same from plain values: `jinja_source` is the template (nullopt: the file has none).
-  static ChatTemplate for_model(std::optional<std::string_view> jinja_source,
-                                std::string_view architecture, std::string bos_text = {},
-                                std::string eos_text = {});
+  static ChatTemplate for_model(std::optional<std::string_view> jinja_source, std::string_view architecture,
+                                std::string bos_text = {}, std::string eos_text = {});
   // Parses `jinja_source`. `bos_text`/`eos_text` are the texts of the model's BOS/EOS tokens
   // (the templates' bos_token/eos_token).
-  static ChatTemplate detect(std::string_view jinja_source, std::string bos_text = {},
-                             std::string eos_text = {});
+  static ChatTemplate detect(std::string_view jinja_source, std::string bos_text = {}, std::string eos_text = {});
 
   ChatFormat format() const { return format_; }
   const ReasoningFormat& reasoning() const { return reasoning_; }

@@ -21,16 +21,11 @@ struct Fragment {
   std::vector<std::size_t>& out;
   std::size_t prev_end;
 
-  Fragment(const std::vector<std::uint32_t>& c, std::size_t b, std::size_t e,
-           std::vector<std::size_t>& o)
+  Fragment(const std::vector<std::uint32_t>& c, std::size_t b, std::size_t e, std::vector<std::size_t>& o)
       : cpts(c), begin(b), end(e), out(o), prev_end(b) {}
 
-  std::uint32_t cp(std::size_t pos) const {
-    return pos >= begin && pos < end ? cpts[pos] : kOutOfRange;
-  }
-  std::uint16_t cls(std::size_t pos) const {
-    return pos >= begin && pos < end ? codepoint_class(cpts[pos]) : 0;
-  }
+  std::uint32_t cp(std::size_t pos) const { return pos >= begin && pos < end ? cpts[pos] : kOutOfRange; }
+  std::uint16_t cls(std::size_t pos) const { return pos >= begin && pos < end ? codepoint_class(cpts[pos]) : 0; }
   // Ends the current word at `pos`; returns its length (empty words are not emitted).
   std::size_t cut(std::size_t pos) {
     const std::size_t length = pos - prev_end;
@@ -164,9 +159,7 @@ void split_isolated(Fragment& f, Match match) {
   f.cut(f.end);
 }
 
-std::size_t match_number(const Fragment& f, std::size_t pos) {
-  return has(f.cls(pos), Class::number) ? 1 : 0;
-}
+std::size_t match_number(const Fragment& f, std::size_t pos) { return has(f.cls(pos), Class::number) ? 1 : 0; }
 std::size_t match_number_run(const Fragment& f, std::size_t pos) {
   std::size_t n = 0;
   while (has(f.cls(pos + n), Class::number)) ++n;
@@ -176,8 +169,7 @@ std::size_t match_punctuation_run(const Fragment& f, std::size_t pos) {
   auto is_punct = [&](std::size_t p) {
     const std::uint32_t cp = f.cp(p);
     if (cp == kOutOfRange) return false;
-    return has(f.cls(p), Class::punctuation) || std::u32string_view(U"$+<=>^~|").find(cp) !=
-                                                    std::u32string_view::npos;
+    return has(f.cls(p), Class::punctuation) || std::u32string_view(U"$+<=>^~|").find(cp) != std::u32string_view::npos;
   };
   std::size_t n = 0;
   while (is_punct(pos + n)) ++n;
@@ -193,8 +185,8 @@ std::size_t match_ascii_digit_triple(const Fragment& f, std::size_t pos) {
 
 // Applies one split to every current fragment, producing the next list of fragments.
 template <class Split>
-std::vector<std::size_t> refine(const std::vector<std::uint32_t>& cpts,
-                                const std::vector<std::size_t>& lengths, Split split) {
+std::vector<std::size_t> refine(const std::vector<std::uint32_t>& cpts, const std::vector<std::size_t>& lengths,
+                                Split split) {
   std::vector<std::size_t> out;
   out.reserve(lengths.size() + cpts.size() / 4);
   std::size_t start = 0;
@@ -214,14 +206,22 @@ PreTokenizer pre_tokenizer_from_name(std::string_view name) {
     PreTokenizer kind;
   };
   static constexpr std::array<Entry, 16> kNames{{
-      {"", PreTokenizer::standard},          {"default", PreTokenizer::standard},
-      {"gpt2", PreTokenizer::gpt2},          {"gpt-2", PreTokenizer::gpt2},
-      {"smollm", PreTokenizer::smollm},      {"starcoder", PreTokenizer::smollm},
-      {"refact", PreTokenizer::smollm},      {"command-r", PreTokenizer::smollm},
-      {"codeshell", PreTokenizer::smollm},   {"exaone", PreTokenizer::smollm},
-      {"llama-bpe", PreTokenizer::llama3},   {"llama3", PreTokenizer::llama3},
-      {"llama-v3", PreTokenizer::llama3},    {"qwen2", PreTokenizer::qwen2},
-      {"deepseek-r1-qwen", PreTokenizer::qwen2}, {"stablelm2", PreTokenizer::qwen2},
+      {"", PreTokenizer::standard},
+      {"default", PreTokenizer::standard},
+      {"gpt2", PreTokenizer::gpt2},
+      {"gpt-2", PreTokenizer::gpt2},
+      {"smollm", PreTokenizer::smollm},
+      {"starcoder", PreTokenizer::smollm},
+      {"refact", PreTokenizer::smollm},
+      {"command-r", PreTokenizer::smollm},
+      {"codeshell", PreTokenizer::smollm},
+      {"exaone", PreTokenizer::smollm},
+      {"llama-bpe", PreTokenizer::llama3},
+      {"llama3", PreTokenizer::llama3},
+      {"llama-v3", PreTokenizer::llama3},
+      {"qwen2", PreTokenizer::qwen2},
+      {"deepseek-r1-qwen", PreTokenizer::qwen2},
+      {"stablelm2", PreTokenizer::qwen2},
   }};
   for (const Entry& e : kNames) {
     if (e.name == name) return e.kind;
@@ -243,15 +243,12 @@ std::vector<std::size_t> pre_tokenize(PreTokenizer kind, const std::vector<std::
       words = refine(cpts, words, split_gpt2);
       words = refine(cpts, words, [](Fragment& f) { split_isolated(f, match_number_run); });
       return refine(cpts, words, [](Fragment& f) { split_isolated(f, match_ascii_digit_triple); });
-    case PreTokenizer::gpt2:
-      return refine(cpts, words, split_gpt2);
+    case PreTokenizer::gpt2: return refine(cpts, words, split_gpt2);
     case PreTokenizer::smollm:
       words = refine(cpts, words, [](Fragment& f) { split_isolated(f, match_number); });
       return refine(cpts, words, split_gpt2);
-    case PreTokenizer::llama3:
-      return refine(cpts, words, [](Fragment& f) { split_llama3(f, 3); });
-    case PreTokenizer::qwen2:
-      return refine(cpts, words, [](Fragment& f) { split_llama3(f, 1); });
+    case PreTokenizer::llama3: return refine(cpts, words, [](Fragment& f) { split_llama3(f, 3); });
+    case PreTokenizer::qwen2: return refine(cpts, words, [](Fragment& f) { split_llama3(f, 1); });
   }
   return words;
 }

@@ -17,9 +17,7 @@ namespace ember::tokenizer::detail {
 // Applies llama.cpp's text rules to `types` (indexed by token id) and returns the
 // end-of-generation ids, ascending. `tokens` are the token texts and `index` their index; of
 // `vocab` only the special ids are read.
-std::vector<TokenId> apply_llama_cpp_special_rules(const Vocab& vocab,
-                                                   const std::vector<std::string>& tokens,
-                                                   const TokenIndex& index,
-                                                   std::vector<TokenType>& types);
+std::vector<TokenId> apply_llama_cpp_special_rules(const Vocab& vocab, const std::vector<std::string>& tokens,
+                                                   const TokenIndex& index, std::vector<TokenType>& types);
 
 }  // namespace ember::tokenizer::detail

@@ -26,7 +26,7 @@ struct SpmSymbol {
 struct SpmCandidate {
   float score;
   std::int32_t left, right;
-  std::size_t size;  // bytes of the merged text, to detect stale candidates
+  std::size_t size;                              // bytes of the merged text, to detect stale candidates
   bool operator<(const SpmCandidate& o) const {  // highest score first, then leftmost
     return score != o.score ? score < o.score : left > o.left;
   }
@@ -36,8 +36,8 @@ class SpmTokenizer final : public Tokenizer {
  public:
   explicit SpmTokenizer(Vocab& vocab) : Tokenizer(vocab), unknown_(vocab.unknown) {
     if (vocab.scores.size() != tokens_.size()) {
-      fail(ErrorCode::invalid_model, "tokenizer.ggml.scores has {} entries for {} tokens",
-           vocab.scores.size(), tokens_.size());
+      fail(ErrorCode::invalid_model, "tokenizer.ggml.scores has {} entries for {} tokens", vocab.scores.size(),
+           tokens_.size());
     }
     scores_ = std::move(vocab.scores);
     add_bos_ = vocab.add_bos.value_or(true);
@@ -78,8 +78,8 @@ class SpmTokenizer final : public Tokenizer {
 
     std::vector<SpmSymbol> symbols;
     for (std::size_t offset = 0; offset < text.size();) {
-      const std::size_t size = std::min(utf8_sequence_length(static_cast<unsigned char>(text[offset])),
-                                        text.size() - offset);
+      const std::size_t size =
+          std::min(utf8_sequence_length(static_cast<unsigned char>(text[offset])), text.size() - offset);
       const auto index = static_cast<std::int32_t>(symbols.size());
       symbols.push_back({offset, size, index - 1, offset + size < text.size() ? index + 1 : -1});
       offset += size;
@@ -155,8 +155,6 @@ class SpmTokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::shared_ptr<const Tokenizer> make_spm_tokenizer(Vocab& vocab) {
-  return std::make_shared<SpmTokenizer>(vocab);
-}
+std::shared_ptr<const Tokenizer> make_spm_tokenizer(Vocab& vocab) { return std::make_shared<SpmTokenizer>(vocab); }
 
 }  // namespace ember::tokenizer::detail

@@ -26,15 +26,13 @@ Tokenizer::Tokenizer(Vocab& vocab) : tokens_(std::move(vocab.tokens)) {
   const auto n = static_cast<TokenId>(tokens_.size());
   if (n == 0) fail(ErrorCode::invalid_model, "tokenizer.ggml.tokens is empty");
   if (!vocab.types.empty() && vocab.types.size() != tokens_.size()) {
-    fail(ErrorCode::invalid_model, "tokenizer.ggml.token_type has {} entries for {} tokens",
-         vocab.types.size(), tokens_.size());
+    fail(ErrorCode::invalid_model, "tokenizer.ggml.token_type has {} entries for {} tokens", vocab.types.size(),
+         tokens_.size());
   }
-  types_ = vocab.types.empty() ? std::vector<TokenType>(tokens_.size(), TokenType::normal)
-                               : vocab.types;
+  types_ = vocab.types.empty() ? std::vector<TokenType>(tokens_.size(), TokenType::normal) : vocab.types;
   auto check_special = [n](TokenId id, const char* key) {
     if (id < -1 || id >= n) {
-      fail(ErrorCode::invalid_model, "tokenizer.ggml.{} = {} is outside the vocabulary of {}",
-           key, id, n);
+      fail(ErrorCode::invalid_model, "tokenizer.ggml.{} = {} is outside the vocabulary of {}", key, id, n);
     }
   };
   check_special(vocab.bos, "bos_token_id");
@@ -43,8 +41,8 @@ Tokenizer::Tokenizer(Vocab& vocab) : tokens_(std::move(vocab.tokens)) {
   check_special(vocab.unknown, "unknown_token_id");
   // The ids ember only uses to end generation: one outside the vocabulary is ignored, as
   // llama.cpp ignores it (with a warning) and loads the file.
-  for (TokenId* id : {&vocab.eom, &vocab.fim_pre, &vocab.fim_suf, &vocab.fim_mid, &vocab.fim_pad,
-                      &vocab.fim_rep, &vocab.fim_sep})
+  for (TokenId* id :
+       {&vocab.eom, &vocab.fim_pre, &vocab.fim_suf, &vocab.fim_mid, &vocab.fim_pad, &vocab.fim_rep, &vocab.fim_sep})
     if (*id < -1 || *id >= n) *id = -1;
   bos_ = vocab.bos;
   eos_ = vocab.eos;
@@ -58,18 +56,15 @@ Tokenizer::Tokenizer(Vocab& vocab) : tokens_(std::move(vocab.tokens)) {
   for (TokenId id = 0; id < n; ++id) {
     if (is_special_type(types_[id])) special_tokens_.push_back(id);
   }
-  std::sort(special_tokens_.begin(), special_tokens_.end(), [this](TokenId a, TokenId b) {
-    return tokens_[a].size() > tokens_[b].size();
-  });
+  std::sort(special_tokens_.begin(), special_tokens_.end(),
+            [this](TokenId a, TokenId b) { return tokens_[a].size() > tokens_[b].size(); });
   std::vector<std::string_view> texts;
   texts.reserve(special_tokens_.size());
   for (TokenId id : special_tokens_) texts.emplace_back(tokens_[id]);
   special_matcher_.build(texts);
 }
 
-std::shared_ptr<const Tokenizer> Tokenizer::from_vocab(const Vocab& vocab) {
-  return from_vocab(Vocab(vocab));
-}
+std::shared_ptr<const Tokenizer> Tokenizer::from_vocab(const Vocab& vocab) { return from_vocab(Vocab(vocab)); }
 
 std::shared_ptr<const Tokenizer> Tokenizer::from_vocab(Vocab&& vocab) {
   if (vocab.model == "gpt2") return detail::make_bpe_tokenizer(vocab);
@@ -80,15 +75,13 @@ std::shared_ptr<const Tokenizer> Tokenizer::from_vocab(Vocab&& vocab) {
        vocab.model);
 }
 
-std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special,
-                                       bool add_bos) const {
+std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special, bool add_bos) const {
   // Only the special tokens that occur in the text can split it; finding them is one pass.
   std::vector<int> present;
   special_matcher_.find_all(
       text,
       [&](int entry) {
-        return parse_special || types_[special_tokens_[static_cast<std::size_t>(entry)]] ==
-                                    TokenType::user_defined;
+        return parse_special || types_[special_tokens_[static_cast<std::size_t>(entry)]] == TokenType::user_defined;
       },
       present);
 
@@ -145,8 +138,7 @@ std::string Tokenizer::decode(const std::vector<TokenId>& ids, bool render_speci
 
 void Tokenizer::check_id(TokenId id) const {
   if (id < 0 || id >= vocab_size()) {
-    fail(ErrorCode::invalid_argument, "token id {} is outside the vocabulary of {} tokens", id,
-         vocab_size());
+    fail(ErrorCode::invalid_argument, "token id {} is outside the vocabulary of {} tokens", id, vocab_size());
   }
 }
 

@@ -28,24 +28,29 @@ namespace ember::tokenizer {
 using TokenId = std::int32_t;
 
 enum class TokenType : std::int32_t {  // as stored in tokenizer.ggml.token_type
-  undefined = 0, normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6,
+  undefined = 0,
+  normal = 1,
+  unknown = 2,
+  control = 3,
+  user_defined = 4,
+  unused = 5,
+  byte = 6,
 };
 
 // The tokenizer.* metadata of a model, as plain values.
 struct Vocab {
-  std::string model = "gpt2";           // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama"
-  std::string pre;                      // tokenizer.ggml.pre (gpt2 only); empty = "default"
-  std::vector<std::string> tokens;      // tokenizer.ggml.tokens
-  std::vector<float> scores;            // tokenizer.ggml.scores (llama: merge priority)
-  std::vector<TokenType> types;         // tokenizer.ggml.token_type; empty = all normal
-  std::vector<std::string> merges;      // tokenizer.ggml.merges "left right", rank = index (gpt2)
+  std::string model = "gpt2";                          // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama"
+  std::string pre;                                     // tokenizer.ggml.pre (gpt2 only); empty = "default"
+  std::vector<std::string> tokens;                     // tokenizer.ggml.tokens
+  std::vector<float> scores;                           // tokenizer.ggml.scores (llama: merge priority)
+  std::vector<TokenType> types;                        // tokenizer.ggml.token_type; empty = all normal
+  std::vector<std::string> merges;                     // tokenizer.ggml.merges "left right", rank = index (gpt2)
   TokenId bos = -1, eos = -1, eot = -1, unknown = -1;  // -1 = none
   // End of message and fill-in-the-middle ids (tokenizer.ggml.eom_token_id, fim_*_token_id):
   // llama.cpp finds them by text when the file does not name them (see special_tokens.hpp).
-  TokenId eom = -1, fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1,
-          fim_sep = -1;
-  std::optional<bool> add_bos;          // tokenizer.ggml.add_bos_token; default by model
-  std::optional<bool> add_space_prefix; // tokenizer.ggml.add_space_prefix (llama; default true)
+  TokenId eom = -1, fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
+  std::optional<bool> add_bos;           // tokenizer.ggml.add_bos_token; default by model
+  std::optional<bool> add_space_prefix;  // tokenizer.ggml.add_space_prefix (llama; default true)
 };
 
 // Reads a Vocab from a GGUF file. Throws Error(invalid_model) for missing or inconsistent
@@ -72,8 +77,7 @@ class Tokenizer {
   // `add_bos` prepends BOS when the model asks for it (tokenizer.ggml.add_bos_token). Never
   // throws on any bytes: invalid UTF-8 is handled as llama.cpp handles it (byte-level BPE: each
   // undecodable byte is tokenized as U+FFFD; SentencePiece: the bytes become byte tokens).
-  std::vector<TokenId> encode(std::string_view text, bool parse_special,
-                              bool add_bos = false) const;
+  std::vector<TokenId> encode(std::string_view text, bool parse_special, bool add_bos = false) const;
 
   // The bytes of one token as it appears in text (control tokens give their text only when
   // `render_special`). Throws Error(invalid_argument) for an id outside the vocabulary.
@@ -119,7 +123,7 @@ class Tokenizer {
   TokenId bos_ = -1, eos_ = -1;
   bool add_bos_ = false;
   bool strip_space_prefix_ = false;  // decode() drops the space encode() put in front
-  int missing_byte_tokens_ = 0;       // set by the derived constructor
+  int missing_byte_tokens_ = 0;      // set by the derived constructor
 };
 
 // Turns a stream of token ids into text pieces that are always complete UTF-8: bytes of a

@@ -10,9 +10,8 @@ namespace {
 std::uint16_t lookup_range(std::uint32_t cp) {
   const detail::CodepointRange* begin = detail::kCodepointRanges;
   const detail::CodepointRange* end = begin + detail::kCodepointRangeCount;
-  auto it = std::upper_bound(begin, end, cp, [](std::uint32_t value, const auto& range) {
-    return value < range.first;
-  });
+  auto it =
+      std::upper_bound(begin, end, cp, [](std::uint32_t value, const auto& range) { return value < range.first; });
   return it == begin ? CodepointClass::undefined : (it - 1)->classes;
 }
 
@@ -83,13 +82,11 @@ std::vector<std::uint32_t> decode_utf8(std::string_view text) {
     } else if ((b0 & 0xE0) == 0xC0 && i + 1 < n && is_continuation(byte(i + 1))) {
       out.push_back((std::uint32_t(b0 & 0x1F) << 6) | (byte(i + 1) & 0x3F));
       i += 2;
-    } else if ((b0 & 0xF0) == 0xE0 && i + 2 < n && is_continuation(byte(i + 1)) &&
-               is_continuation(byte(i + 2))) {
-      out.push_back((std::uint32_t(b0 & 0x0F) << 12) | (std::uint32_t(byte(i + 1) & 0x3F) << 6) |
-                    (byte(i + 2) & 0x3F));
+    } else if ((b0 & 0xF0) == 0xE0 && i + 2 < n && is_continuation(byte(i + 1)) && is_continuation(byte(i + 2))) {
+      out.push_back((std::uint32_t(b0 & 0x0F) << 12) | (std::uint32_t(byte(i + 1) & 0x3F) << 6) | (byte(i + 2) & 0x3F));
       i += 3;
-    } else if ((b0 & 0xF8) == 0xF0 && i + 3 < n && is_continuation(byte(i + 1)) &&
-               is_continuation(byte(i + 2)) && is_continuation(byte(i + 3))) {
+    } else if ((b0 & 0xF8) == 0xF0 && i + 3 < n && is_continuation(byte(i + 1)) && is_continuation(byte(i + 2)) &&
+               is_continuation(byte(i + 3))) {
       out.push_back((std::uint32_t(b0 & 0x07) << 18) | (std::uint32_t(byte(i + 1) & 0x3F) << 12) |
                     (std::uint32_t(byte(i + 2) & 0x3F) << 6) | (byte(i + 3) & 0x3F));
       i += 4;

@@ -3,8 +3,8 @@
 // instead of a silent wrap-around).
 #pragma once
 
-#include <ember/ember.hpp>
 #include <fmt/format.h>
+#include <ember/ember.hpp>
 
 #include <cstdint>
 #include <limits>
@@ -20,10 +20,10 @@ template <class... Args>
 
 // Internal invariant (a bug if it fails): still an exception, never an abort, because ember
 // runs inside someone else's process.
-#define EMBER_ASSERT(cond)                                                                   \
-  do {                                                                                       \
-    if (!(cond)) ::ember::fail(::ember::ErrorCode::internal, "internal check failed: {} ({}:{})", \
-                               #cond, __FILE__, __LINE__);                                   \
+#define EMBER_ASSERT(cond)                                                                                         \
+  do {                                                                                                             \
+    if (!(cond))                                                                                                   \
+      ::ember::fail(::ember::ErrorCode::internal, "internal check failed: {} ({}:{})", #cond, __FILE__, __LINE__); \
   } while (0)
 
 inline std::optional<std::uint64_t> checked_add(std::uint64_t a, std::uint64_t b) {

@@ -37,7 +37,7 @@ inline std::uint16_t float_to_fp16(float f) {
   const std::uint32_t x = float_to_bits(f);
   const std::uint32_t sign = (x >> 16) & 0x8000u;
   const std::uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // nan
+  if (abs > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);   // nan
   if (abs >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // overflow -> inf
   if (abs < 0x38800000u) {
     // subnormal or zero in half: round(abs_value * 2^24)

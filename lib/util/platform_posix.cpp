@@ -98,10 +98,11 @@ void* allocate_pages(std::size_t bytes, std::size_t alignment) {
   void* mapping = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mapping == MAP_FAILED) fail(ErrorCode::out_of_memory, "cannot map {} bytes of memory", mapped);
   auto* first = static_cast<std::uint8_t*>(mapping);
-  auto* begin = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(first) + alignment - 1) /
-                                                alignment * alignment);
+  auto* begin = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(first) + alignment - 1) / alignment *
+                                                alignment);
   if (begin > first) ::munmap(first, static_cast<std::size_t>(begin - first));
-  if (first + mapped > begin + bytes) ::munmap(begin + bytes, static_cast<std::size_t>(first + mapped - (begin + bytes)));
+  if (first + mapped > begin + bytes)
+    ::munmap(begin + bytes, static_cast<std::size_t>(first + mapped - (begin + bytes)));
 #ifdef MADV_HUGEPAGE
   ::madvise(begin, bytes, MADV_HUGEPAGE);  // advice: small pages where it is not taken
 #endif

@@ -40,7 +40,8 @@ FileView map_file_readonly(const std::string& path) {
   // Others may read, and delete or replace the file (as on POSIX): the mapping keeps its data.
   HANDLE file = CreateFileW(wide(path).c_str(), GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_DELETE, nullptr,
                             OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, nullptr);
-  if (file == INVALID_HANDLE_VALUE) fail(ErrorCode::io, "cannot open '{}': {}", path, os_error_text(static_cast<int>(GetLastError())));
+  if (file == INVALID_HANDLE_VALUE)
+    fail(ErrorCode::io, "cannot open '{}': {}", path, os_error_text(static_cast<int>(GetLastError())));
   LARGE_INTEGER size{};
   if (!GetFileSizeEx(file, &size) || GetFileType(file) != FILE_TYPE_DISK) {
     CloseHandle(file);
@@ -96,8 +97,8 @@ void* allocate_pages(std::size_t bytes, std::size_t alignment) {
   const std::size_t reserved = bytes + (alignment > 65536 ? alignment : 0);
   auto* first = static_cast<std::uint8_t*>(VirtualAlloc(nullptr, reserved, MEM_RESERVE, PAGE_NOACCESS));
   if (first == nullptr) fail(ErrorCode::out_of_memory, "cannot reserve {} bytes of memory", reserved);
-  auto* begin = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(first) + alignment - 1) /
-                                                alignment * alignment);
+  auto* begin = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(first) + alignment - 1) / alignment *
+                                                alignment);
   if (VirtualAlloc(begin, bytes, MEM_COMMIT, PAGE_READWRITE) == nullptr) {
     VirtualFree(first, 0, MEM_RELEASE);
     fail(ErrorCode::out_of_memory, "cannot commit {} bytes of memory", bytes);
@@ -147,8 +148,10 @@ OsError write_all_at(FileHandle file, std::uint64_t offset, const void* bytes, s
     at.OffsetHigh = static_cast<DWORD>(offset >> 32);
     const DWORD chunk = n > (1u << 30) ? (1u << 30) : static_cast<DWORD>(n);
     DWORD done = 0;
-    if (!WriteFile(handle_of(file), p, chunk, &done, &at)) result = static_cast<OsError>(GetLastError());
-    else if (done == 0) result = ERROR_DISK_FULL;
+    if (!WriteFile(handle_of(file), p, chunk, &done, &at))
+      result = static_cast<OsError>(GetLastError());
+    else if (done == 0)
+      result = ERROR_DISK_FULL;
     p += done;
     offset += done;
     n -= done;

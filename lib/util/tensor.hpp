@@ -19,18 +19,34 @@ enum class DType : std::uint8_t { f32, f16, bf16, i8, u8, i32 };
 
 constexpr std::size_t dtype_size(DType t) {
   switch (t) {
-    case DType::f32: case DType::i32: return 4;
-    case DType::f16: case DType::bf16: return 2;
-    case DType::i8: case DType::u8: return 1;
+    case DType::f32:
+    case DType::i32: return 4;
+    case DType::f16:
+    case DType::bf16: return 2;
+    case DType::i8:
+    case DType::u8: return 1;
   }
   return 0;
 }
 
-template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<std::int8_t>() { return DType::i8; }
-template <> constexpr DType dtype_of<std::uint8_t>() { return DType::u8; }
-template <> constexpr DType dtype_of<std::int32_t>() { return DType::i32; }
+template <class T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<std::int8_t>() {
+  return DType::i8;
+}
+template <>
+constexpr DType dtype_of<std::uint8_t>() {
+  return DType::u8;
+}
+template <>
+constexpr DType dtype_of<std::int32_t>() {
+  return DType::i32;
+}
 
 // Where a tensor's memory lives (ember::Device, in the public API, names a compute device).
 enum class MemorySpace : std::uint8_t { host, cuda };
@@ -81,12 +97,16 @@ class Tensor {
   bool empty() const { return data_ == nullptr; }
 
   void* raw() const { return data_; }
-  template <class T> T* data() const {
+  template <class T>
+  T* data() const {
     EMBER_ASSERT(dtype_ == dtype_of<T>());
     return static_cast<T*>(data_);
   }
   // Row i of a tensor viewed as [dim(0), rest...].
-  template <class T> T* row(std::int64_t i) const { return data<T>() + i * strides_[0]; }
+  template <class T>
+  T* row(std::int64_t i) const {
+    return data<T>() + i * strides_[0];
+  }
 
  private:
   void init_shape(DType dtype, std::initializer_list<std::int64_t> shape) {

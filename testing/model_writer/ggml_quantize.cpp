@@ -69,8 +69,7 @@ void quantize_q4_1(const float* x, std::uint8_t* b) {
 std::vector<std::uint8_t> quantize(GgmlType type, const float* src, std::int64_t elements) {
   const GgmlTypeInfo& info = ggml_type_info(type);
   if (elements < 0 || elements % info.block_elements != 0) {
-    fail(ErrorCode::invalid_argument, "quantize: {} elements is not a whole number of {} blocks",
-         elements, info.name);
+    fail(ErrorCode::invalid_argument, "quantize: {} elements is not a whole number of {} blocks", elements, info.name);
   }
   const std::int64_t blocks = elements / info.block_elements;
   std::vector<std::uint8_t> out(static_cast<std::size_t>(blocks * info.block_bytes));
@@ -97,8 +96,7 @@ std::vector<std::uint8_t> quantize(GgmlType type, const float* src, std::int64_t
     case GgmlType::Q4_1:
       for (std::int64_t k = 0; k < blocks; ++k) quantize_q4_1(src + k * kQK, dst + k * 20);
       return out;
-    default:
-      fail(ErrorCode::unsupported, "quantize: writing {} tensors is not supported", info.name);
+    default: fail(ErrorCode::unsupported, "quantize: writing {} tensors is not supported", info.name);
   }
 }
 

@@ -17,7 +17,8 @@ namespace {
 class ByteSink {
  public:
   explicit ByteSink(std::vector<std::uint8_t>& out) : out_(out) {}
-  template <class T> void put(T v) {
+  template <class T>
+  void put(T v) {
     const std::size_t at = out_.size();
     out_.resize(at + sizeof v);
     std::memcpy(out_.data() + at, &v, sizeof v);
@@ -35,7 +36,8 @@ class ByteSink {
   std::vector<std::uint8_t>& out_;
 };
 
-template <class T> std::vector<std::uint8_t> scalar(GgufType type, T v) {
+template <class T>
+std::vector<std::uint8_t> scalar(GgufType type, T v) {
   std::vector<std::uint8_t> out;
   ByteSink s(out);
   s.put_type(type);
@@ -43,7 +45,8 @@ template <class T> std::vector<std::uint8_t> scalar(GgufType type, T v) {
   return out;
 }
 
-template <class T> std::vector<std::uint8_t> array(GgufType element, const std::vector<T>& v) {
+template <class T>
+std::vector<std::uint8_t> array(GgufType element, const std::vector<T>& v) {
   std::vector<std::uint8_t> out;
   ByteSink s(out);
   s.put_type(GgufType::array);
@@ -59,11 +62,9 @@ template <class T> std::vector<std::uint8_t> array(GgufType element, const std::
   return out;
 }
 
-void check_shape(const std::string& name, GgmlType type, const std::vector<std::int64_t>& shape,
-                 std::uint64_t bytes) {
+void check_shape(const std::string& name, GgmlType type, const std::vector<std::int64_t>& shape, std::uint64_t bytes) {
   if (shape.empty() || shape.size() > 4) {
-    fail(ErrorCode::invalid_argument, "tensor '{}' has {} dimensions (1 to 4 allowed)", name,
-         shape.size());
+    fail(ErrorCode::invalid_argument, "tensor '{}' has {} dimensions (1 to 4 allowed)", name, shape.size());
   }
   std::int64_t n = 1;
   for (std::int64_t d : shape) {
@@ -72,12 +73,12 @@ void check_shape(const std::string& name, GgmlType type, const std::vector<std::
   }
   const auto row = ggml_row_bytes(type, shape[0]);
   if (!row) {
-    fail(ErrorCode::invalid_argument, "tensor '{}': a row of {} is not a whole number of {} blocks",
-         name, shape[0], ggml_type_info(type).name);
+    fail(ErrorCode::invalid_argument, "tensor '{}': a row of {} is not a whole number of {} blocks", name, shape[0],
+         ggml_type_info(type).name);
   }
   if (*row * static_cast<std::uint64_t>(n / shape[0]) != bytes) {
-    fail(ErrorCode::invalid_argument, "tensor '{}' has {} bytes of data, its shape needs {}", name,
-         bytes, *row * static_cast<std::uint64_t>(n / shape[0]));
+    fail(ErrorCode::invalid_argument, "tensor '{}' has {} bytes of data, its shape needs {}", name, bytes,
+         *row * static_cast<std::uint64_t>(n / shape[0]));
   }
 }
 
@@ -124,14 +125,13 @@ void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<
   std::int64_t n = 1;
   for (std::int64_t d : shape) n *= d;
   if (shape.empty() || static_cast<std::int64_t>(values.size()) != n) {
-    fail(ErrorCode::invalid_argument, "tensor '{}': {} values do not match its shape", name,
-         values.size());
+    fail(ErrorCode::invalid_argument, "tensor '{}': {} values do not match its shape", name, values.size());
   }
   add_raw_tensor(name, type, std::move(shape), quantize(type, values.data(), n));
 }
 
-void GgufWriter::add_raw_tensor(const std::string& name, GgmlType type,
-                                std::vector<std::int64_t> shape, std::vector<std::uint8_t> bytes) {
+void GgufWriter::add_raw_tensor(const std::string& name, GgmlType type, std::vector<std::int64_t> shape,
+                                std::vector<std::uint8_t> bytes) {
   check_shape(name, type, shape, bytes.size());
   for (const PendingTensor& t : tensors_) {
     if (t.name == name) fail(ErrorCode::invalid_argument, "tensor '{}' was added twice", name);
@@ -144,8 +144,8 @@ std::vector<std::uint8_t> GgufWriter::bytes() const {
   ByteSink s(out);
   s.put(std::uint32_t{3});
   s.put(static_cast<std::uint64_t>(tensors_.size()));
-  const bool has_alignment = std::any_of(metadata_.begin(), metadata_.end(),
-                                         [](const Entry& e) { return e.key == "general.alignment"; });
+  const bool has_alignment =
+      std::any_of(metadata_.begin(), metadata_.end(), [](const Entry& e) { return e.key == "general.alignment"; });
   s.put(static_cast<std::uint64_t>(metadata_.size() + (has_alignment ? 0 : 1)));
   if (!has_alignment) {
     s.put_string("general.alignment");

@@ -37,7 +37,7 @@ class GgufWriter {
   void add_raw_tensor(const std::string& name, GgmlType type, std::vector<std::int64_t> shape,
                       std::vector<std::uint8_t> bytes);
 
-  std::vector<std::uint8_t> bytes() const;  // the whole file image
+  std::vector<std::uint8_t> bytes() const;    // the whole file image
   void write(const std::string& path) const;  // throws Error(io)
 
  private:
@@ -89,8 +89,7 @@ struct SyntheticModelSpec {
   // high_freq_factor, `factor` above original_context / low_freq_factor, smoothly in between.
   // Set them as config.rope_freq_factors to write a Llama-3-style file.
   static std::vector<float> llama3_rope_factors(const ModelConfig& config, float factor = 8.0f,
-                                                float low_freq_factor = 1.0f,
-                                                float high_freq_factor = 4.0f,
+                                                float low_freq_factor = 1.0f, float high_freq_factor = 4.0f,
                                                 int original_context = 8192);
 };
 

@@ -77,7 +77,8 @@ ModelConfig SyntheticModelSpec::architecture_config(const std::string& name) {
     }
     c.rope_attention_factor = 1.19f;
   } else {
-    fail(ErrorCode::invalid_argument, "no architecture test model '{}' (llama3, qwen2, qwen3, gemma3, phi3, phi3_long)", name);
+    fail(ErrorCode::invalid_argument, "no architecture test model '{}' (llama3, qwen2, qwen3, gemma3, phi3, phi3_long)",
+         name);
   }
   return c;
 }
@@ -98,8 +99,8 @@ ModelConfig SyntheticModelSpec::default_model_config() {
 }
 
 std::vector<float> SyntheticModelSpec::llama3_rope_factors(const ModelConfig& config, float factor,
-                                                            float low_freq_factor, float high_freq_factor,
-                                                            int original_context) {
+                                                           float low_freq_factor, float high_freq_factor,
+                                                           int original_context) {
   const int dims = config.rope_dims != 0 ? config.rope_dims : config.head_dim;
   const double old_context = original_context;
   const double low_freq_wavelen = old_context / low_freq_factor;
@@ -273,8 +274,7 @@ ModelConfig checked_config(const SyntheticModelSpec& spec) {
     fail(ErrorCode::invalid_argument, "synthetic model: architecture '{}' ({})", c.architecture,
          supported_architectures());
   }
-  if (c.layers <= 0 || c.embedding <= 0 || c.ffn <= 0 || c.heads <= 0 || c.kv_heads <= 0 ||
-      c.context_length <= 0) {
+  if (c.layers <= 0 || c.embedding <= 0 || c.ffn <= 0 || c.heads <= 0 || c.kv_heads <= 0 || c.context_length <= 0) {
     fail(ErrorCode::invalid_argument, "synthetic model: layers, widths, heads and context must be positive");
   }
   if (c.heads % c.kv_heads != 0) {
@@ -285,8 +285,8 @@ ModelConfig checked_config(const SyntheticModelSpec& spec) {
   // Heads normed on their own (Qwen3, Gemma 3) are wider or narrower than embedding / heads
   // (key_length says so).
   if (c.head_dim * c.heads != c.embedding && !arch->qk_norm) {
-    fail(ErrorCode::invalid_argument, "synthetic model: embedding {} != {} heads x {}", c.embedding,
-         c.heads, c.head_dim);
+    fail(ErrorCode::invalid_argument, "synthetic model: embedding {} != {} heads x {}", c.embedding, c.heads,
+         c.head_dim);
   }
   if (c.sliding_window > 0 && arch->sliding_window_pattern == 0) {
     fail(ErrorCode::invalid_argument, "synthetic model: architecture '{}' has no sliding layers", c.architecture);

@@ -78,8 +78,8 @@ void check_architecture(const std::string& name) {
   auto kernels = backend::cpu::make_cpu_backend(file, c, at_precision(options, Precision::fp32));
   for (auto* b : {reference.get(), kernels.get()}) {
     const Agreement a = against_llama_cpp(*b, golden);
-    MESSAGE(name, " ", b->name(), " vs llama.cpp: max abs logit difference ", a.max_abs, ", mean ",
-            a.mean_abs, ", top-1 agreement ", a.top1 * 100, " %");
+    MESSAGE(name, " ", b->name(), " vs llama.cpp: max abs logit difference ", a.max_abs, ", mean ", a.mean_abs,
+            ", top-1 agreement ", a.top1 * 100, " %");
     // Logits here are O(1-30): FP32 rounding in a different order stays far below 1e-2.
     CHECK(a.max_abs < 1e-2);
     CHECK(a.mean_abs < 1e-3);

@@ -24,7 +24,6 @@ backend::BackendOptions at_precision(backend::BackendOptions options, Precision 
   return options;
 }
 
-
 std::shared_ptr<const model::GgufFile> synthetic(const model::ModelConfig& config, std::uint64_t seed) {
   model::SyntheticModelSpec spec;
   spec.config = config;
@@ -89,8 +88,7 @@ void check_paths(const model::ModelConfig& config) {
   MESSAGE("reference f16 KV vs f32 KV: rel ", f16_diff.rel);
   CHECK(f16_diff.rel < 5e-3);
   const Diff int8_diff = compare(quant, ref, c.vocab);
-  MESSAGE("kernel int8 vs reference: max abs ", int8_diff.max_abs, ", rel ", int8_diff.rel,
-          ", top-1 ", int8_diff.top1);
+  MESSAGE("kernel int8 vs reference: max abs ", int8_diff.max_abs, ", rel ", int8_diff.rel, ", top-1 ", int8_diff.top1);
   CHECK(int8_diff.rel < 0.05);
   CHECK(int8_diff.rel > 0.0);  // the int8 path really quantizes
   CHECK(int8_diff.top1 >= 0.85);
@@ -101,9 +99,7 @@ void check_paths(const model::ModelConfig& config) {
   CHECK(smooth_diff.top1 >= 0.85);
 }
 
-TEST_CASE("llama: every CPU path matches the reference") {
-  check_paths(model::SyntheticModelSpec::tiny_config());
-}
+TEST_CASE("llama: every CPU path matches the reference") { check_paths(model::SyntheticModelSpec::tiny_config()); }
 
 TEST_CASE("qwen2: half RoPE layout and attention biases match the reference") {
   model::ModelConfig c = model::SyntheticModelSpec::tiny_config();
@@ -194,15 +190,15 @@ void check_rope_scaling_applied(const model::ModelConfig& config, const model::M
   options.threads = 2;
   const auto tokens = random_tokens(45, c.vocab, 3);
   const auto ref = run(*backend::cpu::make_reference_backend(file, c, options), tokens, KvCacheType::f32, 45);
-  const auto ref_plain = run(*backend::cpu::make_reference_backend(plain_file, plain, options), tokens,
-                             KvCacheType::f32, 45);
+  const auto ref_plain =
+      run(*backend::cpu::make_reference_backend(plain_file, plain, options), tokens, KvCacheType::f32, 45);
   const Diff moved = compare(ref_plain, ref, c.vocab);
   MESSAGE("reference with vs without RoPE scaling: rel ", moved.rel, ", top-1 ", moved.top1);
   CHECK(moved.rel > 0.01);  // 100 times the fp32 path's tolerance (1e-4)
   for (Precision precision : {Precision::fp32, Precision::int8}) {
     CAPTURE(static_cast<int>(precision));
-    const auto fast = run(*backend::cpu::make_cpu_backend(file, c, at_precision(options, precision)), tokens,
-                          KvCacheType::f16, 16);
+    const auto fast =
+        run(*backend::cpu::make_cpu_backend(file, c, at_precision(options, precision)), tokens, KvCacheType::f16, 16);
     const double to_scaled = compare(fast, ref, c.vocab).rel, to_plain = compare(fast, ref_plain, c.vocab).rel;
     MESSAGE("CPU backend vs scaled reference: rel ", to_scaled, "; vs unscaled: rel ", to_plain);
     CHECK(to_scaled < to_plain / 4);  // int8's own error is within check_paths' 0.05, not this
@@ -281,7 +277,8 @@ TEST_CASE("a flattened batch of several sequences equals each sequence alone") {
   }
 }
 
-TEST_CASE("a pass in pieces (a stage, or part of a product or of attention, per call) equals the whole pass bit for bit") {
+TEST_CASE(
+    "a pass in pieces (a stage, or part of a product or of attention, per call) equals the whole pass bit for bit") {
   model::SyntheticModelSpec spec;
   spec.config.vocab = 4096;  // a head of about seven layers' weights
   for (const model::GgmlType type : {model::GgmlType::Q8_0, model::GgmlType::Q4_0}) {

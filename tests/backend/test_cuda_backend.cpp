@@ -144,8 +144,10 @@ TEST_CASE("Llama 3 RoPE frequency factors and linear scaling: CUDA follows the C
   backend::BackendOptions cpu_options;
   cpu_options.threads = 4;
   const auto tokens = random_tokens(60, c.vocab, 4);
-  const auto want = teacher_forced(*backend::cpu::make_cpu_backend(file, c, at_precision(cpu_options, Precision::int8)), tokens, 40);
-  const auto wrong = teacher_forced(*backend::cpu::make_cpu_backend(file, unscaled, at_precision(cpu_options, Precision::int8)), tokens, 40);
+  const auto want =
+      teacher_forced(*backend::cpu::make_cpu_backend(file, c, at_precision(cpu_options, Precision::int8)), tokens, 40);
+  const auto wrong = teacher_forced(
+      *backend::cpu::make_cpu_backend(file, unscaled, at_precision(cpu_options, Precision::int8)), tokens, 40);
   for (Precision p : {Precision::int8, Precision::fp16}) {
     auto gpu = backend::cuda::make_cuda_backend(file, c, cuda_options(p));
     const auto got = teacher_forced(*gpu, tokens, 40);

@@ -83,7 +83,8 @@ TEST_CASE("the Gemma 3 and Qwen3 ops match the CPU: q/k norm, gelu_mul, scale, a
   kc::rmsnorm_heads(dx.as<float>(), rows, ld, heads, head_dim, dw.as<float>(), 1e-6f, nullptr);
   const auto normed = to_host<float>(dx, x.size());
   CHECK(max_abs_diff(normed, expect) < 1e-5);
-  CHECK(normed[static_cast<std::size_t>(heads * head_dim)] == x[static_cast<std::size_t>(heads * head_dim)]);  // past the heads: untouched
+  CHECK(normed[static_cast<std::size_t>(heads * head_dim)] ==
+        x[static_cast<std::size_t>(heads * head_dim)]);  // past the heads: untouched
 
   const std::int64_t ffn = 640;
   const auto gu = random_floats(rows * 2 * ffn, 13, 4.0f);
@@ -109,7 +110,8 @@ TEST_CASE("rope matches the CPU in both layouts") {
     auto x = random_floats(rows * ld, 4);
     auto dx = to_device(x);
     auto dpos = to_device(positions);
-    auto dcos = to_device(std::vector<float>(rows * rope_dims / 2)), dsin = to_device(std::vector<float>(rows * rope_dims / 2));
+    auto dcos = to_device(std::vector<float>(rows * rope_dims / 2)),
+         dsin = to_device(std::vector<float>(rows * rope_dims / 2));
     kc::rope_angles(dpos.as<std::int32_t>(), rows, rope_dims, 10000.0f, nullptr, 1.0f, dcos.as<float>(),
                     dsin.as<float>(), nullptr);
     kc::rope(dx.as<float>(), rows, ld, heads, head_dim, rope_dims, dcos.as<float>(), dsin.as<float>(),
@@ -188,7 +190,8 @@ TEST_CASE("INT8 GEMM with per-row x per-column scales, FP16 GEMM") {
     for (std::int64_t r = 0; r < m; ++r)
       for (std::int64_t c = 0; c < n; ++c) {
         double s = 0;
-        for (std::int64_t i = 0; i < k; ++i) s += fp16_to_float(xh[r * k + i]) * static_cast<double>(fp16_to_float(wh[c * k + i]));
+        for (std::int64_t i = 0; i < k; ++i)
+          s += fp16_to_float(xh[r * k + i]) * static_cast<double>(fp16_to_float(wh[c * k + i]));
         expect16[r * n + c] = static_cast<float>(s);
       }
     auto dxh = to_device(xh), dwh = to_device(wh);
@@ -201,7 +204,7 @@ TEST_CASE("the fused INT8 GEMV equals the GEMM and its epilogue bit for bit, eve
   test::require_cuda_device();
   const kc::Blas blas(nullptr);
   for (const std::int64_t k : {std::int64_t{1536}, std::int64_t{1540}}) {  // 16-byte and 4-byte lanes
-    const std::int64_t n = 388, rows = 11;  // 8 + 3: two groups of rows
+    const std::int64_t n = 388, rows = 11;                                 // 8 + 3: two groups of rows
     std::mt19937 rng(static_cast<unsigned>(k));
     std::uniform_int_distribution<int> byte(-127, 127);
     std::vector<std::int8_t> q(static_cast<std::size_t>(rows * k)), w(static_cast<std::size_t>(n * k));
@@ -223,7 +226,8 @@ TEST_CASE("the fused INT8 GEMV equals the GEMM and its epilogue bit for bit, eve
                     got.as<float>(), accumulate, nullptr);
         const auto a = to_host<float>(want, y0.size()), b = to_host<float>(got, y0.size());
         REQUIRE(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-        if (m < rows) CHECK(b[static_cast<std::size_t>(m * n)] == y0[static_cast<std::size_t>(m * n)]);  // rows past m untouched
+        if (m < rows)
+          CHECK(b[static_cast<std::size_t>(m * n)] == y0[static_cast<std::size_t>(m * n)]);  // rows past m untouched
       }
   }
 }
@@ -271,8 +275,8 @@ void check_attention(KvCacheType dtype, int head_dim, int window = 0) {
   options.window = window;
   options.scale = window > 0 ? 0.0625f : 0.0f;
   const float scale = window > 0 ? 0.0625f : 1.0f / std::sqrt(static_cast<float>(head_dim));
-  kh::paged_attention(qkv.data(), ldqkv, positions.data(), seqs, 2, heads, cpu_layout, k_cache.data(),
-                      v_cache.data(), expect.data(), width, ctx, workspace, options);
+  kh::paged_attention(qkv.data(), ldqkv, positions.data(), seqs, 2, heads, cpu_layout, k_cache.data(), v_cache.data(),
+                      expect.data(), width, ctx, workspace, options);
   std::vector<std::int32_t> tables(table_a);
   tables.insert(tables.end(), table_b.begin(), table_b.end());
   std::vector<std::int32_t> row_tables(static_cast<std::size_t>(rows), -1);
@@ -296,7 +300,7 @@ TEST_CASE("KV store and paged attention match the CPU (f16 and f32, GQA, head_di
 
 TEST_CASE("paged attention with a sliding window and a scale of its own matches the CPU") {
   test::require_cuda_device();
-  check_attention(KvCacheType::f16, 64, 7);    // windows inside a block and across blocks
+  check_attention(KvCacheType::f16, 64, 7);  // windows inside a block and across blocks
   check_attention(KvCacheType::f32, 128, 20);
 }
 

@@ -54,7 +54,8 @@ std::vector<char> logits_at_this_tier() {
       const auto prompt = test::random_tokens(37, c.vocab, 5);
       std::vector<float> logits = runner.append(prompt, /*all_rows=*/true, 7);
       for (int step = 0; step < 6; ++step) {
-        const std::int32_t next = test::argmax(logits.data() + logits.size() - static_cast<std::size_t>(c.vocab), c.vocab);
+        const std::int32_t next =
+            test::argmax(logits.data() + logits.size() - static_cast<std::size_t>(c.vocab), c.vocab);
         const auto row = runner.append({next}, true);
         logits.insert(logits.end(), row.begin(), row.end());
       }
@@ -93,8 +94,8 @@ TEST_CASE("isa invariance: the logits are the same bit for bit at every availabl
     }
     CAPTURE(std::string(k::to_string(tier)));
     const std::string path = (dir / ("ember_isa_" + std::to_string(::getpid()) + "_" + k::to_string(tier))).string();
-    const std::string command = std::string("EMBER_CPU_ISA=") + k::to_string(tier) + " EMBER_ISA_DUMP=" + path +
-                                " '" + self + "' -tc='isa invariance: dump*' > /dev/null";
+    const std::string command = std::string("EMBER_CPU_ISA=") + k::to_string(tier) + " EMBER_ISA_DUMP=" + path + " '" +
+                                self + "' -tc='isa invariance: dump*' > /dev/null";
     REQUIRE(std::system(command.c_str()) == 0);
     const std::vector<char> bytes = read_file(path);
     std::filesystem::remove(path);

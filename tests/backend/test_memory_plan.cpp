@@ -9,7 +9,6 @@
 namespace ember {
 namespace {
 
-
 model::ModelConfig llama_8b() {
   model::ModelConfig c = model::SyntheticModelSpec::tiny_config();
   c.name = "llama-8b-shape";
@@ -44,9 +43,7 @@ TEST_CASE("a model that does not fit is out_of_memory, naming what it needs and 
   CHECK_NOTHROW(backend::cpu::check_fits(plan, 0, c));  // unknown: never refused
 }
 
-TEST_CASE("this machine says how much memory it has") {
-  CHECK(backend::cpu::available_memory() > (64ull << 20));
-}
+TEST_CASE("this machine says how much memory it has") { CHECK(backend::cpu::available_memory() > (64ull << 20)); }
 
 }  // namespace
 }  // namespace ember

@@ -4,8 +4,8 @@
 // prefix smollm2) and, with EMBER_GOLDEN_GEMMA3, for Gemma 3 270M (prefix gemma3).
 #include "backend/cpu/cpu_backend.hpp"
 #include "sequence_runner.hpp"
-#include "tokenizer/tokenizer.hpp"
 #include "test_support.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -119,13 +119,16 @@ Model& default_model() {
     Model model;
     model.file = model::GgufFile::open(require_model());
     model.config = model::read_model_config(*model.file);
-    model.golden_tokens = load_golden(golden_name("_f32_teacher_forced.json"))["tokens"].get<std::vector<std::int32_t>>();
+    model.golden_tokens =
+        load_golden(golden_name("_f32_teacher_forced.json"))["tokens"].get<std::vector<std::int32_t>>();
     backend::BackendOptions options;
     options.threads = 2;
     model.fp32 = backend::cpu::make_cpu_backend(model.file, model.config, at_precision(options, Precision::fp32));
     // The INT8 backend exactly as the engine builds it: smoothing calibrated on the built-in text.
     const auto tokenizer = tokenizer::Tokenizer::from_gguf(*model.file);
-    options.tokenize = [tokenizer](std::string_view text) { return tokenizer->encode(text, true, tokenizer->add_bos()); };
+    options.tokenize = [tokenizer](std::string_view text) {
+      return tokenizer->encode(text, true, tokenizer->add_bos());
+    };
     model.int8 = backend::cpu::make_cpu_backend(model.file, model.config, at_precision(options, Precision::int8));
     options.weight_format = WeightFormat::w8a8;
     model.w8a8 = backend::cpu::make_cpu_backend(model.file, model.config, at_precision(options, Precision::int8));
@@ -171,9 +174,8 @@ TeacherForced score(const Logits& logits, const json& golden) {
 }
 
 void report(const std::string& path, const std::string& reference, const TeacherForced& t) {
-  MESSAGE(path, " vs ", reference, ": top-1 agreement ", t.top1 * 100, " % over ", t.positions,
-          " positions (", t.clear_misses, " misses where llama.cpp is not near a tie), mean KL ",
-          t.kl, ", perplexity ", t.perplexity);
+  MESSAGE(path, " vs ", reference, ": top-1 agreement ", t.top1 * 100, " % over ", t.positions, " positions (",
+          t.clear_misses, " misses where llama.cpp is not near a tie), mean KL ", t.kl, ", perplexity ", t.perplexity);
 }
 
 // Two references (tests/reference/make_model_goldens.py): llama.cpp on an F32 copy of the
@@ -251,7 +253,9 @@ Divergence divergence(const Logits& a, const Logits& b) {
 TEST_CASE("int8 KV cache: teacher-forced quality against the f16 cache") {
   Model& m = default_model();
   const json exact = load_golden(golden_name("_f32_teacher_forced.json"));
-  const auto run = [&](backend::Backend& b, KvCacheType kv) { return teacher_forced_logits(b, m.golden_tokens, m.config.vocab, kv); };
+  const auto run = [&](backend::Backend& b, KvCacheType kv) {
+    return teacher_forced_logits(b, m.golden_tokens, m.config.vocab, kv);
+  };
   for (backend::Backend* b : {m.fp32.get(), m.int8.get()}) {
     const std::string path = b == m.fp32.get() ? "fp32 weights" : "int8 weights";
     const Logits& f16_logits = m.f16_logits(*b);
@@ -302,8 +306,8 @@ TEST_CASE("greedy continuations equal llama.cpp's (F32 weights) up to near-ties"
       const std::int32_t next = test::argmax(first + i * static_cast<std::size_t>(vocab), vocab, &gap);
       if (next != expected[i]) {
         // A divergence is acceptable only where ember's own top-2 logits nearly tie.
-        INFO("prompt: ", c["prompt"].get<std::string>(), " step ", i, " ember ", next,
-             " llama.cpp ", expected[i], " ember top-2 gap ", gap);
+        INFO("prompt: ", c["prompt"].get<std::string>(), " step ", i, " ember ", next, " llama.cpp ", expected[i],
+             " ember top-2 gap ", gap);
         CHECK(gap < 0.3f);
         ++near_tie;
         break;
@@ -313,8 +317,8 @@ TEST_CASE("greedy continuations equal llama.cpp's (F32 weights) up to near-ties"
     exact += i == expected.size();
   }
   MESSAGE(exact, " of ", cases.size(), " greedy continuations equal llama.cpp's for all ",
-          cases[0]["continuation"].size(), " tokens; ", near_tie,
-          " diverge at a near-tie (ember top-2 gap < 0.3); ", total_tokens, " tokens matched in total");
+          cases[0]["continuation"].size(), " tokens; ", near_tie, " diverge at a near-tie (ember top-2 gap < 0.3); ",
+          total_tokens, " tokens matched in total");
 }
 
 }  // namespace

@@ -41,8 +41,7 @@ TEST_CASE("a sliced FP32 linear: parts equal the whole bit for bit, the whole eq
       std::vector<float> a = y0, b = y0, c = y0;
       sliced->forward(ctx, x.data(), m, a.data(), accumulate);
       for (std::int64_t begin = 0; begin < out; begin += slice)
-        sliced->forward_outputs(ctx, x.data(), m, b.data(), begin,
-                                std::min(out, begin + slice), accumulate);
+        sliced->forward_outputs(ctx, x.data(), m, b.data(), begin, std::min(out, begin + slice), accumulate);
       CHECK(a == b);
       CHECK(a != y0);
       whole->forward(ctx, x.data(), m, c.data(), accumulate);
@@ -62,8 +61,8 @@ TEST_CASE("an FP32 matrix no larger than a slice stays one linear") {
   const std::vector<float> w = random_values(16 * 8, 5);
   auto linear = backend::cpu::make_sliced_fp32_linear(ctx, w.data(), 16, 8);
   CHECK(linear->output_granule(1) == 16);
-  CHECK(backend::cpu::fp32_slice_outputs(576) == 448);       // the default model's width
-  CHECK(backend::cpu::fp32_slice_outputs(1 << 20) == 16);    // never less than a tile
+  CHECK(backend::cpu::fp32_slice_outputs(576) == 448);     // the default model's width
+  CHECK(backend::cpu::fp32_slice_outputs(1 << 20) == 16);  // never less than a tile
 }
 
 }  // namespace

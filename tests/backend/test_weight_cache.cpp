@@ -172,16 +172,18 @@ TEST_CASE("weight cache: a truncated file is caught") {
 }
 
 TEST_CASE("weight cache: a file of another model or build under the same name is caught") {
-  check_rejected([](const fs::path& p) {
-    // Another model's cache renamed to this model's name: valid in itself, but its key differs.
-    const fs::path other_dir = test::temp_dir("ember-weight-cache-other");
-    load_and_run(test::synthetic_model_file(43, 256), other_dir.string());
-    fs::copy_file(only_file(other_dir), p, fs::copy_options::overwrite_existing);
-    fs::remove_all(other_dir);
-  }, "written for another model or build");
-  check_rejected([](const fs::path& p) {
-    std::ofstream(p, std::ios::binary | std::ios::trunc) << std::string(4096, 'x');
-  }, "bad magic");
+  check_rejected(
+      [](const fs::path& p) {
+        // Another model's cache renamed to this model's name: valid in itself, but its key differs.
+        const fs::path other_dir = test::temp_dir("ember-weight-cache-other");
+        load_and_run(test::synthetic_model_file(43, 256), other_dir.string());
+        fs::copy_file(only_file(other_dir), p, fs::copy_options::overwrite_existing);
+        fs::remove_all(other_dir);
+      },
+      "written for another model or build");
+  check_rejected(
+      [](const fs::path& p) { std::ofstream(p, std::ios::binary | std::ios::trunc) << std::string(4096, 'x'); },
+      "bad magic");
 }
 
 TEST_CASE("weight cache: an unwritable directory only costs the cache, with a warning") {

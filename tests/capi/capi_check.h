@@ -10,47 +10,46 @@
 extern int capi_passed;
 extern int capi_failed;
 
-#define CHECK(cond)                                                                  \
-  do {                                                                               \
-    if (cond) {                                                                      \
-      ++capi_passed;                                                                 \
-    } else {                                                                         \
-      ++capi_failed;                                                                 \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);       \
-    }                                                                                \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (cond) {                                                                \
+      ++capi_passed;                                                           \
+    } else {                                                                   \
+      ++capi_failed;                                                           \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                          \
   } while (0)
 
 /* A call that must succeed; prints ember's message when it does not. */
-#define CHECK_OK(call)                                                               \
-  do {                                                                               \
-    ember_status check_status_ = (call);                                             \
-    if (check_status_ == EMBER_OK) {                                                 \
-      ++capi_passed;                                                                 \
-    } else {                                                                         \
-      ++capi_failed;                                                                 \
-      fprintf(stderr, "%s:%d: %s returned %s: %s\n", __FILE__, __LINE__, #call,      \
-              ember_status_string(check_status_), ember_last_error());               \
-    }                                                                                \
+#define CHECK_OK(call)                                                                                              \
+  do {                                                                                                              \
+    ember_status check_status_ = (call);                                                                            \
+    if (check_status_ == EMBER_OK) {                                                                                \
+      ++capi_passed;                                                                                                \
+    } else {                                                                                                        \
+      ++capi_failed;                                                                                                \
+      fprintf(stderr, "%s:%d: %s returned %s: %s\n", __FILE__, __LINE__, #call, ember_status_string(check_status_), \
+              ember_last_error());                                                                                  \
+    }                                                                                                               \
   } while (0)
 
 /* A call that must fail with `expected` and leave a message containing `needle`. */
-#define CHECK_FAILS(call, expected, needle)                                          \
-  do {                                                                               \
-    ember_status check_status_ = (call);                                             \
-    CHECK(check_status_ == (expected));                                              \
-    if (check_status_ != (expected)) {                                               \
-      fprintf(stderr, "  got %s, expected %s\n", ember_status_string(check_status_), \
-              ember_status_string(expected));                                       \
-    }                                                                                \
-    CHECK(strstr(ember_last_error(), (needle)) != NULL);                             \
-    if (strstr(ember_last_error(), (needle)) == NULL) {                              \
-      fprintf(stderr, "  message \"%s\" lacks \"%s\"\n", ember_last_error(), needle);  \
-    }                                                                                \
+#define CHECK_FAILS(call, expected, needle)                                                                          \
+  do {                                                                                                               \
+    ember_status check_status_ = (call);                                                                             \
+    CHECK(check_status_ == (expected));                                                                              \
+    if (check_status_ != (expected)) {                                                                               \
+      fprintf(stderr, "  got %s, expected %s\n", ember_status_string(check_status_), ember_status_string(expected)); \
+    }                                                                                                                \
+    CHECK(strstr(ember_last_error(), (needle)) != NULL);                                                             \
+    if (strstr(ember_last_error(), (needle)) == NULL) {                                                              \
+      fprintf(stderr, "  message \"%s\" lacks \"%s\"\n", ember_last_error(), needle);                                \
+    }                                                                                                                \
   } while (0)
 
 /* The shared test model and the small options every test opens it with. */
 extern const char* capi_model_path;
-ember_engine_options capi_options(void);  /* 2 threads, a 4 MiB KV pool */
+ember_engine_options capi_options(void); /* 2 threads, a 4 MiB KV pool */
 ember_engine* capi_open(void);
 ember_sampling capi_greedy(int max_tokens);
 

@@ -37,8 +37,8 @@ typedef struct stream_state {
   char text[4096];
   size_t length;
   int chunks;
-  int stop_after;             /* return 0 at this chunk; 0 = never */
-  int last_chunks;            /* chunks that carried the completion */
+  int stop_after;  /* return 0 at this chunk; 0 = never */
+  int last_chunks; /* chunks that carried the completion */
   ember_finish_reason last_reason;
   size_t last_token_count;
 } stream_state;
@@ -65,8 +65,7 @@ static int on_chunk(const ember_chunk* chunk, void* user_data) {
 }
 
 static int same_tokens(const ember_completion* a, const ember_completion* b) {
-  return a->token_count == b->token_count &&
-         memcmp(a->tokens, b->tokens, a->token_count * sizeof(int32_t)) == 0;
+  return a->token_count == b->token_count && memcmp(a->tokens, b->tokens, a->token_count * sizeof(int32_t)) == 0;
 }
 
 static void test_generate_and_stream(ember_engine* engine) {
@@ -88,16 +87,16 @@ static void test_generate_and_stream(ember_engine* engine) {
   ember_completion* b = NULL;
   CHECK_OK(ember_generate(engine, "the quick brown fox", &greedy, on_chunk, &s, &b));
   if (b != NULL) {
-    CHECK(same_tokens(a, b));  /* greedy is deterministic */
+    CHECK(same_tokens(a, b)); /* greedy is deterministic */
     CHECK(strcmp(a->text, b->text) == 0);
     CHECK(s.length == b->text_length && strcmp(s.text, b->text) == 0);
-    CHECK(s.chunks == 17);  /* one per token and the last one */
+    CHECK(s.chunks == 17); /* one per token and the last one */
     CHECK(s.last_chunks == 1 && s.last_reason == EMBER_FINISH_LENGTH && s.last_token_count == 16);
   }
   ember_completion_free(&a);
   ember_completion_free(&b);
   CHECK(a == NULL && b == NULL);
-  ember_completion_free(&b);  /* a second free of the same variable is a no-op */
+  ember_completion_free(&b); /* a second free of the same variable is a no-op */
 
   /* A callback that returns 0 stops the request early. */
   const ember_sampling longer = capi_greedy(64);
@@ -107,7 +106,7 @@ static void test_generate_and_stream(ember_engine* engine) {
   if (b != NULL) {
     CHECK(b->finish_reason == EMBER_FINISH_CANCELLED);
     CHECK(b->generated_tokens >= 3 && b->generated_tokens < 64);
-    CHECK(s.chunks >= 3 && s.chunks <= 4);  /* at most the final chunk after the stop */
+    CHECK(s.chunks >= 3 && s.chunks <= 4); /* at most the final chunk after the stop */
   }
   ember_completion_free(&b);
 
@@ -191,16 +190,16 @@ static void test_submit_wait_cancel(ember_engine* engine) {
   CHECK_OK(ember_request_wait(r, &c));
   if (c != NULL && expected != NULL) {
     CHECK(c->finish_reason == EMBER_FINISH_LENGTH);
-    CHECK(same_tokens(c, expected));  /* batched with `other`, same result as alone */
+    CHECK(same_tokens(c, expected)); /* batched with `other`, same result as alone */
   }
   ember_request_state state = EMBER_REQUEST_QUEUED;
   CHECK_OK(ember_request_status(r, &state));
   CHECK(state == EMBER_REQUEST_FINISHED);
   ember_completion_free(&c);
   ember_request_free(&r);
-  ember_request_free(&r);  /* no-op: r is NULL now */
+  ember_request_free(&r); /* no-op: r is NULL now */
   CHECK(r == NULL);
-  ember_request_free(&other);  /* freeing an unfinished handle leaves its request running */
+  ember_request_free(&other); /* freeing an unfinished handle leaves its request running */
 
   /* Cancel before any step: waiting still succeeds and reports the cancellation. */
   const ember_sampling many = capi_greedy(200);
@@ -214,10 +213,10 @@ static void test_submit_wait_cancel(ember_engine* engine) {
     CHECK(c->generated_tokens < 200);
   }
   ember_completion_free(&c);
-  CHECK_OK(ember_request_wait(r, &c));  /* waiting again gives the same answer */
+  CHECK_OK(ember_request_wait(r, &c)); /* waiting again gives the same answer */
   if (c != NULL) CHECK(c->finish_reason == EMBER_FINISH_CANCELLED);
   ember_completion_free(&c);
-  CHECK_OK(ember_request_cancel(r));  /* cancelling a finished request does nothing */
+  CHECK_OK(ember_request_cancel(r)); /* cancelling a finished request does nothing */
   ember_request_free(&r);
 
   /* cancel_soon only flags the request: it stays queued until a step ends it (here the wait's). */
@@ -228,14 +227,14 @@ static void test_submit_wait_cancel(ember_engine* engine) {
   CHECK_OK(ember_request_wait(r, &c));
   if (c != NULL) CHECK(c->finish_reason == EMBER_FINISH_CANCELLED && c->generated_tokens == 0);
   ember_completion_free(&c);
-  CHECK_OK(ember_request_cancel_soon(r));  /* finished: nothing happens */
+  CHECK_OK(ember_request_cancel_soon(r)); /* finished: nothing happens */
   ember_request_free(&r);
   ember_completion_free(&expected);
 }
 
 static void test_step_loop_and_stats(ember_engine* engine) {
   ember_step_result step = {.struct_size = sizeof(ember_step_result)};
-  do {  /* finish what earlier tests left running, so the totals below are this test's */
+  do { /* finish what earlier tests left running, so the totals below are this test's */
     CHECK_OK(ember_engine_step(engine, 100000, &step));
   } while (!step.idle);
   ember_stats before = {.struct_size = sizeof(ember_stats)};
@@ -255,14 +254,14 @@ static void test_step_loop_and_stats(ember_engine* engine) {
     steps += step.steps;
   } while (!step.idle && ++frames < 10000);
   CHECK(step.idle);
-  CHECK(steps >= 8);  /* 8 tokens each need 8 decode steps at least */
+  CHECK(steps >= 8); /* 8 tokens each need 8 decode steps at least */
   for (int i = 0; i < 3; ++i) {
     ember_request_state state = EMBER_REQUEST_QUEUED;
     CHECK_OK(ember_request_status(requests[i], &state));
     CHECK(state == EMBER_REQUEST_FINISHED);
     CHECK(streams[i].chunks == 9 && streams[i].last_reason == EMBER_FINISH_LENGTH);
     ember_completion* c = NULL;
-    CHECK_OK(ember_request_wait(requests[i], &c));  /* finished: returns at once */
+    CHECK_OK(ember_request_wait(requests[i], &c)); /* finished: returns at once */
     if (c != NULL) CHECK(c->generated_tokens == 8 && strcmp(c->text, streams[i].text) == 0);
     ember_completion_free(&c);
     ember_request_free(&requests[i]);
@@ -275,7 +274,7 @@ static void test_step_loop_and_stats(ember_engine* engine) {
   CHECK(after.steps - before.steps == (uint64_t)steps);
   CHECK(after.running == 0 && after.queued == 0);
   CHECK(after.kv_blocks_total > 0 && after.kv_blocks_free <= after.kv_blocks_total);
-  CHECK_OK(ember_engine_step(engine, 0, NULL));  /* no result wanted */
+  CHECK_OK(ember_engine_step(engine, 0, NULL)); /* no result wanted */
 }
 
 static void test_chat_tokenize_info(ember_engine* engine) {
@@ -356,8 +355,7 @@ static void test_int8_kv_and_speculation(void) {
               "speculative_tokens");
   ember_engine_close(&engine);
   options.kv_cache_type = (ember_kv_cache_type)7;
-  CHECK_FAILS(ember_engine_open(capi_model_path, &options, &engine), EMBER_ERROR_INVALID_ARGUMENT,
-              "kv_cache_type");
+  CHECK_FAILS(ember_engine_open(capi_model_path, &options, &engine), EMBER_ERROR_INVALID_ARGUMENT, "kv_cache_type");
 }
 
 /* A request handle outlives its engine: the request ends as cancelled. */
@@ -368,7 +366,7 @@ static void test_request_outlives_engine(void) {
   ember_request* r = submit_prompt(engine, "left behind", &many, NULL);
   ember_engine_close(&engine);
   CHECK(engine == NULL);
-  ember_engine_close(&engine);  /* no-op */
+  ember_engine_close(&engine); /* no-op */
   ember_request_state state = EMBER_REQUEST_QUEUED;
   CHECK_OK(ember_request_status(r, &state));
   CHECK(state == EMBER_REQUEST_FINISHED);

@@ -17,8 +17,7 @@ static void on_log(ember_log_level level, const char* message, void* user_data) 
 
 void test_version_and_defaults(void) {
   char expected[32];
-  snprintf(expected, sizeof expected, "%d.%d.%d", EMBER_VERSION_MAJOR, EMBER_VERSION_MINOR,
-           EMBER_VERSION_PATCH);
+  snprintf(expected, sizeof expected, "%d.%d.%d", EMBER_VERSION_MAJOR, EMBER_VERSION_MINOR, EMBER_VERSION_PATCH);
   CHECK(strcmp(ember_version(), expected) == 0);
   CHECK(ember_version_number() == EMBER_VERSION_NUMBER);
   CHECK(strcmp(ember_status_string(EMBER_OK), "ok") == 0);
@@ -53,7 +52,7 @@ void test_version_and_defaults(void) {
 }
 
 void test_open_errors(void) {
-  ember_engine* engine = (ember_engine*)&engine;  /* must be reset to NULL on failure */
+  ember_engine* engine = (ember_engine*)&engine; /* must be reset to NULL on failure */
   CHECK_FAILS(ember_engine_open("/nonexistent/dir/model.gguf", NULL, &engine), EMBER_ERROR_IO,
               "/nonexistent/dir/model.gguf");
   CHECK(engine == NULL);
@@ -80,21 +79,18 @@ void test_open_errors(void) {
               "ember_engine_options.struct_size");
   options = ember_engine_options_default();
   options.precision = (ember_precision)7;
-  CHECK_FAILS(ember_engine_open(capi_model_path, &options, &engine), EMBER_ERROR_INVALID_ARGUMENT,
-              "precision");
+  CHECK_FAILS(ember_engine_open(capi_model_path, &options, &engine), EMBER_ERROR_INVALID_ARGUMENT, "precision");
   options = ember_engine_options_default();
   options.kv_block_size = 0;
-  CHECK_FAILS(ember_engine_open(capi_model_path, &options, &engine), EMBER_ERROR_INVALID_ARGUMENT,
-              "kv_block_size");
+  CHECK_FAILS(ember_engine_open(capi_model_path, &options, &engine), EMBER_ERROR_INVALID_ARGUMENT, "kv_block_size");
   options = ember_engine_options_default();
   options.batch_min_requests = 2;
-  options.batch_max_wait_ms = 50;  /* a batch window without background_thread */
+  options.batch_max_wait_ms = 50; /* a batch window without background_thread */
   CHECK_FAILS(ember_engine_open(capi_model_path, &options, &engine), EMBER_ERROR_INVALID_ARGUMENT,
               "needs background_thread");
   options.background_thread = 1;
   options.batch_max_wait_ms = -1;
-  CHECK_FAILS(ember_engine_open(capi_model_path, &options, &engine), EMBER_ERROR_INVALID_ARGUMENT,
-              "batch_max_wait");
+  CHECK_FAILS(ember_engine_open(capi_model_path, &options, &engine), EMBER_ERROR_INVALID_ARGUMENT, "batch_max_wait");
 
   /* The log callback receives the load line with its user data. */
   options = ember_engine_options_default();
@@ -109,26 +105,24 @@ void test_open_errors(void) {
 }
 
 void test_argument_errors(ember_engine* engine) {
-  ember_completion* c = (ember_completion*)&c;  /* reset to NULL on failure */
+  ember_completion* c = (ember_completion*)&c; /* reset to NULL on failure */
   ember_sampling bad = capi_greedy(4);
   bad.temperature = NAN;
-  CHECK_FAILS(ember_generate(engine, "hi", &bad, NULL, NULL, &c), EMBER_ERROR_INVALID_ARGUMENT,
-              "temperature");
+  CHECK_FAILS(ember_generate(engine, "hi", &bad, NULL, NULL, &c), EMBER_ERROR_INVALID_ARGUMENT, "temperature");
   CHECK(c == NULL);
   CHECK(strstr(ember_engine_last_error(engine), "temperature") != NULL);
   bad = capi_greedy(4);
   bad.top_p = 0.0f;
   CHECK_FAILS(ember_generate(engine, "hi", &bad, NULL, NULL, &c), EMBER_ERROR_INVALID_ARGUMENT, "top_p");
   bad = capi_greedy(4);
-  bad.stop_count = 2;  /* with stop == NULL */
+  bad.stop_count = 2; /* with stop == NULL */
   CHECK_FAILS(ember_generate(engine, "hi", &bad, NULL, NULL, &c), EMBER_ERROR_INVALID_ARGUMENT, "stop");
   const char* stops[2] = {"x", NULL};
   bad.stop = stops;
   CHECK_FAILS(ember_generate(engine, "hi", &bad, NULL, NULL, &c), EMBER_ERROR_INVALID_ARGUMENT, "stop[1]");
   bad = capi_greedy(4);
   bad.struct_size = sizeof bad + 16;
-  CHECK_FAILS(ember_generate(engine, "hi", &bad, NULL, NULL, &c), EMBER_ERROR_INVALID_ARGUMENT,
-              "newer ember.h");
+  CHECK_FAILS(ember_generate(engine, "hi", &bad, NULL, NULL, &c), EMBER_ERROR_INVALID_ARGUMENT, "newer ember.h");
 
   const ember_sampling ok = capi_greedy(4);
   CHECK_FAILS(ember_generate(NULL, "hi", &ok, NULL, NULL, &c), EMBER_ERROR_INVALID_ARGUMENT, "NULL");
@@ -170,7 +164,7 @@ void test_argument_errors(ember_engine* engine) {
 
   CHECK_FAILS(ember_engine_step(engine, -1, NULL), EMBER_ERROR_INVALID_ARGUMENT, "budget_us");
   CHECK_FAILS(ember_engine_stats(engine, NULL), EMBER_ERROR_INVALID_ARGUMENT, "stats");
-  ember_stats stats = {0};  /* struct_size not set */
+  ember_stats stats = {0}; /* struct_size not set */
   CHECK_FAILS(ember_engine_stats(engine, &stats), EMBER_ERROR_INVALID_ARGUMENT, "ember_stats.struct_size");
   size_t count = 0;
   CHECK_FAILS(ember_tokenize(engine, NULL, 3, 0, NULL, 0, &count), EMBER_ERROR_INVALID_ARGUMENT, "text");
@@ -194,11 +188,10 @@ void test_handle_misuse(void) {
   uint64_t zeros[64];
   memset(zeros, 0, sizeof zeros);
   const ember_sampling s = capi_greedy(2);
-  CHECK_FAILS(ember_generate((ember_engine*)zeros, "hi", &s, NULL, NULL, &c),
-              EMBER_ERROR_INVALID_ARGUMENT, "not a live engine");
+  CHECK_FAILS(ember_generate((ember_engine*)zeros, "hi", &s, NULL, NULL, &c), EMBER_ERROR_INVALID_ARGUMENT,
+              "not a live engine");
   CHECK(strstr(ember_engine_last_error((ember_engine*)zeros), "not a live engine") != NULL);
-  CHECK_FAILS(ember_request_cancel((ember_request*)zeros), EMBER_ERROR_INVALID_ARGUMENT,
-              "not a live request");
+  CHECK_FAILS(ember_request_cancel((ember_request*)zeros), EMBER_ERROR_INVALID_ARGUMENT, "not a live request");
 
   /* A live request passed where an engine is expected (a cast in C) is caught by its magic. */
   ember_engine* engine = capi_open();
@@ -208,11 +201,9 @@ void test_handle_misuse(void) {
   params.sampling = &s;
   ember_request* r = NULL;
   CHECK_OK(ember_submit(engine, &params, NULL, NULL, &r));
-  CHECK_FAILS(ember_engine_step((ember_engine*)r, 0, NULL), EMBER_ERROR_INVALID_ARGUMENT,
-              "not a live engine");
-  CHECK_FAILS(ember_request_wait((ember_request*)engine, &c), EMBER_ERROR_INVALID_ARGUMENT,
-              "not a live request");
-  ember_completion_free((ember_completion**)&zeros[0]);  /* *ptr is NULL: nothing happens */
+  CHECK_FAILS(ember_engine_step((ember_engine*)r, 0, NULL), EMBER_ERROR_INVALID_ARGUMENT, "not a live engine");
+  CHECK_FAILS(ember_request_wait((ember_request*)engine, &c), EMBER_ERROR_INVALID_ARGUMENT, "not a live request");
+  ember_completion_free((ember_completion**)&zeros[0]); /* *ptr is NULL: nothing happens */
   ember_request_free(&r);
   ember_engine_close(&engine);
 }
@@ -235,7 +226,7 @@ void test_limits(void) {
   params.sampling = &s;
   ember_request* first = NULL;
   ember_request* second = NULL;
-  CHECK_OK(ember_submit(engine, &params, NULL, NULL, &first));  /* queued: no background thread */
+  CHECK_OK(ember_submit(engine, &params, NULL, NULL, &first)); /* queued: no background thread */
   CHECK_FAILS(ember_submit(engine, &params, NULL, NULL, &second), EMBER_ERROR_BUSY, "max_requests");
   CHECK(second == NULL);
   ember_completion* c = NULL;
@@ -244,15 +235,14 @@ void test_limits(void) {
   ember_request_free(&first);
   const ember_sampling too_long = capi_greedy(5);
   params.sampling = &too_long;
-  CHECK_FAILS(ember_submit(engine, &params, NULL, NULL, &second), EMBER_ERROR_INVALID_ARGUMENT,
-              "max_generated_tokens");
+  CHECK_FAILS(ember_submit(engine, &params, NULL, NULL, &second), EMBER_ERROR_INVALID_ARGUMENT, "max_generated_tokens");
   ember_engine_close(&engine);
 
   options = ember_engine_options_default();
   options.struct_size = offsetof(ember_engine_options, max_prompt_tokens);
   options.threads = 1;
   options.kv_cache_bytes = 4u << 20;
-  options.max_requests = 1;  /* beyond struct_size: not read */
+  options.max_requests = 1; /* beyond struct_size: not read */
   CHECK_OK(ember_engine_open(capi_model_path, &options, &engine));
   if (engine == NULL) return;
   params.sampling = &s;

@@ -6,10 +6,10 @@
 
 typedef struct progress_state {
   int calls;
-  int cancel_at;     /* return 0 at this call (1-based); 0 = never */
+  int cancel_at; /* return 0 at this call (1-based); 0 = never */
   float last;
-  int monotone;      /* stays 1 while every fraction is >= the one before and in [0, 1] */
-  int phases_seen;   /* bit per ember_load_phase */
+  int monotone;    /* stays 1 while every fraction is >= the one before and in [0, 1] */
+  int phases_seen; /* bit per ember_load_phase */
 } progress_state;
 
 static int on_progress(ember_load_phase phase, float fraction, void* user_data) {
@@ -38,7 +38,7 @@ static void test_progress_and_cancel(void) {
   CHECK(engine != NULL);
   ember_engine_close(&engine);
   CHECK(full.monotone && full.last == 1.0f);
-  CHECK(full.calls >= 6);  /* per layer of the 2-layer model, not once */
+  CHECK(full.calls >= 6); /* per layer of the 2-layer model, not once */
   CHECK((full.phases_seen & (1 << EMBER_LOAD_READING)) && (full.phases_seen & (1 << EMBER_LOAD_WEIGHTS)) &&
         (full.phases_seen & (1 << EMBER_LOAD_CACHE)));
   /* Weights are prepared a layer at a time, within EMBER_LOAD_WEIGHTS. */
@@ -52,7 +52,7 @@ static void test_progress_and_cancel(void) {
   for (size_t i = 0; i < sizeof points / sizeof points[0]; ++i) {
     progress_state cancel = {0, points[i], 0.0f, 1, 0};
     ember_engine_options o = load_options(&cancel);
-    engine = (ember_engine*)&cancel;  /* set to NULL on failure */
+    engine = (ember_engine*)&cancel; /* set to NULL on failure */
     CHECK_FAILS(ember_engine_open(capi_model_path, &o, &engine), EMBER_ERROR_CANCELLED, "cancelled");
     CHECK(engine == NULL);
     CHECK(cancel.calls == points[i]);
@@ -60,7 +60,7 @@ static void test_progress_and_cancel(void) {
 }
 
 typedef struct log_state {
-  char written[1024];  /* path of the cache file the engine wrote */
+  char written[1024]; /* path of the cache file the engine wrote */
   int read_from_cache;
 } log_state;
 
@@ -109,7 +109,7 @@ static void test_weight_cache(void) {
   ember_completion_free(&a);
   ember_completion_free(&b);
   if (cold.written[0] != '\0') CHECK(remove(cold.written) == 0);
-  remove(dir);  /* the directory, now empty (POSIX remove() takes directories) */
+  remove(dir); /* the directory, now empty (POSIX remove() takes directories) */
 }
 
 void test_load(void) {

@@ -82,13 +82,13 @@ void test_state(void) {
     ember_engine_close(&a);
     return;
   }
-  memcpy(ids + PROMPT, full->tokens, 32 * sizeof(int32_t));  /* greedy: the first 32 of the 64 */
+  memcpy(ids + PROMPT, full->tokens, 32 * sizeof(int32_t)); /* greedy: the first 32 of the 64 */
   uint8_t* data = NULL;
   size_t size = 0;
   CHECK_OK(ember_engine_save_state(a, ids, PROMPT + 32, &data, &size));
   CHECK_OK(ember_engine_save_state_file(a, kStateFile, ids, PROMPT + 32));
   CHECK_FAILS(ember_engine_save_state(a, NULL, 3, &data, &size), EMBER_ERROR_INVALID_ARGUMENT, "tokens is NULL");
-  CHECK(data != NULL);  /* the failed call above left the saved buffer alone */
+  CHECK(data != NULL); /* the failed call above left the saved buffer alone */
   ember_engine_close(&a);
   if (data == NULL) {
     ember_completion_free(&full);
@@ -103,7 +103,7 @@ void test_state(void) {
   data[size / 2] ^= 0x10;
   CHECK_FAILS(ember_engine_load_state(b, data, size - 1, &blocks), EMBER_ERROR_INVALID_ARGUMENT, "truncated");
   CHECK_FAILS(ember_engine_load_state(b, NULL, size, &blocks), EMBER_ERROR_INVALID_ARGUMENT, "data is NULL");
-  CHECK(blocks == 99);  /* outputs are written only on success */
+  CHECK(blocks == 99); /* outputs are written only on success */
   CHECK_OK(ember_engine_load_state(b, data, size, &blocks));
   CHECK(blocks == 4);
   resume_from(b, full, ids);
@@ -118,7 +118,7 @@ void test_state(void) {
 
   ember_state_free(&data);
   CHECK(data == NULL);
-  ember_state_free(&data);  /* a second free of the same variable is a no-op */
+  ember_state_free(&data); /* a second free of the same variable is a no-op */
   ember_completion_free(&full);
   remove(kStateFile);
   test_prefix_store();

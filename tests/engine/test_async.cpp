@@ -76,8 +76,8 @@ TEST_CASE("step(budget) pauses a step between pieces, hides it until done, and k
   CHECK(first.step_paused);
   CHECK(first.steps == 0);
   CHECK(first.tokens == 0);
-  CHECK(streamed.empty());                          // no token of a half-finished step
-  CHECK(engine.stats().steps == steps_before);      // nor is it counted
+  CHECK(streamed.empty());                      // no token of a half-finished step
+  CHECK(engine.stats().steps == steps_before);  // nor is it counted
   int calls = 1, paused = 1;
   StepResult r;
   do {

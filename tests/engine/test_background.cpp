@@ -122,8 +122,10 @@ TEST_CASE("cancel_soon from another thread returns while a step runs; the reques
     const auto took = Clock::now() - t0;
     CHECK(!step_done);  // it returned while the step was still running
     CHECK(took < 100ms);
-    if (host.joinable()) host.join();
-    else done = h.wait();
+    if (host.joinable())
+      host.join();
+    else
+      done = h.wait();
     CHECK(done.finish_reason == FinishReason::cancelled);
     CHECK(done.generated_tokens == 1);  // it ended after the token whose callback was running
     CHECK(engine.stats().kv_blocks_free == engine.stats().kv_blocks_total);
@@ -189,7 +191,7 @@ TEST_CASE("cancel_soon without a background thread: the next step ends the reque
   Engine engine = Engine::open(model_path(), options(/*background=*/false));
   RequestHandle q = engine.submit(greedy("queued", 30));
   q.cancel_soon();
-  CHECK(q.status() == RequestStatus::queued);  // only flagged: nothing has stepped
+  CHECK(q.status() == RequestStatus::queued);               // only flagged: nothing has stepped
   CHECK(engine.step(std::chrono::milliseconds(100)).idle);  // the step ends it, then has nothing to do
   CHECK(q.status() == RequestStatus::finished);
   const Completion c = q.wait();

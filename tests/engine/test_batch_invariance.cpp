@@ -69,9 +69,8 @@ struct Config {
 };
 
 // All 16 submitted at once and served by a host loop: one batch of everything that fits.
-std::vector<std::vector<std::int32_t>> run_together(Precision precision, const Config& c,
-                                                    std::uint64_t& preemptions, const Variant& v = {},
-                                                    EngineStats* stats = nullptr) {
+std::vector<std::vector<std::int32_t>> run_together(Precision precision, const Config& c, std::uint64_t& preemptions,
+                                                    const Variant& v = {}, EngineStats* stats = nullptr) {
   EngineOptions o;
   o.device = test::test_device();
   o.precision = precision;
@@ -104,8 +103,7 @@ const Config kConfigs[] = {
     {"tiny pool (preemption)", 64, 96u << 10, true},  // 24 blocks of 4 KiB for ~100 needed
 };
 
-int count_mismatches(const std::vector<std::vector<std::int32_t>>& a,
-                     const std::vector<std::vector<std::int32_t>>& b) {
+int count_mismatches(const std::vector<std::vector<std::int32_t>>& a, const std::vector<std::vector<std::int32_t>>& b) {
   int bad = 0;
   for (std::size_t i = 0; i < a.size(); ++i) bad += a[i] != b[i];
   return bad;
@@ -173,7 +171,8 @@ TEST_CASE("fp32 (CPU) / fp16 (CUDA) baseline: batch invariance measured and repo
     const auto together = run_together(baseline, c, preemptions);
     // Eigen's FP32 GEMM blocks the reduction differently for different batch sizes, so the
     // reference path is not bit-exact across batch shapes; greedy tokens still agree here.
-    MESSAGE((baseline == Precision::fp32 ? "fp32 " : "fp16 "), std::string(c.name), ": ", 16 - count_mismatches(together, alone), "/16 identical");
+    MESSAGE((baseline == Precision::fp32 ? "fp32 " : "fp16 "), std::string(c.name), ": ",
+            16 - count_mismatches(together, alone), "/16 identical");
     CHECK(count_mismatches(together, alone) <= 1);
   }
 }

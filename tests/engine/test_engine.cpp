@@ -96,9 +96,8 @@ TEST_CASE("stop strings end generation and are never emitted") {
 TEST_CASE("a callback returning false cancels; max_tokens 0 returns at once") {
   Engine engine = Engine::open(model_path(), small_options());
   int calls = 0;
-  const Completion c = engine.generate(greedy("abc", 50), [&](const Chunk& ch) {
-    return ch.completion != nullptr || ++calls < 3;
-  });
+  const Completion c =
+      engine.generate(greedy("abc", 50), [&](const Chunk& ch) { return ch.completion != nullptr || ++calls < 3; });
   CHECK(c.finish_reason == FinishReason::cancelled);
   CHECK(c.generated_tokens == 3);
   const Completion none = engine.generate(greedy("abc", 0));
@@ -390,8 +389,9 @@ TEST_CASE("EngineOptions::chat_template replaces the file's template; one that d
   CHECK(Engine::open(model_path(), o).apply_chat_template(chat) == "[system] Be brief.[user] Hi");
   // One that refuses a system message alone still serves chats that have one (the system turn
   // rendered alone only tells which prompt tokens a context shift keeps).
-  o.chat_template = "{% if messages[-1].role != 'user' %}{{ raise_exception('a user turn must come last') }}{% endif %}"
-                    "{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}";
+  o.chat_template =
+      "{% if messages[-1].role != 'user' %}{{ raise_exception('a user turn must come last') }}{% endif %}"
+      "{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}";
   Engine strict = Engine::open(model_path(), o);
   Request r;
   r.messages = chat;

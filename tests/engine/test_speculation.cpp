@@ -62,7 +62,8 @@ TEST_CASE("speculation: greedy and seeded sampled output equal the unspeculated 
     int proposed = 0, accepted = 0;
     for (float temperature : {0.0f, 0.8f})
       for (int salt : {0, 1, 2}) {
-        CAPTURE(temperature); CAPTURE(salt);
+        CAPTURE(temperature);
+        CAPTURE(salt);
         const Completion plain = engine.generate(request(looping_prompt(salt), temperature, 0));
         const Completion fast = engine.generate(request(looping_prompt(salt), temperature, 8));
         CHECK(fast.tokens == plain.tokens);
@@ -137,8 +138,9 @@ TEST_CASE("speculation on the default model: a copy of the prompt accepts most d
   o.threads = test::compute_threads(2);
   Engine engine = Engine::open(model, o);
   Request r;
-  r.messages = {{"user", "Repeat this sentence exactly: The keeper of the lighthouse wrote down every ship "
-                         "that passed the point, the weather of each morning and the birds that struck the glass."}};
+  r.messages = {{"user",
+                 "Repeat this sentence exactly: The keeper of the lighthouse wrote down every ship "
+                 "that passed the point, the weather of each morning and the birds that struck the glass."}};
   r.sampling.temperature = 0;
   r.sampling.max_tokens = 64;
   const Completion plain = engine.generate(r);

@@ -61,40 +61,40 @@ ErrorCode code_of(auto&& f, std::string* message = nullptr) {
 // prefix-cache hit on them gives the uninterrupted run's logprobs bit for bit.
 TEST_CASE("save, restore in a fresh engine, continue: the same tokens as never stopping") {
   for (KvCacheType kv : {KvCacheType::f16, KvCacheType::int8}) {
-  CAPTURE(static_cast<int>(kv));
-  const auto small_options = [kv] { return ember::small_options(kv); };
-  const std::vector<std::int32_t> p = prompt_p();
-  const auto dir = test::temp_dir("ember-state");
-  const std::string path = (dir / "conversation.emberkv").string();
-  std::vector<std::int32_t> uninterrupted, saved;
-  std::vector<float> uninterrupted_logprobs;
-  std::vector<std::uint8_t> bytes;
-  {
-    Engine a = Engine::open(model_path(), small_options());
-    const Completion full = a.generate(greedy_tokens(p, 64));
-    uninterrupted = full.tokens;
-    uninterrupted_logprobs = full.logprobs;
-    REQUIRE(uninterrupted.size() == 64);
-    const Completion first = a.generate(greedy_tokens(p, 32));
-    REQUIRE(first.tokens == std::vector<std::int32_t>(uninterrupted.begin(), uninterrupted.begin() + 32));
-    saved = concat(p, first.tokens);
-    a.save_state_file(path, saved);
-    bytes = a.save_state(saved);
-  }
-  const std::vector<std::int32_t> rest(uninterrupted.begin() + 32, uninterrupted.end());
-  for (const bool from_file : {true, false}) {
-    INFO("from the file: ", from_file);
-    Engine b = Engine::open(model_path(), small_options());
-    const std::size_t blocks = from_file ? b.load_state_file(path) : b.load_state(bytes);
-    CHECK(blocks == 73 / 16);
-    CHECK(b.stats().requests_submitted == 0);  // loading computes nothing
-    const Completion resumed = b.generate(greedy_tokens(saved, 32));
-    CHECK(resumed.cached_prompt_tokens == 64);
-    CHECK(resumed.tokens == rest);
-    CHECK(resumed.logprobs == std::vector<float>(uninterrupted_logprobs.begin() + 32, uninterrupted_logprobs.end()));
-  }
-  CHECK(std::filesystem::file_size(path) == bytes.size());
-  std::filesystem::remove_all(dir);
+    CAPTURE(static_cast<int>(kv));
+    const auto small_options = [kv] { return ember::small_options(kv); };
+    const std::vector<std::int32_t> p = prompt_p();
+    const auto dir = test::temp_dir("ember-state");
+    const std::string path = (dir / "conversation.emberkv").string();
+    std::vector<std::int32_t> uninterrupted, saved;
+    std::vector<float> uninterrupted_logprobs;
+    std::vector<std::uint8_t> bytes;
+    {
+      Engine a = Engine::open(model_path(), small_options());
+      const Completion full = a.generate(greedy_tokens(p, 64));
+      uninterrupted = full.tokens;
+      uninterrupted_logprobs = full.logprobs;
+      REQUIRE(uninterrupted.size() == 64);
+      const Completion first = a.generate(greedy_tokens(p, 32));
+      REQUIRE(first.tokens == std::vector<std::int32_t>(uninterrupted.begin(), uninterrupted.begin() + 32));
+      saved = concat(p, first.tokens);
+      a.save_state_file(path, saved);
+      bytes = a.save_state(saved);
+    }
+    const std::vector<std::int32_t> rest(uninterrupted.begin() + 32, uninterrupted.end());
+    for (const bool from_file : {true, false}) {
+      INFO("from the file: ", from_file);
+      Engine b = Engine::open(model_path(), small_options());
+      const std::size_t blocks = from_file ? b.load_state_file(path) : b.load_state(bytes);
+      CHECK(blocks == 73 / 16);
+      CHECK(b.stats().requests_submitted == 0);  // loading computes nothing
+      const Completion resumed = b.generate(greedy_tokens(saved, 32));
+      CHECK(resumed.cached_prompt_tokens == 64);
+      CHECK(resumed.tokens == rest);
+      CHECK(resumed.logprobs == std::vector<float>(uninterrupted_logprobs.begin() + 32, uninterrupted_logprobs.end()));
+    }
+    CHECK(std::filesystem::file_size(path) == bytes.size());
+    std::filesystem::remove_all(dir);
   }
 }
 

@@ -46,16 +46,18 @@ TEST_CASE("stress: random requests and cancellations from four threads") {
       for (auto& h : handles) {
         const Completion c = h.wait();
         ++resolved;
-        if (c.finish_reason == FinishReason::cancelled) ++cancelled;
-        else if (c.finish_reason == FinishReason::length || c.finish_reason == FinishReason::stop) ++completed;
+        if (c.finish_reason == FinishReason::cancelled)
+          ++cancelled;
+        else if (c.finish_reason == FinishReason::length || c.finish_reason == FinishReason::stop)
+          ++completed;
         h.cancel();  // after the end: a no-op
       }
     });
   }
   for (auto& c : clients) c.join();
   const EngineStats s = engine.stats();
-  MESSAGE(resolved.load(), " resolved: ", completed.load(), " completed, ", cancelled.load(),
-          " cancelled, ", s.preemptions, " preemptions, ", s.steps, " steps");
+  MESSAGE(resolved.load(), " resolved: ", completed.load(), " completed, ", cancelled.load(), " cancelled, ",
+          s.preemptions, " preemptions, ", s.steps, " steps");
   CHECK(resolved == total / 4 * 4);
   CHECK(completed + cancelled == resolved);
   CHECK(cancelled > 0);

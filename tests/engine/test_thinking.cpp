@@ -55,21 +55,24 @@ struct Streams {
 
 Completion run(Engine& engine, Request r, Streams* streams = nullptr) {
   if (streams == nullptr) return engine.generate(r);
-  return engine.submit(r, [streams](const Chunk& c) {
-                 if (c.stream == ChunkStream::reasoning) {
-                   streams->reasoning += c.text;
-                   ++streams->reasoning_chunks;
-                 } else {
-                   streams->answer += c.text;
-                 }
-                 return true;
-               })
+  return engine
+      .submit(r,
+              [streams](const Chunk& c) {
+                if (c.stream == ChunkStream::reasoning) {
+                  streams->reasoning += c.text;
+                  ++streams->reasoning_chunks;
+                } else {
+                  streams->answer += c.text;
+                }
+                return true;
+              })
       .wait();
 }
 
 Request thinking_prompt(int budget, int max_tokens) {
   Request r;
-  r.prompt = "<|im_start|>user\nWhat is 6*7?<|im_end|>\n<|im_start|>assistant\n<think>\n";  // opened, as DeepSeek-R1's prompt does
+  r.prompt =
+      "<|im_start|>user\nWhat is 6*7?<|im_end|>\n<|im_start|>assistant\n<think>\n";  // opened, as DeepSeek-R1's prompt does
   r.parse_special_tokens = true;
   r.sampling.temperature = 0;
   r.sampling.max_tokens = max_tokens;
@@ -187,7 +190,8 @@ TEST_CASE("models without reasoning markers are unchanged; the chat template is 
   const std::string rendered = open_engine().apply_chat_template_json(
       R"([{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]}, {"role": "tool", "content": "sunny"}])",
       R"([{"type": "function", "function": {"name": "get_weather"}}])");
-  CHECK(rendered.find("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>") != std::string::npos);
+  CHECK(rendered.find("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>") !=
+        std::string::npos);
   CHECK(rendered.find("<tool_response>\nsunny\n</tool_response>") != std::string::npos);
   CHECK(rendered.find("# Tools") != std::string::npos);
   CHECK_THROWS_AS(open_engine().apply_chat_template_json("[{"), Error);

@@ -34,8 +34,8 @@ ember_engine* open_engine() {
   return engine;
 }
 
-void check_tokenize(ember_engine* engine, std::string_view text, int parse_special,
-                    std::size_t capacity, bool null_buffer) {
+void check_tokenize(ember_engine* engine, std::string_view text, int parse_special, std::size_t capacity,
+                    bool null_buffer) {
   std::vector<std::int32_t> buffer(capacity + 1, kCanary);
   std::size_t count = 0;
   const ember_status s = ember_tokenize(engine, text.data(), text.size(), parse_special,
@@ -46,14 +46,13 @@ void check_tokenize(ember_engine* engine, std::string_view text, int parse_speci
   // One spare slot: a NULL buffer is always "too small", even for zero ids.
   std::vector<std::int32_t> ids(count + 1);
   std::size_t again = 0;
-  FUZZ_CHECK(ember_tokenize(engine, text.data(), text.size(), parse_special, ids.data(),
-                            ids.size(), &again) == EMBER_OK);
+  FUZZ_CHECK(ember_tokenize(engine, text.data(), text.size(), parse_special, ids.data(), ids.size(), &again) ==
+             EMBER_OK);
   FUZZ_CHECK(again == count);
   if (s == EMBER_OK) FUZZ_CHECK(std::memcmp(ids.data(), buffer.data(), count * 4) == 0);
 }
 
-void check_detokenize(ember_engine* engine, std::string_view bytes, std::size_t capacity,
-                      bool null_buffer) {
+void check_detokenize(ember_engine* engine, std::string_view bytes, std::size_t capacity, bool null_buffer) {
   std::vector<std::int32_t> ids(bytes.size() / 4);
   if (!ids.empty()) std::memcpy(ids.data(), bytes.data(), ids.size() * 4);
   ember_model_info info{};
@@ -64,8 +63,8 @@ void check_detokenize(ember_engine* engine, std::string_view bytes, std::size_t 
 
   std::string buffer(capacity + 1, '\x5A');
   std::size_t length = 0;
-  const ember_status s = ember_detokenize(engine, ids.data(), ids.size(),
-                                          null_buffer ? nullptr : buffer.data(), capacity, &length);
+  const ember_status s =
+      ember_detokenize(engine, ids.data(), ids.size(), null_buffer ? nullptr : buffer.data(), capacity, &length);
   FUZZ_CHECK(buffer[capacity] == '\x5A');
   if (!all_in_range) {
     FUZZ_CHECK(s == EMBER_ERROR_INVALID_ARGUMENT);
@@ -76,8 +75,7 @@ void check_detokenize(ember_engine* engine, std::string_view bytes, std::size_t 
   if (s == EMBER_OK) FUZZ_CHECK(length < capacity && buffer[length] == '\0');
   std::string text(length + 1, '\0');
   std::size_t again = 0;
-  FUZZ_CHECK(ember_detokenize(engine, ids.data(), ids.size(), text.data(), text.size(), &again) ==
-             EMBER_OK);
+  FUZZ_CHECK(ember_detokenize(engine, ids.data(), ids.size(), text.data(), text.size(), &again) == EMBER_OK);
   FUZZ_CHECK(again == length);
   if (s == EMBER_OK) FUZZ_CHECK(std::memcmp(text.data(), buffer.data(), length) == 0);
 }

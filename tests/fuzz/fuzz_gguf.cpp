@@ -3,8 +3,8 @@
 // every tensor are dequantized. Only ember::Error may come out; any other exception, a crash,
 // a sanitizer report or an allocation over the fuzzer's cap is a finding.
 #include "fuzz_support.hpp"
-#include "model/gguf.hpp"
 #include "model/decoder_tensors.hpp"
+#include "model/gguf.hpp"
 #include "model/model_config.hpp"
 #include "tokenizer/tokenizer.hpp"
 

@@ -41,8 +41,7 @@ void serialise_responses(server::Endpoint endpoint, const server::ParsedRequest&
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   ember::fuzz::InputReader in(data, size);
-  const auto endpoint =
-      in.byte() % 2 == 0 ? server::Endpoint::completions : server::Endpoint::chat_completions;
+  const auto endpoint = in.byte() % 2 == 0 ? server::Endpoint::completions : server::Endpoint::chat_completions;
   const std::string body(in.rest());
   try {
     const server::ParsedRequest parsed = server::parse_request(endpoint, body, 42);

@@ -43,8 +43,8 @@ Vocab small_spm_vocab() {
     add(std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">", 0, TokenType::byte);
   }
   float score = -1.0f;
-  for (const char* piece : {"\xE2\x96\x81", "a", "b", "e", "h", "l", "o", "\xE2\x96\x81h", "he",
-                            "ll", "llo", "\xE2\x96\x81hello", "<tool>"}) {
+  for (const char* piece : {"\xE2\x96\x81", "a", "b", "e", "h", "l", "o", "\xE2\x96\x81h", "he", "ll", "llo",
+                            "\xE2\x96\x81hello", "<tool>"}) {
     add(piece, score, TokenType::normal);
     score -= 0.5f;
   }
@@ -74,8 +74,7 @@ struct Tokenizers {
 
 bool in_range(const Tokenizer& t, TokenId id) { return id >= 0 && id < t.vocab_size(); }
 
-void check_encode(const Tokenizer& t, bool byte_level, std::string_view text, bool parse_special,
-                  bool add_bos) {
+void check_encode(const Tokenizer& t, bool byte_level, std::string_view text, bool parse_special, bool add_bos) {
   const std::vector<TokenId> ids = t.encode(text, parse_special, add_bos);
   for (const TokenId id : ids) FUZZ_CHECK(in_range(t, id));
   if (!text.empty()) FUZZ_CHECK(!ids.empty());

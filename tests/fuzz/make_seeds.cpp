@@ -75,8 +75,14 @@ std::vector<std::string> corpus_strings(const fs::path& data_dir) {
 
 // Sequences of in-range ids (specials, byte tokens, merges) and a few out-of-range ones.
 std::vector<std::vector<std::int32_t>> id_sequences() {
-  return {{0, 1, 2, 3, 4, 5}, {1, 40, 41, 42, 2, 0}, {229, 131, 3}, {230, 260, 300, 511},
-          {511, 512}, {-1}, {7, 8, 9, 0x7fffffff}, {100, 101, 102, 103, 104, 105, 106, 107}};
+  return {{0, 1, 2, 3, 4, 5},
+          {1, 40, 41, 42, 2, 0},
+          {229, 131, 3},
+          {230, 260, 300, 511},
+          {511, 512},
+          {-1},
+          {7, 8, 9, 0x7fffffff},
+          {100, 101, 102, 103, 104, 105, 106, 107}};
 }
 
 void gguf_seeds(const fs::path& dir) {
@@ -91,8 +97,8 @@ void gguf_seeds(const fs::path& dir) {
   spec.config.head_dim = spec.config.rope_dims = 16;
   spec.config.vocab = 300;
   spec.config.context_length = 64;
-  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::F16,
-                              GgmlType::BF16, GgmlType::F32}) {
+  for (const GgmlType type :
+       {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
     spec.weight_type = type;
     write_seed(dir, n++, make_synthetic_model(spec));
   }
@@ -133,8 +139,8 @@ void tokenizer_seeds(const fs::path& dir, const std::vector<std::string>& corpus
 
 void chat_template_seeds(const fs::path& dir, const fs::path& data_dir) {
   int n = 0;
-  const std::string conversation = std::string("system\0You are a cat.\0user\0Hello\0assistant\0", 43) +
-                                   std::string("Meow\0user\0  Again? \0", 20);
+  const std::string conversation =
+      std::string("system\0You are a cat.\0user\0Hello\0assistant\0", 43) + std::string("Meow\0user\0  Again? \0", 20);
   const std::string alternate = std::string("user\0Hi\0assistant\0Hello!\0user\0Bye", 33);
   for (const auto& entry : fs::directory_iterator(data_dir / "tokenizer" / "templates")) {
     std::ifstream in(entry.path(), std::ios::binary);
@@ -164,7 +170,8 @@ void template_seeds(const fs::path& dir, const fs::path& data_dir) {
     std::stringstream source;
     source << file.rdbuf();
     for (const auto& c : t.at("cases")) {
-      if (c.at("conversation") == "tool-exchange" || c.at("conversation") == "multi-part") seed(source.str(), c.at("variables"));
+      if (c.at("conversation") == "tool-exchange" || c.at("conversation") == "multi-part")
+        seed(source.str(), c.at("variables"));
     }
   }
   for (const auto& s : corpus.at("snippets")) seed(s.at("source"), corpus.at("snippet_variables"));
@@ -199,15 +206,15 @@ void kv_snapshot_seeds(const fs::path& dir) {
   int n = 0;
   write_seed(dir, n++, valid);
   write_seed(dir, n++, Bytes(valid.begin(), valid.begin() + static_cast<std::ptrdiff_t>(valid.size() / 2)));
-  write_seed(dir, n++, edited(0, 0x46554747, 4));               // bad magic ("GGUF")
-  write_seed(dir, n++, edited(8, 2, 4));                        // format version 2
-  write_seed(dir, n++, edited(12, 0x302e302e39, 5));            // written by ember "9.0.0"
-  write_seed(dir, n++, edited(28, 42, 8));                      // another model
-  write_seed(dir, n++, edited(40, 1, 4));                       // KV type f32
-  write_seed(dir, n++, edited(60, 1ull << 62, 8));              // a huge block count
+  write_seed(dir, n++, edited(0, 0x46554747, 4));                                      // bad magic ("GGUF")
+  write_seed(dir, n++, edited(8, 2, 4));                                               // format version 2
+  write_seed(dir, n++, edited(12, 0x302e302e39, 5));                                   // written by ember "9.0.0"
+  write_seed(dir, n++, edited(28, 42, 8));                                             // another model
+  write_seed(dir, n++, edited(40, 1, 4));                                              // KV type f32
+  write_seed(dir, n++, edited(60, 1ull << 62, 8));                                     // a huge block count
   write_seed(dir, n++, edited(ember::runtime::kKvSnapshotHeaderBytes + 16, 1000, 4));  // id past the vocabulary
   Bytes flipped = valid;
-  flipped[flipped.size() / 2] ^= 0x01;                          // bad checksum
+  flipped[flipped.size() / 2] ^= 0x01;  // bad checksum
   write_seed(dir, n++, flipped);
 }
 
@@ -237,7 +244,8 @@ void server_seeds(const fs::path& dir) {
       {0, "{\"prompt\": \"\xff\xfe \\ud800 \xc0\x80\"}"},
   };
   int n = 0;
-  for (const auto& [endpoint, body] : bodies) write_seed(dir, n++, text_bytes(static_cast<std::uint8_t>(endpoint), -1, body));
+  for (const auto& [endpoint, body] : bodies)
+    write_seed(dir, n++, text_bytes(static_cast<std::uint8_t>(endpoint), -1, body));
 }
 
 }  // namespace

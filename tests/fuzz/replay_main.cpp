@@ -35,8 +35,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "cannot read %s\n", path.c_str());
       return 2;
     }
-    const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                                          std::istreambuf_iterator<char>());
+    const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     // A finding aborts inside the call; the name printed last is the input that caused it.
     std::fprintf(stderr, "replaying %s (%zu bytes)\n", path.c_str(), bytes.size());
     static const std::uint8_t empty = 0;  // libFuzzer never passes NULL, even for no bytes

@@ -63,8 +63,11 @@ int main(int argc, char** argv) {
   for (Job& j : jobs) {
     const ember::Completion c = j.handle.wait();
     tokens += c.generated_tokens;
-    nlohmann::json line = {{"name", j.name}, {"seed", j.seed}, {"text", c.text},
-                           {"finish_reason", ember::to_string(c.finish_reason)}, {"error", c.error}};
+    nlohmann::json line = {{"name", j.name},
+                           {"seed", j.seed},
+                           {"text", c.text},
+                           {"finish_reason", ember::to_string(c.finish_reason)},
+                           {"error", c.error}};
     out << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

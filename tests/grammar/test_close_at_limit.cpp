@@ -18,7 +18,8 @@ using namespace ember;
 namespace {
 
 grammar::Matcher schema_matcher(const std::string& schema) {
-  return grammar::Matcher(std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(grammar::json_schema_to_gbnf(schema))));
+  return grammar::Matcher(
+      std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(grammar::json_schema_to_gbnf(schema))));
 }
 
 const char* const kSchemas[] = {
@@ -33,7 +34,8 @@ const char* const kSchemas[] = {
 }  // namespace
 
 TEST_CASE("closing_cost: the fewest bytes that close the structure") {
-  grammar::Matcher m = schema_matcher(R"({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]})");
+  grammar::Matcher m =
+      schema_matcher(R"({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]})");
   CHECK(m.closing_cost(m.start()) == 8);  // {"a":""}
   CHECK(m.closing_cost(m.advance(m.start(), R"({"a":"xy)")) == 2);
   CHECK(m.closing_cost(m.advance(m.start(), R"({"a":"xy"})")) == 0);
@@ -78,7 +80,7 @@ TEST_CASE("real model: output cut by max_tokens still parses, and says it was cl
       }
     }
   MESSAGE(runs << " runs, " << cut << " cut at max_tokens, " << closed << " closed early; " << unclosed_without
-                << " of the same runs without closing do not parse");
+               << " of the same runs without closing do not parse");
   CHECK(cut > 0);
   CHECK(closed > 0);
   CHECK(unclosed_without > 0);

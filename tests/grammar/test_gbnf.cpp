@@ -13,9 +13,7 @@ using namespace ember::grammar;
 
 namespace {
 
-Matcher matcher(const std::string& gbnf) {
-  return Matcher(std::make_shared<const Grammar>(parse_gbnf(gbnf)));
-}
+Matcher matcher(const std::string& gbnf) { return Matcher(std::make_shared<const Grammar>(parse_gbnf(gbnf))); }
 
 std::string error_of(const std::string& gbnf) {
   try {
@@ -133,7 +131,7 @@ TEST_CASE("prefix states: accepting, continuing, dead") {
 }
 
 TEST_CASE("errors name the problem and where it is") {
-  CHECK(error_of("root ::= \"abc") .find("unterminated string literal at line 1, column 10") != std::string::npos);
+  CHECK(error_of("root ::= \"abc").find("unterminated string literal at line 1, column 10") != std::string::npos);
   CHECK(error_of("root ::= foo").find("undefined rule 'foo' at line 1, column 10") != std::string::npos);
   CHECK(error_of("start ::= \"a\"").find("no 'root' rule") != std::string::npos);
   CHECK(error_of("root ::= \"a\"\nroot ::= \"b\"").find("defined twice at line 2, column 1") != std::string::npos);

@@ -70,10 +70,10 @@ TEST_CASE("objects: properties in order, required, optional, additionalPropertie
   CHECK(s(R"({"name": "a", "age": 3})"));
   CHECK(s(R"({"age":3,"tag":"x"})"));
   CHECK(s("{\n  \"age\": 3\n}"));
-  CHECK_FALSE(s(R"({"name": "a"})"));             // age is required
-  CHECK_FALSE(s(R"({"age": 3, "name": "a"})"));   // schema order
-  CHECK_FALSE(s(R"({"age": 3, "age": 4})"));      // no repeats
-  CHECK_FALSE(s(R"({"age": 3, "other": 1})"));    // no additional properties unless allowed
+  CHECK_FALSE(s(R"({"name": "a"})"));            // age is required
+  CHECK_FALSE(s(R"({"age": 3, "name": "a"})"));  // schema order
+  CHECK_FALSE(s(R"({"age": 3, "age": 4})"));     // no repeats
+  CHECK_FALSE(s(R"({"age": 3, "other": 1})"));   // no additional properties unless allowed
   CHECK_FALSE(s(R"({, "age": 3})"));
   SchemaMatcher extra(R"({"properties": {"id": {"type": "integer"}}, "additionalProperties": {"type": "boolean"}})");
   CHECK(extra(R"({"id": 1, "x": true, "y": false})"));
@@ -82,7 +82,8 @@ TEST_CASE("objects: properties in order, required, optional, additionalPropertie
   CHECK(extra(R"({"i": true})"));
   CHECK_FALSE(extra(R"({"id": 1, "id": true})"));  // an extra member never takes a listed name
   CHECK_FALSE(extra(R"({"x": 1})"));
-  SchemaMatcher bounded(R"({"properties": {"id": {"type": "integer"}}, "additionalProperties": true, "maxProperties": 3})");
+  SchemaMatcher bounded(
+      R"({"properties": {"id": {"type": "integer"}}, "additionalProperties": true, "maxProperties": 3})");
   CHECK(bounded(R"({"id": 1, "a": 2, "b": 3})"));
   CHECK_FALSE(bounded(R"({"id": 1, "a": 2, "b": 3, "c": 4})"));
   CHECK(bounded(R"({"a": 2, "b": 3})"));
@@ -157,7 +158,8 @@ TEST_CASE("$ref and $defs, recursive") {
     CAPTURE(depth);
     CHECK(s(deep) == (depth <= 6));
   }
-  SchemaMatcher legacy(R"({"definitions": {"x": {"type": "boolean"}}, "type": "array", "items": {"$ref": "#/definitions/x"}})");
+  SchemaMatcher legacy(
+      R"({"definitions": {"x": {"type": "boolean"}}, "type": "array", "items": {"$ref": "#/definitions/x"}})");
   CHECK(legacy("[true, false]"));
   SchemaMatcher self(R"({"type": "array", "items": {"anyOf": [{"type": "integer"}, {"$ref": "#"}]}})");
   CHECK(self("[1, [2, [3]], []]"));
@@ -233,21 +235,29 @@ TEST_CASE("refusals: only malformed, unsatisfiable or remote schemas") {
   CHECK(error_of(R"({"$ref": "http://example.com/s.json"})").find("remote $ref") != std::string::npos);
   CHECK(error_of(R"({"$ref": "#/$defs/missing"})").find("points at nothing") != std::string::npos);
   CHECK(error_of(R"({"type": "blob"})").find("unknown 'type' at /type") != std::string::npos);
-  CHECK(error_of(R"({"type": "string", "const": 1})").find("whose values all fail its 'type' at /") != std::string::npos);
-  CHECK(error_of(R"({"type": "string", "enum": [1, 2]})").find("whose values all fail its 'type'") != std::string::npos);
+  CHECK(error_of(R"({"type": "string", "const": 1})").find("whose values all fail its 'type' at /") !=
+        std::string::npos);
+  CHECK(error_of(R"({"type": "string", "enum": [1, 2]})").find("whose values all fail its 'type'") !=
+        std::string::npos);
   CHECK(error_of("false").find("a schema that no value satisfies at /") != std::string::npos);
-  CHECK(error_of(R"({"allOf": [{"type": "string"}, {"type": "integer"}]})").find("no value satisfies") != std::string::npos);
-  CHECK(error_of(R"({"type": "object", "properties": {"a": false}, "required": ["a"]})").find("no value satisfies") != std::string::npos);
-  CHECK(error_of(R"({"type": "object", "required": ["x"], "additionalProperties": false})").find("'required' naming 'x'") != std::string::npos);
-  CHECK(error_of(R"({"properties": {"a": {}, "b": {}}, "required": ["a", "b"], "maxProperties": 1})").find("'maxProperties' below") != std::string::npos);
+  CHECK(error_of(R"({"allOf": [{"type": "string"}, {"type": "integer"}]})").find("no value satisfies") !=
+        std::string::npos);
+  CHECK(error_of(R"({"type": "object", "properties": {"a": false}, "required": ["a"]})").find("no value satisfies") !=
+        std::string::npos);
+  CHECK(error_of(R"({"type": "object", "required": ["x"], "additionalProperties": false})")
+            .find("'required' naming 'x'") != std::string::npos);
+  CHECK(error_of(R"({"properties": {"a": {}, "b": {}}, "required": ["a", "b"], "maxProperties": 1})")
+            .find("'maxProperties' below") != std::string::npos);
 }
 
 TEST_CASE("malformed schema JSON names the position") {
-  CHECK(error_of("{\"type\": \"string\",\n  \"maxLength\": }").find("expected a value at line 2, column 16") != std::string::npos);
+  CHECK(error_of("{\"type\": \"string\",\n  \"maxLength\": }").find("expected a value at line 2, column 16") !=
+        std::string::npos);
   CHECK(error_of("{\"type\": \"str").find("unterminated string") != std::string::npos);
   CHECK(error_of("{} x").find("unexpected text after the value at line 1, column 4") != std::string::npos);
   CHECK(error_of("").find("unexpected end") != std::string::npos);
-  CHECK(error_of("{\"properties\": {\"a\x99\": {}}}").find("invalid UTF-8 in a string at line 1, column 19") != std::string::npos);
+  CHECK(error_of("{\"properties\": {\"a\x99\": {}}}").find("invalid UTF-8 in a string at line 1, column 19") !=
+        std::string::npos);
 }
 
 TEST_CASE("the JSON reader") {
@@ -281,16 +291,17 @@ TEST_CASE("oneOf is exactly one: disjoint branches are accepted, overlapping one
 
   // A value could match two branches: anyOf would accept it, oneOf must not: generated as anyOf,
   // and the response says so.
-  for (const char* schema : {R"({"oneOf": [{"type": "integer"}, {"type": "number"}]})",
-                             R"({"oneOf": [{"type": "string", "maxLength": 3}, {"type": "string", "pattern": "^a"}]})",
-                             R"({"oneOf": [{"const": 1}, {"enum": [2, 1.0]}]})",
-                             R"({"oneOf": [{"type": "boolean"}, {}]})"}) {
+  for (const char* schema :
+       {R"({"oneOf": [{"type": "integer"}, {"type": "number"}]})",
+        R"({"oneOf": [{"type": "string", "maxLength": 3}, {"type": "string", "pattern": "^a"}]})",
+        R"({"oneOf": [{"const": 1}, {"enum": [2, 1.0]}]})", R"({"oneOf": [{"type": "boolean"}, {}]})"}) {
     CAPTURE(schema);
     const SchemaGrammar g = compile_json_schema(schema);
     REQUIRE(g.relaxed.size() == 1);
     CHECK(g.relaxed[0].find("may both match a value; generated as anyOf") != std::string::npos);
   }
   CHECK(compile_json_schema(R"({"oneOf": [{"type": "null"}, {"type": "string"}, {"type": "string", "maxLength": 2}]})")
-            .relaxed.at(0).find("branches 1 and 2") != std::string::npos);
+            .relaxed.at(0)
+            .find("branches 1 and 2") != std::string::npos);
   CHECK(compile_json_schema(R"({"oneOf": [{"type": "string"}, {"type": "integer"}]})").relaxed.empty());
 }

@@ -85,11 +85,13 @@ TEST_CASE("type beside anyOf, oneOf and $ref is intersected") {
 }
 
 TEST_CASE("patternProperties and propertyNames") {
-  Schema p(R"({"type": "object", "patternProperties": {"^x-[a-z]+$": {"type": "integer"}}, "additionalProperties": false})");
+  Schema p(
+      R"({"type": "object", "patternProperties": {"^x-[a-z]+$": {"type": "integer"}}, "additionalProperties": false})");
   CHECK(p(R"({"x-ab": 1, "x-c": 2})"));
   CHECK_FALSE(p(R"({"x-ab": "s"})"));
   CHECK_FALSE(p(R"({"y": 1})"));
-  Schema names(R"({"type": "object", "propertyNames": {"pattern": "^[a-z]{1,3}$"}, "additionalProperties": {"type": "boolean"}})");
+  Schema names(
+      R"({"type": "object", "propertyNames": {"pattern": "^[a-z]{1,3}$"}, "additionalProperties": {"type": "boolean"}})");
   CHECK(names(R"({"ab": true})"));
   CHECK_FALSE(names(R"({"abcd": true})"));
   CHECK_FALSE(names(R"({"ab": 1})"));
@@ -101,7 +103,8 @@ TEST_CASE("patternProperties and propertyNames") {
 }
 
 TEST_CASE("items, prefixItems, additionalItems and contains") {
-  Schema tuple(R"({"type": "array", "items": [{"type": "string"}, {"type": "integer"}], "additionalItems": {"type": "boolean"}})");
+  Schema tuple(
+      R"({"type": "array", "items": [{"type": "string"}, {"type": "integer"}], "additionalItems": {"type": "boolean"}})");
   CHECK(tuple(R"(["a", 1, true, false])"));
   CHECK_FALSE(tuple(R"(["a", 1, 2])"));
   Schema closed(R"({"type": "array", "items": [{"type": "string"}], "additionalItems": false})");
@@ -130,10 +133,11 @@ TEST_CASE("uniqueItems: exact over a small finite item set, otherwise relaxed an
 }
 
 TEST_CASE("dependencies, dependentRequired, dependentSchemas") {
-  for (const char* schema :
-       {R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "dependentRequired": {"a": ["b"]}})",
-        R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "dependencies": {"a": ["b"]}})",
-        R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "dependentSchemas": {"a": {"required": ["b"]}}})"}) {
+  for (
+      const char* schema :
+      {R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "dependentRequired": {"a": ["b"]}})",
+       R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "dependencies": {"a": ["b"]}})",
+       R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "dependentSchemas": {"a": {"required": ["b"]}}})"}) {
     CAPTURE(schema);
     Schema s(schema);
     CHECK(s.exact());
@@ -145,7 +149,8 @@ TEST_CASE("dependencies, dependentRequired, dependentSchemas") {
 }
 
 TEST_CASE("if/then/else and not where the negation can be written") {
-  Schema s(R"({"type": "object", "properties": {"kind": {"enum": ["a", "b"]}, "x": {"type": "integer"}, "y": {"type": "string"}},
+  Schema s(
+      R"({"type": "object", "properties": {"kind": {"enum": ["a", "b"]}, "x": {"type": "integer"}, "y": {"type": "string"}},
                "required": ["kind"], "if": {"properties": {"kind": {"const": "a"}}}, "then": {"required": ["x"]},
                "else": {"required": ["y"]}})");
   CHECK(s.exact());
@@ -153,7 +158,8 @@ TEST_CASE("if/then/else and not where the negation can be written") {
   CHECK(s(R"({"kind": "b", "y": "s"})"));
   CHECK_FALSE(s(R"({"kind": "a", "y": "s"})"));
   CHECK_FALSE(s(R"({"kind": "b", "x": 1})"));
-  Schema strings(R"({"type": "object", "properties": {"t": {"type": "string"}, "n": {"type": "integer"}}, "required": ["t"],
+  Schema strings(
+      R"({"type": "object", "properties": {"t": {"type": "string"}, "n": {"type": "integer"}}, "required": ["t"],
                      "if": {"properties": {"t": {"const": "num"}}}, "then": {"required": ["n"]}, "else": {"properties": {"n": false}}})");
   CHECK(strings(R"({"t": "num", "n": 1})"));
   CHECK(strings(R"({"t": "nu"})"));
@@ -202,7 +208,8 @@ TEST_CASE("decimal_range agrees with arithmetic on a grid") {
       for (int flags = 0; flags < 4; ++flags) {
         const bool lo_ex = flags & 1, hi_ex = flags & 2;
         const auto text = [](double v) { return fmt::format("{}", v); };
-        const auto range = decimal_range(Bound{*parse_decimal(text(lo)), lo_ex}, Bound{*parse_decimal(text(hi)), hi_ex}, 3);
+        const auto range =
+            decimal_range(Bound{*parse_decimal(text(lo)), lo_ex}, Bound{*parse_decimal(text(hi)), hi_ex}, 3);
         bool any = false;
         std::shared_ptr<Matcher> m;
         if (range) m = std::make_shared<Matcher>(std::make_shared<const Grammar>(parse_gbnf("root ::= " + *range)));
@@ -211,7 +218,8 @@ TEST_CASE("decimal_range agrees with arithmetic on a grid") {
           const bool want = (lo_ex ? v > lo : v >= lo) && (hi_ex ? v < hi : v <= hi);
           const std::string t = fmt::format("{}", v);
           any |= want;
-          if (m && m->matches(t) != want) FAIL_CHECK(fmt::format("{} in [{}, {}] flags {}: grammar says {}", t, lo, hi, flags, !want));
+          if (m && m->matches(t) != want)
+            FAIL_CHECK(fmt::format("{} in [{}, {}] flags {}: grammar says {}", t, lo, hi, flags, !want));
         }
         CHECK(range.has_value() == any);
       }
@@ -258,9 +266,11 @@ TEST_CASE("$anchor, $id-qualified and recursive local $refs") {
   CHECK_FALSE(anchor(R"("a")"));
   Schema draft7(R"({"definitions": {"n": {"$id": "#num", "type": "integer"}}, "properties": {"a": {"$ref": "#num"}}})");
   CHECK(draft7(R"({"a": 1})"));
-  Schema qualified(R"({"$id": "https://x.org/s.json", "$defs": {"a": {"type": "string"}}, "$ref": "https://x.org/s.json#/$defs/a"})");
+  Schema qualified(
+      R"({"$id": "https://x.org/s.json", "$defs": {"a": {"type": "string"}}, "$ref": "https://x.org/s.json#/$defs/a"})");
   CHECK(qualified(R"("s")"));
-  Schema tree(R"({"$defs": {"t": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/t"}}},
+  Schema tree(
+      R"({"$defs": {"t": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/t"}}},
                                   "additionalProperties": false}}, "$ref": "#/$defs/t", "description": "a tree"})");
   CHECK(tree(R"({"kids": [{"kids": []}, {}]})"));
   CHECK_FALSE(tree(R"({"kids": [{"x": 1}]})"));

@@ -32,8 +32,8 @@ std::shared_ptr<const Grammar> compile(const std::string& gbnf) {
 std::shared_ptr<const TokenTrie> toy_trie() {
   std::vector<std::string> pieces;
   for (int b = 0; b < 256; ++b) pieces.push_back(std::string(1, static_cast<char>(b)));
-  for (const char* w : {"{\"", "\":", "\",", "\"}", "true", "tr", "false", "null", " \"", "12", "3.", ".5",
-                        "name", "na", "\"name\"", "}", "{}", "[1", ",2]", "é", "\xC3", "\xA9"})
+  for (const char* w : {"{\"", "\":",  "\",", "\"}",      "true", "tr", "false", "null", " \"", "12",   "3.",
+                        ".5",  "name", "na",  "\"name\"", "}",    "{}", "[1",    ",2]",  "é",   "\xC3", "\xA9"})
     pieces.push_back(w);
   pieces.push_back("<eos>");
   std::vector<bool> usable(pieces.size(), true);
@@ -45,8 +45,8 @@ std::shared_ptr<const TokenTrie> toy_trie() {
 std::vector<bool> brute_force(Matcher& m, Matcher::State s, const TokenTrie& trie) {
   std::vector<bool> ok(static_cast<std::size_t>(trie.vocab_size()));
   for (std::int32_t id = 0; id < trie.vocab_size(); ++id)
-    ok[static_cast<std::size_t>(id)] = trie.usable(id) && !trie.piece(id).empty() &&
-                                      m.advance(s, trie.piece(id)) != Matcher::kDead;
+    ok[static_cast<std::size_t>(id)] =
+        trie.usable(id) && !trie.piece(id).empty() && m.advance(s, trie.piece(id)) != Matcher::kDead;
   return ok;
 }
 
@@ -104,8 +104,8 @@ TEST_CASE("apply() leaves exactly the allowed logits and the end token when it m
   c.apply(logits.data());
   int finite = 0;
   for (float z : logits) finite += std::isfinite(z);
-  CHECK(finite == 3);  // "t", "tr", "true"
-  CHECK(std::isinf(logits.back()));  // cannot end yet
+  CHECK(finite == 3);                            // "t", "tr", "true"
+  CHECK(std::isinf(logits.back()));              // cannot end yet
   c.accept(static_cast<std::int32_t>(256 + 5));  // "tr"
   CHECK(c.can_end());
   std::fill(logits.begin(), logits.end(), 2.0f);
@@ -154,7 +154,8 @@ TEST_CASE("real vocabularies: masks match brute force and cost little") {
     for (int step = 0; step < 12 && !c.complete(); ++step) {
       const auto t0 = std::chrono::steady_clock::now();
       const TokenMask& m = c.mask();
-      worst_ms = std::max(worst_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      worst_ms =
+          std::max(worst_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       check_mask_matches(c, reference, s, *trie);
       std::vector<std::int32_t> allowed;
       for (std::int32_t id = 0; id < trie->vocab_size(); ++id)

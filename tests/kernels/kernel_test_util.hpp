@@ -4,15 +4,14 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
 namespace ember::test {
 
-inline std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.0f,
-                                        float hi = 1.0f) {
+inline std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);

@@ -1,5 +1,5 @@
-#include "kernel_test_util.hpp"
 #include <ember/ember.hpp>
+#include "kernel_test_util.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/simd.hpp"
 #include "util/fp16.hpp"
@@ -37,8 +37,8 @@ struct Case {
   int heads, kv_heads, head_dim, block_size;
   KvCacheType dtype;
   std::vector<SeqSpec> seqs;
-  int window = 0;       // AttentionOptions::window
-  float scale = 0.0f;   // AttentionOptions::scale
+  int window = 0;      // AttentionOptions::window
+  float scale = 0.0f;  // AttentionOptions::scale
 };
 
 // The scale of an int8 group: max |x| / 127 in half precision.
@@ -73,8 +73,13 @@ std::vector<float> stored_values(std::vector<float> x, KvCacheType type, int hea
 constexpr std::int32_t kUnreadBlock = 1 << 28;
 
 void run_case(const Case& c, std::uint32_t seed) {
-  CAPTURE(c.heads); CAPTURE(c.kv_heads); CAPTURE(c.head_dim); CAPTURE(c.block_size);
-  CAPTURE(static_cast<int>(c.dtype)); CAPTURE(c.window); CAPTURE(c.scale);
+  CAPTURE(c.heads);
+  CAPTURE(c.kv_heads);
+  CAPTURE(c.head_dim);
+  CAPTURE(c.block_size);
+  CAPTURE(static_cast<int>(c.dtype));
+  CAPTURE(c.window);
+  CAPTURE(c.scale);
   const KvLayout layout{c.block_size, c.kv_heads, c.head_dim, c.dtype};
   const std::int64_t kv_width = static_cast<std::int64_t>(c.kv_heads) * c.head_dim;
   const std::int64_t q_width = static_cast<std::int64_t>(c.heads) * c.head_dim;
@@ -100,22 +105,28 @@ void run_case(const Case& c, std::uint32_t seed) {
   for (std::size_t s = 0; s < c.seqs.size(); ++s) {
     const SeqSpec& spec = c.seqs[s];
     const int nblocks = (spec.len + c.block_size - 1) / c.block_size;
-    tables.emplace_back(pool.begin() + static_cast<std::ptrdiff_t>(next_block), pool.begin() + static_cast<std::ptrdiff_t>(next_block + static_cast<std::size_t>(nblocks)));
+    tables.emplace_back(pool.begin() + static_cast<std::ptrdiff_t>(next_block),
+                        pool.begin() + static_cast<std::ptrdiff_t>(next_block + static_cast<std::size_t>(nblocks)));
     next_block += static_cast<std::size_t>(nblocks);
-    ks.push_back(random_floats(static_cast<std::size_t>(spec.len * kv_width), seed * 10 + static_cast<std::uint32_t>(s) * 2));
-    vs.push_back(random_floats(static_cast<std::size_t>(spec.len * kv_width), seed * 10 + static_cast<std::uint32_t>(s) * 2 + 1));
+    ks.push_back(
+        random_floats(static_cast<std::size_t>(spec.len * kv_width), seed * 10 + static_cast<std::uint32_t>(s) * 2));
+    vs.push_back(random_floats(static_cast<std::size_t>(spec.len * kv_width),
+                               seed * 10 + static_cast<std::uint32_t>(s) * 2 + 1));
     // Store the whole history through store_kv (slot = block * block_size + offset).
     std::vector<std::int32_t> slots(static_cast<std::size_t>(spec.len));
     for (int t = 0; t < spec.len; ++t)
-      slots[static_cast<std::size_t>(t)] = tables.back()[static_cast<std::size_t>(t / c.block_size)] * c.block_size + t % c.block_size;
-    store_kv(ks.back().data(), vs.back().data(), kv_width, spec.len, slots.data(), layout, k_cache.data(), v_cache.data());
+      slots[static_cast<std::size_t>(t)] =
+          tables.back()[static_cast<std::size_t>(t / c.block_size)] * c.block_size + t % c.block_size;
+    store_kv(ks.back().data(), vs.back().data(), kv_width, spec.len, slots.data(), layout, k_cache.data(),
+             v_cache.data());
     for (int t = spec.len - spec.rows; t < spec.len; ++t) positions.push_back(t);
     seqs.push_back({row, spec.rows, nullptr, nblocks});
     row += spec.rows;
     // The blocks wholly before the first row's window (so before every row's) are not to be
     // read: their table entries lead nowhere.
     const int first_visible = c.window > 0 ? std::max(0, spec.len - spec.rows - c.window + 1) : 0;
-    for (int b = 0; (b + 1) * c.block_size <= first_visible; ++b) tables.back()[static_cast<std::size_t>(b)] = kUnreadBlock;
+    for (int b = 0; (b + 1) * c.block_size <= first_visible; ++b)
+      tables.back()[static_cast<std::size_t>(b)] = kUnreadBlock;
   }
   for (std::size_t s = 0; s < seqs.size(); ++s) seqs[s].block_table = tables[s].data();
 
@@ -127,7 +138,8 @@ void run_case(const Case& c, std::uint32_t seed) {
   const auto stored = [](float v) { return static_cast<double>(v); };
   const std::int64_t ldq = q_width + 5, ldo = q_width + 3;
   const auto q = random_floats(static_cast<std::size_t>(row * ldq), seed + 99);
-  const double scale = c.scale != 0.0f ? static_cast<double>(c.scale) : 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  const double scale =
+      c.scale != 0.0f ? static_cast<double>(c.scale) : 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   std::vector<double> want(static_cast<std::size_t>(row * q_width));
   const int group = c.heads / c.kv_heads;
   for (std::size_t s = 0; s < seqs.size(); ++s)
@@ -141,7 +153,8 @@ void run_case(const Case& c, std::uint32_t seed) {
           if (c.window > 0 && p - t >= c.window) continue;
           double d = 0.0;
           for (int i = 0; i < c.head_dim; ++i)
-            d += q[static_cast<std::size_t>(r * ldq + h * c.head_dim + i)] * stored(ks[s][static_cast<std::size_t>(t * kv_width + kvh * c.head_dim + i)]);
+            d += q[static_cast<std::size_t>(r * ldq + h * c.head_dim + i)] *
+                 stored(ks[s][static_cast<std::size_t>(t * kv_width + kvh * c.head_dim + i)]);
           w[static_cast<std::size_t>(t)] = d * scale;
           mx = std::max(mx, d * scale);
         }
@@ -153,7 +166,8 @@ void run_case(const Case& c, std::uint32_t seed) {
         for (int i = 0; i < c.head_dim; ++i) {
           double o = 0.0;
           for (int t = 0; t <= p; ++t)  // w is 0 where masked
-            o += w[static_cast<std::size_t>(t)] / sum * stored(vs[s][static_cast<std::size_t>(t * kv_width + kvh * c.head_dim + i)]);
+            o += w[static_cast<std::size_t>(t)] / sum *
+                 stored(vs[s][static_cast<std::size_t>(t * kv_width + kvh * c.head_dim + i)]);
           want[static_cast<std::size_t>(r * q_width + h * c.head_dim + i)] = o;
         }
       }
@@ -172,7 +186,8 @@ void run_case(const Case& c, std::uint32_t seed) {
     double worst = 0.0;
     for (int r = 0; r < row; ++r)
       for (std::int64_t i = 0; i < q_width; ++i)
-        worst = std::max(worst, std::abs(want[static_cast<std::size_t>(r * q_width + i)] - out[static_cast<std::size_t>(r * ldo + i)]));
+        worst = std::max(worst, std::abs(want[static_cast<std::size_t>(r * q_width + i)] -
+                                         out[static_cast<std::size_t>(r * ldo + i)]));
     CHECK(worst < 2e-5);
     for (int r = 0; r < row; ++r)  // the padding past heads*head_dim is not written
       for (std::int64_t i = q_width; i < ldo; ++i) REQUIRE(out[static_cast<std::size_t>(r * ldo + i)] == 7.0f);
@@ -186,8 +201,8 @@ TEST_CASE("paged attention equals dense attention: shuffled blocks, mixed prefil
     // prefill from scratch (37 rows), a decode row at 51 tokens, a chunked prefill (10 rows on
     // top of 20 cached), a single-token sequence.
     const std::vector<SeqSpec> mixed = {{37, 37}, {51, 1}, {30, 10}, {1, 1}};
-    run_case({9, 3, 64, 16, dtype, mixed}, 1);   // the default model's attention shape
-    run_case({4, 4, 40, 5, dtype, mixed}, 2);    // no GQA, odd head_dim and block size
+    run_case({9, 3, 64, 16, dtype, mixed}, 1);                 // the default model's attention shape
+    run_case({4, 4, 40, 5, dtype, mixed}, 2);                  // no GQA, odd head_dim and block size
     run_case({8, 1, 128, 32, dtype, {{70, 3}, {33, 33}}}, 3);  // multi-query
   }
 }
@@ -201,9 +216,9 @@ TEST_CASE("paged attention with a sliding window equals dense attention masked l
   const std::vector<SeqSpec> mixed = {{300, 40}, {260, 1}, {45, 45}, {1, 1}, {130, 9}};
   for (KvCacheType dtype : {KvCacheType::f16, KvCacheType::f32, KvCacheType::int8})
     for (int window : {1, 7, 16, 17, 32, 48, 64, 301, 100000}) {
-      run_case({9, 3, 64, 16, dtype, mixed, window}, 4);         // the default model's shape
-      run_case({4, 4, 40, 5, dtype, mixed, window}, 5);          // no GQA, 60 blocks of 5
-      run_case({8, 2, 128, 32, dtype, mixed, window}, 6);        // group of 4, blocks of 32
+      run_case({9, 3, 64, 16, dtype, mixed, window}, 4);                // the default model's shape
+      run_case({4, 4, 40, 5, dtype, mixed, window}, 5);                 // no GQA, 60 blocks of 5
+      run_case({8, 2, 128, 32, dtype, mixed, window}, 6);               // group of 4, blocks of 32
       run_case({8, 1, 32, 24, dtype, {{97, 20}, {49, 1}}, window}, 7);  // multi-query, 24 = 16 + 8
     }
   for (KvCacheType dtype : {KvCacheType::f16, KvCacheType::f32, KvCacheType::int8}) {
@@ -233,13 +248,19 @@ TEST_CASE("paged attention rejects positions outside the block table, bad head c
   const AttentionSeq seq{0, 1, table, 1};
   AttentionWorkspace ws;
   paged_attention(q.data(), 32, pos_ok, &seq, 1, 4, layout, kv.data(), kv.data(), out.data(), 32, ctx, ws);
-  CHECK_THROWS_AS(paged_attention(q.data(), 32, pos_bad, &seq, 1, 4, layout, kv.data(), kv.data(), out.data(), 32, ctx, ws), ember::Error);
-  CHECK_THROWS_AS(paged_attention(q.data(), 32, pos_ok, &seq, 1, 3, layout, kv.data(), kv.data(), out.data(), 32, ctx, ws), ember::Error);
-  CHECK_THROWS_AS(paged_attention(q.data(), 32, pos_ok, &seq, 1, 4, layout, kv.data(), kv.data(), out.data(), 32, ctx, ws,
-                                  {.window = -1}), ember::Error);
+  CHECK_THROWS_AS(
+      paged_attention(q.data(), 32, pos_bad, &seq, 1, 4, layout, kv.data(), kv.data(), out.data(), 32, ctx, ws),
+      ember::Error);
+  CHECK_THROWS_AS(
+      paged_attention(q.data(), 32, pos_ok, &seq, 1, 3, layout, kv.data(), kv.data(), out.data(), 32, ctx, ws),
+      ember::Error);
+  CHECK_THROWS_AS(paged_attention(q.data(), 32, pos_ok, &seq, 1, 4, layout, kv.data(), kv.data(), out.data(), 32, ctx,
+                                  ws, {.window = -1}),
+                  ember::Error);
   for (float scale : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()})
-    CHECK_THROWS_AS(paged_attention(q.data(), 32, pos_ok, &seq, 1, 4, layout, kv.data(), kv.data(), out.data(), 32, ctx, ws,
-                                    {.scale = scale}), ember::Error);
+    CHECK_THROWS_AS(paged_attention(q.data(), 32, pos_ok, &seq, 1, 4, layout, kv.data(), kv.data(), out.data(), 32, ctx,
+                                    ws, {.scale = scale}),
+                    ember::Error);
 }
 
 // Batch invariance at the kernel: each query's halves and their merge depend only on its own
@@ -260,61 +281,66 @@ TEST_CASE("paged attention gives a row the same bits alone, in a prefill chunk a
   AttentionWorkspace ws;
   CpuContext two(2), one(1);
   for (KvCacheType dtype : {KvCacheType::f16, KvCacheType::int8})
-  for (int block_size : {16, 32, 24}) {
-    CAPTURE(block_size); CAPTURE(static_cast<int>(dtype));
-    const int blocks = (len + block_size - 1) / block_size;
-    const KvLayout layout{block_size, kv_heads, d, dtype};
-    // Sequence A owns blocks blocks..2*blocks-1 in reverse order, sequence B (a copy of A) blocks
-    // 0..blocks-1.
-    std::vector<std::int32_t> table_a(static_cast<std::size_t>(blocks)), table_b(table_a.size());
-    std::iota(table_a.rbegin(), table_a.rend(), blocks);
-    std::iota(table_b.begin(), table_b.end(), 0);
-    std::vector<unsigned char> k_cache(static_cast<std::size_t>(2 * blocks * block_size * ember::kernels::kv_token_bytes(layout)));
-    std::vector<unsigned char> v_cache(k_cache.size());
-    for (const auto* table : {&table_a, &table_b}) {
-      std::vector<std::int32_t> slots(len);
-      for (int t = 0; t < len; ++t) slots[static_cast<std::size_t>(t)] = (*table)[static_cast<std::size_t>(t / block_size)] * block_size + t % block_size;
-      store_kv(ks.data(), vs.data(), kv_width, len, slots.data(), layout, k_cache.data(), v_cache.data());
-    }
-    for (const VecOps* ops : all_ops())
-      for (int window : {0, 1, 7, 16, 17, 20, 33, 48}) {
-        CAPTURE(std::string(to_string(ops->tier))); CAPTURE(window);
-        const AttentionOptions options{window, 0.0f, ops};
-        std::vector<float> prefill(static_cast<std::size_t>(len * q_width));
-        const AttentionSeq whole{0, len, table_a.data(), blocks};
-        paged_attention(q.data(), q_width, positions.data(), &whole, 1, heads, layout, k_cache.data(),
-                        v_cache.data(), prefill.data(), q_width, two, ws, options);
-        for (int r : {0, 5, 15, 16, 17, 23, 31, 40, 47, 48, 55, 63, 64, 69}) {  // every split of 1 to 5 blocks of 16
-          CAPTURE(r);
-          const auto expect = std::vector<float>(prefill.begin() + r * q_width, prefill.begin() + (r + 1) * q_width);
-          std::vector<float> alone(static_cast<std::size_t>(q_width));
-          const AttentionSeq decode{0, 1, table_a.data(), blocks};
-          paged_attention(q.data() + r * q_width, q_width, &positions[static_cast<std::size_t>(r)], &decode, 1, heads,
-                          layout, k_cache.data(), v_cache.data(), alone.data(), q_width, one, ws, options);
-          CHECK(alone == expect);
-          // Row 0: B's last 3 rows; row 3: this row of A.
-          std::vector<float> batch_q(static_cast<std::size_t>(4 * q_width));
-          std::copy(q.begin() + (len - 3) * q_width, q.end(), batch_q.begin());
-          std::copy(q.begin() + r * q_width, q.begin() + (r + 1) * q_width, batch_q.begin() + 3 * q_width);
-          const std::int32_t batch_positions[] = {len - 3, len - 2, len - 1, r};
-          const AttentionSeq batch[] = {{0, 3, table_b.data(), blocks}, {3, 1, table_a.data(), blocks}};
-          std::vector<float> batched(batch_q.size());
-          paged_attention(batch_q.data(), q_width, batch_positions, batch, 2, heads, layout, k_cache.data(),
-                          v_cache.data(), batched.data(), q_width, two, ws, options);
-          CHECK(std::vector<float>(batched.begin() + 3 * q_width, batched.end()) == expect);
-          CHECK(std::vector<float>(batched.begin() + 2 * q_width, batched.begin() + 3 * q_width) ==
-                std::vector<float>(prefill.end() - q_width, prefill.end()));
-          // The last row of a chunk of up to 8 rows ending at r: its tile's other rows see earlier keys.
-          const int chunk_rows = std::min(8, r + 1);
-          std::vector<float> chunk(static_cast<std::size_t>(chunk_rows * q_width));
-          const AttentionSeq part{0, chunk_rows, table_a.data(), blocks};
-          const int first = r + 1 - chunk_rows;
-          paged_attention(q.data() + first * q_width, q_width, &positions[static_cast<std::size_t>(first)], &part, 1,
-                          heads, layout, k_cache.data(), v_cache.data(), chunk.data(), q_width, two, ws, options);
-          CHECK(std::vector<float>(chunk.end() - q_width, chunk.end()) == expect);
-        }
+    for (int block_size : {16, 32, 24}) {
+      CAPTURE(block_size);
+      CAPTURE(static_cast<int>(dtype));
+      const int blocks = (len + block_size - 1) / block_size;
+      const KvLayout layout{block_size, kv_heads, d, dtype};
+      // Sequence A owns blocks blocks..2*blocks-1 in reverse order, sequence B (a copy of A) blocks
+      // 0..blocks-1.
+      std::vector<std::int32_t> table_a(static_cast<std::size_t>(blocks)), table_b(table_a.size());
+      std::iota(table_a.rbegin(), table_a.rend(), blocks);
+      std::iota(table_b.begin(), table_b.end(), 0);
+      std::vector<unsigned char> k_cache(
+          static_cast<std::size_t>(2 * blocks * block_size * ember::kernels::kv_token_bytes(layout)));
+      std::vector<unsigned char> v_cache(k_cache.size());
+      for (const auto* table : {&table_a, &table_b}) {
+        std::vector<std::int32_t> slots(len);
+        for (int t = 0; t < len; ++t)
+          slots[static_cast<std::size_t>(t)] =
+              (*table)[static_cast<std::size_t>(t / block_size)] * block_size + t % block_size;
+        store_kv(ks.data(), vs.data(), kv_width, len, slots.data(), layout, k_cache.data(), v_cache.data());
       }
-  }
+      for (const VecOps* ops : all_ops())
+        for (int window : {0, 1, 7, 16, 17, 20, 33, 48}) {
+          CAPTURE(std::string(to_string(ops->tier)));
+          CAPTURE(window);
+          const AttentionOptions options{window, 0.0f, ops};
+          std::vector<float> prefill(static_cast<std::size_t>(len * q_width));
+          const AttentionSeq whole{0, len, table_a.data(), blocks};
+          paged_attention(q.data(), q_width, positions.data(), &whole, 1, heads, layout, k_cache.data(), v_cache.data(),
+                          prefill.data(), q_width, two, ws, options);
+          for (int r : {0, 5, 15, 16, 17, 23, 31, 40, 47, 48, 55, 63, 64, 69}) {  // every split of 1 to 5 blocks of 16
+            CAPTURE(r);
+            const auto expect = std::vector<float>(prefill.begin() + r * q_width, prefill.begin() + (r + 1) * q_width);
+            std::vector<float> alone(static_cast<std::size_t>(q_width));
+            const AttentionSeq decode{0, 1, table_a.data(), blocks};
+            paged_attention(q.data() + r * q_width, q_width, &positions[static_cast<std::size_t>(r)], &decode, 1, heads,
+                            layout, k_cache.data(), v_cache.data(), alone.data(), q_width, one, ws, options);
+            CHECK(alone == expect);
+            // Row 0: B's last 3 rows; row 3: this row of A.
+            std::vector<float> batch_q(static_cast<std::size_t>(4 * q_width));
+            std::copy(q.begin() + (len - 3) * q_width, q.end(), batch_q.begin());
+            std::copy(q.begin() + r * q_width, q.begin() + (r + 1) * q_width, batch_q.begin() + 3 * q_width);
+            const std::int32_t batch_positions[] = {len - 3, len - 2, len - 1, r};
+            const AttentionSeq batch[] = {{0, 3, table_b.data(), blocks}, {3, 1, table_a.data(), blocks}};
+            std::vector<float> batched(batch_q.size());
+            paged_attention(batch_q.data(), q_width, batch_positions, batch, 2, heads, layout, k_cache.data(),
+                            v_cache.data(), batched.data(), q_width, two, ws, options);
+            CHECK(std::vector<float>(batched.begin() + 3 * q_width, batched.end()) == expect);
+            CHECK(std::vector<float>(batched.begin() + 2 * q_width, batched.begin() + 3 * q_width) ==
+                  std::vector<float>(prefill.end() - q_width, prefill.end()));
+            // The last row of a chunk of up to 8 rows ending at r: its tile's other rows see earlier keys.
+            const int chunk_rows = std::min(8, r + 1);
+            std::vector<float> chunk(static_cast<std::size_t>(chunk_rows * q_width));
+            const AttentionSeq part{0, chunk_rows, table_a.data(), blocks};
+            const int first = r + 1 - chunk_rows;
+            paged_attention(q.data() + first * q_width, q_width, &positions[static_cast<std::size_t>(first)], &part, 1,
+                            heads, layout, k_cache.data(), v_cache.data(), chunk.data(), q_width, two, ws, options);
+            CHECK(std::vector<float>(chunk.end() - q_width, chunk.end()) == expect);
+          }
+        }
+    }
 }
 
 // The defaults are the options spelled out: a window reaching past position 0 masks nothing and
@@ -328,7 +354,8 @@ TEST_CASE("paged attention: a window past the sequence and the default scale cha
   const auto ks = random_floats(static_cast<std::size_t>(len * kv_width), 21);
   const auto vs = random_floats(static_cast<std::size_t>(len * kv_width), 22);
   std::vector<std::int32_t> slots(len);
-  for (int t = 0; t < len; ++t) slots[static_cast<std::size_t>(t)] = table[static_cast<std::size_t>(t / block_size)] * block_size + t % block_size;
+  for (int t = 0; t < len; ++t)
+    slots[static_cast<std::size_t>(t)] = table[static_cast<std::size_t>(t / block_size)] * block_size + t % block_size;
   store_kv(ks.data(), vs.data(), kv_width, len, slots.data(), layout, k_cache.data(), v_cache.data());
   const auto q = random_floats(static_cast<std::size_t>(len * q_width), 23);
   std::vector<std::int32_t> positions(len);
@@ -365,7 +392,8 @@ TEST_CASE("int8 KV: store_kv writes each head as int8 steps with its groups' sca
   auto k = random_floats(static_cast<std::size_t>(2 * width), 31);
   auto v = random_floats(static_cast<std::size_t>(2 * width), 32);
   std::fill(v.begin() + d, v.begin() + 2 * d, 0.0f);  // row 0's second head: all zeros
-  std::vector<unsigned char> k_cache(static_cast<std::size_t>(blocks * block_size * ember::kernels::kv_token_bytes(layout)));
+  std::vector<unsigned char> k_cache(
+      static_cast<std::size_t>(blocks * block_size * ember::kernels::kv_token_bytes(layout)));
   std::vector<unsigned char> v_cache(k_cache.size());
   const std::int32_t slots[2] = {5, -1};  // row 1 is skipped
   store_kv(k.data(), v.data(), width, 2, slots, layout, k_cache.data(), v_cache.data());
@@ -393,7 +421,8 @@ TEST_CASE("int8 KV: store_kv writes each head as int8 steps with its groups' sca
   }
   // Nothing was written for the skipped row (slot 6 stays zero).
   const auto* untouched = k_cache.data() + 6 * ember::kernels::kv_token_bytes(layout);
-  CHECK(std::all_of(untouched, untouched + ember::kernels::kv_token_bytes(layout), [](unsigned char b) { return b == 0; }));
+  CHECK(std::all_of(untouched, untouched + ember::kernels::kv_token_bytes(layout),
+                    [](unsigned char b) { return b == 0; }));
 }
 
 // The rotation of an int8 group: orthonormal (norms kept), its own inverse, and what it is for:

@@ -29,13 +29,11 @@ namespace {
 // avx512_vnni tier, in a build with oneDNN.
 bool gemv_expected() { return onednn_available() && tier_available(CpuTier::avx512_vnni); }
 
-
 enum class Pattern { random, max_weights_min_acts, min_weights_max_acts, random_signs_at_max };
 
 // w [out, in] and x [4, in] for one pattern. The extremes make every quantized value +-127
 // (-128 inputs quantize to -127), so the INT32 sums reach 127 * 127 * in.
-void make_inputs(Pattern p, std::int64_t out, std::int64_t in, std::vector<float>& w,
-                 std::vector<float>& x) {
+void make_inputs(Pattern p, std::int64_t out, std::int64_t in, std::vector<float>& w, std::vector<float>& x) {
   const auto nw = static_cast<std::size_t>(out * in);
   const auto nx = static_cast<std::size_t>(kGemvMaxRows * in);
   switch (p) {
@@ -65,45 +63,50 @@ void make_inputs(Pattern p, std::int64_t out, std::int64_t in, std::vector<float
 TEST_CASE("int8 linear: the decode GEMV is bitwise equal to oneDNN (model and odd shapes)") {
   CpuContext ctx(2);
   MESSAGE("tier ", std::string(to_string(active_tier())), gemv_expected() ? "" : ": ember's kernel for every m");
-  struct Shape { std::int64_t in, out; };
-  for (const Shape s : {Shape{576, 960}, Shape{576, 576}, Shape{576, 3072}, Shape{1536, 576},
-                        Shape{576, 49152}, Shape{65, 17}, Shape{3, 33}, Shape{66, 1100}}) {
+  struct Shape {
+    std::int64_t in, out;
+  };
+  for (const Shape s : {Shape{576, 960}, Shape{576, 576}, Shape{576, 3072}, Shape{1536, 576}, Shape{576, 49152},
+                        Shape{65, 17}, Shape{3, 33}, Shape{66, 1100}}) {
     // Without the GEMV both sides are oneDNN, and each row count builds its primitives anew
     // (slow with the AVX2 ISA): there the test only checks that the dispatch says so, on one
     // input pattern and the small shapes.
     if (!gemv_expected() && s.out > 4096) continue;
-    for (Pattern p : {Pattern::random, Pattern::max_weights_min_acts,
-                      Pattern::min_weights_max_acts, Pattern::random_signs_at_max})
-    for (ActivationQuant a : {ActivationQuant::per_row, ActivationQuant::residual}) {
-      if (!gemv_expected() && p != Pattern::random) continue;
-      CAPTURE(s.in); CAPTURE(s.out); CAPTURE(static_cast<int>(p)); CAPTURE(static_cast<int>(a));
-      std::vector<float> w, x;
-      make_inputs(p, s.out, s.in, w, x);
-      auto fast = make_int8_linear(ctx, w.data(), s.out, s.in, a);
-      // Without oneDNN there is no second implementation: the dispatch alone is checked.
-      auto onednn = onednn_available() ? make_int8_linear_onednn_only(ctx, w.data(), s.out, s.in, a) : nullptr;
-      const auto base =
-          random_floats(static_cast<std::size_t>(kGemvMaxRows * s.out), 15, -5.0f, 5.0f);
-      // The edges: one row, a partial and a whole row tile (4), the next tile, where two-term
-      // inputs stop fitting one GEMV call (2m > kGemvMaxRows) and the GEMV's last row count.
-      // Each m builds new oneDNN primitives, which is slow under ASan with the AVX2 ISA.
-      for (std::int64_t m : {1, 3, 4, 5, 9, 32, 33, 64}) {
-        if (!gemv_expected() && m > 5) continue;
-        for (bool accumulate : {false, true}) {
-          CAPTURE(m); CAPTURE(accumulate);
-          const std::string impl = fast->implementation(ctx, m, accumulate);
-          if (onednn) CHECK(onednn->implementation(ctx, m, accumulate).rfind("gemv", 0) != 0);
-          CHECK(impl == std::string("gemv:") + to_string(active_tier()));
-          // Below avx512_vnni oneDNN's INT8 matmul is not the reference of ember's kernel (it may
-          // saturate); there the tiers are checked against the scalar reference instead (below).
-          if (!gemv_expected()) continue;
-          std::vector<float> y_fast(base.begin(), base.begin() + m * s.out), y_onednn = y_fast;
-          fast->forward(ctx, x.data(), m, y_fast.data(), accumulate);
-          onednn->forward(ctx, x.data(), m, y_onednn.data(), accumulate);
-          CHECK(bit_mismatches(y_fast, y_onednn) == 0);
+    for (Pattern p :
+         {Pattern::random, Pattern::max_weights_min_acts, Pattern::min_weights_max_acts, Pattern::random_signs_at_max})
+      for (ActivationQuant a : {ActivationQuant::per_row, ActivationQuant::residual}) {
+        if (!gemv_expected() && p != Pattern::random) continue;
+        CAPTURE(s.in);
+        CAPTURE(s.out);
+        CAPTURE(static_cast<int>(p));
+        CAPTURE(static_cast<int>(a));
+        std::vector<float> w, x;
+        make_inputs(p, s.out, s.in, w, x);
+        auto fast = make_int8_linear(ctx, w.data(), s.out, s.in, a);
+        // Without oneDNN there is no second implementation: the dispatch alone is checked.
+        auto onednn = onednn_available() ? make_int8_linear_onednn_only(ctx, w.data(), s.out, s.in, a) : nullptr;
+        const auto base = random_floats(static_cast<std::size_t>(kGemvMaxRows * s.out), 15, -5.0f, 5.0f);
+        // The edges: one row, a partial and a whole row tile (4), the next tile, where two-term
+        // inputs stop fitting one GEMV call (2m > kGemvMaxRows) and the GEMV's last row count.
+        // Each m builds new oneDNN primitives, which is slow under ASan with the AVX2 ISA.
+        for (std::int64_t m : {1, 3, 4, 5, 9, 32, 33, 64}) {
+          if (!gemv_expected() && m > 5) continue;
+          for (bool accumulate : {false, true}) {
+            CAPTURE(m);
+            CAPTURE(accumulate);
+            const std::string impl = fast->implementation(ctx, m, accumulate);
+            if (onednn) CHECK(onednn->implementation(ctx, m, accumulate).rfind("gemv", 0) != 0);
+            CHECK(impl == std::string("gemv:") + to_string(active_tier()));
+            // Below avx512_vnni oneDNN's INT8 matmul is not the reference of ember's kernel (it may
+            // saturate); there the tiers are checked against the scalar reference instead (below).
+            if (!gemv_expected()) continue;
+            std::vector<float> y_fast(base.begin(), base.begin() + m * s.out), y_onednn = y_fast;
+            fast->forward(ctx, x.data(), m, y_fast.data(), accumulate);
+            onednn->forward(ctx, x.data(), m, y_onednn.data(), accumulate);
+            CHECK(bit_mismatches(y_fast, y_onednn) == 0);
+          }
         }
       }
-    }
   }
 }
 
@@ -113,20 +116,21 @@ TEST_CASE("int8 linear: a row alone (GEMV) equals the same row in a batch past t
   auto x = random_floats(static_cast<std::size_t>(batch * in), 22, -4.0f, 4.0f);
   for (std::int64_t k = 0; k < in; ++k) x[static_cast<std::size_t>(5 * in + k)] = 0.0f;  // scale 0
   for (int threads : {1, 2})
-  for (ActivationQuant a : {ActivationQuant::per_row, ActivationQuant::residual}) {
-    CAPTURE(threads); CAPTURE(static_cast<int>(a));
-    CpuContext ctx(threads);
-    auto lin = make_int8_linear(ctx, w.data(), out, in, a);
-    std::vector<float> y_batch(static_cast<std::size_t>(batch * out));
-    lin->forward(ctx, x.data(), batch, y_batch.data());
-    for (std::int64_t i = 0; i < batch; ++i) {
-      CAPTURE(i);
-      std::vector<float> y_row(static_cast<std::size_t>(out));
-      lin->forward(ctx, x.data() + i * in, 1, y_row.data());
-      const std::vector<float> expected(y_batch.begin() + i * out, y_batch.begin() + (i + 1) * out);
-      CHECK(bit_mismatches(y_row, expected) == 0);
+    for (ActivationQuant a : {ActivationQuant::per_row, ActivationQuant::residual}) {
+      CAPTURE(threads);
+      CAPTURE(static_cast<int>(a));
+      CpuContext ctx(threads);
+      auto lin = make_int8_linear(ctx, w.data(), out, in, a);
+      std::vector<float> y_batch(static_cast<std::size_t>(batch * out));
+      lin->forward(ctx, x.data(), batch, y_batch.data());
+      for (std::int64_t i = 0; i < batch; ++i) {
+        CAPTURE(i);
+        std::vector<float> y_row(static_cast<std::size_t>(out));
+        lin->forward(ctx, x.data() + i * in, 1, y_row.data());
+        const std::vector<float> expected(y_batch.begin() + i * out, y_batch.begin() + (i + 1) * out);
+        CHECK(bit_mismatches(y_row, expected) == 0);
+      }
     }
-  }
 }
 
 TEST_CASE("int8 linear: outputs in slices of its granule equal the whole product bit for bit") {
@@ -138,7 +142,8 @@ TEST_CASE("int8 linear: outputs in slices of its granule equal the whole product
     auto lin = make_int8_linear(ctx, w.data(), out, in, a);
     // One row, two-term rows in one GEMV call and not (2m > kGemvMaxRows), and oneDNN's m.
     for (const std::int64_t m : {std::int64_t{1}, std::int64_t{5}, std::int64_t{40}, rows}) {
-      CAPTURE(static_cast<int>(a)); CAPTURE(m);
+      CAPTURE(static_cast<int>(a));
+      CAPTURE(m);
       const std::int64_t unit = lin->output_granule(m);
       if (!gemv_expected() || m <= kGemvMaxRows)
         CHECK((unit % 16 == 0 && unit < out));  // GEMV tiles: whole blocks of 16 outputs
@@ -198,20 +203,27 @@ TEST_CASE("gemv rejects no rows and bad weights, and takes more rows than kGemvM
 // activations (the AVX2 tier's pair sums at their largest), odd shapes (partial blocks, input
 // padding), row counts across the tiers' row passes, tile ranges, accumulating or not.
 TEST_CASE("gemv: every available tier equals the scalar reference bit for bit") {
-  MESSAGE("active tier ", std::string(to_string(active_tier())), " (this CPU: ", std::string(to_string(detected_tier())), ")");
+  MESSAGE("active tier ", std::string(to_string(active_tier())),
+          " (this CPU: ", std::string(to_string(detected_tier())), ")");
   const auto arena = std::make_shared<WeightArena>();
-  struct Shape { std::int64_t in, out; };
-  for (const Shape s : {Shape{576, 960}, Shape{1536, 576}, Shape{65, 17}, Shape{3, 33}, Shape{66, 1100},
-                        Shape{128, 3072}})
+  struct Shape {
+    std::int64_t in, out;
+  };
+  for (const Shape s :
+       {Shape{576, 960}, Shape{1536, 576}, Shape{65, 17}, Shape{3, 33}, Shape{66, 1100}, Shape{128, 3072}})
     for (int pattern = 0; pattern < 3; ++pattern) {
-      CAPTURE(s.in); CAPTURE(s.out); CAPTURE(pattern);
+      CAPTURE(s.in);
+      CAPTURE(s.out);
+      CAPTURE(pattern);
       const std::int64_t max_m = 70;
       std::vector<std::int8_t> q(static_cast<std::size_t>(s.out * s.in));
       std::vector<std::uint8_t> xu_q(static_cast<std::size_t>(max_m * s.in));
       std::uint32_t state = 12345u + static_cast<std::uint32_t>(pattern);
       auto next = [&state] { return state = state * 1664525u + 1013904223u, state >> 8; };
-      for (auto& v : q) v = static_cast<std::int8_t>(pattern == 0 ? static_cast<int>(next() % 255) - 127
-                                                   : pattern == 1 ? 127 : (next() & 1 ? 127 : -127));
+      for (auto& v : q)
+        v = static_cast<std::int8_t>(pattern == 0   ? static_cast<int>(next() % 255) - 127
+                                     : pattern == 1 ? 127
+                                                    : (next() & 1 ? 127 : -127));
       for (auto& v : xu_q) v = static_cast<std::uint8_t>(pattern == 1 ? 0 : next() % 256);  // q + 128, any byte
       const auto scales = random_floats(static_cast<std::size_t>(s.out), 41, 0.001f, 0.1f);
       const auto x_scales = random_floats(static_cast<std::size_t>(max_m), 42, 0.001f, 0.1f);
@@ -222,7 +234,8 @@ TEST_CASE("gemv: every available tier equals the scalar reference bit for bit") 
       const auto base = random_floats(static_cast<std::size_t>(max_m * s.out), 43, -5.0f, 5.0f);
       for (std::int64_t m : {1, 2, 3, 4, 5, 9, 33, 70})
         for (bool accumulate : {false, true}) {
-          CAPTURE(m); CAPTURE(accumulate);
+          CAPTURE(m);
+          CAPTURE(accumulate);
           std::vector<float> want(base.begin(), base.begin() + m * s.out);
           gemv_int8(w, xu.data(), x_scales.data(), m, want.data(), accumulate, 2, 0, w.tiles(), CpuTier::scalar);
           for (CpuTier tier : kAllCpuTiers) {
@@ -251,7 +264,9 @@ TEST_CASE("gemv: every available tier equals the scalar reference bit for bit") 
 
 TEST_CASE("gemv tiles narrow for matrices with few blocks, and interleave their blocks") {
   const auto arena = std::make_shared<WeightArena>();
-  struct Case { std::int64_t out, tile_blocks, tiles, last_blocks; };
+  struct Case {
+    std::int64_t out, tile_blocks, tiles, last_blocks;
+  };
   // 36 blocks (wo, down): 1-block tiles; 69: 2-block tiles, the last with 1; 192 (gate_up): 4.
   for (const Case c : {Case{576, 1, 36, 1}, Case{1100, 2, 35, 1}, Case{3072, 4, 48, 4}}) {
     CAPTURE(c.out);

@@ -10,10 +10,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 using namespace ember::kernels::cpu;
@@ -42,7 +42,8 @@ struct GroupMatrix {
     o.resize(groups);
     for (std::size_t g = 0; g < groups; ++g) {
       d[g] = static_cast<float>(fraction(rng)) / 4096.0f / static_cast<float>(1 << format.bits);
-      o[g] = format.offsets ? -static_cast<float>(fraction(rng)) / 4096.0f / 2.0f : -static_cast<float>(format.bias()) * d[g];
+      o[g] = format.offsets ? -static_cast<float>(fraction(rng)) / 4096.0f / 2.0f
+                            : -static_cast<float>(format.bias()) * d[g];
     }
   }
 
@@ -113,7 +114,8 @@ std::vector<CpuTier> available_tiers() {
       names += std::string(names.empty() ? "" : ", ") + to_string(tier);
     }
   static bool said = false;
-  if (!said) MESSAGE("grouped gemm tiers compared: ", names, " (active ", std::string(to_string(grouped_gemm_tier())), ")");
+  if (!said)
+    MESSAGE("grouped gemm tiers compared: ", names, " (active ", std::string(to_string(grouped_gemm_tier())), ")");
   said = true;
   return tiers;
 }
@@ -135,7 +137,9 @@ bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
 TEST_CASE("grouped gemm: every tier equals the scalar reference bit for bit, every format, row count and shape") {
   auto arena = std::make_shared<WeightArena>();
   const std::vector<CpuTier> tiers = available_tiers();
-  struct Shape { std::int64_t out, in; };
+  struct Shape {
+    std::int64_t out, in;
+  };
   for (const Shape s : {Shape{45, 96}, Shape{576, 576}, Shape{64, 1536}, Shape{16, 32}})
     for (const GroupFormat f : kFormats) {
       CAPTURE(s.out);
@@ -301,8 +305,9 @@ TEST_CASE("grouped linear: outputs in slices of 32 equal the whole product bit f
       linear->forward_outputs(ctx, x.data(), rows, added_sliced.data(), begin, std::min(out, begin + 64), true,
                               begin == 0 ? LinearInput::fresh : LinearInput::as_before);
     CHECK(bit_mismatches(added_sliced, added) == 0);
-    CHECK_THROWS_AS(linear->forward_outputs(ctx, x.data(), rows + 1, sliced.data(), 64, 128, false, LinearInput::as_before),
-                    ember::Error);  // other rows than the ones quantized
+    CHECK_THROWS_AS(
+        linear->forward_outputs(ctx, x.data(), rows + 1, sliced.data(), 64, 128, false, LinearInput::as_before),
+        ember::Error);  // other rows than the ones quantized
     CHECK_THROWS_AS(linear->forward_outputs(ctx, x.data(), rows, sliced.data(), 16, 64), ember::Error);
     CHECK_THROWS_AS(linear->forward_outputs(ctx, x.data(), rows, sliced.data(), 256, 290), ember::Error);
   }

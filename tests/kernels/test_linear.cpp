@@ -1,5 +1,5 @@
-#include "kernel_test_util.hpp"
 #include <ember/ember.hpp>
+#include "kernel_test_util.hpp"
 #include "kernels/cpu/cpu_tier.hpp"
 #include "kernels/cpu/linear.hpp"
 
@@ -15,15 +15,14 @@ using ember::test::relative_error;
 namespace {
 
 // y[m, out] = x · Wᵀ in double.
-std::vector<double> reference(const std::vector<float>& x, const std::vector<float>& w,
-                              std::int64_t m, std::int64_t out, std::int64_t in) {
+std::vector<double> reference(const std::vector<float>& x, const std::vector<float>& w, std::int64_t m,
+                              std::int64_t out, std::int64_t in) {
   std::vector<double> y(static_cast<std::size_t>(m * out));
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t j = 0; j < out; ++j) {
       double s = 0.0;
       for (std::int64_t k = 0; k < in; ++k)
-        s += static_cast<double>(x[static_cast<std::size_t>(i * in + k)]) *
-             w[static_cast<std::size_t>(j * in + k)];
+        s += static_cast<double>(x[static_cast<std::size_t>(i * in + k)]) * w[static_cast<std::size_t>(j * in + k)];
       y[static_cast<std::size_t>(i * out + j)] = s;
     }
   return y;
@@ -37,22 +36,25 @@ std::vector<float> run(Linear& lin, CpuContext& ctx, const std::vector<float>& x
 
 using LinearFactory = std::unique_ptr<Linear> (*)(CpuContext&, const float*, std::int64_t, std::int64_t);
 // The INT8 (default activations) and FP32 linears, for checks that hold for both.
-const LinearFactory kBothPrecisions[] = {
-    [](CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in) {
-      return make_int8_linear(ctx, w, out, in);
-    },
-    [](CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in) {
-      return make_fp32_linear(ctx, w, out, in);
-    }};
+const LinearFactory kBothPrecisions[] = {[](CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in) {
+                                           return make_int8_linear(ctx, w, out, in);
+                                         },
+                                         [](CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in) {
+                                           return make_fp32_linear(ctx, w, out, in);
+                                         }};
 
 }  // namespace
 
 TEST_CASE("int8 and fp32 linear match a double-precision reference") {
   CpuContext ctx(2);
-  struct Shape { std::int64_t m, in, out; };
-  for (const Shape s : {Shape{1, 576, 960}, Shape{3, 65, 17}, Shape{8, 1536, 576},
-                        Shape{33, 576, 3072}, Shape{512, 576, 576}}) {
-    CAPTURE(s.m); CAPTURE(s.in); CAPTURE(s.out);
+  struct Shape {
+    std::int64_t m, in, out;
+  };
+  for (const Shape s :
+       {Shape{1, 576, 960}, Shape{3, 65, 17}, Shape{8, 1536, 576}, Shape{33, 576, 3072}, Shape{512, 576, 576}}) {
+    CAPTURE(s.m);
+    CAPTURE(s.in);
+    CAPTURE(s.out);
     const auto w = random_floats(static_cast<std::size_t>(s.out * s.in), 1, -0.1f, 0.1f);
     const auto x = random_floats(static_cast<std::size_t>(s.m * s.in), 2, -3.0f, 3.0f);
     const auto ref = reference(x, w, s.m, s.out, s.in);
@@ -144,7 +146,8 @@ TEST_CASE("accumulate adds the product to y (residual add), both precisions") {
       auto y2 = base;
       lin->forward(ctx, x.data(), m, y2.data());
       double diff = 0.0;
-      for (std::size_t i = 0; i < y.size(); ++i) diff = std::max(diff, std::abs(static_cast<double>(y[i] - y2[i] - base[i])));
+      for (std::size_t i = 0; i < y.size(); ++i)
+        diff = std::max(diff, std::abs(static_cast<double>(y[i] - y2[i] - base[i])));
       CHECK(diff < 1e-3);
     }
   }

@@ -1,5 +1,5 @@
-#include "kernel_test_util.hpp"
 #include <ember/ember.hpp>
+#include "kernel_test_util.hpp"
 #include "kernels/cpu/ops.hpp"
 
 #include <doctest/doctest.h>
@@ -21,7 +21,8 @@ TEST_CASE("rmsnorm matches the double reference, in place too") {
       for (std::int64_t c = 0; c < cols; ++c) ss += std::pow(x[static_cast<std::size_t>(r * cols + c)], 2);
       const double k = 1.0 / std::sqrt(ss / static_cast<double>(cols) + 1e-5);
       for (std::int64_t c = 0; c < cols; ++c)
-        ref[static_cast<std::size_t>(r * cols + c)] = x[static_cast<std::size_t>(r * cols + c)] * k * w[static_cast<std::size_t>(c)];
+        ref[static_cast<std::size_t>(r * cols + c)] =
+            x[static_cast<std::size_t>(r * cols + c)] * k * w[static_cast<std::size_t>(c)];
     }
     std::vector<float> out(x.size());
     rmsnorm(x.data(), w.data(), rows, cols, 1e-5f, out.data(), 2);
@@ -34,8 +35,8 @@ TEST_CASE("rmsnorm matches the double reference, in place too") {
 
 namespace {
 
-void rope_reference(std::vector<double>& x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
-                    int rope_dims, const std::vector<std::int32_t>& pos, double base, RopeLayout layout) {
+void rope_reference(std::vector<double>& x, std::int64_t rows, std::int64_t ld, int heads, int head_dim, int rope_dims,
+                    const std::vector<std::int32_t>& pos, double base, RopeLayout layout) {
   for (std::int64_t r = 0; r < rows; ++r)
     for (int h = 0; h < heads; ++h)
       for (int i = 0; i < rope_dims / 2; ++i) {
@@ -57,7 +58,8 @@ TEST_CASE("rope: both layouts match the reference, position 0 is identity, norms
   const std::vector<std::int32_t> pos = {0, 1, 17, 511, 8191};
   for (RopeLayout layout : {RopeLayout::interleaved, RopeLayout::half}) {
     for (int rope_dims : {64, 32}) {
-      CAPTURE(static_cast<int>(layout)); CAPTURE(rope_dims);
+      CAPTURE(static_cast<int>(layout));
+      CAPTURE(rope_dims);
       auto x = random_floats(static_cast<std::size_t>(rows * ld), 41);
       const auto before = x;
       std::vector<double> ref(x.begin(), x.end());
@@ -66,7 +68,8 @@ TEST_CASE("rope: both layouts match the reference, position 0 is identity, norms
       double worst = 0.0;
       for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - ref[i]));
       CHECK(worst < 1e-5);
-      for (std::int64_t c = 0; c < ld; ++c) CHECK(x[static_cast<std::size_t>(c)] == before[static_cast<std::size_t>(c)]);  // pos 0
+      for (std::int64_t c = 0; c < ld; ++c)
+        CHECK(x[static_cast<std::size_t>(c)] == before[static_cast<std::size_t>(c)]);  // pos 0
       for (std::int64_t r = 1; r < rows; ++r) {
         for (std::int64_t c = heads * head_dim; c < ld; ++c)  // past the heads: untouched
           REQUIRE(x[static_cast<std::size_t>(r * ld + c)] == before[static_cast<std::size_t>(r * ld + c)]);
@@ -106,7 +109,8 @@ TEST_CASE("rope angles with frequency factors and linear scaling follow ggml's f
   const double base = 500000.0;  // Llama 3's
   const std::vector<std::int32_t> pos = {0, 1, 17, 511, 8191, 131071};
   std::vector<float> factors(half);
-  for (int i = 0; i < half; ++i) factors[static_cast<std::size_t>(i)] = i < 20 ? 1.0f : i > 40 ? 8.0f : 1.0f + 0.3f * (i - 20);
+  for (int i = 0; i < half; ++i)
+    factors[static_cast<std::size_t>(i)] = i < 20 ? 1.0f : i > 40 ? 8.0f : 1.0f + 0.3f * (i - 20);
   for (float linear : {1.0f, 4.0f}) {
     CAPTURE(linear);
     const RopeAngles a = rope_angles(pos.data(), 6, rope_dims, static_cast<float>(base), factors.data(), 1.0f / linear);
@@ -156,7 +160,8 @@ TEST_CASE("silu_mul matches silu(gate) * up") {
   double worst = 0.0;
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t i = 0; i < ffn; ++i) {
-      const double g = gu[static_cast<std::size_t>(r * 2 * ffn + i)], u = gu[static_cast<std::size_t>(r * 2 * ffn + ffn + i)];
+      const double g = gu[static_cast<std::size_t>(r * 2 * ffn + i)],
+                   u = gu[static_cast<std::size_t>(r * 2 * ffn + ffn + i)];
       const double want = g / (1.0 + std::exp(-g)) * u;
       worst = std::max(worst, std::abs(out[static_cast<std::size_t>(r * ffn + i)] - want) / (std::abs(want) + 1e-6));
     }
@@ -171,7 +176,8 @@ TEST_CASE("gelu_mul matches gelu(gate) * up with gelu's tanh approximation") {
   double worst = 0.0;
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t i = 0; i < ffn; ++i) {
-      const double g = gu[static_cast<std::size_t>(r * 2 * ffn + i)], u = gu[static_cast<std::size_t>(r * 2 * ffn + ffn + i)];
+      const double g = gu[static_cast<std::size_t>(r * 2 * ffn + i)],
+                   u = gu[static_cast<std::size_t>(r * 2 * ffn + ffn + i)];
       const double want = 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g))) * u;
       // Relative where the value is large; absolute near gelu's zero crossing and its tail.
       worst = std::max(worst, std::abs(out[static_cast<std::size_t>(r * ffn + i)] - want) / (std::abs(want) + 1e-3));
@@ -192,7 +198,8 @@ TEST_CASE("rmsnorm_heads normalises each head of strided rows with one weight") 
       for (std::int64_t i = 0; i < head_dim; ++i) ss += double(in[i]) * in[i];
       const double inv = 1.0 / std::sqrt(ss / head_dim + 1e-6);
       for (std::int64_t i = 0; i < head_dim; ++i)
-        CHECK(x[static_cast<std::size_t>(r * ld + h * head_dim + i)] == doctest::Approx(in[i] * inv * w[static_cast<std::size_t>(i)]).epsilon(1e-5));
+        CHECK(x[static_cast<std::size_t>(r * ld + h * head_dim + i)] ==
+              doctest::Approx(in[i] * inv * w[static_cast<std::size_t>(i)]).epsilon(1e-5));
     }
     for (std::int64_t i = heads * head_dim; i < ld; ++i)  // the rest of the row is untouched
       CHECK(x[static_cast<std::size_t>(r * ld + i)] == before[static_cast<std::size_t>(r * ld + i)]);

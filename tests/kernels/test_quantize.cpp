@@ -16,7 +16,7 @@ TEST_CASE("quantize_rows_s8 round-trips within half a step and honours the row s
   const std::int64_t rows = 4, cols = 100, ld = 130;
   auto x = random_floats(static_cast<std::size_t>(rows * ld), 11, -5.0f, 5.0f);
   for (std::int64_t c = 0; c < cols; ++c) x[static_cast<std::size_t>(2 * ld + c)] = 0.0f;  // zero row
-  x[static_cast<std::size_t>(1 * ld + 17)] = -9.0f;                                          // row max
+  x[static_cast<std::size_t>(1 * ld + 17)] = -9.0f;                                        // row max
   std::vector<std::int8_t> q(static_cast<std::size_t>(rows * cols), 99);
   std::vector<float> s(rows, -1.0f);
   quantize_rows_s8(x.data(), rows, cols, ld, q.data(), s.data(), 2);
@@ -79,7 +79,7 @@ void check_dot_keys(const VecOps& ops, const VecOps& ref, int n) {
         continue;
       }
       REQUIRE(std::memcmp(&got[j], &want[j], sizeof(float)) == 0);  // one order on every tier
-      REQUIRE(got[j] == full[j]);  // bit for bit
+      REQUIRE(got[j] == full[j]);                                   // bit for bit
     }
   }
 }
@@ -93,7 +93,8 @@ TEST_CASE("every vector ISA path equals the scalar path") {
     CHECK(ops.tier <= isa);
     CHECK(ops.tier != CpuTier::scalar);
     for (int n : {0, 1, 7, 16, 31, 33, 40, 64, 80, 128, 131}) {
-      CAPTURE(std::string(to_string(isa))); CAPTURE(n);
+      CAPTURE(std::string(to_string(isa)));
+      CAPTURE(n);
       const auto b = random_floats(static_cast<std::size_t>(n) + 1, 22);
       std::vector<std::uint16_t> h(static_cast<std::size_t>(n) + 1), h_ref(h.size());
       ops.to_f16(b.data(), h.data(), n);
@@ -129,7 +130,7 @@ TEST_CASE("every vector ISA path equals the scalar path") {
 TEST_CASE("residual activation quantization: two terms reconstruct each row to the second scale") {
   const std::int64_t rows = 4, cols = 1537;
   auto x = random_floats(static_cast<std::size_t>(rows * cols), 41, -2.0f, 2.0f);
-  x[7] = 90.0f;                                                          // an outlier
+  x[7] = 90.0f;                                                                              // an outlier
   for (std::int64_t k = 0; k < cols; ++k) x[static_cast<std::size_t>(2 * cols + k)] = 0.0f;  // a zero row
   std::vector<std::int8_t> hi(x.size()), lo(x.size());
   std::vector<float> s_hi(rows), s_lo(rows), s_one(rows);

@@ -5,7 +5,8 @@
 namespace ember::test {
 namespace {
 
-template <class T> void put(std::vector<std::uint8_t>& out, T v) {
+template <class T>
+void put(std::vector<std::uint8_t>& out, T v) {
   const std::size_t at = out.size();  // resize + memcpy: GCC 12 misreports insert() here
   out.resize(at + sizeof v);
   std::memcpy(out.data() + at, &v, sizeof v);

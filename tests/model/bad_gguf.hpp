@@ -40,8 +40,8 @@ struct RawGguf {
   std::optional<std::uint64_t> metadata_count;  // default: kvs.size()
   std::vector<RawKv> kvs;
   std::vector<RawTensor> tensors;
-  std::uint64_t pad_to = 32;      // padding before the data section
-  std::uint64_t data_bytes = 0;   // size of the (zero) data section
+  std::uint64_t pad_to = 32;     // padding before the data section
+  std::uint64_t data_bytes = 0;  // size of the (zero) data section
 
   std::vector<std::uint8_t> build() const;
 };

@@ -38,9 +38,7 @@ std::string parse_error(const std::vector<std::uint8_t>& image, ErrorCode code) 
   return {};
 }
 
-std::vector<std::uint8_t> u8s(std::initializer_list<int> v) {
-  return std::vector<std::uint8_t>(v.begin(), v.end());
-}
+std::vector<std::uint8_t> u8s(std::initializer_list<int> v) { return std::vector<std::uint8_t>(v.begin(), v.end()); }
 
 }  // namespace
 
@@ -62,66 +60,131 @@ TEST_CASE("broken headers, metadata and tensor infos") {
       {"wrong magic", [](RawGguf& g) { g.magic = "GGUG"; }, im, {"bad magic", "(at byte 0)"}},
       {"version 1", [](RawGguf& g) { g.version = 1; }, ErrorCode::unsupported, {"version 1"}},
       {"version 4", [](RawGguf& g) { g.version = 4; }, ErrorCode::unsupported, {"version 4"}},
-      {"huge tensor count", [](RawGguf& g) { g.tensor_count = 1ull << 40; }, im,
+      {"huge tensor count",
+       [](RawGguf& g) { g.tensor_count = 1ull << 40; },
+       im,
        {"tensor count 1099511627776 exceeds", "(at byte 8)"}},
-      {"huge metadata count", [](RawGguf& g) { g.metadata_count = ~0ull; }, im,
+      {"huge metadata count",
+       [](RawGguf& g) { g.metadata_count = ~0ull; },
+       im,
        {"metadata count", "exceeds", "(at byte 16)"}},
-      {"counts larger than the file", [](RawGguf& g) { g.metadata_count = 60000; }, im,
-       {"cannot fit"}},
-      {"huge key length", [](RawGguf& g) { g.kvs[1].key_length = 1ull << 62; }, im,
+      {"counts larger than the file", [](RawGguf& g) { g.metadata_count = 60000; }, im, {"cannot fit"}},
+      {"huge key length",
+       [](RawGguf& g) { g.kvs[1].key_length = 1ull << 62; },
+       im,
        {"key length 4611686018427387904 exceeds the limit"}},
-      {"key longer than the file", [](RawGguf& g) { g.kvs[1].key_length = 60000; }, im,
+      {"key longer than the file",
+       [](RawGguf& g) { g.kvs[1].key_length = 60000; },
+       im,
        {"metadata entry 1 key needs 60000 bytes but the file ends"}},
       {"empty key", [](RawGguf& g) { g.kvs[1].key = ""; }, im, {"empty key"}},
-      {"huge string length", [](RawGguf& g) { g.kvs[1].value = gguf_string_with_length(~0ull, "x"); },
-       im, {"'general.name' length 18446744073709551615 exceeds"}},
-      {"string past the end", [](RawGguf& g) { g.kvs[1].value = gguf_string_with_length(1u << 20, "x"); },
-       im, {"'general.name' needs 1048576 bytes"}},
-      {"huge array length", [](RawGguf& g) { g.kvs[2].value = gguf_array(5, 1ull << 40, {}); }, im,
+      {"huge string length",
+       [](RawGguf& g) { g.kvs[1].value = gguf_string_with_length(~0ull, "x"); },
+       im,
+       {"'general.name' length 18446744073709551615 exceeds"}},
+      {"string past the end",
+       [](RawGguf& g) { g.kvs[1].value = gguf_string_with_length(1u << 20, "x"); },
+       im,
+       {"'general.name' needs 1048576 bytes"}},
+      {"huge array length",
+       [](RawGguf& g) { g.kvs[2].value = gguf_array(5, 1ull << 40, {}); },
+       im,
        {"'test.ints' has 1099511627776 elements, more than the limit"}},
-      {"array longer than the file", [](RawGguf& g) { g.kvs[2].value = gguf_array(5, 1u << 20, {}); },
-       im, {"'test.ints' declares 1048576 elements of type i32"}},
-      {"arrays nested too deep", [](RawGguf& g) { g.kvs[2].value = gguf_nested_arrays(5); }, im,
+      {"array longer than the file",
+       [](RawGguf& g) { g.kvs[2].value = gguf_array(5, 1u << 20, {}); },
+       im,
+       {"'test.ints' declares 1048576 elements of type i32"}},
+      {"arrays nested too deep",
+       [](RawGguf& g) { g.kvs[2].value = gguf_nested_arrays(5); },
+       im,
        {"nests arrays deeper than 4"}},
-      {"unknown value type", [](RawGguf& g) { g.kvs[2].value = u8s({13, 0, 0, 0}); }, im,
+      {"unknown value type",
+       [](RawGguf& g) {
+         g.kvs[2].value = u8s({13, 0, 0, 0});
+       },
+       im,
        {"unknown metadata value type 13"}},
-      {"unknown array element type", [](RawGguf& g) { g.kvs[2].value = gguf_array(77, 1, {}); }, im,
+      {"unknown array element type",
+       [](RawGguf& g) { g.kvs[2].value = gguf_array(77, 1, {}); },
+       im,
        {"element type is an unknown metadata value type 77"}},
-      {"bool that is not 0 or 1", [](RawGguf& g) { g.kvs[2].value = gguf_bool_byte(2); }, im,
-       {"bool with value 2"}},
-      {"duplicate key", [](RawGguf& g) { g.kvs[2].key = "general.name"; }, im,
+      {"bool that is not 0 or 1", [](RawGguf& g) { g.kvs[2].value = gguf_bool_byte(2); }, im, {"bool with value 2"}},
+      {"duplicate key",
+       [](RawGguf& g) { g.kvs[2].key = "general.name"; },
+       im,
        {"duplicate metadata key 'general.name'"}},
-      {"alignment not a power of two", [](RawGguf& g) { g.kvs[0].value = gguf_u32(48); }, im,
+      {"alignment not a power of two",
+       [](RawGguf& g) { g.kvs[0].value = gguf_u32(48); },
+       im,
        {"general.alignment 48 is not a power of two"}},
-      {"alignment zero", [](RawGguf& g) { g.kvs[0].value = gguf_u32(0); }, im,
+      {"alignment zero",
+       [](RawGguf& g) { g.kvs[0].value = gguf_u32(0); },
+       im,
        {"general.alignment 0 is not a power of two"}},
-      {"alignment of the wrong type", [](RawGguf& g) { g.kvs[0].value = gguf_string("32"); }, im,
+      {"alignment of the wrong type",
+       [](RawGguf& g) { g.kvs[0].value = gguf_string("32"); },
+       im,
        {"general.alignment has type string"}},
       {"duplicate tensor", [](RawGguf& g) { g.tensors[1].name = "a"; }, im, {"duplicate tensor 'a'"}},
       {"empty tensor name", [](RawGguf& g) { g.tensors[1].name = ""; }, im, {"tensor 1 has an empty name"}},
-      {"tensor name too long", [](RawGguf& g) { g.tensors[1].name = std::string(2000, 'n'); }, im,
+      {"tensor name too long",
+       [](RawGguf& g) { g.tensors[1].name = std::string(2000, 'n'); },
+       im,
        {"tensor 1 name length 2000 exceeds the limit of 1024"}},
-      {"unknown tensor type", [](RawGguf& g) { g.tensors[1].type = 99; }, ErrorCode::unsupported,
+      {"unknown tensor type",
+       [](RawGguf& g) { g.tensors[1].type = 99; },
+       ErrorCode::unsupported,
        {"'b' has unknown tensor type 99"}},
       {"zero dimensions", [](RawGguf& g) { g.tensors[0].dims = {}; }, im, {"'a' has 0 dimensions"}},
-      {"five dimensions", [](RawGguf& g) { g.tensors[0].dims = {1, 1, 1, 1, 8}; }, im,
+      {"five dimensions",
+       [](RawGguf& g) {
+         g.tensors[0].dims = {1, 1, 1, 1, 8};
+       },
+       im,
        {"'a' has 5 dimensions"}},
-      {"zero-size dimension", [](RawGguf& g) { g.tensors[1].dims = {32, 0}; }, im,
+      {"zero-size dimension",
+       [](RawGguf& g) {
+         g.tensors[1].dims = {32, 0};
+       },
+       im,
        {"'b' dimension 1 is 0"}},
-      {"element count overflow", [](RawGguf& g) { g.tensors[0].dims = {1ull << 32, 1ull << 32}; }, im,
+      {"element count overflow",
+       [](RawGguf& g) {
+         g.tensors[0].dims = {1ull << 32, 1ull << 32};
+       },
+       im,
        {"'a' element count overflows at dimension 1"}},
-      {"byte size overflow", [](RawGguf& g) { g.tensors[0].dims = {1ull << 31, 1ull << 31}; }, im,
+      {"byte size overflow",
+       [](RawGguf& g) {
+         g.tensors[0].dims = {1ull << 31, 1ull << 31};
+       },
+       im,
        {"'a' byte size overflows"}},
-      {"partial block", [](RawGguf& g) { g.tensors[1].dims = {33, 2}; }, im,
+      {"partial block",
+       [](RawGguf& g) {
+         g.tensors[1].dims = {33, 2};
+       },
+       im,
        {"row of 33 elements is not a whole number of Q8_0 blocks"}},
-      {"misaligned offset", [](RawGguf& g) { g.tensors[1].offset = 36; }, im,
+      {"misaligned offset",
+       [](RawGguf& g) { g.tensors[1].offset = 36; },
+       im,
        {"'b' offset 36 is not a multiple of the alignment 32"}},
-      {"tensor data past the end", [](RawGguf& g) { g.tensors[1].offset = 1ull << 40; }, im,
+      {"tensor data past the end",
+       [](RawGguf& g) { g.tensors[1].offset = 1ull << 40; },
+       im,
        {"tensor 'b' data [1099511627776, +68) lies outside the data section of 128 bytes"}},
-      {"offset + size overflows", [](RawGguf& g) { g.tensors[1].offset = ~0ull - 31; }, im,
+      {"offset + size overflows",
+       [](RawGguf& g) { g.tensors[1].offset = ~0ull - 31; },
+       im,
        {"lies outside the data section"}},
       {"overlapping tensors", [](RawGguf& g) { g.tensors[1].offset = 0; }, im, {"overlaps tensor"}},
-      {"data section past the end", [](RawGguf& g) { g.pad_to = 0; g.data_bytes = 0; }, im,
+      {"data section past the end",
+       [](RawGguf& g) {
+         g.pad_to = 0;
+         g.data_bytes = 0;
+       },
+       im,
        {"data section"}},
   };
   CHECK(cases.size() >= 25);
@@ -216,8 +279,8 @@ TEST_CASE("open errors are io errors naming the path and the reason") {
   auto image = valid_raw_gguf();
   image.version = 1;
   const auto bytes = image.build();
-  std::ofstream(broken, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                                static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(broken, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   try {
     GgufFile::open(broken.string());
     FAIL("version 1 accepted");

@@ -44,8 +44,8 @@ nlohmann::json load_case(const std::string& file) {
 }  // namespace
 
 TEST_CASE("dequantize matches the gguf reference bit for bit") {
-  for (const char* name : {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K",
-                           "Q3_K", "Q4_K", "Q5_K", "Q6_K"}) {
+  for (const char* name :
+       {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}) {
     CAPTURE(name);
     const auto c = load_case(std::string(name) + ".json");
     const auto type = static_cast<GgmlType>(c["type_id"].get<std::uint32_t>());
@@ -83,9 +83,14 @@ TEST_CASE("quantize matches the gguf reference bytes") {
 TEST_CASE("quantize then dequantize stays within the format's step") {
   std::vector<float> x(256);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * 3.0f;
-  const struct { GgmlType type; float tolerance; } cases[] = {
-      {GgmlType::F32, 0.0f}, {GgmlType::F16, 2e-3f}, {GgmlType::Q8_0, 3.0f / 127 * 0.51f + 2e-3f},
-      {GgmlType::Q4_0, 3.0f / 8 + 1e-2f}, {GgmlType::Q4_1, 6.0f / 15 * 0.51f + 4e-3f}};
+  const struct {
+    GgmlType type;
+    float tolerance;
+  } cases[] = {{GgmlType::F32, 0.0f},
+               {GgmlType::F16, 2e-3f},
+               {GgmlType::Q8_0, 3.0f / 127 * 0.51f + 2e-3f},
+               {GgmlType::Q4_0, 3.0f / 8 + 1e-2f},
+               {GgmlType::Q4_1, 6.0f / 15 * 0.51f + 4e-3f}};
   // Q4_0 clamps the largest positive code (16 -> 15), so its error can reach a whole step.
   for (const auto& c : cases) {
     CAPTURE(std::string(ggml_type_info(c.type).name));
@@ -144,7 +149,8 @@ TEST_CASE("groups give dequantize's values: Q4_0 and Q4_1 exactly, Q4_K and Q8_0
         const std::uint8_t byte = values[static_cast<std::size_t>(g * 16 + e % 16)];
         u = e < 16 ? (byte & 0x0f) : (byte >> 4);
       }
-      const float got = scales[static_cast<std::size_t>(g)] * static_cast<float>(u) + offsets[static_cast<std::size_t>(g)];
+      const float got =
+          scales[static_cast<std::size_t>(g)] * static_cast<float>(u) + offsets[static_cast<std::size_t>(g)];
       const float want = expected[static_cast<std::size_t>(i)];
       // Q4_K evaluates d*sc*q - dmin*m with its two products rounded in another order; Q8_0's
       // d*q here is d*(q + 128) - 128*d.

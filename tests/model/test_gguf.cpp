@@ -1,10 +1,10 @@
 // GGUF writer -> reader round trips, typed getters, model config and the weights map, all on
 // synthetic models.
-#include "model/gguf.hpp"
-#include "model_writer/gguf_writer.hpp"
 #include "model/decoder_tensors.hpp"
+#include "model/gguf.hpp"
 #include "model/model_config.hpp"
 #include "model_writer/ggml_quantize.hpp"
+#include "model_writer/gguf_writer.hpp"
 #include "tests/support/test_support.hpp"
 
 #include <doctest/doctest.h>
@@ -21,7 +21,8 @@ using ember::ErrorCode;
 
 namespace {
 
-template <class F> std::string error_of(F&& f, ErrorCode expected) {
+template <class F>
+std::string error_of(F&& f, ErrorCode expected) {
   try {
     f();
   } catch (const ember::Error& e) {
@@ -35,7 +36,8 @@ template <class F> std::string error_of(F&& f, ErrorCode expected) {
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // A valid tiny llama config (head_dim 16: 8 RoPE pairs), then `edit`.
-template <class Edit> std::shared_ptr<const GgufFile> edited_config_file(Edit edit) {
+template <class Edit>
+std::shared_ptr<const GgufFile> edited_config_file(Edit edit) {
   GgufWriter g;
   g.set_string("general.architecture", "llama");
   g.set_u32("llama.block_count", 2);
@@ -51,7 +53,8 @@ template <class Edit> std::shared_ptr<const GgufFile> edited_config_file(Edit ed
 }
 
 // The message of the error read_model_config throws on the edited config (checking its code).
-template <class Edit> std::string config_error(Edit edit, ErrorCode code) {
+template <class Edit>
+std::string config_error(Edit edit, ErrorCode code) {
   const auto h = edited_config_file(edit);
   return error_of([&] { read_model_config(*h); }, code);
 }
@@ -220,22 +223,27 @@ TEST_CASE("synthetic qwen2 model has biases and the half RoPE layout; seeds matt
 }
 
 TEST_CASE("model config rejects unsupported architectures and inconsistent shapes") {
-  const auto arch = config_error([](GgufWriter& g) { g.set_string("general.architecture", "gpt2"); },
-                                 ErrorCode::unsupported);
+  const auto arch =
+      config_error([](GgufWriter& g) { g.set_string("general.architecture", "gpt2"); }, ErrorCode::unsupported);
   CHECK(contains(arch, "'gpt2'"));
   CHECK(contains(arch, "llama, qwen2"));
-  CHECK(contains(config_error([](GgufWriter& g) { g.set_u32("llama.attention.head_count", 5); },
-                              ErrorCode::invalid_model), "not divisible by 5 heads"));
-  CHECK(contains(config_error([](GgufWriter& g) { g.set_u32("llama.attention.head_count_kv", 3); },
-                              ErrorCode::invalid_model), "3 KV heads"));
-  CHECK(contains(config_error([](GgufWriter& g) { g.set_u32("llama.block_count", 0); },
-                              ErrorCode::invalid_model), "llama.block_count = 0"));
-  CHECK(contains(config_error([](GgufWriter& g) { g.set_u32("llama.embedding_length", 1u << 20); },
-                              ErrorCode::invalid_model), "llama.embedding_length"));
-  CHECK(contains(config_error([](GgufWriter& g) { g.set_f32("llama.rope.freq_base", -1.0f); },
-                              ErrorCode::invalid_model), "freq_base"));
-  CHECK(contains(config_error([](GgufWriter& g) { g.set_string("llama.context_length", "big"); },
-                              ErrorCode::invalid_model), "llama.context_length"));
+  CHECK(contains(
+      config_error([](GgufWriter& g) { g.set_u32("llama.attention.head_count", 5); }, ErrorCode::invalid_model),
+      "not divisible by 5 heads"));
+  CHECK(contains(
+      config_error([](GgufWriter& g) { g.set_u32("llama.attention.head_count_kv", 3); }, ErrorCode::invalid_model),
+      "3 KV heads"));
+  CHECK(contains(config_error([](GgufWriter& g) { g.set_u32("llama.block_count", 0); }, ErrorCode::invalid_model),
+                 "llama.block_count = 0"));
+  CHECK(contains(
+      config_error([](GgufWriter& g) { g.set_u32("llama.embedding_length", 1u << 20); }, ErrorCode::invalid_model),
+      "llama.embedding_length"));
+  CHECK(
+      contains(config_error([](GgufWriter& g) { g.set_f32("llama.rope.freq_base", -1.0f); }, ErrorCode::invalid_model),
+               "freq_base"));
+  CHECK(contains(
+      config_error([](GgufWriter& g) { g.set_string("llama.context_length", "big"); }, ErrorCode::invalid_model),
+      "llama.context_length"));
 }
 
 TEST_CASE("model config reads Llama 3 RoPE frequency factors and linear scaling from a written file") {
@@ -316,10 +324,13 @@ TEST_CASE("model config rejects a wrong rope_freqs.weight and RoPE scaling it do
     CHECK(contains(e, "'rope_freqs.weight' value 5"));
   }
   // With a shorter rope.dimension_count the tensor must shrink with it.
-  CHECK(contains(config_error([&](GgufWriter& g) {
-                   g.set_u32("llama.rope.dimension_count", 8);
-                   with_factors({8}, ok)(g);
-                 }, ErrorCode::invalid_model), "expected [4]"));
+  CHECK(contains(config_error(
+                     [&](GgufWriter& g) {
+                       g.set_u32("llama.rope.dimension_count", 8);
+                       with_factors({8}, ok)(g);
+                     },
+                     ErrorCode::invalid_model),
+                 "expected [4]"));
 
   for (const char* type : {"yarn", "longrope", "llama3"}) {
     CAPTURE(type);
@@ -330,15 +341,17 @@ TEST_CASE("model config rejects a wrong rope_freqs.weight and RoPE scaling it do
   }
   // ggml scales every rotated cos and sin by the attention factor: q.k by its square when the
   // heads are rotated whole (Phi-3.5), refused when only part of each head turns.
-  const ModelConfig scaled = read_model_config(*edited_config_file([](GgufWriter& g) {
-    g.set_f32("llama.rope.scaling.attn_factor", 1.2f);
-  }));
+  const ModelConfig scaled =
+      read_model_config(*edited_config_file([](GgufWriter& g) { g.set_f32("llama.rope.scaling.attn_factor", 1.2f); }));
   CHECK(scaled.rope_attention_factor == 1.2f);
   CHECK(scaled.attention_score_scale() == doctest::Approx(1.44f / std::sqrt(static_cast<float>(scaled.head_dim))));
-  CHECK(contains(config_error([](GgufWriter& g) {
-                   g.set_f32("llama.rope.scaling.attn_factor", 1.2f);
-                   g.set_u32("llama.rope.dimension_count", 8);
-                 }, ErrorCode::unsupported), "llama.rope.scaling.attn_factor"));
+  CHECK(contains(config_error(
+                     [](GgufWriter& g) {
+                       g.set_f32("llama.rope.scaling.attn_factor", 1.2f);
+                       g.set_u32("llama.rope.dimension_count", 8);
+                     },
+                     ErrorCode::unsupported),
+                 "llama.rope.scaling.attn_factor"));
   // LongRoPE's two factor sets: the short one up to the original context, the long one past it.
   const auto long_rope = edited_config_file([](GgufWriter& g) {
     g.add_tensor("rope_factors_short.weight", GgmlType::F32, {8}, std::vector<float>(8, 1.5f));
@@ -351,21 +364,29 @@ TEST_CASE("model config rejects a wrong rope_freqs.weight and RoPE scaling it do
   CHECK(lr.rope_freq_factors == std::vector<float>(8, 1.5f));
   lr.use_context(65);
   CHECK(lr.rope_freq_factors == std::vector<float>(8, 4.0f));
-  CHECK(contains(config_error([](GgufWriter& g) {
-                   g.add_tensor("rope_factors_long.weight", GgmlType::F32, {8}, std::vector<float>(8, 4.0f));
-                 }, ErrorCode::invalid_model), "without rope_factors_short"));
-  CHECK(contains(config_error([&](GgufWriter& g) {
-                   with_factors({8}, ok)(g);
-                   g.add_tensor("rope_factors_short.weight", GgmlType::F32, {8}, std::vector<float>(8, 1.5f));
-                 }, ErrorCode::invalid_model), "both rope_freqs.weight"));
-  CHECK_NOTHROW(read_model_config(*edited_config_file([](GgufWriter& g) {
-    g.set_f32("llama.rope.scaling.attn_factor", 1.0f);
-  })));
-  CHECK(contains(config_error([](GgufWriter& g) { g.set_f32("llama.rope.scaling.factor", -2.0f); },
-                              ErrorCode::invalid_model), "scaling.factor"));
-  CHECK(contains(config_error([](GgufWriter& g) {
-                   g.set_f32("llama.rope.scaling.factor", std::numeric_limits<float>::infinity());
-                 }, ErrorCode::invalid_model), "scaling.factor"));
+  CHECK(contains(config_error(
+                     [](GgufWriter& g) {
+                       g.add_tensor("rope_factors_long.weight", GgmlType::F32, {8}, std::vector<float>(8, 4.0f));
+                     },
+                     ErrorCode::invalid_model),
+                 "without rope_factors_short"));
+  CHECK(contains(config_error(
+                     [&](GgufWriter& g) {
+                       with_factors({8}, ok)(g);
+                       g.add_tensor("rope_factors_short.weight", GgmlType::F32, {8}, std::vector<float>(8, 1.5f));
+                     },
+                     ErrorCode::invalid_model),
+                 "both rope_freqs.weight"));
+  CHECK_NOTHROW(
+      read_model_config(*edited_config_file([](GgufWriter& g) { g.set_f32("llama.rope.scaling.attn_factor", 1.0f); })));
+  CHECK(contains(
+      config_error([](GgufWriter& g) { g.set_f32("llama.rope.scaling.factor", -2.0f); }, ErrorCode::invalid_model),
+      "scaling.factor"));
+  CHECK(contains(
+      config_error(
+          [](GgufWriter& g) { g.set_f32("llama.rope.scaling.factor", std::numeric_limits<float>::infinity()); },
+          ErrorCode::invalid_model),
+      "scaling.factor"));
 }
 
 TEST_CASE("weights map names missing and misshapen tensors") {

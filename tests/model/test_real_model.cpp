@@ -1,7 +1,7 @@
 // The default model (SmolLM2-135M-Instruct Q4_1): its config, weights map and a dequantized
 // row. Skipped (exit 77) when the model is not downloaded.
-#include "model/gguf.hpp"
 #include "model/decoder_tensors.hpp"
+#include "model/gguf.hpp"
 #include "model/model_config.hpp"
 #include "tests/support/test_support.hpp"
 

@@ -107,8 +107,7 @@ TEST_CASE("negative limits are invalid_argument naming them") {
   for (int which = 0; which < 3; ++which) {
     EngineOptions o = small_options();
     (which == 0 ? o.max_prompt_tokens : which == 1 ? o.max_generated_tokens : o.max_requests) = -1;
-    CHECK(error_of([&] { Engine::open(model_path(), o); }, "max_requests must be >= 0") ==
-          ErrorCode::invalid_argument);
+    CHECK(error_of([&] { Engine::open(model_path(), o); }, "max_requests must be >= 0") == ErrorCode::invalid_argument);
   }
 }
 
@@ -140,8 +139,8 @@ struct Run {
 
 std::vector<Request> four_requests() {
   std::vector<Request> out;
-  for (const char* p : {"the first request has a prompt of several blocks, long enough to share",
-                        "second one", "third prompt here", "and a fourth"})
+  for (const char* p : {"the first request has a prompt of several blocks, long enough to share", "second one",
+                        "third prompt here", "and a fourth"})
     out.push_back(greedy(p, 6));
   return out;
 }

@@ -53,9 +53,7 @@ TEST_CASE("prompts: invalid UTF-8, NUL bytes, whitespace, special-token text, hu
     check_generated(c, FinishReason::length, 3);
     CHECK(c.prompt_tokens >= 3);
   }
-  SUBCASE("a prompt of one space") {
-    check_generated(engine.generate(greedy(" ", 2)), FinishReason::length, 2);
-  }
+  SUBCASE("a prompt of one space") { check_generated(engine.generate(greedy(" ", 2)), FinishReason::length, 2); }
   SUBCASE("special-token text is plain text unless parse_special_tokens") {
     const auto plain = engine.tokenize("<|im_end|>", /*parse_special=*/false);
     const auto special = engine.tokenize("<|im_end|>", /*parse_special=*/true);
@@ -74,8 +72,7 @@ TEST_CASE("prompts: invalid UTF-8, NUL bytes, whitespace, special-token text, hu
   SUBCASE("a 200 kB prompt is a context_overflow naming the sizes") {
     std::string huge;
     while (huge.size() < 200000) huge += "lorem ipsum dolor sit amet ";
-    CHECK(error_of([&] { engine.generate(greedy(huge, 4)); }, "context holds 64") ==
-          ErrorCode::context_overflow);
+    CHECK(error_of([&] { engine.generate(greedy(huge, 4)); }, "context holds 64") == ErrorCode::context_overflow);
   }
   SUBCASE("a prompt that leaves no room to generate") {
     std::vector<std::int32_t> tokens(kContext, 40);
@@ -160,8 +157,7 @@ TEST_CASE("API misuse: moved-from engine, empty handle, double cancel, calls aft
     CHECK(error_of([&] { a.submit(greedy("x", 1)); }, "moved-from") == ErrorCode::invalid_argument);
     CHECK(error_of([&] { a.tokenize("x"); }, "moved-from") == ErrorCode::invalid_argument);
     CHECK(error_of([&] { a.stats(); }, "moved-from") == ErrorCode::invalid_argument);
-    CHECK(error_of([&] { a.step(std::chrono::microseconds(10)); }, "moved-from") ==
-          ErrorCode::invalid_argument);
+    CHECK(error_of([&] { a.step(std::chrono::microseconds(10)); }, "moved-from") == ErrorCode::invalid_argument);
     check_generated(b.generate(greedy("x", 1)), FinishReason::length, 1);  // b took it over
   }
   SUBCASE("an empty RequestHandle") {
@@ -200,9 +196,8 @@ TEST_CASE("API misuse: moved-from engine, empty handle, double cancel, calls aft
   SUBCASE("a callback that throws inside generate() does not escape") {
     Engine engine = open_engine();
     Completion c;
-    CHECK_NOTHROW(c = engine.generate(greedy("boom", 10), [](const Chunk&) -> bool {
-      throw std::logic_error("host bug");
-    }));
+    CHECK_NOTHROW(
+        c = engine.generate(greedy("boom", 10), [](const Chunk&) -> bool { throw std::logic_error("host bug"); }));
     CHECK(c.finish_reason == FinishReason::cancelled);
     CHECK(c.error.find("callback threw") != std::string::npos);
     check_generated(engine.generate(greedy("after", 2)), FinishReason::length, 2);

@@ -35,9 +35,7 @@ std::string read_all(const fs::path& p) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-void write_text(const fs::path& p, const std::string& text) {
-  std::ofstream(p, std::ios::binary) << text;
-}
+void write_text(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
 std::vector<std::string> names_in(const fs::path& dir) {
   std::vector<std::string> names;
@@ -217,8 +215,7 @@ TEST_CASE("the weight cache writer goes through AtomicFile: written whole, or no
 
 TEST_CASE("GGUF: tensor data may leave no gap larger than the alignment padding") {
   using test::RawGguf;
-  CHECK_NOTHROW(model::GgufFile::parse(test::valid_raw_gguf().build().data(),
-                                       test::valid_raw_gguf().build().size()));
+  CHECK_NOTHROW(model::GgufFile::parse(test::valid_raw_gguf().build().data(), test::valid_raw_gguf().build().size()));
   SUBCASE("the last tensor's type changed to a smaller one (Q8_0 -> Q4_0)") {
     RawGguf g = test::valid_raw_gguf();
     g.tensors[1].type = 2;  // 36 bytes where 68 were written

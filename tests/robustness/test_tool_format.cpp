@@ -22,26 +22,31 @@ namespace {
 
 using nlohmann::json;
 
-const char* kTools = R"([{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+const char* kTools =
+    R"([{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"],
     "additionalProperties": false}}}, {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}])";
 
 ParsedRequest parse(ToolFormat f, const std::string& choice, const std::string& messages) {
-  const std::string body = R"({"messages": )" + messages + R"(, "tools": )" + kTools + R"(, "tool_choice": )" + choice + "}";
+  const std::string body =
+      R"({"messages": )" + messages + R"(, "tools": )" + kTools + R"(, "tool_choice": )" + choice + "}";
   return parse_request(Endpoint::chat_completions, body, 1, f);
 }
 ParsedRequest parse(ToolFormat f, const std::string& choice) {
-  return parse(f, choice, R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"}])");
+  return parse(f, choice,
+               R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"}])");
 }
 
 struct Language {
-  explicit Language(const std::string& gbnf) : m(std::make_shared<const ember::grammar::Grammar>(ember::grammar::parse_gbnf(gbnf))) {}
+  explicit Language(const std::string& gbnf)
+      : m(std::make_shared<const ember::grammar::Grammar>(ember::grammar::parse_gbnf(gbnf))) {}
   bool whole(const std::string& text) { return m.matches(text); }
   bool prefix(const std::string& text) { return m.advance(m.start(), text) != ember::grammar::Matcher::kDead; }
   ember::grammar::Matcher m;
 };
 
-const ToolFormat kFormats[] = {ToolFormat::hermes, ToolFormat::llama3, ToolFormat::gemma, ToolFormat::phi, ToolFormat::generic};
+const ToolFormat kFormats[] = {ToolFormat::hermes, ToolFormat::llama3, ToolFormat::gemma, ToolFormat::phi,
+                               ToolFormat::generic};
 
 // A call of get_weather in the family's own shape.
 std::string weather_call(ToolFormat f) { return render_call(f, "get_weather", json{{"city", "Paris"}}); }
@@ -50,8 +55,10 @@ std::string weather_call(ToolFormat f) { return render_call(f, "get_weather", js
 
 TEST_CASE("the chat family is told by its template's markers") {
   CHECK(tool_format_of_rendering("<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n") == ToolFormat::hermes);
-  CHECK(tool_format_of_rendering("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nx<|eot_id|>") == ToolFormat::llama3);
-  CHECK(tool_format_of_rendering("<bos><start_of_turn>user\nx<end_of_turn>\n<start_of_turn>model\n") == ToolFormat::gemma);
+  CHECK(tool_format_of_rendering("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nx<|eot_id|>") ==
+        ToolFormat::llama3);
+  CHECK(tool_format_of_rendering("<bos><start_of_turn>user\nx<end_of_turn>\n<start_of_turn>model\n") ==
+        ToolFormat::gemma);
   CHECK(tool_format_of_rendering("<|user|>\nx<|end|>\n<|assistant|>\n") == ToolFormat::phi);
   CHECK(tool_format_of_rendering("<s>[INST] x [/INST]") == ToolFormat::generic);
 }
@@ -60,7 +67,8 @@ TEST_CASE("tools are described where each family's template puts them") {
   const ParsedRequest hermes = parse(ToolFormat::hermes, R"("auto")");
   REQUIRE(hermes.request.messages.size() == 2);
   CHECK(hermes.request.messages[0].content.rfind("Be brief.\n\n# Tools\n", 0) == 0);
-  CHECK(hermes.request.messages[0].content.find("<tools>\n{\"function\":{\"description\":\"The weather") != std::string::npos);
+  CHECK(hermes.request.messages[0].content.find("<tools>\n{\"function\":{\"description\":\"The weather") !=
+        std::string::npos);
   CHECK(hermes.request.messages[0].content.find("<tool_call></tool_call> XML tags") != std::string::npos);
 
   const ParsedRequest llama = parse(ToolFormat::llama3, R"("auto")");
@@ -98,10 +106,11 @@ TEST_CASE("a call is read back in each family's format, with the text before it"
   const ParsedRequest hermes = parse(ToolFormat::hermes, R"("auto")");
   std::vector<ToolCall> calls;
   std::string content;
-  REQUIRE(parse_tool_calls(hermes.tools,
-                           "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>\n"
-                           "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>",
-                           calls, content));
+  REQUIRE(parse_tool_calls(
+      hermes.tools,
+      "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>",
+      calls, content));
   CHECK(content == "Let me look.");
   REQUIRE(calls.size() == 2);
   CHECK(calls[1].name == "get_time");
@@ -119,8 +128,9 @@ TEST_CASE("calls and results of a round trip are rendered in the family's format
   const ParsedRequest hermes = parse(ToolFormat::hermes, R"("auto")", history);
   const auto& h = hermes.request.messages;
   REQUIRE(h.size() == 4);  // system (tools), user, assistant, one user turn with both results
-  CHECK(h[2].content == "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}\n</tool_call>\n"
-                        "<tool_call>\n{\"name\":\"get_time\",\"arguments\":{}}\n</tool_call>");
+  CHECK(h[2].content ==
+        "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}\n</tool_call>\n"
+        "<tool_call>\n{\"name\":\"get_time\",\"arguments\":{}}\n</tool_call>");
   CHECK(h[3].role == "user");
   CHECK(h[3].content == "<tool_response>\n{\"temp\": 21}\n</tool_response>\n<tool_response>\n12:00\n</tool_response>");
 
@@ -134,7 +144,8 @@ TEST_CASE("calls and results of a round trip are rendered in the family's format
   const auto& g = gemma.request.messages;
   REQUIRE(g.size() == 3);  // the turns alternate: both results in one user turn
   CHECK(g[2].role == "user");
-  CHECK(g[2].content.find("Result of the function call c1:\n{\"temp\": 21}\nResult of the function call c2:\n12:00") == 0);
+  CHECK(g[2].content.find("Result of the function call c1:\n{\"temp\": 21}\nResult of the function call c2:\n12:00") ==
+        0);
 }
 
 TEST_CASE("tool_choice auto: any text, or a call once the opener appears; required: only a call") {
@@ -148,7 +159,7 @@ TEST_CASE("tool_choice auto: any text, or a call once the opener appears; requir
     CHECK(auto_.whole("Ünïcödé ✓ and a < b"));
     const std::string call = weather_call(f);
     CHECK(auto_.whole(call));
-    CHECK_FALSE(auto_.prefix(render_call(f, "get_stock", json::object())));  // not one of the tools
+    CHECK_FALSE(auto_.prefix(render_call(f, "get_stock", json::object())));             // not one of the tools
     CHECK_FALSE(auto_.prefix(render_call(f, "get_weather", json{{"town", "Paris"}})));  // not its schema
 
     const ParsedRequest r = parse(f, R"("required")");
@@ -223,8 +234,9 @@ TEST_CASE("tool_choice auto on the default model: a plain answer stays text, an 
       {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
       {"role": "tool", "tool_call_id": "c1", "content": "{\"temp\": 5}"},
       {"role": "assistant", "content": "It is 5 degrees in Oslo."},)";
-  for (const std::string conversation : {std::string(R"([{"role": "user", "content": "Hello! Who are you? Answer in one sentence."}])"),
-                                         "[" + example + R"({"role": "user", "content": "And what is the weather in Paris?"}])"}) {
+  for (const std::string conversation :
+       {std::string(R"([{"role": "user", "content": "Hello! Who are you? Answer in one sentence."}])"),
+        "[" + example + R"({"role": "user", "content": "And what is the weather in Paris?"}])"}) {
     CAPTURE(conversation);
     ParsedRequest p = parse(f, R"("auto")", conversation);
     p.request.sampling.temperature = 0;

@@ -24,8 +24,7 @@ Ids iota_ids(int n, std::int32_t first = 0) {
 }
 
 std::span<const std::int32_t> block_of(const Ids& ids, int i, int bs) {
-  return std::span<const std::int32_t>(ids).subspan(static_cast<std::size_t>(i * bs),
-                                                    static_cast<std::size_t>(bs));
+  return std::span<const std::int32_t>(ids).subspan(static_cast<std::size_t>(i * bs), static_cast<std::size_t>(bs));
 }
 
 // Allocates and publishes the full blocks of `ids` as one chain; returns the blocks (held once).
@@ -102,7 +101,7 @@ TEST_CASE("prefix match returns 0..n full blocks and never covers the last token
   };
   CHECK(matched(0).empty());
   CHECK(matched(1).empty());
-  CHECK(matched(4).empty());       // one full block, but it holds the last token
+  CHECK(matched(4).empty());  // one full block, but it holds the last token
   CHECK(matched(5) == std::vector<int>{chain[0]});
   CHECK(matched(8).size() == 1);
   CHECK(matched(9).size() == 2);
@@ -163,7 +162,7 @@ TEST_CASE("eviction is least-recently-released first and removes the hash entry"
   CHECK(pool.allocate() == blocks[3]);
   CHECK(pool.allocate() == blocks[1]);
   CHECK(pool.match_prefix(docs[0]).size() == 1);  // the most recent survivor still hits
-  CHECK_FALSE(pool.allocate().has_value());      // ...and is now held, so not evictable
+  CHECK_FALSE(pool.allocate().has_value());       // ...and is now held, so not evictable
   CHECK(pool.stats().evictions == 3);
   pool.check_invariants();
 }
@@ -221,9 +220,9 @@ TEST_CASE("stats count lookups, hit blocks and hit tokens") {
   BlockPool pool(8, bs, true);
   const Ids prompt = iota_ids(13, 0);
   release_all(pool, fill(pool, prompt));
-  release_all(pool, pool.match_prefix(prompt));           // 3 blocks
-  release_all(pool, pool.match_prefix(iota_ids(6, 0)));   // 1 block
-  release_all(pool, pool.match_prefix(iota_ids(6, 1)));   // miss
+  release_all(pool, pool.match_prefix(prompt));          // 3 blocks
+  release_all(pool, pool.match_prefix(iota_ids(6, 0)));  // 1 block
+  release_all(pool, pool.match_prefix(iota_ids(6, 1)));  // miss
   const BlockPool::Stats s = pool.stats();
   CHECK(s.lookups == 3);
   CHECK(s.hit_blocks == 4);

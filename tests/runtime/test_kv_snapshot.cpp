@@ -117,7 +117,8 @@ TEST_CASE("a written snapshot reads back block for block") {
 
 TEST_CASE("bad state file: truncated") {
   Bytes bytes = tiny_snapshot();
-  for (std::size_t size : {std::size_t{0}, std::size_t{10}, kKvSnapshotHeaderBytes + 7, bytes.size() - 1, bytes.size() - 100}) {
+  for (std::size_t size :
+       {std::size_t{0}, std::size_t{10}, kKvSnapshotHeaderBytes + 7, bytes.size() - 1, bytes.size() - 100}) {
     const Refusal r = refusal(Bytes(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(size)));
     CHECK(r.code == ErrorCode::invalid_argument);
     CHECK(r.message.find("truncated") != std::string::npos);

@@ -237,12 +237,12 @@ TEST_CASE("repetition, presence and frequency penalties change exactly the seen 
   // id 5 is outside the last 4 of history; id 0 seen twice, id 1 once, id 3 once.
   const std::vector<std::int32_t> history{5, 0, 1, 0, 3};
   s.sample(z.data(), history);
-  CHECK(z[0] == doctest::Approx(4.0 / 2 - 0.5 - 2 * 0.25));   // 1.0
-  CHECK(z[1] == doctest::Approx(-2.0 * 2 - 0.5 - 0.25));      // -4.75
+  CHECK(z[0] == doctest::Approx(4.0 / 2 - 0.5 - 2 * 0.25));  // 1.0
+  CHECK(z[1] == doctest::Approx(-2.0 * 2 - 0.5 - 0.25));     // -4.75
   CHECK(z[2] == doctest::Approx(1.0));
-  CHECK(z[3] == doctest::Approx(3.0 / 2 - 0.5 - 0.25));       // 0.75
+  CHECK(z[3] == doctest::Approx(3.0 / 2 - 0.5 - 0.25));  // 0.75
   CHECK(z[4] == doctest::Approx(0.5));
-  CHECK(z[5] == doctest::Approx(2.0));                         // outside the window
+  CHECK(z[5] == doctest::Approx(2.0));  // outside the window
 
   // With the penalties the argmax moves from id 0 to id 5.
   std::vector<float> again{4.0f, -2.0f, 1.0f, 3.0f, 0.5f, 2.0f};
@@ -315,12 +315,11 @@ ember::ErrorCode code_of(const SamplingParams& p) {
 }  // namespace
 
 // Each case checks the throw and that the message names the offending field.
-#define CHECK_REJECTS(field, mutation)                                                    \
-  do {                                                                                     \
-    const SamplingParams bad_params = with([&](SamplingParams& p) { mutation; });         \
-    CHECK_THROWS_WITH_AS(ember::runtime::validate(bad_params), doctest::Contains(field), \
-                         ember::Error);                                                    \
-    CHECK(code_of(bad_params) == ember::ErrorCode::invalid_argument);                    \
+#define CHECK_REJECTS(field, mutation)                                                                  \
+  do {                                                                                                  \
+    const SamplingParams bad_params = with([&](SamplingParams& p) { mutation; });                       \
+    CHECK_THROWS_WITH_AS(ember::runtime::validate(bad_params), doctest::Contains(field), ember::Error); \
+    CHECK(code_of(bad_params) == ember::ErrorCode::invalid_argument);                                   \
   } while (0)
 
 TEST_CASE("validate rejects each bad field with invalid_argument naming it") {
@@ -365,8 +364,8 @@ namespace {
 std::shared_ptr<const ember::grammar::TokenTrie> constrained_vocab() {
   std::vector<std::string> pieces;
   for (int b = 0; b < 256; ++b) pieces.push_back(std::string(1, static_cast<char>(b)));
-  for (const char* w : {"{\"", "\":", "\",", "\"}", "true", "false", "null", " \"", "12", "give", "attack",
-                        "\"say\"", "\"action\"", "\"count\"", "}", "{", ": \"", "\", \""})
+  for (const char* w : {"{\"", "\":", "\",", "\"}", "true", "false", "null", " \"", "12", "give", "attack", "\"say\"",
+                        "\"action\"", "\"count\"", "}", "{", ": \"", "\", \""})
     pieces.push_back(w);
   std::mt19937_64 rng(7);
   const std::string alphabet = "abcdefgh \"{}:,0123456789";
@@ -386,8 +385,9 @@ std::shared_ptr<const ember::grammar::TokenTrie> constrained_vocab() {
 
 TEST_CASE("a constrained sample is the same token with or without the whole mask") {
   const auto trie = constrained_vocab();
-  const auto grammar = std::make_shared<const ember::grammar::Grammar>(ember::grammar::parse_gbnf(
-      ember::grammar::json_schema_to_gbnf(R"({"type": "object", "properties": {"say": {"type": "string", "maxLength": 12},
+  const auto grammar =
+      std::make_shared<const ember::grammar::Grammar>(ember::grammar::parse_gbnf(ember::grammar::json_schema_to_gbnf(
+          R"({"type": "object", "properties": {"say": {"type": "string", "maxLength": 12},
         "action": {"enum": ["give", "attack"]}, "count": {"type": "integer", "minimum": 0, "maximum": 20}},
         "required": ["say", "action", "count"]})")));
   std::vector<SamplingParams> settings;
@@ -451,12 +451,14 @@ TEST_CASE("a constrained sample is the same token with or without the whole mask
   CHECK(checked > tokens);
   CHECK(masks_fast > 0);
   CHECK(masks_fast < masks_plain);
-  MESSAGE("tokens ", tokens, ", masks computed: ", masks_fast, " checking candidates, ", masks_plain, " masking always");
+  MESSAGE("tokens ", tokens, ", masks computed: ", masks_fast, " checking candidates, ", masks_plain,
+          " masking always");
 }
 
 TEST_CASE("logprobs and top_k off take the whole mask") {
   const auto trie = constrained_vocab();
-  const auto grammar = std::make_shared<const ember::grammar::Grammar>(ember::grammar::parse_gbnf(R"(root ::= "give" | "attack")"));
+  const auto grammar =
+      std::make_shared<const ember::grammar::Grammar>(ember::grammar::parse_gbnf(R"(root ::= "give" | "attack")"));
   const int vocab = trie->vocab_size();
   for (const bool with_logprob : {true, false}) {
     SamplingParams sp = with_logprob ? greedy_params() : plain_params(1.0f, 3);

@@ -33,8 +33,7 @@ Outcome run(const std::vector<std::string>& stops, const std::vector<std::string
 
 // Every way of cutting `text` into two or three pieces (cuts at every byte offset, UTF-8
 // characters included) must give `expected`.
-void check_all_splits(const std::vector<std::string>& stops, const std::string& text,
-                      const Outcome& expected) {
+void check_all_splits(const std::vector<std::string>& stops, const std::string& text, const Outcome& expected) {
   INFO("text: ", text);
   CHECK(run(stops, {text}) == expected);
   for (std::size_t i = 0; i <= text.size(); ++i) {

@@ -7,8 +7,7 @@
 
 namespace ember::test {
 
-SequenceRunner::SequenceRunner(backend::Backend& backend, int max_tokens, KvCacheType kv_type,
-                               int block_size)
+SequenceRunner::SequenceRunner(backend::Backend& backend, int max_tokens, KvCacheType kv_type, int block_size)
     : backend_(backend), block_size_(block_size) {
   const model::ModelConfig& c = backend.config();
   backend::KvGeometry g;
@@ -24,8 +23,8 @@ SequenceRunner::SequenceRunner(backend::Backend& backend, int max_tokens, KvCach
   std::iota(block_table_.rbegin(), block_table_.rend(), 0);
 }
 
-std::vector<float> SequenceRunner::append(const std::vector<std::int32_t>& tokens, bool all_rows,
-                                          int chunk, int* pieces) {
+std::vector<float> SequenceRunner::append(const std::vector<std::int32_t>& tokens, bool all_rows, int chunk,
+                                          int* pieces) {
   const int vocab = backend_.config().vocab;
   std::vector<float> result, logits;
   for (std::size_t begin = 0; begin < tokens.size(); begin += static_cast<std::size_t>(chunk)) {
@@ -40,20 +39,22 @@ std::vector<float> SequenceRunner::append(const std::vector<std::int32_t>& token
       if (all_rows || i + 1 == tokens.size()) batch.logit_rows.push_back(static_cast<std::int32_t>(i - begin));
     }
     const int blocks_used = (length_ + block_size_ - 1) / block_size_;
-    batch.sequences.push_back({0, batch.rows(),
-                               std::vector<std::int32_t>(block_table_.begin(), block_table_.begin() + blocks_used)});
+    batch.sequences.push_back(
+        {0, batch.rows(), std::vector<std::int32_t>(block_table_.begin(), block_table_.begin() + blocks_used)});
     if (pieces == nullptr) {
       backend_.forward(batch, *kv_, logits);
     } else {
       backend_.begin_forward(batch, *kv_, logits);
       const auto deadline = [&] {
-        return piece_budget == std::chrono::steady_clock::duration::zero() ? std::chrono::steady_clock::time_point::min()
-                                                                           : std::chrono::steady_clock::now() + piece_budget;
+        return piece_budget == std::chrono::steady_clock::duration::zero()
+                   ? std::chrono::steady_clock::time_point::min()
+                   : std::chrono::steady_clock::now() + piece_budget;
       };
       do ++*pieces;
       while (!backend_.advance_forward(deadline()));
     }
-    result.insert(result.end(), logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(batch.logit_rows.size()) * vocab);
+    result.insert(result.end(), logits.begin(),
+                  logits.begin() + static_cast<std::ptrdiff_t>(batch.logit_rows.size()) * vocab);
   }
   return result;
 }

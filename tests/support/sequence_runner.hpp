@@ -21,8 +21,8 @@ class SequenceRunner {
   // forward pass runs as a budgeted step, advance_forward() called with a deadline of
   // `piece_budget` from the call (zero: no time left, a piece per call), and *pieces counts the
   // calls.
-  std::vector<float> append(const std::vector<std::int32_t>& tokens, bool all_rows = false,
-                            int chunk = 256, int* pieces = nullptr);
+  std::vector<float> append(const std::vector<std::int32_t>& tokens, bool all_rows = false, int chunk = 256,
+                            int* pieces = nullptr);
   std::chrono::steady_clock::duration piece_budget{};
   int length() const { return length_; }
   void reset() { length_ = 0; }

@@ -52,9 +52,7 @@ Device test_device() {
   return device != nullptr && std::string(device) == "cuda" ? Device::cuda(0) : Device::cpu();
 }
 
-Precision baseline_precision() {
-  return test_device().type == DeviceType::cuda ? Precision::fp16 : Precision::fp32;
-}
+Precision baseline_precision() { return test_device().type == DeviceType::cuda ? Precision::fp16 : Precision::fp32; }
 
 void require_test_device() {
   if (test_device().type == DeviceType::cpu) return;
@@ -100,8 +98,7 @@ std::filesystem::path data_path(const std::string& relative) {
 
 std::filesystem::path temp_dir(const std::string& prefix) {
   std::random_device rd;
-  auto dir = std::filesystem::temp_directory_path() /
-             (prefix + "-" + std::to_string(rd()) + std::to_string(rd()));
+  auto dir = std::filesystem::temp_directory_path() / (prefix + "-" + std::to_string(rd()) + std::to_string(rd()));
   std::filesystem::create_directories(dir);
   return dir;
 }

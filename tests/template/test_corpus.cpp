@@ -31,8 +31,7 @@ std::string read_file(const std::filesystem::path& path) {
 using Json = nlohmann::ordered_json;
 
 const Json& corpus() {
-  static const Json j =
-      Json::parse(read_file(test::data_path("tokenizer/template_corpus.json")));
+  static const Json j = Json::parse(read_file(test::data_path("tokenizer/template_corpus.json")));
   return j;
 }
 

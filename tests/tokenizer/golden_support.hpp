@@ -83,8 +83,7 @@ inline int check_token_ids(const tokenizer::Tokenizer& tok, const ModelGoldens& 
     matched_plain += plain == c.plain;
     matched_special += special == c.special;
     CHECK_MESSAGE(plain == c.plain, std::string(model) << ": plain mismatch at corpus index " << i);
-    CHECK_MESSAGE(special == c.special,
-                  std::string(model) << ": parse_special mismatch at corpus index " << i);
+    CHECK_MESSAGE(special == c.special, std::string(model) << ": parse_special mismatch at corpus index " << i);
   }
   const auto& with_bos = g.json.at("with_bos");
   int matched_bos = 0;
@@ -94,10 +93,10 @@ inline int check_token_ids(const tokenizer::Tokenizer& tok, const ModelGoldens& 
     matched_bos += ok;
     CHECK_MESSAGE(ok, std::string(model) << ": add_bos mismatch at " << i);
   }
-  std::printf("%s tokenizer goldens: parse_special=false %d/%zu, parse_special=true %d/%zu, "
-              "add_bos %d/%zu identical to llama.cpp\n",
-              model, matched_plain, g.cases.size(), matched_special, g.cases.size(), matched_bos,
-              with_bos.size());
+  std::printf(
+      "%s tokenizer goldens: parse_special=false %d/%zu, parse_special=true %d/%zu, "
+      "add_bos %d/%zu identical to llama.cpp\n",
+      model, matched_plain, g.cases.size(), matched_special, g.cases.size(), matched_bos, with_bos.size());
   return matched_plain + matched_special + matched_bos;
 }
 
@@ -106,18 +105,16 @@ inline void check_decode(const tokenizer::Tokenizer& tok, const ModelGoldens& g,
   int matched = 0;
   for (std::size_t i = 0; i < g.cases.size(); ++i) {
     const GoldenCase& c = g.cases[i];
-    const bool ok = tok.decode(c.plain) == c.plain_text &&
-                    tok.decode(c.special, /*render_special=*/true) == c.special_text;
+    const bool ok =
+        tok.decode(c.plain) == c.plain_text && tok.decode(c.special, /*render_special=*/true) == c.special_text;
     matched += ok;
-    CHECK_MESSAGE(ok, std::string(model) << ": decode differs from llama_detokenize at corpus index "
-                                          << i);
+    CHECK_MESSAGE(ok, std::string(model) << ": decode differs from llama_detokenize at corpus index " << i);
   }
   std::printf("%s decode: %d/%zu identical to llama_detokenize\n", model, matched, g.cases.size());
 }
 
 // Special ids, end of generation and every token's type (llama.cpp retypes some by text).
-inline void check_special_tokens(const tokenizer::Tokenizer& tok, const tokenizer::Vocab& gguf,
-                                 const ModelGoldens& g) {
+inline void check_special_tokens(const tokenizer::Tokenizer& tok, const tokenizer::Vocab& gguf, const ModelGoldens& g) {
   CHECK(tok.vocab_size() == g.json.at("vocab_size").get<int>());
   CHECK(tok.bos() == g.json.at("bos").get<int>());
   CHECK(tok.eos() == g.json.at("eos").get<int>());
@@ -131,16 +128,14 @@ inline void check_special_tokens(const tokenizer::Tokenizer& tok, const tokenize
   CHECK(eog_wrong == 0);
   std::vector<tokenizer::TokenType> expected = gguf.types;
   for (const auto& change : g.json.at("type_changes")) {
-    expected.at(change[0].get<std::size_t>()) =
-        static_cast<tokenizer::TokenType>(change[1].get<int>());
+    expected.at(change[0].get<std::size_t>()) = static_cast<tokenizer::TokenType>(change[1].get<int>());
   }
   int wrong = 0;
   for (TokenId id = 0; id < tok.vocab_size(); ++id) {
     const auto want = expected[static_cast<std::size_t>(id)];
     if (tok.token_type(id) != want && ++wrong <= 10) {
-      FAIL_CHECK("token " << id << " '" << tok.token_text(id) << "' has type "
-                          << static_cast<int>(tok.token_type(id)) << ", llama.cpp "
-                          << static_cast<int>(want));
+      FAIL_CHECK("token " << id << " '" << tok.token_text(id) << "' has type " << static_cast<int>(tok.token_type(id))
+                          << ", llama.cpp " << static_cast<int>(want));
     }
   }
   CHECK(wrong == 0);

@@ -59,8 +59,7 @@ TEST_CASE("BPE merges lowest rank first until no ranked pair is left") {
   const auto tok = Tokenizer::from_vocab(f.vocab);
   CHECK(tok->encode("hello", false) == std::vector<TokenId>{f.id("hello")});
   CHECK(tok->encode("hel", false) == std::vector<TokenId>{f.id("he"), f.id("l")});
-  CHECK(tok->encode("hello wo", false) ==
-        std::vector<TokenId>{f.id("hello"), f.id("\xC4\xA0wo")});
+  CHECK(tok->encode("hello wo", false) == std::vector<TokenId>{f.id("hello"), f.id("\xC4\xA0wo")});
   CHECK(tok->encode("", false).empty());
   CHECK(tok->decode(tok->encode("hello wo\n\xF0\x9F\x98\x80", false)) == "hello wo\n\xF0\x9F\x98\x80");
 }
@@ -83,8 +82,13 @@ TEST_CASE("special tokens: control only with parse_special, user-defined always"
 TEST_CASE("invalid UTF-8 never throws and is tokenized as U+FFFD") {
   const Fixture f = make_vocab();
   const auto tok = Tokenizer::from_vocab(f.vocab);
-  const auto ids = tok->encode("a\xFF" "b", false);
-  CHECK(tok->decode(ids) == "a\xEF\xBF\xBD" "b");
+  const auto ids = tok->encode(
+      "a\xFF"
+      "b",
+      false);
+  CHECK(tok->decode(ids) ==
+        "a\xEF\xBF\xBD"
+        "b");
   for (int b = 0; b < 256; ++b) {
     const std::string s(1, static_cast<char>(b));
     CHECK_NOTHROW(tok->encode(s + s + "\xC3", true));
@@ -98,7 +102,11 @@ TEST_CASE("Llama 3 pre-tokenizer keeps whole-word vocabulary entries (ignore_mer
   const auto tok = Tokenizer::from_vocab(f.vocab);
   CHECK(tok->encode("hlo", false) == std::vector<TokenId>{f.id("hlo")});
   CHECK(tok->add_bos());  // the Llama 3 default when the file does not say
-  const auto gpt2 = Tokenizer::from_vocab([&] { Vocab v = f.vocab; v.pre = "gpt2"; return v; }());
+  const auto gpt2 = Tokenizer::from_vocab([&] {
+    Vocab v = f.vocab;
+    v.pre = "gpt2";
+    return v;
+  }());
   CHECK(gpt2->encode("hlo", false).size() == 3);
 }
 

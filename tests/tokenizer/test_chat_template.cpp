@@ -2,8 +2,8 @@
 // (tests/reference/make_chat_template_goldens.py writes the goldens); the families ember used to
 // render with code of its own are still recognised (format()), and the reasoning markers of a
 // thinking model's template are found.
-#include "test_support.hpp"
 #include "template/value.hpp"
+#include "test_support.hpp"
 #include "tokenizer/chat_template.hpp"
 
 #include <doctest/doctest.h>
@@ -35,8 +35,7 @@ std::vector<Message> messages_of(const nlohmann::json& j) {
 }  // namespace
 
 TEST_CASE("every template and conversation renders exactly as Jinja2 does") {
-  const auto goldens =
-      nlohmann::json::parse(read_file(test::data_path("tokenizer/chat_template_goldens.json")));
+  const auto goldens = nlohmann::json::parse(read_file(test::data_path("tokenizer/chat_template_goldens.json")));
   int matched = 0, total = 0;
   for (const auto& t : goldens.at("templates")) {
     const std::string name = t.at("name");
@@ -92,7 +91,8 @@ TEST_CASE("any template renders; one that does not parse is Error(invalid_argume
 }
 
 TEST_CASE("Qwen3's template: <think> markers, enable_thinking, reasoning kept out of history") {
-  const ChatTemplate t = ChatTemplate::detect(read_file(test::data_path("tokenizer/templates/qwen3.jinja")), "", "<|im_end|>");
+  const ChatTemplate t =
+      ChatTemplate::detect(read_file(test::data_path("tokenizer/templates/qwen3.jinja")), "", "<|im_end|>");
   CHECK(t.format() == tokenizer::ChatFormat::chatml);
   CHECK(t.reasoning().open == "<think>");
   CHECK(t.reasoning().close == "</think>");
@@ -120,15 +120,12 @@ TEST_CASE("a file's template decides; without one, the architecture does (gemma3
   // No template: Gemma 3's, system folded into the first user turn, assistant written "model".
   const ChatTemplate g3 = ChatTemplate::for_model(std::nullopt, "gemma3", "<bos>", "<eos>");
   CHECK(g3.format() == tokenizer::ChatFormat::gemma);
-  CHECK(g3.render({{"system", "Be brief."}, {"user", " Hi "}, {"assistant", "Hello."},
-                   {"user", "Bye"}},
-                  true) ==
+  CHECK(g3.render({{"system", "Be brief."}, {"user", " Hi "}, {"assistant", "Hello."}, {"user", "Bye"}}, true) ==
         "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello."
         "<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
   CHECK(g3.render({{"user", "Hi"}}, false) == "<bos><start_of_turn>user\nHi<end_of_turn>\n");
   // It renders exactly what Gemma 3's own template renders (the Jinja2 goldens).
-  const auto goldens =
-      nlohmann::json::parse(read_file(test::data_path("tokenizer/chat_template_goldens.json")));
+  const auto goldens = nlohmann::json::parse(read_file(test::data_path("tokenizer/chat_template_goldens.json")));
   int compared = 0;
   for (const auto& t : goldens.at("templates")) {
     if (t.at("name") != "gemma3") continue;

@@ -67,8 +67,8 @@ TEST_CASE("Gemma 3 special ids, end of generation and token types are llama.cpp'
   CHECK(tok.eos() == 1);
   CHECK(tok.add_bos());
   REQUIRE(tok.token_text(106) == "<end_of_turn>");
-  CHECK(tok.is_end_of_generation(106));  // the end of a model turn stops generation
-  CHECK(tok.is_end_of_generation(1));    // <eos>
+  CHECK(tok.is_end_of_generation(106));        // the end of a model turn stops generation
+  CHECK(tok.is_end_of_generation(1));          // <eos>
   CHECK_FALSE(tok.is_end_of_generation(105));  // <start_of_turn>
   CHECK_FALSE(tok.is_end_of_generation(2));
   CHECK(tok.encode("<end_of_turn>", /*parse_special=*/true) == std::vector<TokenId>{106});
@@ -107,8 +107,7 @@ TEST_CASE("a Gemma 3 file without a chat template gets Gemma 3's, rendered as Ji
     }
   }
   CHECK(total >= 12);
-  std::printf("Gemma 3 chat template (chosen by architecture): %d/%d cases as Jinja2\n", matched,
-              total);
+  std::printf("Gemma 3 chat template (chosen by architecture): %d/%d cases as Jinja2\n", matched, total);
 }
 
 TEST_CASE("a rendered Gemma 3 chat tokenizes to llama.cpp's ids, one BOS; <end_of_turn> stops") {
@@ -132,8 +131,8 @@ TEST_CASE("a rendered Gemma 3 chat tokenizes to llama.cpp's ids, one BOS; <end_o
   CHECK(ids.front() == tok.bos());
   // The model's answer ends with <end_of_turn>: the first end-of-generation token in it.
   const auto answer = tok.encode("4<end_of_turn>\n", true);
-  const auto stop = std::find_if(answer.begin(), answer.end(),
-                                 [&](TokenId id) { return tok.is_end_of_generation(id); });
+  const auto stop =
+      std::find_if(answer.begin(), answer.end(), [&](TokenId id) { return tok.is_end_of_generation(id); });
   REQUIRE(stop != answer.end());
   CHECK(*stop == 106);
   CHECK(tok.decode({answer.begin(), stop}) == "4");
@@ -145,8 +144,8 @@ TEST_CASE("Gemma 3 vocabulary load and encode speed (reported)") {
   for (int i = 0; i < 3; ++i) {
     const auto start = std::chrono::steady_clock::now();
     const auto tok = tokenizer::Tokenizer::from_gguf(file);
-    best_ms = std::min(best_ms, std::chrono::duration<double, std::milli>(
-                                    std::chrono::steady_clock::now() - start).count());
+    best_ms =
+        std::min(best_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     CHECK(tok->vocab_size() == 262144);
   }
   std::string text;
@@ -157,9 +156,10 @@ TEST_CASE("Gemma 3 vocabulary load and encode speed (reported)") {
   std::size_t tokens = 0;
   constexpr int kRounds = 5;
   for (int i = 0; i < kRounds; ++i) tokens += gemma().tok->encode(text, true).size();
-  const double encode_ms = std::chrono::duration<double, std::milli>(
-                               std::chrono::steady_clock::now() - start).count() / kRounds;
-  std::printf("Gemma 3 tokenizer: from_gguf %.1f ms (best of 3); encode %zu bytes -> %zu tokens "
-              "in %.2f ms (%.1f MB/s)\n",
-              best_ms, text.size(), tokens / kRounds, encode_ms, text.size() / encode_ms / 1e3);
+  const double encode_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / kRounds;
+  std::printf(
+      "Gemma 3 tokenizer: from_gguf %.1f ms (best of 3); encode %zu bytes -> %zu tokens "
+      "in %.2f ms (%.1f MB/s)\n",
+      best_ms, text.size(), tokens / kRounds, encode_ms, text.size() / encode_ms / 1e3);
 }

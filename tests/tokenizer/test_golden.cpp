@@ -45,8 +45,7 @@ TEST_CASE("SmolLM2 decode of llama.cpp's ids equals llama_detokenize") {
 TEST_CASE("SmolLM2 special ids, end of generation and token types are llama.cpp's") {
   const auto file = model::GgufFile::open(test::require_default_model());
   const auto tok = tokenizer::Tokenizer::from_gguf(*file);
-  test::check_special_tokens(*tok, tokenizer::read_vocab(*file),
-                             test::load_goldens("smollm2_goldens.json"));
+  test::check_special_tokens(*tok, tokenizer::read_vocab(*file), test::load_goldens("smollm2_goldens.json"));
 }
 
 TEST_CASE("decode(encode(s)) == s for every valid UTF-8 corpus string") {

@@ -70,7 +70,7 @@ TEST_CASE("flush turns an incomplete character into U+FFFD; ill-formed bytes are
   CHECK(dec.push(byte_id(0xFF)) == "\xEF\xBF\xBD");
   CHECK(dec.push(byte_id(0xE6)).empty());
   CHECK(dec.push(byte_id('x')) == "\xEF\xBF\xBDx");  // a lead byte interrupted by ASCII
-  CHECK(dec.push(1).empty());                         // control token: no text
+  CHECK(dec.push(1).empty());                        // control token: no text
   IncrementalDecoder special(*tok, /*render_special=*/true);
   CHECK(special.push(1) == "<s>");
 }

@@ -31,8 +31,7 @@ using Words = std::vector<std::string>;
 }  // namespace
 
 TEST_CASE("GPT-2 split: contractions, letters, numbers, punctuation, whitespace look-ahead") {
-  CHECK(split(PreTokenizer::gpt2, "I'm here, aren't we?") ==
-        Words{"I", "'m", " here", ",", " aren", "'t", " we", "?"});
+  CHECK(split(PreTokenizer::gpt2, "I'm here, aren't we?") == Words{"I", "'m", " here", ",", " aren", "'t", " we", "?"});
   CHECK(split(PreTokenizer::gpt2, "a   b") == Words{"a", "  ", " b"});
   CHECK(split(PreTokenizer::gpt2, "a   ") == Words{"a", "   "});
   CHECK(split(PreTokenizer::gpt2, "x 12345!!") == Words{"x", " 12345", "!!"});

@@ -81,8 +81,7 @@ TEST_CASE("ChatML and Llama 3 end tokens; fill-in-the-middle pad, repo and separ
                                                      {"<fim_pad>", TokenType::control},
                                                      {"<reponame>", TokenType::control},
                                                      {"<|file_sep|>", TokenType::normal}}));
-  for (const char* text : {"<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<fim_pad>", "<reponame>",
-                           "<|file_sep|>"}) {
+  for (const char* text : {"<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<fim_pad>", "<reponame>", "<|file_sep|>"}) {
     CHECK_MESSAGE(tok->is_end_of_generation(id_of(*tok, text)), text);
     CHECK_MESSAGE(tok->token_type(id_of(*tok, text)) == TokenType::control, text);
   }
@@ -93,8 +92,8 @@ TEST_CASE("ChatML and Llama 3 end tokens; fill-in-the-middle pad, repo and separ
 }
 
 TEST_CASE("ids named by the file are end of generation; text detection of that kind is skipped") {
-  Vocab v = make_vocab({{"<my_end>", TokenType::normal}, {"<PAD>", TokenType::normal},
-                        {"<pad_of_mine>", TokenType::normal}});
+  Vocab v =
+      make_vocab({{"<my_end>", TokenType::normal}, {"<PAD>", TokenType::normal}, {"<pad_of_mine>", TokenType::normal}});
   v.eot = static_cast<TokenId>(v.tokens.size()) - 3;
   v.fim_pad = static_cast<TokenId>(v.tokens.size()) - 1;  // "<PAD>" is then not the pad token
   const auto tok = Tokenizer::from_vocab(v);
@@ -138,16 +137,15 @@ TEST_CASE("special tokens are cut out longest first, only where they occur") {
   // Runs of spaces (user-defined, so recognised in both modes): the longest first, left to right.
   CHECK(tok->encode("     ", false) == std::vector<TokenId>{three, two});
   // The fourth space is escaped to U+2581, which this vocabulary spells with byte tokens.
-  CHECK(tok->encode("x    y", false) ==
-        std::vector<TokenId>{id_of(*tok, "x"), three, id_of(*tok, "<0xE2>"), id_of(*tok, "<0x96>"),
-                             id_of(*tok, "<0x81>"), id_of(*tok, "y")});
+  CHECK(tok->encode("x    y", false) == std::vector<TokenId>{id_of(*tok, "x"), three, id_of(*tok, "<0xE2>"),
+                                                             id_of(*tok, "<0x96>"), id_of(*tok, "<0x81>"),
+                                                             id_of(*tok, "y")});
   CHECK(tok->encode("", true).empty());
   CHECK(tok->encode("", false, /*add_bos=*/true) == std::vector<TokenId>{1});
 }
 
 TEST_CASE("TokenIndex: exact lookups, later duplicates win, misses") {
-  std::vector<std::string> tokens = {"a", "ab", "", "abc", "ab", std::string(40, 'x'),
-                                     std::string("\0z", 2)};
+  std::vector<std::string> tokens = {"a", "ab", "", "abc", "ab", std::string(40, 'x'), std::string("\0z", 2)};
   detail::TokenIndex index;
   index.build(tokens);
   CHECK(index.find("a") == 0);
@@ -167,12 +165,15 @@ TEST_CASE("SpecialTokenMatcher finds every occurring entry once, ascending, filt
   detail::SpecialTokenMatcher m;
   m.build({"<ab>", "<a>", "", "b", "<a>"});
   std::vector<int> found;
-  m.find_all("x<a>y<ab>b<a>", [](int) { return true; }, found);
+  m.find_all(
+      "x<a>y<ab>b<a>", [](int) { return true; }, found);
   CHECK(found == std::vector<int>{0, 1, 3});  // the second "<a>" entry is the first one's text
   found.clear();
-  m.find_all("x<a>y<ab>b", [](int e) { return e != 1; }, found);
+  m.find_all(
+      "x<a>y<ab>b", [](int e) { return e != 1; }, found);
   CHECK(found == std::vector<int>{0, 3});
   found.clear();
-  m.find_all("<a", [](int) { return true; }, found);
+  m.find_all(
+      "<a", [](int) { return true; }, found);
   CHECK(found.empty());
 }

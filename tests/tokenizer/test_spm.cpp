@@ -66,8 +66,7 @@ TEST_CASE("SentencePiece merges the highest-scoring pair first, with a space pre
   // "he" (-3) loses to "▁h" (-2): the word starts "▁h" + "e" -> "▁he".
   CHECK(tok->encode("he", false) == std::vector<TokenId>{f.id("\xE2\x96\x81he")});
   CHECK(tok->add_bos());
-  CHECK(tok->encode("hello", false, /*add_bos=*/true) ==
-        std::vector<TokenId>{1, f.id("\xE2\x96\x81hello")});
+  CHECK(tok->encode("hello", false, /*add_bos=*/true) == std::vector<TokenId>{1, f.id("\xE2\x96\x81hello")});
   CHECK(tok->decode(tok->encode("hello world", false)) == "hello world");
 }
 
@@ -75,8 +74,7 @@ TEST_CASE("SentencePiece byte fallback spells unknown characters with <0xNN> tok
   const Fixture f = make_vocab();
   const auto tok = Tokenizer::from_vocab(f.vocab);
   CHECK(tok->encode("hi", false) == std::vector<TokenId>{f.id("\xE2\x96\x81h"), f.byte('i')});
-  CHECK(tok->encode("\xC3\xA9", false) ==
-        std::vector<TokenId>{f.id("\xE2\x96\x81"), f.byte(0xC3), f.byte(0xA9)});
+  CHECK(tok->encode("\xC3\xA9", false) == std::vector<TokenId>{f.id("\xE2\x96\x81"), f.byte(0xC3), f.byte(0xA9)});
   CHECK(tok->decode(tok->encode("hi \xC3\xA9", false)) == "hi \xC3\xA9");
   CHECK(tok->token_to_piece(f.byte(0x41)) == "A");
 }
@@ -84,15 +82,13 @@ TEST_CASE("SentencePiece byte fallback spells unknown characters with <0xNN> tok
 TEST_CASE("SentencePiece special tokens: each text run after a special token gets the prefix") {
   const Fixture f = make_vocab();
   const auto tok = Tokenizer::from_vocab(f.vocab);
-  CHECK(tok->encode("<s>hello</s>", true) ==
-        std::vector<TokenId>{1, f.id("\xE2\x96\x81hello"), 2});
+  CHECK(tok->encode("<s>hello</s>", true) == std::vector<TokenId>{1, f.id("\xE2\x96\x81hello"), 2});
   CHECK(tok->decode({1, f.id("\xE2\x96\x81hello"), 2}) == "hello");
   CHECK(tok->decode({1, f.id("\xE2\x96\x81hello"), 2}, true) == "<s>hello</s>");
   Vocab no_prefix = f.vocab;
   no_prefix.add_space_prefix = false;
   // Without the prefix "▁hello" is out of reach: "ll" (-1), "llo" (-1.2), then "he" (-3).
-  CHECK(Tokenizer::from_vocab(no_prefix)->encode("hello", false) ==
-        std::vector<TokenId>{f.id("he"), f.id("llo")});
+  CHECK(Tokenizer::from_vocab(no_prefix)->encode("hello", false) == std::vector<TokenId>{f.id("he"), f.id("llo")});
 }
 
 TEST_CASE("SentencePiece vocabulary without scores is rejected") {

@@ -74,8 +74,7 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const model::GgufFile> file,
-                                          const model::ModelConfig& config,
+std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const model::GgufFile> file, const model::ModelConfig& config,
                                           const BackendOptions& options) {
   return std::make_unique<CpuBackend>(std::move(file), config, options);
 }

@@ -10,8 +10,7 @@ namespace ember::backend::cpu {
 
 // options.precision: int8 (the weights as options.weight_format says) or fp32 (FP32 weights and
 // matrix products). Throws Error(unsupported) for fp16.
-std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const model::GgufFile> file,
-                                          const model::ModelConfig& config,
+std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const model::GgufFile> file, const model::ModelConfig& config,
                                           const BackendOptions& options);
 
 }  // namespace ember::backend::cpu

@@ -11,8 +11,13 @@ using model::Activation;
 
 CpuOps::CpuOps(const model::ModelConfig& config, const CpuWeights& weights, const model::GgufTensor& token_embd,
                k::CpuContext& ctx, LinearInputObserver* observer)
-    : config_(config), weights_(weights), token_embd_(token_embd), ctx_(ctx), observer_(observer),
-      q_dim_(std::int64_t{config.heads} * config.head_dim), kv_dim_(std::int64_t{config.kv_heads} * config.head_dim),
+    : config_(config),
+      weights_(weights),
+      token_embd_(token_embd),
+      ctx_(ctx),
+      observer_(observer),
+      q_dim_(std::int64_t{config.heads} * config.head_dim),
+      kv_dim_(std::int64_t{config.kv_heads} * config.head_dim),
       qkv_dim_(q_dim_ + 2 * kv_dim_) {}
 
 void CpuOps::begin(const Batch& batch, KvCache& kv, std::vector<float>* logits) {
@@ -26,8 +31,7 @@ void CpuOps::begin(const Batch& batch, KvCache& kv, std::vector<float>* logits) 
   seqs_.clear();
   for (const SequenceSlice& s : batch.sequences)
     seqs_.push_back({s.row_begin, s.row_count, s.block_table.data(), static_cast<std::int32_t>(s.block_table.size())});
-  layout_ = {g.block_size, config_.kv_heads, config_.head_dim,
-             g.dtype};
+  layout_ = {g.block_size, config_.kv_heads, config_.head_dim, g.dtype};
   k::bind_threads(ctx_);  // this thread's OpenMP regions, oneDNN's included
 }
 
@@ -40,9 +44,7 @@ float* CpuOps::at(Activation a) {
     case Activation::gate_up: return gate_up_.data();
     case Activation::act: return act_.data();
     case Activation::logit_input: return attn_.data();  // free once the last layer has run
-    case Activation::logits:
-      EMBER_ASSERT(logits_ != nullptr);
-      return logits_->data();
+    case Activation::logits: EMBER_ASSERT(logits_ != nullptr); return logits_->data();
   }
   return nullptr;
 }
@@ -85,8 +87,8 @@ void CpuOps::rmsnorm(model::WeightRef weight, Activation in, Activation out, std
 
 void CpuOps::rmsnorm_heads(model::WeightRef weight, model::QkvPart p) {
   const int heads = p == model::QkvPart::q ? config_.heads : config_.kv_heads;
-  k::rmsnorm_heads(part(p), rows_, qkv_dim_, heads, config_.head_dim, weights_[weight].values.data(),
-                   config_.rms_eps, ctx_.threads);
+  k::rmsnorm_heads(part(p), rows_, qkv_dim_, heads, config_.head_dim, weights_[weight].values.data(), config_.rms_eps,
+                   ctx_.threads);
 }
 
 void CpuOps::linear(model::WeightRef weight, Activation in, Activation out, std::int64_t rows, bool accumulate) {

@@ -36,8 +36,8 @@ void check_fits(const MemoryPlan& plan, std::uint64_t available, const model::Mo
   fail(ErrorCode::out_of_memory,
        "model '{}' ({} layers, width {}, vocabulary {}) needs about {:.1f} GiB to open ({:.1f} GiB of "
        "prepared weights, {:.1f} GiB more while preparing them); {:.1f} GiB are available",
-       config.name, config.layers, config.embedding, config.vocab, plan.total() / kGiB,
-       plan.prepared_bytes / kGiB, plan.transient_bytes / kGiB, available / kGiB);
+       config.name, config.layers, config.embedding, config.vocab, plan.total() / kGiB, plan.prepared_bytes / kGiB,
+       plan.transient_bytes / kGiB, available / kGiB);
 }
 
 }  // namespace ember::backend::cpu

@@ -14,8 +14,8 @@
 #include "util/check.hpp"
 #include "util/fp16.hpp"
 
-#include <Eigen/Core>
 #include <omp.h>
+#include <Eigen/Core>
 
 #include <algorithm>
 #include <array>
@@ -124,9 +124,7 @@ class ReferenceOps final : public model::DecoderOps {
       y.middleCols(begin, end - begin) = act(in) * w.middleRows(begin, end - begin).transpose();
   }
 
-  void add_bias(model::WeightRef bias, model::Activation a) override {
-    act(a).rowwise() += weights_[bias].row(0);
-  }
+  void add_bias(model::WeightRef bias, model::Activation a) override { act(a).rowwise() += weights_[bias].row(0); }
 
   void add(model::Activation from, model::Activation into) override { act(into) += act(from); }
 
@@ -183,7 +181,7 @@ class ReferenceOps final : public model::DecoderOps {
         }
         for (int r = first_row; r <= last_row; ++r) {
           const int visible = batch_.positions[static_cast<std::size_t>(r)] + 1;  // causal mask
-          const int first = window > 0 ? std::max(0, visible - window) : 0;    // sliding window
+          const int first = window > 0 ? std::max(0, visible - window) : 0;       // sliding window
           const int seen = visible - first;
           for (int head = kv_head * group; head < (kv_head + 1) * group; ++head) {
             const Eigen::Map<const Vector> qh(qkv.row(r).data() + head * hd, hd);
@@ -305,22 +303,22 @@ class ReferenceBackend final : public Backend {
   // The oracle stores K/V as computed (f32) or in f16; the int8 cache is the CPU backend's.
   static void check_kv_type(KvCacheType type) {
     if (type == KvCacheType::int8)
-      fail(ErrorCode::unsupported, "KvCacheType::int8 is the CPU backend's; "
-                                   "the reference backend keeps f16 or f32 K/V");
+      fail(ErrorCode::unsupported,
+           "KvCacheType::int8 is the CPU backend's; "
+           "the reference backend keeps f16 or f32 K/V");
   }
 
   std::shared_ptr<const model::GgufFile> file_;  // keeps token_embd_ mapped
   model::ModelConfig config_;
   int threads_;
   const model::GgufTensor* token_embd_ = nullptr;  // rows dequantized on lookup
-  model::WeightTable<Matrix> weights_;              // vectors are [1, n] matrices
+  model::WeightTable<Matrix> weights_;             // vectors are [1, n] matrices
 };
 
 }  // namespace
 
 std::unique_ptr<Backend> make_reference_backend(std::shared_ptr<const model::GgufFile> file,
-                                                const model::ModelConfig& config,
-                                                const BackendOptions& options) {
+                                                const model::ModelConfig& config, const BackendOptions& options) {
   return std::make_unique<ReferenceBackend>(std::move(file), config, options);
 }
 

@@ -7,7 +7,6 @@
 namespace ember::backend::cpu {
 
 std::unique_ptr<Backend> make_reference_backend(std::shared_ptr<const model::GgufFile> file,
-                                                const model::ModelConfig& config,
-                                                const BackendOptions& options);
+                                                const model::ModelConfig& config, const BackendOptions& options);
 
 }  // namespace ember::backend::cpu

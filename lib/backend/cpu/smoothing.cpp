@@ -9,8 +9,7 @@ void ChannelRange::observe(const float* x, std::int64_t rows, std::int64_t cols)
   if (max_abs.empty()) max_abs.assign(static_cast<std::size_t>(cols), 0.0f);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t j = 0; j < cols; ++j)
-      max_abs[static_cast<std::size_t>(j)] =
-          std::max(max_abs[static_cast<std::size_t>(j)], std::fabs(x[r * cols + j]));
+      max_abs[static_cast<std::size_t>(j)] = std::max(max_abs[static_cast<std::size_t>(j)], std::fabs(x[r * cols + j]));
 }
 
 void column_abs_max(const float* w, std::int64_t rows, std::int64_t in, std::vector<float>& w_max) {
@@ -19,8 +18,7 @@ void column_abs_max(const float* w, std::int64_t rows, std::int64_t in, std::vec
       w_max[static_cast<std::size_t>(j)] = std::max(w_max[static_cast<std::size_t>(j)], std::fabs(w[i * in + j]));
 }
 
-std::vector<float> smoothing_factors(const ChannelRange& act, const std::vector<float>& w_max,
-                                     float alpha) {
+std::vector<float> smoothing_factors(const ChannelRange& act, const std::vector<float>& w_max, float alpha) {
   std::vector<float> s(w_max.size(), 1.0f);
   if (act.max_abs.size() != w_max.size()) return s;  // nothing observed
   for (std::size_t j = 0; j < s.size(); ++j) {
@@ -31,8 +29,8 @@ std::vector<float> smoothing_factors(const ChannelRange& act, const std::vector<
   return s;
 }
 
-std::vector<float> smoothing_factors(const ChannelRange& act, const float* w, std::int64_t out,
-                                     std::int64_t in, float alpha) {
+std::vector<float> smoothing_factors(const ChannelRange& act, const float* w, std::int64_t out, std::int64_t in,
+                                     float alpha) {
   std::vector<float> w_max(static_cast<std::size_t>(in), 0.0f);
   column_abs_max(w, out, in, w_max);
   return smoothing_factors(act, w_max, alpha);

@@ -20,13 +20,12 @@ struct ChannelRange {
 };
 
 // Per-input-channel factors for activations with ranges `act` and weights w ([out, in]).
-std::vector<float> smoothing_factors(const ChannelRange& act, const float* w, std::int64_t out,
-                                     std::int64_t in, float alpha);
+std::vector<float> smoothing_factors(const ChannelRange& act, const float* w, std::int64_t out, std::int64_t in,
+                                     float alpha);
 
 // The same from the weights' per-column maxima max_i|W_ij| (column_abs_max over all rows),
 // for a matrix prepared a slice of rows at a time.
-std::vector<float> smoothing_factors(const ChannelRange& act, const std::vector<float>& w_max,
-                                     float alpha);
+std::vector<float> smoothing_factors(const ChannelRange& act, const std::vector<float>& w_max, float alpha);
 // w_max[j] = max(w_max[j], max_i |w[i, j]|) over the rows of a row-major [rows, in] slice.
 void column_abs_max(const float* w, std::int64_t rows, std::int64_t in, std::vector<float>& w_max);
 

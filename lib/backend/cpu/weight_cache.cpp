@@ -47,8 +47,8 @@ static_assert(sizeof(FileHeader) == 64);
 struct RecordHeader {
   std::uint32_t kind;
   std::uint32_t name_bytes;
-  std::int64_t out;  // rows of a linear, elements of a vector
-  std::int64_t in;   // 0 for a vector
+  std::int64_t out;     // rows of a linear, elements of a vector
+  std::int64_t in;      // 0 for a vector
   std::uint64_t bytes;  // the whole record, header to the end of its last padded section
 };
 static_assert(sizeof(RecordHeader) == 32);
@@ -79,12 +79,12 @@ std::string safe_stem(const std::string& path) {
 
 }  // namespace
 
-WeightCacheFile weight_cache_file(const std::string& dir, const model::GgufFile& file,
-                                  std::string_view recipe) {
+WeightCacheFile weight_cache_file(const std::string& dir, const model::GgufFile& file, std::string_view recipe) {
   WeightCacheFile f;
-  f.key = fmt::format("ember {}; weight cache format {}; model {} bytes, identity {:016x}; {}; "
-                      "INT8 weight range {}", version(), kFormat, file.file_size(),
-                      file.identity(), recipe, kernels::cpu::int8_weight_range());
+  f.key = fmt::format(
+      "ember {}; weight cache format {}; model {} bytes, identity {:016x}; {}; "
+      "INT8 weight range {}",
+      version(), kFormat, file.file_size(), file.identity(), recipe, kernels::cpu::int8_weight_range());
   Hasher name;
   name.update(f.key.data(), f.key.size());
   f.path = (fs::path(dir) / fmt::format("{}.{:016x}.ember-weights", safe_stem(file.path()), name.value())).string();
@@ -97,9 +97,7 @@ WeightCacheReader::WeightCacheReader(const WeightCacheFile& file) : path_(file.p
   file_ = model::map_file(file.path);
   const std::uint8_t* base = file_.data;
   const std::uint64_t size = file_.size;
-  auto bad = [&](std::string_view what) {
-    fail(ErrorCode::invalid_model, "weight cache '{}': {}", path_, what);
-  };
+  auto bad = [&](std::string_view what) { fail(ErrorCode::invalid_model, "weight cache '{}': {}", path_, what); };
   FileHeader h;
   if (size < sizeof h) bad(fmt::format("{} bytes is too small for a header", size));
   std::memcpy(&h, base, sizeof h);
@@ -111,8 +109,8 @@ WeightCacheReader::WeightCacheReader(const WeightCacheFile& file) : path_(file.p
   if (key != file.key) bad(fmt::format("written for another model or build ({})", key));
   if (h.payload_offset != padded(sizeof h + h.key_bytes) || h.payload_offset > size ||
       h.payload_bytes != size - h.payload_offset)
-    bad(fmt::format("payload of {} bytes at {} does not match the file size {} (truncated?)",
-                    h.payload_bytes, h.payload_offset, size));
+    bad(fmt::format("payload of {} bytes at {} does not match the file size {} (truncated?)", h.payload_bytes,
+                    h.payload_offset, size));
   Hasher checksum;
   checksum.update(base + h.payload_offset, static_cast<std::size_t>(h.payload_bytes));
   if (checksum.value() != h.payload_checksum) bad("payload checksum mismatch (damaged file)");
@@ -122,8 +120,8 @@ WeightCacheReader::WeightCacheReader(const WeightCacheFile& file) : path_(file.p
     RecordHeader rh;
     if (size - pos < sizeof rh) bad(fmt::format("record {} runs past the end", r));
     std::memcpy(&rh, base + pos, sizeof rh);
-    if ((rh.kind != kLinear && rh.kind != kVector) || rh.name_bytes == 0 || rh.name_bytes > kMaxName ||
-        rh.out < 0 || rh.out > kMaxDim || rh.in < 0 || rh.in > kMaxDim || (rh.kind == kVector) != (rh.in == 0))
+    if ((rh.kind != kLinear && rh.kind != kVector) || rh.name_bytes == 0 || rh.name_bytes > kMaxName || rh.out < 0 ||
+        rh.out > kMaxDim || rh.in < 0 || rh.in > kMaxDim || (rh.kind == kVector) != (rh.in == 0))
       bad(fmt::format("record {} has a bad header", r));
     const auto [a, b] = section_bytes(rh.kind, rh.out, rh.in);
     const std::uint64_t head = padded(sizeof rh + rh.name_bytes);
@@ -137,12 +135,12 @@ WeightCacheReader::WeightCacheReader(const WeightCacheFile& file) : path_(file.p
   if (pos != size) bad("bytes after the last record");
 }
 
-const WeightCacheReader::Record& WeightCacheReader::find(const std::string& name, std::uint32_t kind,
-                                                         std::int64_t out, std::int64_t in) const {
+const WeightCacheReader::Record& WeightCacheReader::find(const std::string& name, std::uint32_t kind, std::int64_t out,
+                                                         std::int64_t in) const {
   const auto it = records_.find(name);
   if (it == records_.end() || it->second.kind != kind)
-    fail(ErrorCode::invalid_model, "weight cache '{}' has no {} '{}'", path_,
-         kind == kLinear ? "linear" : "vector", name);
+    fail(ErrorCode::invalid_model, "weight cache '{}' has no {} '{}'", path_, kind == kLinear ? "linear" : "vector",
+         name);
   if (it->second.out != out || it->second.in != in)
     fail(ErrorCode::invalid_model, "weight cache '{}': '{}' is {}x{}, the model needs {}x{}", path_, name,
          it->second.out, it->second.in, out, in);
@@ -152,8 +150,7 @@ const WeightCacheReader::Record& WeightCacheReader::find(const std::string& name
 CachedLinear WeightCacheReader::linear(const std::string& name, std::int64_t out, std::int64_t in) const {
   const Record& r = find(name, kLinear, out, in);
   const std::uint64_t scales_at = padded(section_bytes(kLinear, out, in).first);
-  return {out, in, reinterpret_cast<const std::int8_t*>(r.data),
-          reinterpret_cast<const float*>(r.data + scales_at)};
+  return {out, in, reinterpret_cast<const std::int8_t*>(r.data), reinterpret_cast<const float*>(r.data + scales_at)};
 }
 
 std::vector<float> WeightCacheReader::vector(const std::string& name, std::int64_t size) const {
@@ -216,8 +213,8 @@ void WeightCacheWriter::add(std::uint32_t kind, const std::string& name, std::in
   }
 }
 
-void WeightCacheWriter::add_linear(const std::string& name, std::int64_t out, std::int64_t in,
-                                   const std::int8_t* q, const float* scales) noexcept {
+void WeightCacheWriter::add_linear(const std::string& name, std::int64_t out, std::int64_t in, const std::int8_t* q,
+                                   const float* scales) noexcept {
   const auto [a, b] = section_bytes(kLinear, out, in);
   add(kLinear, name, out, in, q, static_cast<std::size_t>(a), scales, static_cast<std::size_t>(b));
 }
@@ -241,8 +238,9 @@ bool WeightCacheWriter::commit() noexcept {
     out_->write_at(0, &h, sizeof h);
     out_->commit();  // atomic: a reader sees the old file or the whole new one
     out_.reset();
-    if (log_) log_(LogLevel::info, fmt::format("weight cache written: {} ({:.1f} MB)", file_.path,
-                                                (h.payload_offset + payload_bytes_) / 1e6));
+    if (log_)
+      log_(LogLevel::info,
+           fmt::format("weight cache written: {} ({:.1f} MB)", file_.path, (h.payload_offset + payload_bytes_) / 1e6));
     return true;
   } catch (const std::exception& e) {
     failed(e.what());

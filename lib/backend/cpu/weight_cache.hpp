@@ -37,14 +37,13 @@ struct WeightCacheFile {
   std::string path;
   std::string key;
 };
-WeightCacheFile weight_cache_file(const std::string& dir, const model::GgufFile& file,
-                                  std::string_view recipe);
+WeightCacheFile weight_cache_file(const std::string& dir, const model::GgufFile& file, std::string_view recipe);
 
 // Borrowed views into the mapped cache file.
 struct CachedLinear {
   std::int64_t out = 0, in = 0;
-  const std::int8_t* q = nullptr;   // [out, in]
-  const float* scales = nullptr;    // [out]
+  const std::int8_t* q = nullptr;  // [out, in]
+  const float* scales = nullptr;   // [out]
 };
 
 class WeightCacheReader {
@@ -63,8 +62,7 @@ class WeightCacheReader {
     std::int64_t out, in;
     const std::uint8_t* data;
   };
-  const Record& find(const std::string& name, std::uint32_t kind, std::int64_t out,
-                     std::int64_t in) const;
+  const Record& find(const std::string& name, std::uint32_t kind, std::int64_t out, std::int64_t in) const;
 
   std::string path_;
   model::MappedFile file_;
@@ -88,8 +86,8 @@ class WeightCacheWriter {
   bool commit() noexcept;
 
  private:
-  void add(std::uint32_t kind, const std::string& name, std::int64_t out, std::int64_t in,
-           const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) noexcept;
+  void add(std::uint32_t kind, const std::string& name, std::int64_t out, std::int64_t in, const void* a,
+           std::size_t a_bytes, const void* b, std::size_t b_bytes) noexcept;
   void write(const void* bytes, std::size_t n);  // pads to 64 bytes; throws on failure
   void failed(std::string_view what) noexcept;
 

@@ -28,8 +28,8 @@ constexpr int kPreparationRevision = 4;
 // A weight's name in the weight cache.
 std::string cache_name(WeightRef r) {
   static constexpr std::array<const char*, model::kWeightIdCount> kNames = {
-      "attn_norm", "qkv", "qkv_bias", "q_norm", "k_norm", "wo", "post_attn_norm",
-      "ffn_norm", "gate_up", "down", "post_ffn_norm", "output_norm", "lm_head"};
+      "attn_norm", "qkv",     "qkv_bias", "q_norm",        "k_norm",      "wo",     "post_attn_norm",
+      "ffn_norm",  "gate_up", "down",     "post_ffn_norm", "output_norm", "lm_head"};
   const char* name = kNames[static_cast<std::size_t>(r.id)];
   return r.layer < 0 ? std::string(name) : fmt::format("blk.{}.{}", r.layer, name);
 }
@@ -48,8 +48,8 @@ bool prepared(WeightId id) {
 // prefill GEMM work; decode streams the weights once for both terms. The top-1 agreement and
 // KL of each choice: docs/benchmarks.md#two-term-activations.
 k::ActivationQuant activations_for(WeightId id) {
-  const bool two_terms = id == WeightId::qkv || id == WeightId::gate_up || id == WeightId::down ||
-                         id == WeightId::lm_head;
+  const bool two_terms =
+      id == WeightId::qkv || id == WeightId::gate_up || id == WeightId::down || id == WeightId::lm_head;
   return two_terms ? k::ActivationQuant::residual : k::ActivationQuant::per_row;
 }
 
@@ -125,11 +125,18 @@ class Preparer {
  public:
   Preparer(const model::GgufFile& file, const model::ModelConfig& config, const model::DecoderTensors& tensors,
            k::CpuContext& ctx, const BackendOptions& options, Precision gemm)
-      : file_(file), config_(config), tensors_(tensors), ctx_(ctx), options_(options), gemm_(gemm),
-        weights_(config.layers), grouped_(static_cast<std::size_t>(config.layers)) {
+      : file_(file),
+        config_(config),
+        tensors_(tensors),
+        ctx_(ctx),
+        options_(options),
+        gemm_(gemm),
+        weights_(config.layers),
+        grouped_(static_cast<std::size_t>(config.layers)) {
     int w4 = 0, w8_groups = 0, w8 = 0;
     for (int l = -1; l < config_.layers; ++l)
-      for (const GraphWeight& w : l < 0 ? model::head_weights(tensors_, config_) : model::layer_weights(tensors_, config_, l)) {
+      for (const GraphWeight& w :
+           l < 0 ? model::head_weights(tensors_, config_) : model::layer_weights(tensors_, config_, l)) {
         if (!w.is_matrix()) continue;
         const int bits = form(w).bits;
         (bits == 4 ? w4 : bits == 8 ? w8_groups : w8) += 1;
@@ -152,8 +159,10 @@ class Preparer {
     // of the lm_head, which needs every layer before it): not needed when no layer has one.
     bool smoothing = false;
     for (int l = 0; l < config_.layers; ++l)
-      for (const WeightId id : {WeightId::qkv, WeightId::wo, WeightId::gate_up, WeightId::down}) smoothing |= smoothable(l, id);
-    if (gemm_ == Precision::int8 && options_.tokenize && smoothing) calibration_tokens = options_.tokenize(kCalibrationText);
+      for (const WeightId id : {WeightId::qkv, WeightId::wo, WeightId::gate_up, WeightId::down})
+        smoothing |= smoothable(l, id);
+    if (gemm_ == Precision::int8 && options_.tokenize && smoothing)
+      calibration_tokens = options_.tokenize(kCalibrationText);
     std::unique_ptr<WeightCacheWriter> cache;
     if (gemm_ == Precision::int8 && w8a8_matrices_ > 0 && !options_.weight_cache_dir.empty()) {
       const WeightCacheFile cache_file =
@@ -326,7 +335,8 @@ class Preparer {
       const auto s = smoothing_factors(r.of(WeightId::down), down.data(), d, ffn, smoothing_alpha(WeightId::down));
       scale_columns(down.data(), d, ffn, s);
       for (std::int64_t j = 0; j < ffn; ++j)
-        for (std::int64_t i = 0; i < d; ++i) gate_up[static_cast<std::size_t>((ffn + j) * d + i)] /= s[static_cast<std::size_t>(j)];
+        for (std::int64_t i = 0; i < d; ++i)
+          gate_up[static_cast<std::size_t>((ffn + j) * d + i)] /= s[static_cast<std::size_t>(j)];
     }
     if (!smoothable(l, WeightId::wo)) return;
     // The attention output is linear in V: V's rows take the 1/s of the output projection's
@@ -336,7 +346,8 @@ class Preparer {
     for (int kvh = 0; kvh < config_.kv_heads; ++kvh)
       for (int i = 0; i < hd; ++i) {
         float shared = 0;
-        for (int h = kvh * group; h < (kvh + 1) * group; ++h) shared = std::max(shared, s[static_cast<std::size_t>(h * hd + i)]);
+        for (int h = kvh * group; h < (kvh + 1) * group; ++h)
+          shared = std::max(shared, s[static_cast<std::size_t>(h * hd + i)]);
         for (int h = kvh * group; h < (kvh + 1) * group; ++h) s[static_cast<std::size_t>(h * hd + i)] = shared;
         const std::int64_t v_row = q_dim + kv_dim + kvh * hd + i;
         for (std::int64_t c = 0; c < d; ++c) qkv[static_cast<std::size_t>(v_row * d + c)] /= shared;
@@ -478,7 +489,8 @@ double four_bit_share(const model::ModelConfig& config, const model::DecoderTens
                       WeightFormat format) {
   double all = 0, four = 0;
   for (int l = -1; l < config.layers; ++l)
-    for (const GraphWeight& w : l < 0 ? model::head_weights(tensors, config) : model::layer_weights(tensors, config, l)) {
+    for (const GraphWeight& w :
+         l < 0 ? model::head_weights(tensors, config) : model::layer_weights(tensors, config, l)) {
       if (!w.is_matrix()) continue;
       const double n = static_cast<double>(w.rows) * static_cast<double>(w.cols);
       all += n;
@@ -488,8 +500,8 @@ double four_bit_share(const model::ModelConfig& config, const model::DecoderTens
 }
 
 PreparedWeights prepare_cpu_weights(const model::GgufFile& file, const model::ModelConfig& config,
-                               const model::DecoderTensors& tensors, k::CpuContext& ctx,
-                               const BackendOptions& options, Precision gemm) {
+                                    const model::DecoderTensors& tensors, k::CpuContext& ctx,
+                                    const BackendOptions& options, Precision gemm) {
   return Preparer(file, config, tensors, ctx, options, gemm).run();
 }
 

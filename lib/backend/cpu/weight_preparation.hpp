@@ -35,7 +35,7 @@ struct PreparedWeights {
 };
 
 PreparedWeights prepare_cpu_weights(const model::GgufFile& file, const model::ModelConfig& config,
-                               const model::DecoderTensors& tensors, kernels::cpu::CpuContext& ctx,
-                               const BackendOptions& options, Precision gemm);
+                                    const model::DecoderTensors& tensors, kernels::cpu::CpuContext& ctx,
+                                    const BackendOptions& options, Precision gemm);
 
 }  // namespace ember::backend::cpu

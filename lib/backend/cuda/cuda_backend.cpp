@@ -32,8 +32,11 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend(std::shared_ptr<const model::GgufFile> file, const model::ModelConfig& config,
               const BackendOptions& options, bool use_graphs)
-      : config_(config), device_(options.device.index), precision_(options.precision),
-        use_graphs_(use_graphs), threads_(options.threads) {
+      : config_(config),
+        device_(options.device.index),
+        precision_(options.precision),
+        use_graphs_(use_graphs),
+        threads_(options.threads) {
     check_shapes();
     check_device(device_);
     DeviceGuard guard(device_);
@@ -65,12 +68,13 @@ class CudaBackend final : public Backend {
     check_kv_geometry(g);
     // Not yet: the CUDA store and attention kernels read f16 or f32 slices only.
     if (g.dtype == KvCacheType::int8)
-      fail(ErrorCode::unsupported, "KvCacheType::int8 is not implemented on the CUDA backend yet; "
-                                   "use f16 or f32 there (int8 KV runs on the CPU backend)");
-    const std::size_t layer_bytes = g.bytes_per_block() * static_cast<std::size_t>(g.block_count) /
-                                    (2 * static_cast<std::size_t>(g.layers));
-    auto pool = std::make_shared<DeviceBuffer>(device_, layer_bytes * 2 * static_cast<std::size_t>(g.layers),
-                                               "the KV cache");
+      fail(ErrorCode::unsupported,
+           "KvCacheType::int8 is not implemented on the CUDA backend yet; "
+           "use f16 or f32 there (int8 KV runs on the CPU backend)");
+    const std::size_t layer_bytes =
+        g.bytes_per_block() * static_cast<std::size_t>(g.block_count) / (2 * static_cast<std::size_t>(g.layers));
+    auto pool =
+        std::make_shared<DeviceBuffer>(device_, layer_bytes * 2 * static_cast<std::size_t>(g.layers), "the KV cache");
     {
       DeviceGuard guard(device_);
       check_cuda(cudaMemset(pool->get(), 0, pool->bytes()), "clear the KV cache");
@@ -96,8 +100,8 @@ class CudaBackend final : public Backend {
     if (rows == 0) return;
     pack_meta(batch, g);
     if (ops_->reserve(rows, static_cast<std::int64_t>(meta_.size()))) graphs_.clear();  // they hold the old buffers
-    check_cuda(cudaMemcpyAsync(ops_->meta(), meta_.data(), meta_.size() * sizeof(std::int32_t),
-                               cudaMemcpyHostToDevice, stream_->get()),
+    check_cuda(cudaMemcpyAsync(ops_->meta(), meta_.data(), meta_.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice,
+                               stream_->get()),
                "upload the batch");
     // The whole pass on the stream, reading the batch from ops_->meta(): what a graph records.
     const auto record = [&] {
@@ -116,8 +120,8 @@ class CudaBackend final : public Backend {
     }
     check_cuda(cudaGetLastError(), "launch the forward pass");
     if (n_out > 0)
-      check_cuda(cudaMemcpyAsync(logits.data(), ops_->logits(), logits.size() * sizeof(float),
-                                 cudaMemcpyDeviceToHost, stream_->get()),
+      check_cuda(cudaMemcpyAsync(logits.data(), ops_->logits(), logits.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                 stream_->get()),
                  "download the logits");
     stream_->synchronize();
   }
@@ -137,8 +141,10 @@ class CudaBackend final : public Backend {
     // The graph's every op runs here but a second set of RoPE frequency factors (Phi-3's
     // LongRoPE switches sets by context): refuse, never approximate.
     if (!c.rope_freq_factors_long.empty())
-      fail(ErrorCode::unsupported, "CUDA backend: architecture '{}' needs LongRoPE's second factor set, which the "
-           "CUDA backend does not run yet; use the CPU", c.architecture);
+      fail(ErrorCode::unsupported,
+           "CUDA backend: architecture '{}' needs LongRoPE's second factor set, which the "
+           "CUDA backend does not run yet; use the CPU",
+           c.architecture);
     if (c.head_dim > k::kMaxHeadDim || c.heads % c.kv_heads != 0 || c.rope_dims % 2 != 0)
       fail(ErrorCode::unsupported, "CUDA backend: head_dim {} (at most {}), heads {} / kv_heads {}, rope_dims {}",
            c.head_dim, k::kMaxHeadDim, c.heads, c.kv_heads, c.rope_dims);
@@ -149,8 +155,8 @@ class CudaBackend final : public Backend {
       for (std::int64_t n : outs)
         for (std::int64_t in : ins)
           if (!k::gemm_s8_supported(n, in))
-            fail(ErrorCode::unsupported,
-                 "CUDA INT8 GEMMs need widths that are multiples of 4 (got {} x {}); use fp16", n, in);
+            fail(ErrorCode::unsupported, "CUDA INT8 GEMMs need widths that are multiples of 4 (got {} x {}); use fp16",
+                 n, in);
     }
   }
 
@@ -177,7 +183,8 @@ class CudaBackend final : public Backend {
   void load_weights(const model::GgufFile& file, const BackendOptions& options) {
     const model::DecoderTensors tensors = model::map_decoder_tensors(file, config_);
     token_embd_ = upload(device_, model::dequantize_tensor(*tensors.token_embd), "token_embd");
-    if (!config_.rope_freq_factors.empty()) rope_freq_factors_ = upload(device_, config_.rope_freq_factors, "rope_freqs");
+    if (!config_.rope_freq_factors.empty())
+      rope_freq_factors_ = upload(device_, config_.rope_freq_factors, "rope_freqs");
     weights_ = DeviceWeights(config_.layers);
     const auto place = [&](const model::GraphWeight& w) {
       std::vector<float> values;
@@ -244,8 +251,8 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const model::GgufFile> file,
-                                           const model::ModelConfig& config,
-                                           const BackendOptions& options, bool use_graphs) {
+                                           const model::ModelConfig& config, const BackendOptions& options,
+                                           bool use_graphs) {
   return std::make_unique<CudaBackend>(std::move(file), config, options, use_graphs);
 }
 

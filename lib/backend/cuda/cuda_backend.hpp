@@ -22,7 +22,7 @@ namespace ember::backend::cuda {
 // for options.max_batch_rows rows do not fit. use_graphs = false runs every step eagerly (tests
 // compare the two).
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const model::GgufFile> file,
-                                           const model::ModelConfig& config,
-                                           const BackendOptions& options, bool use_graphs = true);
+                                           const model::ModelConfig& config, const BackendOptions& options,
+                                           bool use_graphs = true);
 
 }  // namespace ember::backend::cuda

@@ -24,8 +24,7 @@ void check_device(int index) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess)
-    fail(ErrorCode::unsupported, "Device::cuda({}): no usable CUDA device: {}", index,
-         cudaGetErrorString(status));
+    fail(ErrorCode::unsupported, "Device::cuda({}): no usable CUDA device: {}", index, cudaGetErrorString(status));
   if (index < 0 || index >= count)
     fail(ErrorCode::unsupported, "Device::cuda({}): this machine has {} CUDA device(s)", index, count);
 }
@@ -37,8 +36,8 @@ DeviceBuffer::DeviceBuffer(int device, std::size_t bytes, const char* what) : de
   if (status != cudaSuccess) {
     cudaGetLastError();  // reset the runtime's last error: a failed allocation is recoverable
     ptr_ = nullptr;
-    fail(ErrorCode::out_of_memory, "CUDA device {}: cannot allocate {} MiB for {}: {}", device,
-         bytes >> 20, what, cudaGetErrorString(status));
+    fail(ErrorCode::out_of_memory, "CUDA device {}: cannot allocate {} MiB for {}: {}", device, bytes >> 20, what,
+         cudaGetErrorString(status));
   }
 }
 

@@ -38,7 +38,10 @@ class DeviceBuffer {
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
 
   void* get() const { return ptr_; }
-  template <class T> T* as() const { return static_cast<T*>(ptr_); }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   std::size_t bytes() const { return bytes_; }
 
  private:

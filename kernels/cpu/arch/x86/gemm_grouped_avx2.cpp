@@ -68,7 +68,7 @@ template <int M, int NB, int kBits>
     const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
 #pragma GCC unroll 4
     for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_si256();
-    // Line k (of 8) holds inputs 4k..4k+3: lines 0-3 the group's first half, 4-7 its second.
+      // Line k (of 8) holds inputs 4k..4k+3: lines 0-3 the group's first half, 4-7 its second.
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
       const __m256i u = _mm256_load_si256(reinterpret_cast<const __m256i*>(lines + ((h * 8 + k) * NB + b) * 64));
@@ -265,16 +265,18 @@ void run_format(const TileJob& job) {
     if (job.term_rows > kTileRows) {
       for (std::int64_t i = 0; i < job.term_rows; i += kPanelRows) {
         const auto rows = static_cast<int>(job.term_rows - i < kPanelRows ? job.term_rows - i : kPanelRows);
-        if (job.blocks == 2) panel_rows<2, kOffsets, kTerms>(job, i, rows);
-        else panel_rows<1, kOffsets, kTerms>(job, i, rows);
+        if (job.blocks == 2)
+          panel_rows<2, kOffsets, kTerms>(job, i, rows);
+        else
+          panel_rows<1, kOffsets, kTerms>(job, i, rows);
       }
       return;
     }
   }
   for (std::int64_t i = 0; i < job.term_rows; i += kTileRows) {
     const std::int64_t rows = job.term_rows - i < kTileRows ? job.term_rows - i : kTileRows;
-    const RowsFn fn = job.blocks == 2 ? rows_kernel<2, kBits, kOffsets, kTerms>(rows)
-                                      : rows_kernel<1, kBits, kOffsets, kTerms>(rows);
+    const RowsFn fn =
+        job.blocks == 2 ? rows_kernel<2, kBits, kOffsets, kTerms>(rows) : rows_kernel<1, kBits, kOffsets, kTerms>(rows);
     fn(job, i);
   }
 }

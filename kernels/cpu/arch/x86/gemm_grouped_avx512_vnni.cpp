@@ -158,8 +158,8 @@ template <int kBits, bool kOffsets, int kTerms>
 void run_format(const TileJob& job) {
   for (std::int64_t i = 0; i < job.term_rows; i += kTileRows) {
     const std::int64_t rows = job.term_rows - i < kTileRows ? job.term_rows - i : kTileRows;
-    const RowsFn fn = job.blocks == 2 ? rows_kernel<2, kBits, kOffsets, kTerms>(rows)
-                                      : rows_kernel<1, kBits, kOffsets, kTerms>(rows);
+    const RowsFn fn =
+        job.blocks == 2 ? rows_kernel<2, kBits, kOffsets, kTerms>(rows) : rows_kernel<1, kBits, kOffsets, kTerms>(rows);
     fn(job, i);
   }
 }

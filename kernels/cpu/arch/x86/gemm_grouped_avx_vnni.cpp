@@ -255,16 +255,18 @@ void run_format(const TileJob& job) {
     if (job.term_rows > kTileRows) {
       for (std::int64_t i = 0; i < job.term_rows; i += kPanelRows) {
         const auto rows = static_cast<int>(job.term_rows - i < kPanelRows ? job.term_rows - i : kPanelRows);
-        if (job.blocks == 2) panel_rows<2, kOffsets, kTerms>(job, i, rows);
-        else panel_rows<1, kOffsets, kTerms>(job, i, rows);
+        if (job.blocks == 2)
+          panel_rows<2, kOffsets, kTerms>(job, i, rows);
+        else
+          panel_rows<1, kOffsets, kTerms>(job, i, rows);
       }
       return;
     }
   }
   for (std::int64_t i = 0; i < job.term_rows; i += kTileRows) {
     const std::int64_t rows = job.term_rows - i < kTileRows ? job.term_rows - i : kTileRows;
-    const RowsFn fn = job.blocks == 2 ? rows_kernel<2, kBits, kOffsets, kTerms>(rows)
-                                      : rows_kernel<1, kBits, kOffsets, kTerms>(rows);
+    const RowsFn fn =
+        job.blocks == 2 ? rows_kernel<2, kBits, kOffsets, kTerms>(rows) : rows_kernel<1, kBits, kOffsets, kTerms>(rows);
     fn(job, i);
   }
 }

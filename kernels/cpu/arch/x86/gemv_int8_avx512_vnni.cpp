@@ -14,8 +14,7 @@ constexpr int kRowsPerPass = 4;  // 4 rows x 4 blocks: 16 accumulators, and regi
 // i of the activations.
 template <int M, int NB>
 __attribute__((always_inline)) inline void add_group(__m512i (&acc)[M][NB], const std::int8_t* wk,
-                                                     const std::uint8_t* xu, std::int64_t ldx,
-                                                     std::int64_t k) {
+                                                     const std::uint8_t* xu, std::int64_t ldx, std::int64_t k) {
   __m512i wv[NB];
 #pragma GCC unroll 4
   for (int b = 0; b < NB; ++b) wv[b] = _mm512_load_si512(wk + b * 64);
@@ -64,7 +63,7 @@ void pass(const GemvTileArgs& a, const std::uint8_t* xu, const float* x_scales, 
 #pragma GCC unroll 4
       for (int b = 0; b < NB; ++b) acc[0][i][b] = _mm512_add_epi32(acc[0][i][b], acc[u][i][b]);
 
-  // (float(acc) * w_scale) * x_scale, then + y_old; each a separate rounding.
+        // (float(acc) * w_scale) * x_scale, then + y_old; each a separate rounding.
 #pragma GCC unroll 4
   for (int b = 0; b < NB; ++b) {
     const std::int64_t left = a.rows_left - b * 16;
