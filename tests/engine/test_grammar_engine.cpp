@@ -118,8 +118,9 @@ TEST_CASE("invalid grammars and schemas are refused at submit") {
   r.sampling.grammar = "root ::= (";
   CHECK_THROWS_WITH_AS(engine().submit(r), doctest::Contains("line 1, column 11"), Error);
   r.sampling.grammar.clear();
-  r.sampling.json_schema = R"({"type": "string", "format": "email"})";
-  CHECK_THROWS_WITH_AS(engine().submit(r), doctest::Contains("format 'email'"), Error);
+  // A schema that needs another document: refused, never relaxed in silence.
+  r.sampling.json_schema = R"({"$ref": "https://example.com/other.json"})";
+  CHECK_THROWS_WITH_AS(engine().submit(r), doctest::Contains("remote $ref"), Error);
   r.sampling.grammar = "root ::= \"a\"";
   CHECK_THROWS_WITH_AS(engine().submit(r), doctest::Contains("both set"), Error);
   r.sampling.grammar.clear();
