@@ -198,6 +198,11 @@ const SchemaNormalizer::Normalized& SchemaNormalizer::normalize_once(const JsonV
 }
 
 JsonValue SchemaNormalizer::normalize(const JsonValue& s, const std::string& path) {
+  if (++steps_ > kMaxSteps)
+    fail(ErrorCode::invalid_argument,
+         "json_schema: resolving the schema's $refs and combinations takes more than {} steps (at {}); it is "
+         "too large to enforce",
+         kMaxSteps, path.empty() ? "/" : path);
   if (++depth_ > 200)
     fail(ErrorCode::invalid_argument, "json_schema: a schema nested deeper than 200 at {} is not supported",
          path.empty() ? "/" : path);

@@ -51,6 +51,10 @@ struct SchemaNotes {
 class SchemaNormalizer {
  public:
   static constexpr std::size_t kMaxBranches = 64;
+  // Schemas visited while resolving $refs, allOf and the rest, for one schema: a bound on the
+  // work (and memory) a request's schema can ask for, since a recursive schema inlined level by
+  // level grows without end. Chosen against SchemaStore's schemas (docs/benchmarks.md#schema-steps).
+  static constexpr std::size_t kMaxSteps = 150'000;
 
   SchemaNormalizer(const JsonValue& root, SchemaNotes& notes) : root_(root), notes_(notes) {}
 
@@ -90,6 +94,7 @@ class SchemaNormalizer {
   int depth_ = 0;
   int eager_ = 0;
   std::size_t inline_count_ = 0;
+  std::size_t steps_ = 0;               // normalize() calls so far, against kMaxSteps
   std::set<const JsonValue*> in_root_;  // every value of the root document
   std::map<const JsonValue*, Normalized> cache_;
   std::deque<Normalized>

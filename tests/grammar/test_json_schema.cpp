@@ -305,3 +305,20 @@ TEST_CASE("oneOf is exactly one: disjoint branches are accepted, overlapping one
             .find("branches 1 and 2") != std::string::npos);
   CHECK(compile_json_schema(R"({"oneOf": [{"type": "string"}, {"type": "integer"}]})").relaxed.empty());
 }
+
+TEST_CASE("a schema whose $refs expand without end is refused by its step bound, not computed") {
+  // d0 = d1 and d1, d1 = d2 and d2, ...: 2^24 visits if every reference were inlined.
+  std::string defs;
+  for (int i = 0; i < 24; ++i)
+    defs += "\"d" + std::to_string(i) + "\": {\"type\": \"object\", \"allOf\": [{\"$ref\": \"#/$defs/d" +
+            std::to_string(i + 1) + "\"}, {\"$ref\": \"#/$defs/d" + std::to_string(i + 1) + "\"}]},";
+  defs += "\"d24\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"integer\"}}}";
+  const std::string schema = "{\"$defs\": {" + defs + "}, \"$ref\": \"#/$defs/d0\"}";
+  try {
+    compile_json_schema(schema);
+    FAIL("an exponential schema compiled");
+  } catch (const ember::Error& e) {
+    CHECK(e.code() == ember::ErrorCode::invalid_argument);
+    CHECK(std::string(e.what()).find("too large to enforce") != std::string::npos);
+  }
+}
