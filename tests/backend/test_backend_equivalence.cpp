@@ -269,11 +269,15 @@ TEST_CASE("a flattened batch of several sequences equals each sequence alone") {
     b->forward(step, kv, logits);
     std::vector<float> together_a(logits.begin(), logits.begin() + c.vocab);
     std::vector<float> together_b(logits.begin() + c.vocab, logits.end());
-    // The INT8 path is bit-exact here in the Release build; the sanitizer build (-O1, unity)
-    // differs on A's decode row by ~1e-4 (8.1e-5 with the lm_head per output row, 1.1e-4 with
-    // it in 8-bit groups), some FP contraction outside the kernels that hold -ffp-contract=off.
-    CHECK(compare(together_a, a_last, c.vocab).max_abs < 2e-4);
-    CHECK(compare(together_b, b_all, c.vocab).max_abs < 2e-4);
+    // The INT8 path is bit-exact here in the Release build (batch_invariance_test asserts the
+    // tokens); Clang's sanitizer build (RelWithDebInfo, unity) differs by up to 4.1e-4 on B's
+    // rows since the x86-tier split, some FP contraction outside the files that hold
+    // -ffp-contract=off. The FP32 path's products (oneDNN's FP32 matmul) block their sums by the
+    // row count, so a row's sums are ordered by its batch.
+    const double bound = precision == Precision::fp32 ? 1e-3 : 5e-4;
+    CAPTURE(static_cast<int>(precision));
+    CHECK(compare(together_a, a_last, c.vocab).max_abs < bound);
+    CHECK(compare(together_b, b_all, c.vocab).max_abs < bound);
   }
 }
 

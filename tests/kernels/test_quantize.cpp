@@ -113,7 +113,8 @@ TEST_CASE("every vector ISA path equals the scalar path") {
         const auto xs = random_floats(static_cast<std::size_t>(rows * stride), 25);
         ops.axpy_rows_f32(p.data(), xs.data(), stride, rows, y1.data(), n);
         ref.axpy_rows_f32(p.data(), xs.data(), stride, rows, y2.data(), n);
-        REQUIRE(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)) == 0);
+        // n may be 0: memcmp is not given the (null) data of an empty vector.
+        REQUIRE((y1.empty() || std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)) == 0));
       }
     }
   }
