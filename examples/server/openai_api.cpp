@@ -1,6 +1,7 @@
 #include "openai_api.hpp"
 
 #include <algorithm>
+#include <initializer_list>
 #include <set>
 #include <utility>
 
@@ -169,58 +170,23 @@ void read_sampling(const json& body, Endpoint endpoint, ember::SamplingParams& s
   if (read_int(body, "n", 1, 1 << 20, n) && n != 1) throw bad_field("n", "'n' must be 1: one choice per request");
 }
 
+// The fields both endpoints take, and the ones of each endpoint's own.
+std::set<std::string> fields_with(std::initializer_list<const char*> own) {
+  // A table, packed: one name a line would take a screen.
+  // clang-format off
+  std::set<std::string> fields{"model", "user", "max_tokens", "max_completion_tokens", "temperature", "top_p",
+                               "presence_penalty", "frequency_penalty", "min_p", "top_k", "ignore_eos", "seed",
+                               "stop", "n", "stream", "stream_options", "logit_bias", "logprobs", "response_format",
+                               "speculative_tokens", "close_at_limit", "reasoning_budget"};
+  // clang-format on
+  fields.insert(own.begin(), own.end());
+  return fields;
+}
+
 const std::set<std::string>& known_fields(Endpoint endpoint) {
-  static const std::set<std::string> chat = {"model",
-                                             "user",
-                                             "messages",
-                                             "max_tokens",
-                                             "max_completion_tokens",
-                                             "temperature",
-                                             "top_p",
-                                             "presence_penalty",
-                                             "frequency_penalty",
-                                             "min_p",
-                                             "top_k",
-                                             "ignore_eos",
-                                             "seed",
-                                             "stop",
-                                             "n",
-                                             "stream",
-                                             "stream_options",
-                                             "logit_bias",
-                                             "logprobs",
-                                             "top_logprobs",
-                                             "response_format",
-                                             "speculative_tokens",
-                                             "close_at_limit",
-                                             "tools",
-                                             "tool_choice",
-                                             "parallel_tool_calls",
-                                             "reasoning_budget",
-                                             "chat_template_kwargs"};
-  static const std::set<std::string> completions = {"model",
-                                                    "user",
-                                                    "prompt",
-                                                    "max_tokens",
-                                                    "max_completion_tokens",
-                                                    "temperature",
-                                                    "top_p",
-                                                    "presence_penalty",
-                                                    "frequency_penalty",
-                                                    "min_p",
-                                                    "top_k",
-                                                    "ignore_eos",
-                                                    "seed",
-                                                    "stop",
-                                                    "n",
-                                                    "stream",
-                                                    "stream_options",
-                                                    "logit_bias",
-                                                    "logprobs",
-                                                    "response_format",
-                                                    "speculative_tokens",
-                                                    "close_at_limit",
-                                                    "reasoning_budget"};
+  static const std::set<std::string> chat =
+      fields_with({"messages", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls", "chat_template_kwargs"});
+  static const std::set<std::string> completions = fields_with({"prompt"});
   return endpoint == Endpoint::chat_completions ? chat : completions;
 }
 
