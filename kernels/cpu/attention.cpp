@@ -45,13 +45,9 @@ EMBER_CLONES SoftmaxTerms exponentiate_in_place(float* s, std::int64_t n) {
   float mx = s[0];
 #pragma omp simd reduction(max : mx)
   for (std::int64_t i = 0; i < n; ++i) mx = s[i] > mx ? s[i] : mx;  // std::fmax is a libm call
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (std::int64_t i = 0; i < n; ++i) {
-    s[i] = exp_approx(s[i] - mx);
-    sum += s[i];
-  }
-  return {mx, sum};
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) s[i] = exp_approx(s[i] - mx);
+  return {mx, fixed_order_sum(n, [s](std::int64_t i) { return s[i]; })};
 }
 
 // Asks for the kv_head slice of one block's rows to be brought into cache. A sequence's blocks

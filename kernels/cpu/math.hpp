@@ -26,4 +26,24 @@ inline float exp_approx(float x) {
   return y * std::bit_cast<float>(bits);
 }
 
+// The float sum of term(i) over [0, n) in one order whatever the vector width: 16 interleaved
+// partial sums (lane l takes i = l, l + 16, ... in index order; the tail goes to lanes 0, 1, ...),
+// then lanes l and l + w added for w = 8, 4, 2, 1. `#pragma omp simd reduction(+)` would let
+// each target_clones copy split the sum by its own register width, and an AVX2 machine would
+// normalise a row differently from an AVX-512 one; this order is fixed by the code, so every
+// copy (and every CPU) gives the same bits. Its files are built with -ffp-contract=off, so that no copy
+// fuses a product into the add either.
+template <class Term>
+inline float fixed_order_sum(std::int64_t n, Term&& term) {
+  constexpr int kLanes = 16;
+  float lane[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] += term(i + l);
+  for (int l = 0; i < n; ++i, ++l) lane[l] += term(i);
+  for (int w = kLanes / 2; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) lane[l] += lane[l + w];
+  return lane[0];
+}
+
 }  // namespace ember::kernels::cpu

@@ -16,10 +16,7 @@ namespace {
 constexpr std::int64_t kParallelElements = 32768;
 
 EMBER_CLONES float sum_squares(const float* x, std::int64_t n) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (std::int64_t i = 0; i < n; ++i) s += x[i] * x[i];
-  return s;
+  return fixed_order_sum(n, [x](std::int64_t i) { return x[i] * x[i]; });
 }
 
 EMBER_CLONES void scale_by(const float* x, const float* w, float k, std::int64_t n, float* out) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 using namespace ember::kernels::cpu;
 using ember::test::random_floats;
@@ -30,6 +31,42 @@ TEST_CASE("rmsnorm matches the double reference, in place too") {
     auto inplace = x;
     rmsnorm(inplace.data(), w.data(), rows, cols, 1e-5f, inplace.data(), 2);
     CHECK(inplace == out);
+  }
+}
+
+namespace {
+
+// math.hpp's fixed_order_sum written out plainly, in a function of its own so that no product of
+// the caller can be fused into its adds.
+[[gnu::noinline]] float sum_in_lane_order(const std::vector<float>& terms) {
+  float lane[16] = {};
+  for (std::size_t i = 0; i < terms.size(); ++i) lane[i % 16] += terms[i];
+  for (int w = 8; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) lane[l] += lane[l + w];
+  return lane[0];
+}
+
+}  // namespace
+
+// Whatever copy of the loop this CPU runs (target_clones: AVX-512, AVX2 or the baseline), a row
+// normalises to the same bits: what makes logits equal across machines of different tiers.
+TEST_CASE("rmsnorm sums in one fixed order on every CPU: bit-equal to that order written out") {
+  for (std::int64_t cols : {1, 7, 16, 17, 64, 576, 2048, 2049}) {
+    const auto x = random_floats(static_cast<std::size_t>(cols), 41, -4.0f, 4.0f);
+    const auto w = random_floats(static_cast<std::size_t>(cols), 42, 0.5f, 1.5f);
+    std::vector<float> squares(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) squares[i] = x[i] * x[i];
+    const float mean = sum_in_lane_order(squares) / static_cast<float>(cols);
+    const float k = 1.0f / std::sqrt(mean + 1e-5f);
+    std::vector<float> expected(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const float xk = x[i] * k;
+      expected[i] = xk * w[i];
+    }
+    std::vector<float> out(x.size());
+    rmsnorm(x.data(), w.data(), 1, cols, 1e-5f, out.data(), 1);
+    CAPTURE(cols);
+    CHECK(std::memcmp(out.data(), expected.data(), out.size() * sizeof(float)) == 0);
   }
 }
 
