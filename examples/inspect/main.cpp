@@ -151,7 +151,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "\n(%s template, %zu bytes; family %s; reasoning %s%s)\n",
                    file->find_string("tokenizer.chat_template") ? "the file's" : "the architecture's default",
                    tmpl.source().size(), ember::tokenizer::to_string(tmpl.format()),
-                   r.enabled() ? (r.open + " ... " + r.close).c_str() : "none", r.toggle ? ", enable_thinking" : "");
+                   r.enabled() ? (r.open + " ... " + r.close + r.answer).c_str() : "none",
+                   r.toggle ? ", enable_thinking" : "");
       return 0;
     }
     fmt::print("{}: GGUF v{}, {} bytes, alignment {}, data at byte {}\n", file->path(), file->version(),

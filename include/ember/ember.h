@@ -252,6 +252,15 @@ typedef struct ember_sampling {
   const char* json_schema;    /* JSON Schema text, or NULL; at most one of the two */
   int32_t speculative_tokens; /* draftless speculation: tokens proposed per step (0-16);
                                         0 = off (SamplingParams::speculative_tokens) */
+  /* Thinking models (SamplingParams::reasoning_budget): reasoning tokens at most, then the
+   * closing marker is forced and the answer follows; -1 (default) = no limit, 0 = no thinking.
+   * The reasoning is ember_completion.reasoning, streamed in chunks of EMBER_STREAM_REASONING. */
+  int32_t reasoning_budget;
+  /* Nonzero (default): a grammar- or schema-constrained output that max_tokens or the context
+   * would cut is steered to close its structure in the tokens left, so it parses (finish
+   * reason stays EMBER_FINISH_LENGTH; ember_completion.closed_early says so); 0 = off
+   * (SamplingParams::close_at_limit). */
+  int32_t close_at_limit;
 } ember_sampling;
 
 EMBER_API ember_status ember_sampling_init(ember_sampling* sampling, size_t struct_size);
@@ -314,6 +323,7 @@ typedef struct ember_timings {
   double time_per_output_token_ms;
   double response_ms;
   double total_ms;
+  double reasoning_ms; /* a thinking model's reasoning, first token to closing marker */
 } ember_timings;
 
 /* A finished request, owned by ember until ember_completion_free(). Read-only. */
@@ -339,10 +349,26 @@ typedef struct ember_completion {
   size_t top_logprobs_per_token;
   int32_t speculative_proposed; /* tokens sampling.speculative_tokens proposed */
   int32_t speculative_accepted; /* of them, accepted */
+  /* A thinking model's reasoning (sampling.reasoning_budget), without its markers and the
+   * whitespace around it, NUL-terminated; "" for other models. `text` is the answer only. */
+  const char* reasoning;
+  size_t reasoning_length;  /* bytes, without the NUL */
+  int32_t reasoning_tokens; /* generated tokens inside the reasoning (markers excluded) */
+  int32_t closed_early;     /* nonzero: sampling.close_at_limit steered the output to close */
+  /* What of sampling.json_schema the grammar does not enforce, one "what at /pointer" string
+   * each (docs/api.md lists the rules); NULL and 0 when every keyword is enforced. */
+  const char* const* schema_relaxed;
+  size_t schema_relaxed_count;
 } ember_completion;
 
 /* Frees *completion and sets it to NULL; NULL or *completion == NULL does nothing. */
 EMBER_API void ember_completion_free(ember_completion** completion);
+
+/* Which text a streamed chunk belongs to (ember::ChunkStream). */
+typedef enum ember_chunk_stream {
+  EMBER_STREAM_ANSWER = 0,   /* ember_completion.text */
+  EMBER_STREAM_REASONING = 1 /* ember_completion.reasoning; the markers' tokens come with no text */
+} ember_chunk_stream;
 
 /* One streamed piece of a completion; valid during the callback only. */
 typedef struct ember_chunk {
@@ -354,6 +380,7 @@ typedef struct ember_chunk {
   const float* logprobs;                   /* token_count entries when sampling.logprobs, else NULL */
   const ember_token_logprob* top_logprobs; /* token_count rows as in ember_completion, or NULL */
   size_t top_logprobs_per_token;
+  ember_chunk_stream stream; /* the text this piece belongs to */
 } ember_chunk;
 
 /* Returns nonzero to go on, 0 to stop the request (finish reason EMBER_FINISH_CANCELLED). */

@@ -251,11 +251,13 @@ struct SamplingParams {
   // code); it backs off in steps already full of other sequences' decodes. 0 = off (0-16)
   int speculative_tokens = 0;
   // Thinking models (a chat template that marks reasoning, e.g. Qwen3's and DeepSeek-R1's
-  // <think>...</think>): the reasoning goes to Completion::reasoning and to chunks of
-  // ChunkStream::reasoning, apart from the answer. At most this many reasoning tokens, then the
-  // closing marker is forced and the answer follows; 0 = no thinking (the chat is rendered with
-  // enable_thinking=false where the template allows it, and the opening marker is banned);
-  // -1 = no limit. Grammars, JSON schemas and stop strings apply to the answer only.
+  // <think>...</think>, gpt-oss's analysis and final channels): the reasoning goes to
+  // Completion::reasoning and to chunks of ChunkStream::reasoning, apart from the answer. At
+  // most this many reasoning tokens, then the closing marker (and gpt-oss's final-channel
+  // header) is forced and the answer follows; 0 = no thinking (the chat is rendered with
+  // enable_thinking=false where the template allows it, and the opening marker is banned;
+  // gpt-oss gets an empty analysis channel); -1 = no limit. Grammars, JSON schemas and stop
+  // strings apply to the answer only.
   int reasoning_budget = -1;
 };
 

@@ -49,6 +49,7 @@ struct CompletionBox {
   std::uint32_t magic;
   ember::Completion* owned;                       // deleted with the box; null for a chunk's borrowed view
   std::vector<ember_token_logprob> top_logprobs;  // Completion::top_logprobs, padded rows
+  std::vector<const char*> schema_relaxed;        // into Completion::schema_relaxed
 };
 static_assert(std::is_standard_layout_v<CompletionBox>);
 
@@ -109,6 +110,8 @@ static_assert(EMBER_LOAD_READING == static_cast<int>(LoadPhase::reading) &&
               EMBER_LOAD_CALIBRATION == static_cast<int>(LoadPhase::calibration) &&
               EMBER_LOAD_QUANTIZATION == static_cast<int>(LoadPhase::quantization) &&
               EMBER_LOAD_CACHE == static_cast<int>(LoadPhase::cache));
+static_assert(EMBER_STREAM_ANSWER == static_cast<int>(ChunkStream::answer) &&
+              EMBER_STREAM_REASONING == static_cast<int>(ChunkStream::reasoning));
 static_assert(EMBER_REQUEST_QUEUED == static_cast<int>(RequestStatus::queued) &&
               EMBER_REQUEST_RUNNING == static_cast<int>(RequestStatus::running) &&
               EMBER_REQUEST_FINISHED == static_cast<int>(RequestStatus::finished));

@@ -20,6 +20,9 @@ constexpr std::size_t kFirstSize = sizeof(T);
 // ember 0.1's options ended at log_user_data; the fields after it were appended since.
 template <>
 constexpr std::size_t kFirstSize<ember_engine_options> = offsetof(ember_engine_options, prefix_store_path);
+// ember_sampling grew reasoning_budget and close_at_limit after speculative_tokens.
+template <>
+constexpr std::size_t kFirstSize<ember_sampling> = offsetof(ember_sampling, reasoning_budget);
 
 template <class T>
 void check_struct_size(std::size_t size, const char* type) {
@@ -124,6 +127,8 @@ ember_sampling default_sampling() {
   s.ignore_eos = d.ignore_eos ? 1 : 0;
   s.logprobs = d.logprobs ? 1 : 0;
   s.speculative_tokens = d.speculative_tokens;
+  s.reasoning_budget = d.reasoning_budget;
+  s.close_at_limit = d.close_at_limit ? 1 : 0;
   return s;
 }
 
@@ -238,6 +243,8 @@ SamplingParams to_cpp(const ember_sampling* in) {
   out.logprobs = s.logprobs != 0;
   out.top_logprobs = s.top_logprobs;
   out.speculative_tokens = s.speculative_tokens;
+  out.reasoning_budget = s.reasoning_budget;
+  out.close_at_limit = s.close_at_limit != 0;
   if (s.logit_bias_count > 0 && s.logit_bias == nullptr)
     fail(ErrorCode::invalid_argument, "ember_sampling.logit_bias is NULL but logit_bias_count is {}",
          s.logit_bias_count);
@@ -303,6 +310,7 @@ StreamCallback to_cpp(ember_stream_fn on_chunk, void* user_data) {
     chunk.tokens = c.tokens;
     chunk.token_count = c.token_count;
     chunk.logprobs = c.logprobs;
+    chunk.stream = static_cast<ember_chunk_stream>(c.stream);
     std::vector<ember_token_logprob> top;
     if (c.top_logprobs != nullptr) {
       chunk.top_logprobs_per_token = flatten_top_logprobs(c.top_logprobs, c.token_count, top);
@@ -320,8 +328,8 @@ StreamCallback to_cpp(ember_stream_fn on_chunk, void* user_data) {
 void point_at(CompletionBox& box, const Completion& c, std::uint32_t magic) {
   const Timings& t = c.timings;
   box.timings = ember_timings{
-      t.load_ms,     t.queue_ms, t.prefill_ms, t.time_to_first_token_ms, t.decode_ms, t.time_per_output_token_ms,
-      t.response_ms, t.total_ms};
+      t.load_ms,     t.queue_ms, t.prefill_ms,  t.time_to_first_token_ms, t.decode_ms, t.time_per_output_token_ms,
+      t.response_ms, t.total_ms, t.reasoning_ms};
   ember_completion& p = box.pub;
   p.text = c.text.c_str();
   p.text_length = c.text.size();
@@ -343,6 +351,14 @@ void point_at(CompletionBox& box, const Completion& c, std::uint32_t magic) {
   p.speculative_accepted = c.speculative_accepted;
   p.timings = &box.timings;
   p.error = c.error.c_str();
+  p.reasoning = c.reasoning.c_str();
+  p.reasoning_length = c.reasoning.size();
+  p.reasoning_tokens = c.reasoning_tokens;
+  p.closed_early = c.closed_early ? 1 : 0;
+  box.schema_relaxed.clear();
+  for (const std::string& what : c.schema_relaxed) box.schema_relaxed.push_back(what.c_str());
+  p.schema_relaxed = box.schema_relaxed.empty() ? nullptr : box.schema_relaxed.data();
+  p.schema_relaxed_count = box.schema_relaxed.size();
   box.magic = magic;
 }
 

@@ -325,8 +325,18 @@ std::string SchemaConverter::string(const JsonValue& s, const std::string& path,
   if (pattern) {
     if (pattern->type != Type::string) invalid(path, "'pattern' must be a string");
     try {
-      const std::string body = pattern_to_gbnf(pattern->text);
-      if (min || max) note(path, "'minLength'/'maxLength' beside 'pattern' are not enforced");
+      std::string body = pattern_to_gbnf(pattern->text);
+      if (min.value_or(0) > 0 || max) {
+        if (min && max && *min > *max) return "";
+        if (const auto content = bounded_pattern(pattern->text, min.value_or(0), max, hint)) {
+          if (content->empty()) return "";  // no string of those lengths matches the pattern
+          body = *content;
+        } else {
+          note(path, fmt::format("'minLength'/'maxLength' beside 'pattern' are not enforced (the pattern times the "
+                                 "lengths needs over {} rule alternatives)",
+                                 kMaxLengthProduct));
+        }
+      }
       if (format) note(path, "'format' beside 'pattern' is not enforced");
       if (excluded) note(path, "a negated string value (not, if/else) beside 'pattern' is not excluded");
       return add_rule(hint, quoted(body));
@@ -354,6 +364,21 @@ std::string SchemaConverter::string(const JsonValue& s, const std::string& path,
   if (!min && !max) return use("json-string");
   const std::string reps = max ? fmt::format("{{{},{}}}", min.value_or(0), *max) : fmt::format("{{{},}}", *min);
   return quoted(use("json-char") + reps);
+}
+
+std::optional<std::string> SchemaConverter::bounded_pattern(const std::string& pattern, int min, std::optional<int> max,
+                                                            const std::string& hint) {
+  const std::string base = rule_name(hint + "-len");
+  const auto bodies = pattern_length_rules(pattern, min, max, base, kMaxLengthProduct);
+  if (!bodies) return std::nullopt;
+  if (bodies->empty()) return std::string();
+  for (std::size_t i = 0; i < bodies->size(); ++i)
+    if (names_.count(fmt::format("{}-{}", base, i))) return std::nullopt;  // taken: relaxed instead
+  for (std::size_t i = 0; i < bodies->size(); ++i) {
+    names_.insert(fmt::format("{}-{}", base, i));
+    rules_.emplace_back(fmt::format("{}-{}", base, i), (*bodies)[i]);
+  }
+  return base + "-0";
 }
 
 std::string SchemaConverter::resolve(const std::string& ref, const std::string& path) {

@@ -55,6 +55,10 @@ class SchemaConverter {
   std::string typed(const JsonValue& s, const std::string& t, const std::string& path, const std::string& hint);
   std::string number(const JsonValue& s, bool integer, const std::string& path);
   std::string string(const JsonValue& s, const std::string& path, const std::string& hint);
+  // `pattern`'s content at min..max code points, as rules (pattern_length_rules): the entry rule's
+  // name, "" when no string fits, nullopt when over kMaxLengthProduct.
+  std::optional<std::string> bounded_pattern(const std::string& pattern, int min, std::optional<int> max,
+                                             const std::string& hint);
   std::string array(const JsonValue& s, const std::string& path, const std::string& hint);
   std::string unique_array(const std::vector<JsonValue>& items, int lo, std::optional<int> hi, const std::string& hint);
   std::string object(const JsonValue& s, const std::string& path, const std::string& hint);
@@ -74,6 +78,9 @@ class SchemaConverter {
   std::map<std::string, std::string> refs_;  // "ref@level" -> rule
   std::map<std::string, int> active_;        // refs being expanded, with their depth
   static constexpr int kMaxRefDepth = 6;
+  // Rule alternatives a pattern times its length bound may take; past it the lengths are relaxed
+  // (reported). The SchemaStore schemas' bounds fit (docs/benchmarks.md#pattern-lengths).
+  static constexpr std::size_t kMaxLengthProduct = 20000;
   // Past this many schemas visited, a recursive $ref is not entered again (narrower), so a
   // large recursive schema (SchemaStore has several) stays a grammar of manageable size.
   static constexpr int kRecursionBudget = 20000;

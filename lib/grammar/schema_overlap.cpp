@@ -33,10 +33,14 @@ Value value_of(const JsonValue& v) {
 
 // What is known about the values a schema accepts.
 struct Shape {
-  bool any_type = true;                            // nothing known about the type
-  std::set<std::string> types;                     // when !any_type: the JSON Schema type names allowed
-  std::optional<std::vector<Value>> values;        // const / enum: exactly these
-  std::map<std::string, std::vector<Value>> tags;  // object: required property -> its values
+  bool any_type = true;                              // nothing known about the type
+  std::set<std::string> types;                       // when !any_type: the JSON Schema type names allowed
+  std::optional<std::vector<Value>> values;          // const / enum: exactly these
+  std::map<std::string, std::vector<Value>> tags;    // object: required property -> its values
+  std::map<std::string, const JsonValue*> required;  // object: required property -> its schema (or null)
+  bool closed = false;                               // object: no names but `names` (additionalProperties false)
+  std::set<std::string> names;                       // object: its listed properties
+  bool objects_only() const { return !any_type && types.size() == 1 && *types.begin() == "object"; }
 };
 
 bool types_meet(const std::string& a, const std::string& b) {
@@ -115,6 +119,15 @@ Shape shape_of(const JsonValue& s, const JsonValue& root, int depth) {
     for (const JsonValue& name : required->items)
       if (const JsonValue* p = name.type == Type::string ? properties->find(name.text) : nullptr)
         if (auto v = values_of(*p)) out.tags[name.text] = *v;
+  if (required && required->type == Type::array)
+    for (const JsonValue& name : required->items)
+      if (name.type == Type::string)
+        out.required[name.text] =
+            properties && properties->type == Type::object ? properties->find(name.text) : nullptr;
+  const JsonValue* additional = s.find("additionalProperties");
+  out.closed = additional && additional->type == Type::boolean && !additional->boolean && !s.find("patternProperties");
+  if (properties && properties->type == Type::object)
+    for (const auto& [name, _] : properties->members) out.names.insert(name);
   return out;
 }
 
@@ -154,7 +167,27 @@ const JsonValue* resolve_pointer(const JsonValue& root, std::string_view ref, st
   return target;
 }
 
-bool may_overlap(const JsonValue& a, const JsonValue& b, const JsonValue& root) {
+namespace {
+
+bool overlap(const JsonValue& a, const JsonValue& b, const JsonValue& root, int depth);
+
+// Two object shapes no object satisfies both of: one requires a name the other, closed, does not
+// list, or both require a name whose schemas cannot meet.
+bool objects_disjoint(const Shape& x, const Shape& y, const JsonValue& root, int depth) {
+  if (!x.objects_only() && !y.objects_only()) return false;  // a non-object might pass both
+  for (const auto& [name, _] : x.required)
+    if (y.closed && !y.names.count(name)) return true;
+  for (const auto& [name, _] : y.required)
+    if (x.closed && !x.names.count(name)) return true;
+  for (const auto& [name, schema] : x.required) {
+    const auto it = y.required.find(name);
+    if (it != y.required.end() && schema && it->second && !overlap(*schema, *it->second, root, depth + 1)) return true;
+  }
+  return false;
+}
+
+bool overlap(const JsonValue& a, const JsonValue& b, const JsonValue& root, int depth) {
+  if (depth > 8) return true;  // too deep to tell (a recursive schema): may overlap
   const Shape x = shape_of(a, root, 0), y = shape_of(b, root, 0);
   if (x.values && y.values) return !disjoint_values(*x.values, *y.values);
   if (x.values &&
@@ -171,7 +204,11 @@ bool may_overlap(const JsonValue& a, const JsonValue& b, const JsonValue& root) 
   }
   for (const auto& [name, values] : x.tags)
     if (const auto it = y.tags.find(name); it != y.tags.end() && disjoint_values(values, it->second)) return false;
-  return true;
+  return !objects_disjoint(x, y, root, depth);
 }
+
+}  // namespace
+
+bool may_overlap(const JsonValue& a, const JsonValue& b, const JsonValue& root) { return overlap(a, b, root, 0); }
 
 }  // namespace ember::grammar

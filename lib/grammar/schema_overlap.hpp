@@ -5,7 +5,9 @@
 //   * their types cannot meet (integer meets number);
 //   * their const/enum values differ (or none of one's values has a type the other allows);
 //   * both are objects that require one property whose const/enum values differ (a tagged
-//     union, Pydantic's discriminated unions).
+//     union, Pydantic's discriminated unions), or whose schemas are disjoint by these reasons;
+//   * one is only objects and requires a property the other (additionalProperties false, no
+//     patternProperties) does not list.
 // $refs are followed; anything else counts as "may overlap".
 #pragma once
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <unordered_map>
 #include <vector>
 
 namespace ember::grammar {
@@ -93,6 +95,38 @@ std::string json_chars(Ranges r) {
   return out + ")";
 }
 
+// A parsed pattern. Anchors are kept only as empty sequences (they match where they may appear).
+struct Node {
+  enum class Kind { chars, seq, alt, repeat };
+  explicit Node(Kind k = Kind::seq) : kind(k) {}
+  Kind kind;
+  Ranges set;              // chars: one code point of these
+  std::vector<Node> kids;  // seq, alt: the parts; repeat: the one repeated
+  int min = 0, max = -1;   // repeat: the counts (-1: no upper bound)
+  std::string quant;       // repeat: the quantifier as GBNF writes it
+};
+
+// The pattern's GBNF expression (no rules).
+std::string emit(const Node& n) {
+  switch (n.kind) {
+    case Node::Kind::chars: return json_chars(n.set);
+    case Node::Kind::repeat: return "(" + emit(n.kids[0]) + ")" + n.quant;
+    case Node::Kind::alt: {
+      if (n.kids.size() == 1) return emit(n.kids[0]);
+      std::string out = "(";
+      for (std::size_t k = 0; k < n.kids.size(); ++k) out += (k ? " | " : "") + emit(n.kids[k]);
+      return out + ")";
+    }
+    case Node::Kind::seq: break;
+  }
+  std::string out;
+  for (const Node& k : n.kids) {
+    if (k.kind == Node::Kind::seq && k.kids.empty()) continue;  // an anchor
+    out += (out.empty() ? "" : " ") + emit(k);
+  }
+  return out.empty() ? "\"\"" : "(" + out + ")";
+}
+
 const Ranges kDigit = {{'0', '9'}};
 const Ranges kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
 const Ranges kSpace = {{'\t', '\n'}, {'\r', '\r'}, {' ', ' '}};
@@ -112,8 +146,8 @@ class RegexParser {
     }
   }
 
-  std::string run() {
-    std::string out = alternation();
+  Node run() {
+    Node out = alternation();
     if (i_ < cps_.size()) error("an unmatched ')'");
     return out;
   }
@@ -126,26 +160,20 @@ class RegexParser {
   bool end() const { return i_ >= cps_.size(); }
   std::uint32_t peek(std::size_t ahead = 0) const { return i_ + ahead < cps_.size() ? cps_[i_ + ahead] : 0; }
 
-  std::string alternation() {
-    std::vector<std::string> alts = {sequence()};
+  Node alternation() {
+    Node alt{Node::Kind::alt};
+    alt.kids.push_back(sequence());
     while (!end() && peek() == '|') {
       ++i_;
-      alts.push_back(sequence());
+      alt.kids.push_back(sequence());
     }
-    if (alts.size() == 1) return alts[0];
-    std::string out = "(";
-    for (std::size_t k = 0; k < alts.size(); ++k) out += (k ? " | " : "") + alts[k];
-    return out + ")";
+    return alt;
   }
 
-  std::string sequence() {
-    std::string out;
-    while (!end() && peek() != '|' && peek() != ')') {
-      const std::string part = quantified();
-      if (part.empty()) continue;
-      out += (out.empty() ? "" : " ") + part;
-    }
-    return out.empty() ? "\"\"" : "(" + out + ")";
+  Node sequence() {
+    Node seq{Node::Kind::seq};
+    while (!end() && peek() != '|' && peek() != ')') seq.kids.push_back(quantified());
+    return seq;
   }
 
   int number() {
@@ -159,26 +187,32 @@ class RegexParser {
     return static_cast<int>(v);
   }
 
-  std::string quantified() {
+  Node quantified() {
     const std::size_t start = i_;
-    std::string a = atom();
+    Node a = atom();
     if (end()) return a;
-    std::string q;
+    Node rep{Node::Kind::repeat};
+    std::string& q = rep.quant;
     const std::uint32_t c = peek();
     if (c == '*' || c == '+' || c == '?') {
       ++i_;
       q = std::string(1, static_cast<char>(c));
+      rep.min = c == '+' ? 1 : 0;
+      rep.max = c == '?' ? 1 : -1;
     } else if (c == '{') {
       ++i_;
       const int m = number();
+      rep.min = rep.max = m;
       q = "{" + std::to_string(m);
       if (peek() == ',') {
         ++i_;
         q += ",";
+        rep.max = -1;
         if (peek() != '}') {
           const int n = number();
           if (n < m) error("{m,n} with n < m");
           q += std::to_string(n);
+          rep.max = n;
         }
       }
       if (peek() != '}') error("a malformed {m,n}");
@@ -187,16 +221,23 @@ class RegexParser {
     } else {
       return a;
     }
-    if (a.empty()) {
+    if (a.kind == Node::Kind::seq && a.kids.empty()) {
       i_ = start;
       error("a quantifier on an anchor");
     }
     if (!end() && peek() == '?') ++i_;  // lazy: the same language
     if (!end() && (peek() == '+' || peek() == '*' || peek() == '{')) error("a possessive or doubled quantifier");
-    return "(" + a + ")" + q;
+    rep.kids.push_back(std::move(a));
+    return rep;
   }
 
-  std::string atom() {
+  static Node chars(Ranges set) {
+    Node n{Node::Kind::chars};
+    n.set = std::move(set);
+    return n;
+  }
+
+  Node atom() {
     const std::uint32_t c = peek();
     switch (c) {
       case '(': {
@@ -206,30 +247,30 @@ class RegexParser {
           i_ += 2;
         }
         ++depth_;
-        std::string inner = alternation();
+        Node inner = alternation();
         --depth_;
         if (peek() != ')') error("an unclosed '('");
         ++i_;
         return inner;
       }
-      case '[': return json_chars(parse_class());
-      case '.': ++i_; return json_chars(subtract({{0, kMaxCp}}, '\n', '\n'));
+      case '[': return chars(parse_class());
+      case '.': ++i_; return chars(subtract({{0, kMaxCp}}, '\n', '\n'));
       // Anchors at the ends of the pattern, or of a top-level alternative (^a$|^b$): the
       // generated string is the whole match either way.
       case '^':
         if (i_ != 0 && !(depth_ == 0 && cps_[i_ - 1] == '|')) error("'^' other than at the start");
         ++i_;
-        return "";
+        return Node{};
       case '$':
         if (i_ + 1 != cps_.size() && !(depth_ == 0 && cps_[i_ + 1] == '|')) error("'$' other than at the end");
         ++i_;
-        return "";
+        return Node{};
       case '*':
       case '+':
       case '?':
       case '{': error("a quantifier with nothing to repeat");
-      case '\\': return json_chars(escape(false));
-      default: ++i_; return json_chars({{c, c}});
+      case '\\': return chars(escape(false));
+      default: ++i_; return chars({{c, c}});
     }
   }
 
@@ -333,7 +374,192 @@ class RegexParser {
   int depth_ = 0;  // groups open at i_
 };
 
+// Glushkov's position automaton of a pattern: every code-point class the pattern writes is a
+// position (a counted repeat's body once per count), a state is "just read position p", and
+// reading position q from there is allowed when q may follow p. No empty moves, so a product
+// with a length counter is a right-linear grammar directly.
+class PositionAutomaton {
+ public:
+  PositionAutomaton(const Node& root, std::size_t max_positions) : max_positions_(max_positions) {
+    const Frag f = build(root);
+    first = f.first;
+    nullable = f.nullable;
+    is_last.assign(sets.size(), false);
+    for (int p : f.last) is_last[static_cast<std::size_t>(p)] = true;
+    for (auto& next : follow) {
+      std::sort(next.begin(), next.end());
+      next.erase(std::unique(next.begin(), next.end()), next.end());
+    }
+    std::sort(first.begin(), first.end());
+    first.erase(std::unique(first.begin(), first.end()), first.end());
+  }
+  bool too_large = false;
+  std::vector<Ranges> sets;              // per position
+  std::vector<std::vector<int>> follow;  // per position
+  std::vector<int> first;                // positions that may start a match
+  std::vector<bool> is_last;             // positions that may end one
+  bool nullable = false;                 // the empty string matches
+
+ private:
+  struct Frag {
+    bool nullable = true;
+    std::vector<int> first, last;
+  };
+  Frag concat(Frag a, const Frag& b) {
+    for (int p : a.last) {
+      auto& f = follow[static_cast<std::size_t>(p)];
+      f.insert(f.end(), b.first.begin(), b.first.end());
+    }
+    if (a.nullable) a.first.insert(a.first.end(), b.first.begin(), b.first.end());
+    std::vector<int> last = b.last;
+    if (b.nullable) last.insert(last.end(), a.last.begin(), a.last.end());
+    return {a.nullable && b.nullable, std::move(a.first), std::move(last)};
+  }
+  Frag build(const Node& n) {
+    if (too_large) return {};
+    switch (n.kind) {
+      case Node::Kind::chars: {
+        if (sets.size() >= max_positions_) {
+          too_large = true;
+          return {};
+        }
+        const int p = static_cast<int>(sets.size());
+        sets.push_back(n.set);
+        follow.emplace_back();
+        return {false, {p}, {p}};
+      }
+      case Node::Kind::alt: {
+        Frag out{false, {}, {}};
+        for (const Node& k : n.kids) {
+          Frag f = build(k);
+          out.nullable = out.nullable || f.nullable;
+          out.first.insert(out.first.end(), f.first.begin(), f.first.end());
+          out.last.insert(out.last.end(), f.last.begin(), f.last.end());
+        }
+        return out;
+      }
+      case Node::Kind::seq: {
+        Frag out;
+        for (const Node& k : n.kids) out = concat(std::move(out), build(k));
+        return out;
+      }
+      case Node::Kind::repeat: break;
+    }
+    Frag out;  // min copies, then max - min optional ones, or a last copy that loops
+    for (int i = 0; i < n.min; ++i) out = concat(std::move(out), build(n.kids[0]));
+    if (n.max < 0) {
+      Frag loop = build(n.kids[0]);
+      for (int p : loop.last) {
+        auto& f = follow[static_cast<std::size_t>(p)];
+        f.insert(f.end(), loop.first.begin(), loop.first.end());
+      }
+      loop.nullable = true;
+      out = concat(std::move(out), loop);
+    }
+    if (n.max <= n.min) return out;
+    // The optional copies nested, (X(X(X)?)?)?: copy i is followed by copy i + 1 or by what
+    // follows the whole, so the moves grow with the copies, not with their square (as X?X?X?
+    // would). A body that matches the empty string (rare) is written as X?X?X? instead.
+    std::vector<Frag> copies;
+    for (int i = n.min; i < n.max && !too_large; ++i) copies.push_back(build(n.kids[0]));
+    if (too_large || copies.empty()) return {};
+    Frag chain;
+    if (copies[0].nullable) {
+      for (Frag& f : copies) chain = concat(std::move(chain), f);
+    } else {
+      chain.first = copies[0].first;
+      for (std::size_t i = 0; i < copies.size(); ++i) {
+        if (i + 1 < copies.size())
+          for (int p : copies[i].last) {
+            auto& f = follow[static_cast<std::size_t>(p)];
+            f.insert(f.end(), copies[i + 1].first.begin(), copies[i + 1].first.end());
+          }
+        chain.last.insert(chain.last.end(), copies[i].last.begin(), copies[i].last.end());
+      }
+    }
+    chain.nullable = true;
+    return concat(std::move(out), chain);
+  }
+  std::size_t max_positions_;
+};
+
 }  // namespace
+
+std::optional<std::vector<std::string>> pattern_length_rules(std::string_view pattern, int min, std::optional<int> max,
+                                                             const std::string& base, std::size_t max_alternatives) {
+  const PositionAutomaton a(RegexParser(pattern).run(), max_alternatives);
+  if (a.too_large) return std::nullopt;
+  // A state is (s, k): s = 0 before the first code point, p + 1 after position p; k code points
+  // read, counted to max, or without a max to min (then k = min means "min or more").
+  const int top = max ? *max : min;
+  const std::size_t width = static_cast<std::size_t>(top) + 1;
+  const auto id = [&](std::size_t s, int k) { return s * width + static_cast<std::size_t>(k); };
+  const auto next_of = [&](std::size_t s) -> const std::vector<int>& { return s == 0 ? a.first : a.follow[s - 1]; };
+  const auto step = [&](int k) { return max ? (k < *max ? k + 1 : -1) : std::min(k + 1, min); };
+  const auto accepting = [&](std::size_t s, int k) { return k >= min && (s == 0 ? a.nullable : a.is_last[s - 1]); };
+  // Forward from (0, 0), then back from the accepting states: only states on a path are written.
+  // States are numbered as found (at most one more than the edges, which are bounded).
+  std::vector<std::size_t> order{id(0, 0)};
+  std::unordered_map<std::size_t, std::size_t> index{{order[0], 0}};
+  std::vector<std::vector<std::size_t>> from(1);
+  std::size_t edges = 0;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const std::size_t s = order[i] / width;
+    const int k = static_cast<int>(order[i] % width), k2 = step(k);
+    if (k2 < 0) continue;
+    for (int p : next_of(s)) {
+      if (++edges > max_alternatives) return std::nullopt;
+      const auto [it, added] = index.emplace(id(static_cast<std::size_t>(p) + 1, k2), order.size());
+      if (added) {
+        order.push_back(it->first);
+        from.emplace_back();
+      }
+      from[it->second].push_back(i);
+    }
+  }
+  std::vector<char> alive(order.size(), 0);
+  std::vector<std::size_t> back;
+  for (std::size_t i = 0; i < order.size(); ++i)
+    if (accepting(order[i] / width, static_cast<int>(order[i] % width))) {
+      alive[i] = 1;
+      back.push_back(i);
+    }
+  for (std::size_t j = 0; j < back.size(); ++j)
+    for (std::size_t u : from[back[j]])
+      if (!alive[u]) {
+        alive[u] = 1;
+        back.push_back(u);
+      }
+  if (!alive[0]) return std::vector<std::string>{};  // no string of these lengths matches
+  // Rules: the alive states in the order found (the first is (0, 0)), then a class per position.
+  std::vector<std::size_t> rule_of(order.size(), 0);
+  std::size_t rules = 0;
+  for (std::size_t i = 0; i < order.size(); ++i)
+    if (alive[i]) rule_of[i] = rules++;
+  const auto name = [&](std::size_t rule) { return base + "-" + std::to_string(rule); };
+  std::vector<std::string> bodies(rules);
+  std::vector<std::size_t> class_rule(a.sets.size(), 0);  // 0: none yet (rule 0 is never a class)
+  const std::vector<int> none;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (!alive[i]) continue;
+    const std::size_t s = order[i] / width;
+    const int k = static_cast<int>(order[i] % width), k2 = step(k);
+    std::string body;
+    for (int p : k2 < 0 ? none : next_of(s)) {
+      const std::size_t t = index.at(id(static_cast<std::size_t>(p) + 1, k2));
+      if (!alive[t]) continue;
+      std::size_t& c = class_rule[static_cast<std::size_t>(p)];
+      if (c == 0) {
+        c = bodies.size();
+        bodies.push_back(json_chars(a.sets[static_cast<std::size_t>(p)]));
+      }
+      body += (body.empty() ? "" : " | ") + name(c) + " " + name(rule_of[t]);
+    }
+    if (accepting(s, k)) body += body.empty() ? "\"\"" : " | \"\"";
+    bodies[rule_of[i]] = std::move(body);
+  }
+  return bodies;
+}
 
 std::string gbnf_literal(std::string_view s) {
   std::string out = "\"";
@@ -357,6 +583,6 @@ std::string gbnf_literal(std::string_view s) {
   return out + '"';
 }
 
-std::string pattern_to_gbnf(std::string_view pattern) { return RegexParser(pattern).run(); }
+std::string pattern_to_gbnf(std::string_view pattern) { return emit(RegexParser(pattern).run()); }
 
 }  // namespace ember::grammar

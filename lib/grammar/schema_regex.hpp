@@ -13,14 +13,25 @@
 // classes generate only what JSON can write without a \u escape.
 #pragma once
 
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ember::grammar {
 
 // A GBNF expression (no rule definitions) for the content between a JSON string's quotes.
 // Throws Error(invalid_argument) naming the construct and its offset in the pattern.
 std::string pattern_to_gbnf(std::string_view pattern);
+
+// The same content restricted to min..max code points (max nullopt: no upper bound) as the
+// pattern's position automaton (Glushkov) times a length counter: a right-linear grammar whose
+// rule i is named `base`-i, rule 0 the content. Empty when no string of those lengths matches;
+// nullopt when it would take more than `max_alternatives` positions or alternatives. Throws as
+// pattern_to_gbnf does.
+std::optional<std::vector<std::string>> pattern_length_rules(std::string_view pattern, int min, std::optional<int> max,
+                                                             const std::string& base, std::size_t max_alternatives);
 
 // `s` as a GBNF string literal, quotes included.
 std::string gbnf_literal(std::string_view s);

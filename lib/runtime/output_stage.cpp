@@ -1,6 +1,9 @@
 #include "runtime/output_stage.hpp"
 
 #include <algorithm>
+#include <initializer_list>
+#include <iterator>
+#include <optional>
 #include <utility>
 
 namespace ember::runtime {
@@ -23,6 +26,52 @@ std::string skip_leading_space(std::string text, bool& started) {
   return text;
 }
 
+void begin_reasoning(ReasoningTrack& rt, Clock::time_point now) {
+  rt.inside = true;  // the markers themselves are in neither text
+  rt.text_started = false;
+  rt.start = now;
+}
+
+void end_reasoning(ReasoningTrack& rt, Clock::time_point now) {
+  rt.inside = false;
+  rt.closed = rt.over = true;
+  rt.text_started = false;
+  rt.end = now;
+}
+
+// Marker tokens to force, in order (ReasoningTrack::forced is taken from its back).
+void queue_markers(ReasoningTrack& rt, std::initializer_list<const std::vector<std::int32_t>*> parts) {
+  for (auto part = std::rbegin(parts); part != std::rend(parts); ++part)
+    rt.forced.insert(rt.forced.end(), (*part)->rbegin(), (*part)->rend());
+}
+
+// The marker token forced next, if any: a channel format's turn opens its reasoning channel
+// (with a budget of 0, an empty one and the answer's header), and past
+// SamplingParams::reasoning_budget the closing marker (and the answer's header) is forced
+// instead of sampled.
+std::optional<std::int32_t> forced_marker(Sequence& seq, Clock::time_point now) {
+  ReasoningTrack& rt = seq.reasoning;
+  const int budget = seq.sampling.reasoning_budget;
+  if (rt.forced.empty() && rt.channels() && !rt.inside && !rt.over) {
+    const std::vector<std::int32_t> close{rt.close};
+    if (budget == 0) {
+      queue_markers(rt, {&rt.open, &close, &rt.answer});
+      rt.closed = rt.over = true;
+    } else {
+      queue_markers(rt, {&rt.open});
+      begin_reasoning(rt, now);
+    }
+  } else if (rt.forced.empty() && rt.inside && budget >= 0 && seq.completion.reasoning_tokens >= budget) {
+    const std::vector<std::int32_t> close{rt.close};
+    queue_markers(rt, {&close, &rt.answer});
+    end_reasoning(rt, now);
+  }
+  if (rt.forced.empty()) return std::nullopt;
+  const std::int32_t id = rt.forced.back();
+  rt.forced.pop_back();
+  return id;
+}
+
 }  // namespace
 
 OutputStage::OutputStage(const tokenizer::Tokenizer& tokenizer, Scheduler& scheduler, ResponseCache& response_cache,
@@ -43,25 +92,24 @@ void OutputStage::on_token(Sequence& seq, float* logits) {
   float logprob = 0;
   std::vector<TokenLogprob> top;
   const bool want_top = seq.sampling.top_logprobs > 0;
-  // Past SamplingParams::reasoning_budget the closing marker is forced instead of sampled.
-  const bool force_close = rt.inside && seq.sampling.reasoning_budget >= 0 &&
-                           seq.completion.reasoning_tokens >= seq.sampling.reasoning_budget;
+  const std::optional<std::int32_t> marker = forced_marker(seq, now);
   // A grammar restricts the choice of an answer token to the tokens it allows (the sampler
   // masks the row, or asks about its best candidates only); reasoning is free.
-  if (seq.constraint && !rt.inside && seq.sampling.close_at_limit) {  // the tokens left to close the structure in
+  if (seq.constraint && !marker && !rt.inside &&
+      seq.sampling.close_at_limit) {  // the tokens left to close the structure in
     int left = seq.sampling.max_tokens - seq.generated();
     if (!seq.shift_on_full) left = std::min(left, context_length_ - static_cast<int>(seq.tokens.size()));
     seq.constraint->set_tokens_left(left);
   }
   const std::int32_t id =
-      force_close ? rt.close
-                  : seq.sampler.sample(logits, seq.tokens, seq.sampling.logprobs ? &logprob : nullptr,
-                                       want_top ? &top : nullptr, rt.inside ? nullptr : seq.constraint.get());
+      marker ? *marker
+             : seq.sampler.sample(logits, seq.tokens, seq.sampling.logprobs ? &logprob : nullptr,
+                                  want_top ? &top : nullptr, rt.inside ? nullptr : seq.constraint.get());
 
   const auto t0 = Clock::now();
   // A structure closed early for the limit (SamplingParams::close_at_limit) ends as `length`.
   const FinishReason done = seq.constraint && seq.constraint->steered() ? FinishReason::length : FinishReason::stop;
-  if (tokenizer_.is_end_of_generation(id) && !seq.sampling.ignore_eos) {
+  if (!marker && tokenizer_.is_end_of_generation(id) && !seq.sampling.ignore_eos) {
     finish(seq, done);
   } else {
     seq.tokens.push_back(id);
@@ -71,16 +119,14 @@ void OutputStage::on_token(Sequence& seq, float* logits) {
     const float* lp = seq.sampling.logprobs ? &seq.completion.logprobs.back() : nullptr;
     const std::vector<TokenLogprob>* tp = want_top ? &seq.completion.top_logprobs.back() : nullptr;
     bool stopped = false;
-    if (rt.open >= 0 && id == rt.open && !rt.inside && !rt.over) {
-      rt.inside = true;  // the marker itself is in neither text
-      rt.text_started = false;
-      rt.start = now;
+    if (marker) {
+      emit(seq, {}, &id, 1, false, lp, tp, ChunkStream::reasoning);
+    } else if (rt.open.size() == 1 && id == rt.open[0] && !rt.inside && !rt.over) {
+      begin_reasoning(rt, now);
       emit(seq, {}, &id, 1, false, lp, tp, ChunkStream::reasoning);
     } else if (rt.inside && id == rt.close) {
-      rt.inside = false;
-      rt.closed = rt.over = true;
-      rt.text_started = false;
-      rt.end = now;
+      end_reasoning(rt, now);
+      queue_markers(rt, {&rt.answer});  // a channel format's answer follows on its final channel
       emit(seq, {}, &id, 1, false, lp, tp, ChunkStream::reasoning);
     } else if (rt.inside) {
       ++seq.completion.reasoning_tokens;
@@ -102,7 +148,7 @@ void OutputStage::on_token(Sequence& seq, float* logits) {
       // A cancel_soon() from the callback just run ends the request here, as returning false does.
       if (seq.cancel_requested || seq.cancel_soon.load()) finish(seq, FinishReason::cancelled);
       // A complete grammar allows only an end token next: finish without computing it.
-      else if (seq.constraint && !rt.inside && seq.constraint->complete())
+      else if (seq.constraint && !rt.inside && rt.forced.empty() && seq.constraint->complete())
         finish(seq, done);
       else if (seq.generated() >= seq.sampling.max_tokens)
         finish(seq, FinishReason::length);

@@ -29,15 +29,52 @@ RequestBuilder::RequestBuilder(const EngineOptions& options, const tokenizer::To
       chat_template_(std::move(chat_template)),
       chat_template_error_(std::move(template_error)) {
   // The markers the template writes around reasoning, else the usual ones where the vocabulary
-  // has them as tokens of their own: reasoning is told apart by token, not by text.
+  // has them as tokens of their own: reasoning is told apart by token, not by text. The closing
+  // marker must be one token (it is recognised as the model writes it); the opening one and the
+  // answer's header may be several, as they are forced or found in the prompt.
   tokenizer::ReasoningFormat markers;
   if (chat_template_) markers = chat_template_->reasoning();
-  if (!markers.enabled()) markers = {"<think>", "</think>", false};
-  const auto open = tokenizer_.find_token(markers.open), close = tokenizer_.find_token(markers.close);
-  if (open && close && *open < vocab_ && *close < vocab_) {
-    reasoning_open_ = *open;
+  if (!markers.enabled()) markers = {"<think>", "</think>", {}, false};
+  const auto close = tokenizer_.find_token(markers.close);
+  std::vector<std::int32_t> open = marker_tokens(markers.open), answer = marker_tokens(markers.answer);
+  if (!open.empty() && close && *close < vocab_ && answer.empty() == markers.answer.empty()) {
+    reasoning_open_ = std::move(open);
     reasoning_close_ = *close;
+    reasoning_answer_ = std::move(answer);
   }
+}
+
+std::vector<std::int32_t> RequestBuilder::marker_tokens(const std::string& text) const {
+  if (text.empty()) return {};
+  if (const auto id = tokenizer_.find_token(text))
+    return *id < vocab_ ? std::vector<std::int32_t>{*id} : std::vector<std::int32_t>{};
+  std::vector<std::int32_t> ids = tokenizer_.encode(text, /*parse_special=*/true);
+  const tokenizer::TokenType first = ids.empty() ? tokenizer::TokenType::normal : tokenizer_.token_type(ids[0]);
+  const bool special_first = (first == tokenizer::TokenType::control || first == tokenizer::TokenType::user_defined) &&
+                             text.rfind(tokenizer_.token_text(ids[0]), 0) == 0;
+  if (!special_first || std::any_of(ids.begin(), ids.end(), [&](std::int32_t id) { return id >= vocab_; })) return {};
+  return ids;
+}
+
+void RequestBuilder::place_after_prompt(const std::vector<std::int32_t>& prompt, ReasoningTrack& track) const {
+  track.open = reasoning_open_;
+  track.close = reasoning_close_;
+  track.answer = reasoning_answer_;
+  if (reasoning_open_.empty()) return;
+  // The prompt's end without the whitespace after a marker (DeepSeek-R1's generation prompt
+  // ends with "<think>\n").
+  std::size_t end = prompt.size();
+  while (end > 0) {
+    const std::string piece = tokenizer_.token_to_piece(prompt[end - 1]);
+    if (piece.empty() || piece.find_first_not_of(" \t\r\n") != std::string::npos) break;
+    --end;
+  }
+  const auto ends_with = [&](const std::vector<std::int32_t>& marker) {
+    return !marker.empty() && marker.size() <= end &&
+           std::equal(marker.begin(), marker.end(), prompt.begin() + static_cast<std::ptrdiff_t>(end - marker.size()));
+  };
+  if (ends_with(reasoning_open_)) track.inside = true;                 // the completion starts in the reasoning
+  if (ends_with(reasoning_answer_)) track.closed = track.over = true;  // ... or in the answer
 }
 
 std::string RequestBuilder::render_chat(const std::vector<Message>& messages, bool thinking) const {
@@ -141,20 +178,12 @@ std::shared_ptr<Sequence> RequestBuilder::make_sequence(const Request& request, 
     fail(ErrorCode::invalid_argument, "sampling.reasoning_budget = {} (it must be -1, 0 or more)",
          request.sampling.reasoning_budget);
   SamplingParams sampling = request.sampling;
-  // No thinking: the opening marker is banned, so a model that opens a block anyway cannot.
-  if (sampling.reasoning_budget == 0 && reasoning_open_ >= 0)
-    sampling.logit_bias.push_back({reasoning_open_, -std::numeric_limits<float>::infinity()});
+  // No thinking: a one-token opening marker is banned, so a model that opens a block anyway
+  // cannot (a channel format is given an empty reasoning channel instead: OutputStage).
+  if (sampling.reasoning_budget == 0 && reasoning_open_.size() == 1 && reasoning_answer_.empty())
+    sampling.logit_bias.push_back({reasoning_open_[0], -std::numeric_limits<float>::infinity()});
   auto seq = std::make_shared<Sequence>(0, sampling, vocab_, tokenizer_, std::move(on_chunk));
-  seq->reasoning.open = reasoning_open_;
-  seq->reasoning.close = reasoning_close_;
-  // A prompt that ends inside an open reasoning block (DeepSeek-R1's generation prompt ends with
-  // "<think>\n") starts the completion in the reasoning.
-  for (auto it = prompt.rbegin(); reasoning_open_ >= 0 && it != prompt.rend(); ++it) {
-    if (*it == reasoning_open_) seq->reasoning.inside = true;
-    if (*it == reasoning_open_ || *it == reasoning_close_) break;
-    const std::string piece = tokenizer_.token_to_piece(*it);
-    if (piece.find_first_not_of(" \t\r\n") != std::string::npos) break;
-  }
+  place_after_prompt(prompt, seq->reasoning);
   if (auto compiled = compiled_grammar(request.sampling)) {
     seq->completion.schema_relaxed = compiled->relaxed;
     seq->constraint = std::make_unique<grammar::TokenConstraint>(std::move(compiled));

@@ -44,6 +44,11 @@ class RequestBuilder {
 
  private:
   std::vector<std::int32_t> encode_rendered(const std::string& text) const;
+  // A reasoning marker's tokens: its own vocabulary entry, or text that starts with a special
+  // token (parsed as a prompt is); empty when the vocabulary has neither.
+  std::vector<std::int32_t> marker_tokens(const std::string& text) const;
+  // Where a prompt leaves the completion: inside the reasoning, in the answer, or before both.
+  void place_after_prompt(const std::vector<std::int32_t>& prompt, ReasoningTrack& track) const;
   // A chat prompt; with `truncate`, without its oldest turns until it fits with max_tokens.
   // dropped: messages left out; system_tokens: the system message's tokens at its start.
   std::vector<std::int32_t> encode_chat(const Request& request, bool truncate, int& dropped, int& system_tokens) const;
@@ -61,8 +66,10 @@ class RequestBuilder {
   const int context_length_;
   const std::optional<tokenizer::ChatTemplate> chat_template_;
   const std::string chat_template_error_;
-  // A thinking model's reasoning markers as tokens (-1: none; then reasoning is not separated).
-  std::int32_t reasoning_open_ = -1, reasoning_close_ = -1;
+  // A thinking model's reasoning markers as tokens (open empty: reasoning is not separated);
+  // ReasoningTrack says what each is.
+  std::vector<std::int32_t> reasoning_open_, reasoning_answer_;
+  std::int32_t reasoning_close_ = -1;
   mutable std::once_flag token_trie_once_;
   mutable std::shared_ptr<const grammar::TokenTrie> token_trie_;
   mutable std::mutex grammars_mutex_;

@@ -23,15 +23,24 @@ using Clock = std::chrono::steady_clock;
 
 enum class SequenceState { waiting, running, finished };
 
-// Where a thinking model's output is: reasoning between its marker tokens (<think>, </think>),
-// then the answer. Decided per token in OutputStage; the markers come from the chat template.
+// Where a thinking model's output is: reasoning between its markers, then the answer. Decided
+// per token in OutputStage; the markers come from the chat template. Qwen3 and DeepSeek-R1:
+// <think> (one token, written by the model) ... </think>. gpt-oss's channels: every turn starts
+// on the analysis channel, so "<|channel|>analysis<|message|>" (several tokens) is forced
+// there; the model's <|end|> closes it, and the final channel's header
+// "<|start|>assistant<|channel|>final<|message|>" is forced before the answer.
 struct ReasoningTrack {
-  std::int32_t open = -1, close = -1;  // the marker tokens; -1: reasoning is not separated
-  bool inside = false;                 // the next generated tokens are reasoning
-  bool closed = false;                 // a reasoning block ended (its answer's leading space is dropped)
-  bool over = false;                   // no reasoning can start any more (the answer has begun)
-  bool text_started = false;           // the current stream has written non-space text
+  std::vector<std::int32_t> open;    // the opening marker's tokens; empty: reasoning is not separated
+  std::int32_t close = -1;           // the closing marker token
+  std::vector<std::int32_t> answer;  // the answer's header after the close (channels); else empty
+  std::vector<std::int32_t> forced;  // marker tokens to force next, the next one last
+  bool inside = false;               // the next generated tokens are reasoning
+  bool closed = false;               // a reasoning block ended (its answer's leading space is dropped)
+  bool over = false;                 // no reasoning can start any more (the answer has begun)
+  bool text_started = false;         // the current stream has written non-space text
   std::optional<std::chrono::steady_clock::time_point> start, end;
+
+  bool channels() const { return !answer.empty(); }
 };
 
 struct Sequence {

@@ -69,7 +69,13 @@ ChatFormat family_of(std::string_view source) {
 
 ReasoningFormat reasoning_of(std::string_view source) {
   ReasoningFormat r;
-  if (contains(source, "<think>") && contains(source, "</think>")) {
+  // gpt-oss (the harmony format): reasoning on the analysis channel, the answer on the final one.
+  if (contains(source, "<|channel|>analysis<|message|>") && contains(source, "<|channel|>final<|message|>") &&
+      contains(source, "<|end|>")) {
+    r.open = "<|channel|>analysis<|message|>";
+    r.close = "<|end|>";
+    r.answer = "<|start|>assistant<|channel|>final<|message|>";
+  } else if (contains(source, "<think>") && contains(source, "</think>")) {
     r.open = "<think>";
     r.close = "</think>";
   }

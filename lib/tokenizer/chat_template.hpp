@@ -5,8 +5,9 @@
 //
 // Besides rendering, the template tells ember two things about the model: which family of
 // formats it belongs to (format(), for messages and tests) and how it marks reasoning
-// (reasoning(): Qwen3 and DeepSeek-R1 write <think>...</think>; a template that reads
-// `enable_thinking` can turn thinking off).
+// (reasoning(): Qwen3 and DeepSeek-R1 write <think>...</think>, gpt-oss writes channels,
+// <|channel|>analysis<|message|>...<|end|><|start|>assistant<|channel|>final<|message|>; a
+// template that reads `enable_thinking` can turn thinking off).
 //
 // Thread-safety: immutable once made; render() may run on any number of threads.
 #pragma once
@@ -47,8 +48,12 @@ const char* to_string(ChatFormat format);
 
 // How the model marks its reasoning in the text it writes, as its template shows.
 struct ReasoningFormat {
-  std::string open;     // "<think>"; empty: the template shows no reasoning markers
-  std::string close;    // "</think>"
+  std::string open;   // "<think>", "<|channel|>analysis<|message|>"; empty: no reasoning markers
+  std::string close;  // "</think>", "<|end|>"
+  // What a closed reasoning block is followed by before the answer's text: gpt-oss's header of
+  // the final channel, "<|start|>assistant<|channel|>final<|message|>"; empty for <think>. A
+  // format with one (channels) starts every turn with its reasoning channel.
+  std::string answer;
   bool toggle = false;  // the template reads `enable_thinking` (false turns thinking off)
   bool enabled() const { return !open.empty(); }
 };

@@ -69,6 +69,9 @@ struct SyntheticModelSpec {
   std::uint64_t seed = 1;
   std::string chat_template;      // tokenizer.chat_template; empty: SmolLM2's (kSmolLmChatTemplate)
   bool reasoning_tokens = false;  // the vocabulary ends with <think> and </think> (control tokens)
+  // Control tokens the vocabulary ends with (after <think> and </think>), e.g. gpt-oss's
+  // <|start|>, <|channel|>, <|message|>, <|end|>, <|return|>, <|call|>.
+  std::vector<std::string> control_tokens;
 
   // 2 layers, width 64, ffn 128, 4 heads, 2 KV heads, vocab 512, context 256, tied.
   static ModelConfig tiny_config();

@@ -417,14 +417,18 @@ void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& r
 }
 
 // The vocabulary and metadata of `spec`: a thinking model's file (reasoning_tokens) ends its
-// vocabulary with Qwen3's <think> and </think>.
+// vocabulary with Qwen3's <think> and </think>, then spec.control_tokens.
 void write_spec_metadata(GgufWriter& w, const ModelConfig& c, const SyntheticModelSpec& spec) {
-  Vocabulary v = make_vocabulary(spec.reasoning_tokens ? c.vocab - 2 : c.vocab);
-  if (spec.reasoning_tokens) {
-    for (const char* marker : {"<think>", "</think>"}) {
-      v.tokens.emplace_back(marker);
-      v.types.push_back(3);  // control
-    }
+  std::vector<std::string> tail;
+  if (spec.reasoning_tokens) tail = {"<think>", "</think>"};
+  tail.insert(tail.end(), spec.control_tokens.begin(), spec.control_tokens.end());
+  if (static_cast<int>(tail.size()) + 259 > c.vocab)
+    fail(ErrorCode::invalid_argument, "synthetic model: vocab {} cannot hold {} more control tokens", c.vocab,
+         tail.size());
+  Vocabulary v = make_vocabulary(c.vocab - static_cast<int>(tail.size()));
+  for (const std::string& marker : tail) {
+    v.tokens.push_back(marker);
+    v.types.push_back(3);  // control
   }
   write_metadata(w, c, v);
   if (!spec.chat_template.empty()) w.set_string("tokenizer.chat_template", spec.chat_template);

@@ -60,5 +60,7 @@ void test_handle_misuse(void);
 void test_state(void);
 void test_load(void);
 void test_limits(void);
+void test_reasoning(const char* thinking_model_path);
+void test_structured_output(ember_engine* engine);
 
 #endif

@@ -1,6 +1,6 @@
 /* The C ABI end to end, compiled as C11: generate, streaming, submit/wait/cancel, the step
  * loop, stats, chat, tokenize; error paths are in test_capi_errors.c.
- * Usage: test_capi MODEL.gguf (a synthetic model made by make_capi_model). */
+ * Usage: test_capi MODEL.gguf THINKING_MODEL.gguf (synthetic models made by make_capi_model). */
 #include "capi_check.h"
 
 #include <math.h>
@@ -378,8 +378,8 @@ static void test_request_outlives_engine(void) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: test_capi MODEL.gguf\n");
+  if (argc != 3) {
+    fprintf(stderr, "usage: test_capi MODEL.gguf THINKING_MODEL.gguf\n");
     return 2;
   }
   capi_model_path = argv[1];
@@ -394,12 +394,14 @@ int main(int argc, char** argv) {
     test_step_loop_and_stats(engine);
     test_chat_tokenize_info(engine);
     test_argument_errors(engine);
+    test_structured_output(engine);
     ember_engine_close(&engine);
   }
   test_request_outlives_engine();
   test_int8_kv_and_speculation();
   test_state();
   test_load();
+  test_reasoning(argv[2]);
   printf("%d passed, %d failed\n", capi_passed, capi_failed);
   return capi_failed == 0 ? 0 : 1;
 }

@@ -306,6 +306,33 @@ TEST_CASE("oneOf is exactly one: disjoint branches are accepted, overlapping one
   CHECK(compile_json_schema(R"({"oneOf": [{"type": "string"}, {"type": "integer"}]})").relaxed.empty());
 }
 
+TEST_CASE("oneOf of objects: a required name the other branch closes out, or required values that cannot meet") {
+  // SchemaStore's shape: each branch a closed object with its own required property.
+  const char* closed = R"({"oneOf": [
+      {"type": "object", "properties": {"run": {"type": "string"}}, "required": ["run"], "additionalProperties": false},
+      {"type": "object", "properties": {"uses": {"type": "string"}}, "required": ["uses"], "additionalProperties": false}]})";
+  CHECK(compile_json_schema(closed).relaxed.empty());
+  SchemaMatcher m(closed);
+  CHECK(m(R"({"run":"x"})"));
+  CHECK_FALSE(m(R"({"run":"x","uses":"y"})"));
+  // The same required name whose schemas are disjoint (types that cannot meet).
+  CHECK(compile_json_schema(R"({"oneOf": [
+      {"type": "object", "properties": {"v": {"type": "string"}}, "required": ["v"]},
+      {"type": "object", "properties": {"v": {"type": "array"}}, "required": ["v"]}]})")
+            .relaxed.empty());
+  // Still may overlap: one branch open (it allows "run" as an extra member), or untyped branches
+  // (a string satisfies both, as `required` applies to objects only).
+  for (const char* schema : {R"({"oneOf": [
+      {"type": "object", "properties": {"run": {"type": "string"}}, "required": ["run"]},
+      {"type": "object", "properties": {"uses": {"type": "string"}}, "required": ["uses"]}]})",
+                             R"({"oneOf": [
+      {"type": ["object", "string"], "properties": {"a": {}}, "required": ["a"], "additionalProperties": false},
+      {"type": ["object", "string"], "properties": {"b": {}}, "required": ["b"], "additionalProperties": false}]})"}) {
+    CAPTURE(schema);
+    CHECK(compile_json_schema(schema).relaxed.size() == 1);
+  }
+}
+
 TEST_CASE("a schema whose $refs expand without end is refused by its step bound, not computed") {
   // d0 = d1 and d1, d1 = d2 and d2, ...: 2^24 visits if every reference were inlined.
   std::string defs;

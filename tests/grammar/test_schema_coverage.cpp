@@ -256,8 +256,44 @@ TEST_CASE("string formats") {
   CHECK(alternatives(R"("1.2")"));
   CHECK(alternatives(R"("7")"));
   CHECK_FALSE(alternatives(R"("12")"));
+}
+
+TEST_CASE("minLength/maxLength beside pattern: the pattern's strings of those lengths, exactly") {
   Schema lengths(R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 3})");
-  CHECK(lengths.relaxed().find("'minLength'/'maxLength' beside 'pattern' are not enforced") != std::string::npos);
+  CHECK(lengths.exact());
+  CHECK(lengths(R"("a")"));
+  CHECK(lengths(R"("abc")"));
+  CHECK_FALSE(lengths(R"("abcd")"));
+  CHECK_FALSE(lengths(R"("")"));
+  CHECK_FALSE(lengths(R"("ab1")"));
+  // Lengths count code points, whatever JSON's escaping: \" is one, é is one.
+  Schema escaped(R"({"type": "string", "pattern": "^[a-z\"é]*$", "minLength": 2, "maxLength": 2})");
+  CHECK(escaped.exact());
+  CHECK(escaped(R"("\"a")"));
+  CHECK(escaped(R"("éé")"));
+  CHECK_FALSE(escaped(R"("a")"));
+  CHECK_FALSE(escaped(R"("abc")"));
+  // An unanchored pattern with a minimum only, and alternatives of different lengths.
+  Schema at_least(R"({"type": "string", "pattern": "(ab|c)(x[0-9])*", "minLength": 4})");
+  CHECK(at_least.exact());
+  CHECK(at_least(R"("abx1")"));
+  CHECK(at_least(R"("cx1x2x3")"));
+  CHECK_FALSE(at_least(R"("cx1")"));
+  CHECK_FALSE(at_least(R"("ab")"));
+  CHECK_FALSE(at_least(R"("abx")"));
+  // Counted repeats inside: {2,3} of "ab" between 5 and 6 code points leaves "ababab" only.
+  Schema counted(R"({"type": "string", "pattern": "^(ab){2,3}$", "minLength": 5, "maxLength": 6})");
+  CHECK(counted(R"("ababab")"));
+  CHECK_FALSE(counted(R"("abab")"));
+  // No string fits: the schema is unsatisfiable (refused as a document, dropped as a branch).
+  CHECK_THROWS_AS(Schema(R"({"type": "string", "pattern": "^[0-9]{4}$", "maxLength": 3})"), ember::Error);
+  Schema branch(R"({"anyOf": [{"type": "string", "pattern": "^[0-9]{4}$", "maxLength": 3}, {"type": "integer"}]})");
+  CHECK(branch("12"));
+  CHECK_FALSE(branch(R"("123")"));
+  // Past the size bound (a pattern of many positions times a wide length range) the lengths are
+  // relaxed and reported, the pattern still enforced.
+  Schema wide(R"({"type": "string", "pattern": "^(.{1,50}|[a-z]{1,50}|[0-9]{1,50})*$", "maxLength": 9000})");
+  CHECK(wide.relaxed().find("'minLength'/'maxLength' beside 'pattern' are not enforced") != std::string::npos);
 }
 
 TEST_CASE("$anchor, $id-qualified and recursive local $refs") {
@@ -274,4 +310,20 @@ TEST_CASE("$anchor, $id-qualified and recursive local $refs") {
                                   "additionalProperties": false}}, "$ref": "#/$defs/t", "description": "a tree"})");
   CHECK(tree(R"({"kids": [{"kids": []}, {}]})"));
   CHECK_FALSE(tree(R"({"kids": [{"x": 1}]})"));
+}
+
+TEST_CASE("a counted repeat beside lengths stays small: winget's PackageIdentifier") {
+  // {1,32} four times and maxLength 128: enforced (the optional copies are nested, not chained).
+  Schema id(R"({"type": "string", "maxLength": 12,
+                "pattern": "^[^\\.\\s\\\\/:\\*\\?\"<>\\|\\x01-\\x1f]{1,32}(\\.[^\\.\\s\\\\/:\\*\\?\"<>\\|\\x01-\\x1f]{1,32}){1,3}$"})");
+  CHECK(id.exact());
+  CHECK(id(R"("Vendor.App")"));
+  CHECK(id(R"("a.b.c.d")"));
+  CHECK_FALSE(id(R"("Vendor.Application")"));  // 18 > 12
+  CHECK_FALSE(id(R"("Vendor")"));              // the pattern wants a dot
+  CHECK_FALSE(id(R"("a.b.c.d.e")"));
+  Schema full(R"({"type": "string", "maxLength": 128,
+                  "pattern": "^[^\\.\\s\\\\/:\\*\\?\"<>\\|\\x01-\\x1f]{1,32}(\\.[^\\.\\s\\\\/:\\*\\?\"<>\\|\\x01-\\x1f]{1,32}){1,3}$"})");
+  CHECK(full.exact());
+  CHECK(full(R"("Microsoft.VisualStudioCode")"));
 }

@@ -106,6 +106,18 @@ TEST_CASE("Qwen3's template: <think> markers, enable_thinking, reasoning kept ou
   const ChatTemplate r1 = ChatTemplate::detect(read_file(test::data_path("tokenizer/templates/deepseek_r1.jinja")));
   CHECK(r1.reasoning().enabled());
   CHECK(!r1.reasoning().toggle);
+  CHECK(r1.reasoning().answer.empty());
+}
+
+TEST_CASE("gpt-oss's template: reasoning on the analysis channel, the answer on the final one") {
+  const ChatTemplate t = ChatTemplate::detect(read_file(test::data_path("tokenizer/templates/gpt_oss.jinja")));
+  CHECK(t.reasoning().open == "<|channel|>analysis<|message|>");
+  CHECK(t.reasoning().close == "<|end|>");
+  CHECK(t.reasoning().answer == "<|start|>assistant<|channel|>final<|message|>");
+  CHECK(!t.reasoning().toggle);
+  const std::string prompt = t.render({{"user", "Hi"}}, true);
+  REQUIRE(prompt.size() >= 18);
+  CHECK(prompt.substr(prompt.size() - 18) == "<|start|>assistant");
 }
 
 TEST_CASE("a file's template decides; without one, the architecture does (gemma3 -> Gemma 3)") {
