@@ -60,5 +60,6 @@ void test_handle_misuse(void);
 void test_state(void);
 void test_load(void);
 void test_limits(void);
+void test_embed(ember_engine* engine);
 
 #endif
