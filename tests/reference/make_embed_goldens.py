@@ -6,7 +6,10 @@ below, then sentences built from word lists with a fixed seed), llama.cpp's toke
 (Llama.tokenize, add_bos=True: [CLS] ... [SEP]) and its L2-normalised mean-pooled embedding
 (Llama(embedding=True).embed(text, normalize=True)) rounded to 7 significant digits. Also
 --bench N: times llama.cpp embedding the same sentences (N repeats, batched as embed() batches
-them) and prints one JSON line, for ember-bench --workload embed's comparison.
+them) and prints one JSON line, for ember-bench --workload embed's comparison. --decoder PATH:
+instead, tests/data/reference/smollm2_last_embeddings.json from a decoder (the default model,
+SmolLM2) with last-token pooling over the first 24 sentences (llama.cpp's pooling_type LAST:
+the final norm's output at the last token, normalised).
 Run with the reference venv:
     ~/.cache/ember/venv-ref/bin/python tests/reference/make_embed_goldens.py [--model PATH]
 """
@@ -67,8 +70,26 @@ def main():
     ap.add_argument("--model", default=os.environ.get("EMBER_MINILM_MODEL", DEFAULT_MODEL))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bench", type=int, default=0, help="time N repeats instead of writing the golden")
+    ap.add_argument("--decoder", help="a decoder GGUF: write its last-token golden instead")
     args = ap.parse_args()
+    import llama_cpp
     from llama_cpp import Llama
+
+    if args.decoder:
+        llm = Llama(model_path=args.decoder, embedding=True, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_LAST,
+                    n_ctx=512, n_threads=args.threads, n_threads_batch=args.threads, verbose=False)
+        cases = []
+        for text in sentences()[:24]:
+            ids = llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
+            emb = llm.embed(text, normalize=True)
+            cases.append({"text": text, "tokens": ids, "embedding": [float(f"{v:.7g}") for v in emb]})
+        out = os.path.join(ROOT, "data", "reference", "smollm2_last_embeddings.json")
+        with open(out, "w", encoding="utf-8") as f:
+            json.dump({"model": os.path.basename(args.decoder), "pooling": "last", "normalize": True,
+                       "llama_cpp_python": llama_cpp.__version__, "cases": cases}, f, ensure_ascii=False)
+            f.write("\n")
+        print(f"wrote {out}: {len(cases)} sentences")
+        return
 
     texts = sentences()
     llm = Llama(model_path=args.model, embedding=True, n_ctx=512, n_batch=512, n_ubatch=512,
