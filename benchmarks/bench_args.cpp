@@ -17,7 +17,7 @@ std::vector<std::string> parse_workloads(const std::string& list) {
     const std::string w = list.substr(at, end - at);
     if (w == "pp512" || w == "tg128" || w == "tg128x32" ||
         ((w == "shared" || w == "chat" || w == "load" || w == "frames" || w == "json" || w == "edit" ||
-          w == "longctx" || w == "newlen") &&
+          w == "longctx" || w == "newlen" || w == "embed") &&
          list == w))
       workloads.push_back(w);
     else if (w == "all")
@@ -25,7 +25,7 @@ std::vector<std::string> parse_workloads(const std::string& list) {
     else
       throw std::invalid_argument(
           "--workload must be pp512, tg128, tg128x32 (or a list of them), all, shared, chat, load, frames, json, edit, "
-          "longctx or newlen");
+          "longctx, newlen or embed");
     at = end + 1;
   }
   return workloads;
@@ -73,7 +73,7 @@ Args parse_args(int argc, char** argv) {
               })
       .option("--workload", "W[,...]",
               "pp512, tg128, tg128x32 or a comma-separated list of them; all = pp512,tg128; or "
-              "one of shared, chat, load, frames, json, edit, longctx, newlen",
+              "one of shared, chat, load, frames, json, edit, longctx, newlen, embed",
               "pp512,tg128", [&a](const std::string& list) { a.workloads = parse_workloads(list); })
       .option("--repeats", "R", a.repeats, "runs of each configuration (cold start: of each load)")
       .option("--requests", "N", a.requests, "requests arriving together in the shared workload")

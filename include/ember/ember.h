@@ -484,6 +484,33 @@ EMBER_API ember_status ember_tokenize(const ember_engine* engine, const char* te
 EMBER_API ember_status ember_detokenize(const ember_engine* engine, const int32_t* tokens, size_t token_count,
                                         char* text, size_t capacity, size_t* text_length);
 
+/* ---- embeddings ----------------------------------------------------------------------------- */
+
+/* As ember::Pooling. */
+typedef enum ember_pooling {
+  EMBER_POOLING_MODEL_DEFAULT = 0, /* the file's pooling_type; mean (encoders) or last (decoders) */
+  EMBER_POOLING_NONE = 1,          /* every token's hidden state */
+  EMBER_POOLING_MEAN = 2,
+  EMBER_POOLING_CLS = 3,
+  EMBER_POOLING_LAST = 4
+} ember_pooling;
+
+/* Flags of ember_embed, or-ed; 0 = the defaults of ember::EmbedOptions. */
+#define EMBER_EMBED_NO_NORMALIZE 1u /* keep the raw pooled vectors (default: L2-normalised) */
+#define EMBER_EMBED_NO_TRUNCATE 2u  /* a text longer than the model's context fails
+                                       (EMBER_ERROR_CONTEXT_OVERFLOW) instead of being cut */
+#define EMBER_EMBED_NO_SPECIAL 4u   /* no special tokens around the text ([CLS] ... [SEP], BOS) */
+
+/* Embeds `text_count` NUL-terminated texts (Engine::embed). *embeddings receives a buffer that
+ * ember allocated (free it with ember_embeddings_free): the texts' vectors one after another,
+ * each *dimension floats, or with EMBER_POOLING_NONE each text's token_counts[i] rows of
+ * *dimension floats. `token_counts` (text_count entries; may be NULL except with
+ * EMBER_POOLING_NONE) receives the tokens each text became. On failure nothing is written. */
+EMBER_API ember_status ember_embed(ember_engine* engine, const char* const* texts, size_t text_count, int32_t pooling,
+                                   uint32_t flags, float** embeddings, size_t* dimension, int32_t* token_counts);
+/* Frees a buffer from ember_embed and sets *embeddings to NULL; NULL does nothing. */
+EMBER_API void ember_embeddings_free(float** embeddings);
+
 /* ---- KV state that outlives a request -------------------------------------------------------- */
 
 /* As Engine::save_state / load_state in ember.hpp: a snapshot of the prefix cache's full KV

@@ -440,6 +440,34 @@ struct ModelInfo {
   // "avx512_vnni" or "amx" (the hardware's, capped by the EMBER_CPU_ISA environment variable);
   // empty for a model on a GPU.
   std::string cpu_tier;
+  // How embed() pools by default (EmbedOptions::pooling = model_default), from the file's
+  // pooling_type: "none", "mean", "cls", "last" or "rank"; "" when the file says nothing.
+  std::string pooling;
+  bool embedding_only = false;  // an encoder without an lm_head (BERT): embed() only, no generation
+};
+
+// ---- embeddings --------------------------------------------------------------------------------
+
+// How the hidden states of a text's tokens become its embedding.
+enum class Pooling {
+  model_default,  // the file's pooling_type; mean for an encoder and last for a decoder without one
+  none,           // every token's hidden state ([tokens, embedding])
+  mean,           // their average
+  cls,            // the first token's ([CLS] for BERT)
+  last,           // the last token's (decoder embedding models: Qwen3-Embedding)
+};
+
+struct EmbedOptions {
+  Pooling pooling = Pooling::model_default;
+  bool normalize = true;    // divide each embedding (each row for Pooling::none) by its L2 norm
+  bool truncate = true;     // cut a text longer than the model's context to fit; false: such a
+                            // text throws Error(context_overflow)
+  bool add_special = true;  // the model's special tokens around the text ([CLS] ... [SEP], BOS)
+};
+
+struct Embedding {
+  std::vector<float> values;  // [embedding], or [tokens, embedding] for Pooling::none
+  int tokens = 0;             // tokens the model read (after truncation, special tokens included)
 };
 
 // ---- the engine --------------------------------------------------------------------------------
@@ -499,6 +527,17 @@ class EMBER_API Engine {
   // The text of the chat template in use (the file's, EngineOptions::chat_template's, or the
   // architecture's default); empty when the model has none.
   std::string chat_template_source() const;
+
+  // Embeddings of `texts` (one per text, in order), computed in batches of up to
+  // EngineOptions::max_batch_tokens tokens between the engine's generation steps. Encoders
+  // (BERT) and decoders (the final norm's output) both work. Throws Error(invalid_argument) for
+  // an empty text list entry, (context_overflow) when truncate is off and a text does not fit,
+  // (out_of_memory) when the KV cache has no room for a batch now, (unsupported) for a model
+  // whose pooling ember does not run (rank) or a device without embeddings (CUDA).
+  std::vector<Embedding> embed(const std::vector<std::string>& texts, const EmbedOptions& options = {});
+  // The same from token ids (EmbedOptions::add_special ignored: the ids are used as given).
+  std::vector<Embedding> embed_tokens(const std::vector<std::vector<std::int32_t>>& token_lists,
+                                      const EmbedOptions& options = {});
 
   std::vector<std::int32_t> tokenize(std::string_view text, bool parse_special = false) const;
   std::string detokenize(const std::vector<std::int32_t>& tokens) const;

@@ -41,6 +41,30 @@ EMBER_CLONES void gelu_mul_row(const float* g, const float* u, std::int64_t n, f
   }
 }
 
+EMBER_CLONES void gelu_row(const float* g, std::int64_t n, float* out) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float x = g[i];
+    const float y = kSqrt2OverPi * (x + 0.044715f * x * x * x);
+    out[i] = x / (1.0f + exp_approx(-2.0f * y));
+  }
+}
+
+// Two passes, as ggml_norm: the mean, then the variance of the centred values.
+void layer_norm_row(const float* x, const float* w, const float* b, std::int64_t n, float eps, float* out) {
+  double sum = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) sum += x[i];
+  const auto mean = static_cast<float>(sum / static_cast<double>(n));
+  double var = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float c = x[i] - mean;
+    var += static_cast<double>(c) * c;
+  }
+  const float k = 1.0f / std::sqrt(static_cast<float>(var / static_cast<double>(n)) + eps);
+  for (std::int64_t i = 0; i < n; ++i) out[i] = (x[i] - mean) * k * w[i] + b[i];
+}
+
 // Rotates one row (all heads) with precomputed cos/sin of its position.
 void rope_row(float* x, int heads, int head_dim, int half_dims, const float* cs, const float* sn, RopeLayout layout) {
   for (int h = 0; h < heads; ++h) {
@@ -153,6 +177,18 @@ void gated_mul(const char* name, const float* gate_up, std::int64_t rows, std::i
 
 void gelu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out, int threads) {
   gated_mul("gelu_mul", gate_up, rows, ffn, out, threads, gelu_mul_row);
+}
+
+void gelu(const float* x, std::int64_t rows, std::int64_t n, float* out, int threads) {
+  if (rows < 0 || n <= 0) fail(ErrorCode::invalid_argument, "gelu: bad shape rows={} n={}", rows, n);
+  for_rows(rows, threads, rows * n >= kParallelElements, [&](std::int64_t r) { gelu_row(x + r * n, n, out + r * n); });
+}
+
+void layer_norm(const float* x, const float* weight, const float* bias, std::int64_t rows, std::int64_t cols, float eps,
+                float* out, int threads) {
+  if (rows < 0 || cols <= 0) fail(ErrorCode::invalid_argument, "layer_norm: bad shape rows={} cols={}", rows, cols);
+  for_rows(rows, threads, rows * cols >= kParallelElements,
+           [&](std::int64_t r) { layer_norm_row(x + r * cols, weight, bias, cols, eps, out + r * cols); });
 }
 
 void silu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out, int threads) {

@@ -54,5 +54,11 @@ void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
 void silu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out, int threads = 1);
 // The same with gelu (tanh approximation) for silu: GeGLU (Gemma).
 void gelu_mul(const float* gate_up, std::int64_t rows, std::int64_t ffn, float* out, int threads = 1);
+// out = gelu(x) (tanh approximation, as ggml_gelu) over rows of n values; out may be x.
+void gelu(const float* x, std::int64_t rows, std::int64_t n, float* out, int threads = 1);
+// LayerNorm: out = (x - mean) / sqrt(var + eps) * weight + bias, row by row (variance over the
+// row, biased, as ggml_norm); out may be x.
+void layer_norm(const float* x, const float* weight, const float* bias, std::int64_t rows, std::int64_t cols, float eps,
+                float* out, int threads = 1);
 
 }  // namespace ember::kernels::cpu

@@ -10,6 +10,7 @@
 #include "backend/load_progress.hpp"
 #include "model/gguf.hpp"
 #include "model/model_config.hpp"
+#include "util/check.hpp"
 
 #include <ember/ember.hpp>
 
@@ -47,6 +48,17 @@ class Backend {
     (void)deadline;
     forward(*staged_.batch, *staged_.kv, *staged_.logits);
     return true;
+  }
+
+  // An embedding pass (model::run_hidden): writes each row's K/V as forward() does, and the
+  // hidden states of `batch.logit_rows` (in that order; after the final norm where the model has
+  // one) into `hidden` ([n, embedding] floats, resized). A sequence of a model whose attention
+  // is not causal must be whole in the batch. Throws Error(unsupported) on a device without it.
+  virtual void forward_hidden(const Batch& batch, KvCache& kv, std::vector<float>& hidden) {
+    (void)batch;
+    (void)kv;
+    (void)hidden;
+    fail(ErrorCode::unsupported, "backend '{}' does not compute embeddings; use the CPU", name());
   }
 
   virtual const model::ModelConfig& config() const = 0;

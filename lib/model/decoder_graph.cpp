@@ -1,5 +1,7 @@
 #include "model/decoder_graph.hpp"
 
+#include "util/check.hpp"
+
 namespace ember::model {
 namespace {
 
@@ -22,10 +24,12 @@ std::int64_t qkv_outputs(const ModelConfig& c) { return std::int64_t{c.heads + 2
 
 Product product(const ModelConfig& c, int l, Stage stage) {
   const Activation residual_out = c.post_norms ? Activation::h : Activation::x;
+  // Post-LN: x is normed already (at the end of the previous stage), the branches read it.
+  const Activation normed = c.norm_after_residual ? Activation::x : Activation::h;
   switch (stage) {
-    case Stage::qkv: return {{l, WeightId::qkv}, Activation::h, Activation::qkv, qkv_outputs(c)};
+    case Stage::qkv: return {{l, WeightId::qkv}, normed, Activation::qkv, qkv_outputs(c)};
     case Stage::wo: return {{l, WeightId::wo}, Activation::attn, residual_out, c.embedding, !c.post_norms};
-    case Stage::gate_up: return {{l, WeightId::gate_up}, Activation::h, Activation::gate_up, 2 * std::int64_t{c.ffn}};
+    case Stage::gate_up: return {{l, WeightId::gate_up}, normed, Activation::gate_up, c.gate_up_rows()};
     case Stage::down: return {{l, WeightId::down}, Activation::act, residual_out, c.embedding, !c.post_norms};
     case Stage::lm_head: return {{-1, WeightId::lm_head}, Activation::h, Activation::logits, c.vocab};
     default: return {};
@@ -43,8 +47,40 @@ void add_post_normed(const ModelConfig& c, int l, WeightId post_norm, DecoderOps
   ops.add(Activation::h, Activation::x);
 }
 
+// Post-LN: a branch's bias, then the norm of x after its residual add.
+void add_and_norm(int l, WeightId bias, WeightId norm, WeightId norm_bias, DecoderOps& ops, std::int64_t rows) {
+  ops.add_bias({l, bias}, Activation::x);
+  ops.layer_norm({l, norm}, {l, norm_bias}, Activation::x, Activation::x, rows);
+}
+
+// Pre-norm: out = norm(x) with the layer's weight (and bias for LayerNorm).
+void pre_norm(const ModelConfig& c, WeightRef weight, WeightRef bias, Activation in, DecoderOps& ops,
+              std::int64_t rows) {
+  if (c.norm == NormKind::layer)
+    ops.layer_norm(weight, bias, in, Activation::h, rows);
+  else
+    ops.rmsnorm(weight, in, Activation::h, rows);
+}
+
 RopeAngleSet angle_set(const ModelConfig& c, int layer) {
   return !c.uniform_rope() && c.sliding(layer) ? RopeAngleSet::sliding : RopeAngleSet::global;
+}
+
+// An encoder layer's weights (ModelConfig::norm_after_residual), in the order the graph reads them.
+std::vector<GraphWeight> encoder_layer_weights(const LayerWeights& w, const ModelConfig& c, int layer) {
+  const std::int64_t d = c.embedding, ffn = c.ffn, q_dim = std::int64_t{c.heads} * c.head_dim;
+  return {weight(layer, WeightId::qkv, qkv_outputs(c), d, {w.wq, w.wk, w.wv}),
+          weight(layer, WeightId::qkv_bias, 1, qkv_outputs(c), {w.bq, w.bk, w.bv}),
+          weight(layer, WeightId::wo, d, q_dim, {w.wo}),
+          weight(layer, WeightId::wo_bias, 1, d, {w.bo}),
+          weight(layer, WeightId::attn_norm, 1, d, {w.attn_norm}),
+          weight(layer, WeightId::attn_norm_bias, 1, d, {w.attn_norm_bias}),
+          weight(layer, WeightId::gate_up, ffn, d, {w.w_up}),
+          weight(layer, WeightId::gate_up_bias, 1, ffn, {w.b_up}),
+          weight(layer, WeightId::down, d, ffn, {w.w_down}),
+          weight(layer, WeightId::down_bias, 1, d, {w.b_down}),
+          weight(layer, WeightId::ffn_norm, 1, d, {w.ffn_norm}),
+          weight(layer, WeightId::ffn_norm_bias, 1, d, {w.ffn_norm_bias})};
 }
 
 }  // namespace
@@ -54,6 +90,7 @@ std::vector<GraphWeight> layer_weights(const DecoderTensors& t, const ModelConfi
   const std::int64_t d = c.embedding, ffn = c.ffn, hd = c.head_dim;
   const std::int64_t q_dim = std::int64_t{c.heads} * hd;
   std::vector<GraphWeight> out;
+  if (c.norm_after_residual) return encoder_layer_weights(w, c, layer);
   out.push_back(weight(layer, WeightId::attn_norm, 1, d, {w.attn_norm}));
   // Fused in the file or not, Q|K|V and gate|up are one matrix each.
   out.push_back(weight(layer, WeightId::qkv, qkv_outputs(c), d,
@@ -66,7 +103,7 @@ std::vector<GraphWeight> layer_weights(const DecoderTensors& t, const ModelConfi
   out.push_back(weight(layer, WeightId::wo, d, q_dim, {w.wo}));
   if (w.post_attn_norm != nullptr) out.push_back(weight(layer, WeightId::post_attn_norm, 1, d, {w.post_attn_norm}));
   out.push_back(weight(layer, WeightId::ffn_norm, 1, d, {w.ffn_norm}));
-  out.push_back(weight(layer, WeightId::gate_up, 2 * ffn, d,
+  out.push_back(weight(layer, WeightId::gate_up, c.gate_up_rows(), d,
                        w.w_gate != nullptr ? std::vector{w.w_gate, w.w_up} : std::vector{w.w_up}));
   out.push_back(weight(layer, WeightId::down, d, ffn, {w.w_down}));
   if (w.post_ffn_norm != nullptr) out.push_back(weight(layer, WeightId::post_ffn_norm, 1, d, {w.post_ffn_norm}));
@@ -74,12 +111,25 @@ std::vector<GraphWeight> layer_weights(const DecoderTensors& t, const ModelConfi
 }
 
 std::vector<GraphWeight> head_weights(const DecoderTensors& t, const ModelConfig& c) {
+  if (!c.has_lm_head) {
+    const std::int64_t d = c.embedding;
+    std::vector<GraphWeight> out{weight(-1, WeightId::embd_norm, 1, d, {t.embd_norm}),
+                                 weight(-1, WeightId::embd_norm_bias, 1, d, {t.embd_norm_bias}),
+                                 weight(-1, WeightId::position_embd, c.context_length, d, {t.position_embd})};
+    if (t.token_types != nullptr)
+      out.push_back(weight(-1, WeightId::token_types, t.token_types->rows(), d, {t.token_types}));
+    return out;
+  }
   return {weight(-1, WeightId::output_norm, 1, c.embedding, {t.output_norm}),
           weight(-1, WeightId::lm_head, c.vocab, c.embedding, {t.output})};
 }
 
 void begin_step(const ModelConfig& c, DecoderOps& ops) {
   ops.embed(c.embedding_scale);
+  if (c.position_embeddings) {
+    ops.add_position_embeddings({-1, WeightId::position_embd}, {-1, WeightId::token_types});
+    return;  // no RoPE
+  }
   ops.rope_angles(RopeAngleSet::global, c.rope_base, c.rope_position_scale());
   if (!c.uniform_rope()) {
     const int sliding_layer = 0;  // every sliding layer turns alike
@@ -97,7 +147,8 @@ StageWork stage_work(const ModelConfig& c, int layer, Stage stage, std::int64_t 
     return {StageWork::Split::outputs, p.outputs, p.weight};
   }
   if (stage == Stage::attention) return {StageWork::Split::rows, rows};
-  if (stage == Stage::layer_end && !c.post_norms) return {StageWork::Split::whole, 0};
+  if (stage == Stage::layer_end && !c.post_norms && !c.norm_after_residual) return {StageWork::Split::whole, 0};
+  if (stage == Stage::attention_norm && c.norm_after_residual && layer > 0) return {StageWork::Split::whole, 0};
   return {};
 }
 
@@ -110,24 +161,44 @@ void run_stage(const ModelConfig& c, int l, Stage stage, DecoderOps& ops, std::i
     return;
   }
   switch (stage) {
-    case Stage::attention_norm: ops.rmsnorm({l, WeightId::attn_norm}, A::x, A::h, rows); return;
+    case Stage::attention_norm:
+      if (c.norm_after_residual)  // the embeddings' norm, before layer 0 only
+        ops.layer_norm({-1, WeightId::embd_norm}, {-1, WeightId::embd_norm_bias}, A::x, A::x, rows);
+      else
+        pre_norm(c, {l, WeightId::attn_norm}, {l, WeightId::attn_norm_bias}, A::x, ops, rows);
+      return;
     case Stage::qkv_finish:
       if (c.attention_bias) ops.add_bias({l, WeightId::qkv_bias}, A::qkv);
       if (c.qk_norm) {
         ops.rmsnorm_heads({l, WeightId::q_norm}, QkvPart::q);
         ops.rmsnorm_heads({l, WeightId::k_norm}, QkvPart::k);
       }
-      ops.rope(QkvPart::q, angle_set(c, l));
-      ops.rope(QkvPart::k, angle_set(c, l));
+      if (!c.position_embeddings) {
+        ops.rope(QkvPart::q, angle_set(c, l));
+        ops.rope(QkvPart::k, angle_set(c, l));
+      }
       ops.store_kv(l);
       return;
     case Stage::attention: ops.attention(l, c.attention_window(l), c.attention_score_scale(), begin, end); return;
     case Stage::ffn_norm:
+      if (c.norm_after_residual) {
+        add_and_norm(l, WeightId::wo_bias, WeightId::attn_norm, WeightId::attn_norm_bias, ops, rows);
+        return;
+      }
       add_post_normed(c, l, WeightId::post_attn_norm, ops, rows);
-      ops.rmsnorm({l, WeightId::ffn_norm}, A::x, A::h, rows);
+      pre_norm(c, {l, WeightId::ffn_norm}, {l, WeightId::ffn_norm_bias}, A::x, ops, rows);
       return;
-    case Stage::activation: ops.gated_activation(c.feed_forward); return;
-    case Stage::layer_end: add_post_normed(c, l, WeightId::post_ffn_norm, ops, rows); return;
+    case Stage::activation:
+      if (c.linear_biases) ops.add_bias({l, WeightId::gate_up_bias}, A::gate_up);
+      ops.gated_activation(c.feed_forward);
+      return;
+    case Stage::layer_end:
+      if (c.norm_after_residual) {
+        add_and_norm(l, WeightId::down_bias, WeightId::ffn_norm, WeightId::ffn_norm_bias, ops, rows);
+        return;
+      }
+      add_post_normed(c, l, WeightId::post_ffn_norm, ops, rows);
+      return;
     case Stage::final_norm:
       if (rows == 0) return;
       ops.gather_logit_rows();
@@ -165,6 +236,31 @@ void run_decoder(const ModelConfig& c, DecoderOps& ops, std::int64_t rows, std::
   begin_step(c, ops);
   for (int l = 0; l < c.layers; ++l) run_layer(c, l, ops, rows);
   run_head(c, ops, logit_rows);
+}
+
+void run_hidden(const ModelConfig& c, DecoderOps& ops, std::int64_t rows, std::int64_t output_rows) {
+  begin_step(c, ops);
+  for (int l = 0; l < c.layers; ++l) run_layer(c, l, ops, rows);
+  if (output_rows == 0) return;
+  if (!c.has_lm_head) {  // an encoder's last norm ended its last layer
+    ops.gather_logit_rows();
+    ops.write_hidden(Activation::logit_input);
+    return;
+  }
+  run_stage(c, -1, Stage::final_norm, ops, output_rows, 0, 1);  // gathers the rows, then the final norm
+  ops.write_hidden(Activation::h);
+}
+
+void DecoderOps::layer_norm(WeightRef, WeightRef, Activation, Activation, std::int64_t) {
+  fail(ErrorCode::unsupported, "this device has no LayerNorm op (encoder models run on the CPU)");
+}
+
+void DecoderOps::add_position_embeddings(WeightRef, WeightRef) {
+  fail(ErrorCode::unsupported, "this device has no position-embedding op (encoder models run on the CPU)");
+}
+
+void DecoderOps::write_hidden(Activation) {
+  fail(ErrorCode::unsupported, "this device cannot output hidden states (embeddings run on the CPU)");
 }
 
 }  // namespace ember::model

@@ -12,6 +12,16 @@
 //               h = rmsnorm(x, ffn_norm);  gate_up = h Wgate_upᵀ;  act = act(gate) * up
 //               x += [rmsnorm](act Wdownᵀ)                     (post_ffn_norm)
 //   logits = rmsnorm(x[logit rows], output_norm) W_lm_headᵀ
+//
+// An encoder (BERT: ModelConfig::norm_after_residual) is the same graph with attention that is
+// not causal, LayerNorms after the residual adds instead of norms before the branches, learned
+// position embeddings instead of RoPE, biases on every linear and an ungated GELU:
+//
+//   x = layernorm(embed(tokens) + position_embd[pos] + token_types[0], embd_norm)
+//   per layer:  qkv = x Wqkvᵀ + qkv_bias;  store k, v;  attn = attention of q over the sequence
+//               x = layernorm(x + attn Woᵀ + wo_bias, attn_norm)
+//               x = layernorm(x + gelu(x Wupᵀ + up_bias) Wdownᵀ + down_bias, ffn_norm)
+//   hidden = x[output rows]          (no lm_head: run_hidden)
 #pragma once
 
 #include "model/decoder_tensors.hpp"
@@ -38,9 +48,20 @@ enum class WeightId {
   post_ffn_norm,
   output_norm,
   lm_head,  // the model's own, outside the layers (layer -1)
+  // Encoders (bert): the biases of the norms after the residual adds and of the linears, and
+  // (layer -1) the embeddings' norm and the position and token-type tables ([rows, embedding]).
+  attn_norm_bias,
+  ffn_norm_bias,
+  wo_bias,
+  gate_up_bias,
+  down_bias,
+  embd_norm,
+  embd_norm_bias,
+  position_embd,
+  token_types,
 };
 
-inline constexpr int kWeightIdCount = static_cast<int>(WeightId::lm_head) + 1;
+inline constexpr int kWeightIdCount = static_cast<int>(WeightId::token_types) + 1;
 
 struct WeightRef {
   int layer = -1;
@@ -78,7 +99,7 @@ struct GraphWeight {
 
 // Layer `layer`'s weights (those its architecture has), in the order the graph first reads them.
 std::vector<GraphWeight> layer_weights(const DecoderTensors& tensors, const ModelConfig& config, int layer);
-// output_norm and lm_head.
+// output_norm and lm_head; an encoder's embedding norm and tables instead (it has no lm_head).
 std::vector<GraphWeight> head_weights(const DecoderTensors& tensors, const ModelConfig& config);
 
 // The activations of one step, each [rows, width] with its own width: x and h [embedding], qkv
@@ -108,6 +129,15 @@ class DecoderOps {
   virtual void rope_angles(RopeAngleSet set, float base, float position_scale) = 0;
   // out = rmsnorm(in) * weight, row by row, in `rows` rows (out may be in).
   virtual void rmsnorm(WeightRef weight, Activation in, Activation out, std::int64_t rows) = 0;
+  // out = layernorm(in) * weight + bias (mean and variance per row), in `rows` rows (out may
+  // be in). Encoders only; the ops below marked so too, and the default throws unsupported.
+  virtual void layer_norm(WeightRef weight, WeightRef bias, Activation in, Activation out, std::int64_t rows);
+  // x += the rows of the `positions` table at the step's positions + row 0 of `types` (absent
+  // in the file: nothing). Encoders only.
+  virtual void add_position_embeddings(WeightRef positions, WeightRef types);
+  // The step's hidden-state output ([output rows, embedding], run_hidden) = the rows of `from`
+  // ([output rows, embedding], logit_input or h). Embedding passes only.
+  virtual void write_hidden(Activation from);
   // The same over each head_dim slice of the q or k part of qkv, in place.
   virtual void rmsnorm_heads(WeightRef weight, QkvPart part) = 0;
   // out = in Wᵀ (out += in Wᵀ when accumulate), in `rows` rows.
@@ -128,12 +158,15 @@ class DecoderOps {
   // Writes the k and v parts of qkv into layer `layer`'s KV cache, at the rows' slots.
   virtual void store_kv(int layer) = 0;
   // attn = causal paged attention of the q part of qkv over layer `layer`'s cache, for the rows
+  // (bidirectional when ModelConfig::causal is false: a query sees every key of its sequence,
+  // all of which are in this step)
   // [row_begin, row_end) of the step (the other rows of attn untouched): a query at position p
   // sees the keys at p - window < t <= p (window 0: all t <= p), scores scaled by `scale`
   // (ModelConfig::attention_score_scale()). A row's result depends on its own query and keys
   // only, so the rows may come in any ranges.
   virtual void attention(int layer, int window, float scale, std::int64_t row_begin, std::int64_t row_end) = 0;
-  // act = act(gate) * up of the gate_up rows.
+  // act = act(gate) * up of the gate_up rows (FeedForward::gelu: act = gelu(gate_up), which
+  // holds up alone).
   virtual void gated_activation(FeedForward kind) = 0;
   // logit_input = the rows of x that need logits.
   virtual void gather_logit_rows() = 0;
@@ -196,5 +229,8 @@ void begin_step(const ModelConfig& config, DecoderOps& ops);
 void run_layer(const ModelConfig& config, int layer, DecoderOps& ops, std::int64_t rows);
 void run_head(const ModelConfig& config, DecoderOps& ops, std::int64_t logit_rows);
 void run_decoder(const ModelConfig& config, DecoderOps& ops, std::int64_t rows, std::int64_t logit_rows);
+// An embedding pass: the layers, then the hidden states of the output rows (the step's logit
+// rows; after the final norm where the model has one) through DecoderOps::write_hidden.
+void run_hidden(const ModelConfig& config, DecoderOps& ops, std::int64_t rows, std::int64_t output_rows);
 
 }  // namespace ember::model

@@ -33,6 +33,27 @@ class WeightFinder {
   const GgufFile& file_;
 };
 
+// BERT's tensors (llama.cpp's llama_model_bert::load_arch_tensors).
+void map_bert_tensors(const GgufFile& file, const WeightFinder& w, const ModelConfig& c, DecoderTensors& out) {
+  const std::int64_t e = c.embedding;
+  out.embd_norm = w.get("token_embd_norm.weight", {e});
+  out.embd_norm_bias = w.get("token_embd_norm.bias", {e});
+  out.position_embd = w.get("position_embd.weight", {e, c.context_length});
+  if (const GgufTensor* t = file.find_tensor("token_types.weight"))
+    out.token_types = w.get("token_types.weight", {e, t->shape.size() == 2 ? t->shape[1] : 0});
+  for (int i = 0; i < c.layers; ++i) {
+    const std::string p = fmt::format("blk.{}.", i);
+    LayerWeights& l = out.layers[static_cast<std::size_t>(i)];
+    l.attn_norm = w.get(p + "attn_output_norm.weight", {e});
+    l.attn_norm_bias = w.get(p + "attn_output_norm.bias", {e});
+    l.ffn_norm = w.get(p + "layer_output_norm.weight", {e});
+    l.ffn_norm_bias = w.get(p + "layer_output_norm.bias", {e});
+    l.bo = w.get(p + "attn_output.bias", {e});
+    l.b_up = w.get(p + "ffn_up.bias", {c.ffn});
+    l.b_down = w.get(p + "ffn_down.bias", {e});
+  }
+}
+
 }  // namespace
 
 DecoderTensors map_decoder_tensors(const GgufFile& file, const ModelConfig& c) {
@@ -41,13 +62,16 @@ DecoderTensors map_decoder_tensors(const GgufFile& file, const ModelConfig& c) {
   const std::int64_t kv = std::int64_t{c.kv_heads} * c.head_dim;
   DecoderTensors out;
   out.token_embd = w.get("token_embd.weight", {e, c.vocab});
-  out.output_norm = w.get("output_norm.weight", {e});
-  out.output = c.tied_embeddings ? out.token_embd : w.get("output.weight", {e, c.vocab});
+  if (c.has_lm_head) {
+    out.output_norm = w.get("output_norm.weight", {e});
+    out.output = c.tied_embeddings ? out.token_embd : w.get("output.weight", {e, c.vocab});
+  }
   out.layers.resize(static_cast<std::size_t>(c.layers));
+  if (c.norm_after_residual) map_bert_tensors(file, w, c, out);
   for (int i = 0; i < c.layers; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
     LayerWeights& l = out.layers[static_cast<std::size_t>(i)];
-    l.attn_norm = w.get(p + "attn_norm.weight", {e});
+    if (!c.norm_after_residual) l.attn_norm = w.get(p + "attn_norm.weight", {e});
     if (file.find_tensor(p + "attn_qkv.weight") != nullptr) {
       l.wqkv = w.get(p + "attn_qkv.weight", {e, q + 2 * kv});
     } else {
@@ -69,8 +93,10 @@ DecoderTensors map_decoder_tensors(const GgufFile& file, const ModelConfig& c) {
       l.post_attn_norm = w.get(p + "post_attention_norm.weight", {e});
       l.post_ffn_norm = w.get(p + "post_ffw_norm.weight", {e});
     }
-    l.ffn_norm = w.get(p + "ffn_norm.weight", {e});
-    if (c.fused_gate_up) {
+    if (!c.norm_after_residual) l.ffn_norm = w.get(p + "ffn_norm.weight", {e});
+    if (!c.gated()) {
+      l.w_up = w.get(p + "ffn_up.weight", {e, c.ffn});
+    } else if (c.fused_gate_up) {
       l.w_up = w.get(p + "ffn_up.weight", {e, 2 * std::int64_t{c.ffn}});
     } else {
       l.w_gate = w.get(p + "ffn_gate.weight", {e, c.ffn});

@@ -32,12 +32,25 @@ struct LayerWeights {
   const GgufTensor* w_gate = nullptr;          // [embedding, ffn]; nullptr when fused_gate_up
   const GgufTensor* w_up = nullptr;            // [embedding, ffn], or [embedding, 2 ffn] holding gate|up
   const GgufTensor* w_down = nullptr;          // [ffn, embedding]
+  // Encoders (bert): attn_norm is attn_output_norm and ffn_norm layer_output_norm, each applied
+  // after its residual add, with these biases; the linears' biases.
+  const GgufTensor* attn_norm_bias = nullptr;  // [embedding]
+  const GgufTensor* ffn_norm_bias = nullptr;   // [embedding]
+  const GgufTensor* bo = nullptr;              // [embedding]
+  const GgufTensor* b_up = nullptr;            // [ffn]
+  const GgufTensor* b_down = nullptr;          // [embedding]
 };
 
 struct DecoderTensors {
   const GgufTensor* token_embd = nullptr;   // [embedding, vocab]
   const GgufTensor* output_norm = nullptr;  // [embedding]
-  const GgufTensor* output = nullptr;       // [embedding, vocab]; == token_embd when tied
+  const GgufTensor* output = nullptr;       // [embedding, vocab]; == token_embd when tied;
+                                            // output_norm and output nullptr without an lm_head
+  // Encoders (bert): the embeddings' LayerNorm, and the tables added to the token embeddings.
+  const GgufTensor* embd_norm = nullptr;       // [embedding]
+  const GgufTensor* embd_norm_bias = nullptr;  // [embedding]
+  const GgufTensor* position_embd = nullptr;   // [embedding, context_length]
+  const GgufTensor* token_types = nullptr;     // [embedding, types]; may be absent
   std::vector<LayerWeights> layers;
 };
 

@@ -30,7 +30,20 @@ constexpr ArchitectureTraits kArchitectures[] = {
     // Phi-3 / 3.5: Q|K|V in one attn_qkv tensor (or three), gate|up in ffn_up; llama.cpp
     // leaves its sliding window off (phi3.cpp), and so does ember.
     {"phi3", RopeLayout::half, false, false, false, FeedForward::swiglu, false, 0, 0.0f, true},
+    // BERT (all-MiniLM, bge): llama.cpp's llama_model_bert. No RoPE: rope_layout is unused.
+    {"bert", RopeLayout::half, true, false, false, FeedForward::gelu, false, 0, 0.0f, false, true},
 };
+
+// The parts of BERT's layer (model/bert.cpp in llama.cpp), which its files leave unsaid.
+void describe_bert(ModelConfig& c, const GgufFile& file) {
+  c.causal = file.find_bool(c.architecture + ".attention.causal").value_or(false);
+  c.norm = NormKind::layer;
+  c.norm_after_residual = true;
+  c.position_embeddings = true;
+  c.linear_biases = true;
+  c.has_lm_head = false;
+  c.rope_dims = 0;
+}
 
 const ArchitectureTraits& architecture(const GgufFile& file, std::string_view name) {
   if (const ArchitectureTraits* a = find_architecture(name)) return *a;
@@ -211,7 +224,8 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.rope_dims = r.optional(".rope.dimension_count", c.head_dim, kMaxWidth);
   c.rope_base = r.optional_f32(".rope.freq_base", 10000.0f);
   c.rope_layout = arch.rope_layout;
-  c.rms_eps = r.optional_f32(".attention.layer_norm_rms_epsilon", 1e-5f);
+  c.rms_eps = r.optional_f32(arch.bert_encoder ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon",
+                             arch.bert_encoder ? 1e-12f : 1e-5f);
   c.context_length = r.required(".context_length", kMaxContext);
   c.vocab = read_vocab(file, r);
   c.tied_embeddings = file.find_tensor("output.weight") == nullptr;
@@ -232,6 +246,9 @@ ModelConfig read_model_config(const GgufFile& file) {
     c.sliding_window_pattern = r.optional(".attention.sliding_window_pattern", arch.sliding_window_pattern, kMaxLayers);
     c.rope_base_sliding = arch.rope_base_sliding;
   }
+  if (arch.bert_encoder) describe_bert(c, file);
+  if (const auto pooling = file.find_u32(c.architecture + ".pooling_type"); pooling && *pooling <= 4)
+    c.pooling_type = static_cast<int>(*pooling);
   check_consistency(c, r);  // rope_dims is valid from here on
   read_rope_scaling(c, file, r);
   read_rope_freq_factors(c, file, r);

@@ -23,11 +23,15 @@ enum class RopeScaling {
   linear,  // "linear" (llama.cpp's default when the key is absent): positions / factor
 };
 
-// The gated feed-forward's activation: act(gate) * up.
+// The feed-forward's activation: act(gate) * up, or act(up) where there is no gate.
 enum class FeedForward {
   swiglu,  // silu(gate) * up: Llama, Qwen
   geglu,   // gelu(gate) * up, gelu's tanh approximation: Gemma
+  gelu,    // gelu(up + up bias), no gate: BERT
 };
+
+// The norm of a layer: RMSNorm (a weight) or LayerNorm (mean removed; a weight and a bias).
+enum class NormKind { rms, layer };
 
 struct ModelConfig {
   std::string architecture;  // "llama", "qwen2", "qwen3" or "gemma3"
@@ -85,6 +89,22 @@ struct ModelConfig {
   // 1/sqrt(embedding / heads) (llama.cpp's f_attention_scale for its 62 layers).
   float attention_scale = 0.0f;
 
+  // ---- encoders (bert) ----
+  bool causal = true;  // {arch}.attention.causal; false: a query sees its whole sequence (the
+                       // sequence is one step's rows)
+  NormKind norm = NormKind::rms;     // rms_eps is the epsilon of either kind
+  bool norm_after_residual = false;  // post-LN: x = norm(x + branch) with attn_norm and ffn_norm,
+                                     // and the embeddings normed (embd_norm) before layer 0
+  bool position_embeddings = false;  // learned absolute positions (position_embd) plus token
+                                     // type 0 (token_types) added to the embeddings; no RoPE
+  bool linear_biases = false;        // wo, up and down carry biases
+  bool has_lm_head = true;           // false: an embedding model, hidden states only
+  int pooling_type = -1;             // {arch}.pooling_type as llama.cpp numbers it (0 none,
+                                     // 1 mean, 2 cls, 3 last, 4 rank); -1 when absent
+
+  bool gated() const { return feed_forward != FeedForward::gelu; }
+  // The rows of the gate_up matrix: gate|up, or up alone.
+  std::int64_t gate_up_rows() const { return (gated() ? 2 : 1) * std::int64_t{ffn}; }
   bool sliding(int layer) const {
     return sliding_window > 0 && sliding_window_pattern > 0 && (layer + 1) % sliding_window_pattern != 0;
   }
@@ -126,6 +146,8 @@ struct ArchitectureTraits {
                                // 0: the architecture has no sliding layers
   float rope_base_sliding;
   bool fused_gate_up = false;  // ffn_up holds gate|up (Phi-3)
+  bool bert_encoder = false;   // BERT's encoder: bidirectional, post-LN LayerNorms with biases,
+                               // absolute position and token-type embeddings, GELU, biases
 };
 
 // The traits of `name` ("llama", "qwen2", ...), or nullptr for one ember does not run.

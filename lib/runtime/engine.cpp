@@ -106,7 +106,47 @@ ModelInfo Engine::info() const {
   info.weight_format = engine.weight_format();
   info.decode_weight_bytes = engine.decode_weight_bytes();
   info.cpu_tier = engine.cpu_tier();
+  static constexpr const char* kPoolings[] = {"none", "mean", "cls", "last", "rank"};
+  if (c.pooling_type >= 0) info.pooling = kPoolings[c.pooling_type];
+  info.embedding_only = !c.has_lm_head;
   return info;
+}
+
+std::vector<Embedding> Engine::embed(const std::vector<std::string>& texts, const EmbedOptions& options) {
+  runtime::EngineCore& engine = core("embed");
+  const tokenizer::Tokenizer& tok = engine.tokenizer();
+  std::vector<std::vector<std::int32_t>> lists;
+  lists.reserve(texts.size());
+  for (const std::string& text : texts) lists.push_back(tok.encode(text, /*parse_special=*/false, options.add_special));
+  const auto limit = static_cast<std::size_t>(engine.embed_limit());
+  for (auto& tokens : lists) {
+    if (tokens.size() <= limit) continue;
+    if (!options.truncate)
+      fail(ErrorCode::context_overflow, "a text of {} tokens does not fit the {} the model embeds at once",
+           tokens.size(), limit);
+    // Cut inside the text, keeping the closing special token ([SEP]) where there is one.
+    const bool keep_end = options.add_special && tok.add_bos() && tokens.back() != tokens[limit - 1] &&
+                          tok.token_type(tokens.back()) == tokenizer::TokenType::control;
+    const std::int32_t end = tokens.back();
+    tokens.resize(limit);
+    if (keep_end) tokens.back() = end;
+  }
+  return engine.embed(lists, options);
+}
+
+std::vector<Embedding> Engine::embed_tokens(const std::vector<std::vector<std::int32_t>>& token_lists,
+                                            const EmbedOptions& options) {
+  runtime::EngineCore& engine = core("embed_tokens");
+  const auto limit = static_cast<std::size_t>(engine.embed_limit());
+  std::vector<std::vector<std::int32_t>> lists = token_lists;
+  for (auto& tokens : lists) {
+    if (tokens.size() <= limit) continue;
+    if (!options.truncate)
+      fail(ErrorCode::context_overflow, "a token list of {} tokens does not fit the {} the model embeds at once",
+           tokens.size(), limit);
+    tokens.resize(limit);
+  }
+  return engine.embed(lists, options);
 }
 
 double Engine::load_ms() const { return core("load_ms").load_ms(); }

@@ -75,6 +75,11 @@ class EngineCore {
   std::size_t load_state(std::span<const std::uint8_t> snapshot);
   std::size_t load_state_file(const std::string& path);
 
+  // Engine::embed_tokens (embedder.cpp): the token lists already truncated or checked.
+  std::vector<Embedding> embed(const std::vector<std::vector<std::int32_t>>& token_lists, const EmbedOptions& options);
+  // The longest token list embed() takes: the context, and an encoder's position table.
+  int embed_limit() const;
+
   std::string render_chat(const std::vector<Message>& messages) const { return requests_->render_chat(messages); }
   bool has_chat_template() const { return requests_->has_chat_template(); }
   const RequestBuilder& requests() const { return *requests_; }

@@ -52,6 +52,7 @@ class Stepper {
   int step(Clock::time_point deadline = Clock::time_point::max());
   std::uint64_t steps() const { return steps_; }                    // finished steps
   bool idle() const { return !step_paused_ && scheduler_.idle(); }  // no request left
+  bool paused() const { return step_paused_; }                      // a step stopped inside its pass
 
   // A running request was cancelled: it ends before the next step.
   void cancel_at_next_step() { cancel_pending_ = true; }

@@ -56,6 +56,9 @@ Vocab read_vocab(const model::GgufFile& file) {
   v.fim_sep = find_id(file, "tokenizer.ggml.fim_sep_token_id");
   v.add_bos = file.find_bool("tokenizer.ggml.add_bos_token");
   v.add_space_prefix = file.find_bool("tokenizer.ggml.add_space_prefix");
+  v.sep = find_id(file, "tokenizer.ggml.seperator_token_id");
+  v.lowercase = file.find_bool("tokenizer.ggml.normalizer.lowercase");
+  v.strip_accents = file.find_bool("tokenizer.ggml.normalizer.strip_accents");
   return v;
 }
 

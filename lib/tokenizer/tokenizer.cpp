@@ -69,9 +69,10 @@ std::shared_ptr<const Tokenizer> Tokenizer::from_vocab(const Vocab& vocab) { ret
 std::shared_ptr<const Tokenizer> Tokenizer::from_vocab(Vocab&& vocab) {
   if (vocab.model == "gpt2") return detail::make_bpe_tokenizer(vocab);
   if (vocab.model == "llama") return detail::make_spm_tokenizer(vocab);
+  if (vocab.model == "bert") return detail::make_wpm_tokenizer(vocab);
   fail(ErrorCode::unsupported,
-       "tokenizer.ggml.model = '{}' is not supported; ember supports gpt2 (byte-level BPE) and "
-       "llama (SentencePiece BPE)",
+       "tokenizer.ggml.model = '{}' is not supported; ember supports gpt2 (byte-level BPE), "
+       "llama (SentencePiece BPE) and bert (WordPiece)",
        vocab.model);
 }
 
@@ -119,6 +120,7 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special
       encode_text(f.text, out);
     }
   }
+  if (add_bos && add_bos_ && end_token_ >= 0) out.push_back(end_token_);
   return out;
 }
 

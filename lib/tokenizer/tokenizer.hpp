@@ -1,5 +1,6 @@
 // Tokenizers read from GGUF metadata: byte-level BPE (`tokenizer.ggml.model = gpt2`, with the
-// pre-tokenizer `tokenizer.ggml.pre` names) and SentencePiece BPE with byte fallback (`llama`).
+// pre-tokenizer `tokenizer.ggml.pre` names), SentencePiece BPE with byte fallback (`llama`) and
+// WordPiece (`bert`, the BERT-family embedding models).
 // Both reproduce llama.cpp's token ids, end-of-generation set and token types
 // (tests/tokenizer/golden_test.cpp for SmolLM2, gemma3_test.cpp for Gemma 3 check it).
 //
@@ -39,7 +40,8 @@ enum class TokenType : std::int32_t {  // as stored in tokenizer.ggml.token_type
 
 // The tokenizer.* metadata of a model, as plain values.
 struct Vocab {
-  std::string model = "gpt2";                          // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama"
+  std::string model = "gpt2";                          // tokenizer.ggml.model: "gpt2" (byte-level BPE), "llama"
+                                                       // (SentencePiece) or "bert" (WordPiece)
   std::string pre;                                     // tokenizer.ggml.pre (gpt2 only); empty = "default"
   std::vector<std::string> tokens;                     // tokenizer.ggml.tokens
   std::vector<float> scores;                           // tokenizer.ggml.scores (llama: merge priority)
@@ -51,6 +53,12 @@ struct Vocab {
   TokenId eom = -1, fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
   std::optional<bool> add_bos;           // tokenizer.ggml.add_bos_token; default by model
   std::optional<bool> add_space_prefix;  // tokenizer.ggml.add_space_prefix (llama; default true)
+  // WordPiece (bert) only: the separator ended every encode() that adds BOS
+  // (tokenizer.ggml.seperator_token_id, the key's spelling; -1 = llama.cpp's default 102), and
+  // the normalizer (tokenizer.ggml.normalizer.lowercase, default false; strip_accents, default
+  // lowercase), as llama.cpp reads them.
+  TokenId sep = -1;
+  std::optional<bool> lowercase, strip_accents;
 };
 
 // Reads a Vocab from a GGUF file. Throws Error(invalid_model) for missing or inconsistent
@@ -74,7 +82,8 @@ class Tokenizer {
   // Text to ids. With `parse_special`, the text of control tokens (e.g. "<|im_end|>") becomes
   // those tokens; user-defined tokens are always recognised (as llama.cpp does); the text between
   // them is tokenized normally. Special tokens are cut out longest first, in llama.cpp's order.
-  // `add_bos` prepends BOS when the model asks for it (tokenizer.ggml.add_bos_token). Never
+  // `add_bos` prepends BOS when the model asks for it (tokenizer.ggml.add_bos_token), and for
+  // WordPiece also appends the separator ([CLS] text [SEP], as llama.cpp's add_special). Never
   // throws on any bytes: invalid UTF-8 is handled as llama.cpp handles it (byte-level BPE: each
   // undecodable byte is tokenized as U+FFFD; SentencePiece: the bytes become byte tokens).
   std::vector<TokenId> encode(std::string_view text, bool parse_special, bool add_bos = false) const;
@@ -121,6 +130,7 @@ class Tokenizer {
   std::vector<TokenId> special_tokens_;
   detail::SpecialTokenMatcher special_matcher_;
   TokenId bos_ = -1, eos_ = -1;
+  TokenId end_token_ = -1;  // appended with BOS (WordPiece's separator); -1 = none
   bool add_bos_ = false;
   bool strip_space_prefix_ = false;  // decode() drops the space encode() put in front
   int missing_byte_tokens_ = 0;      // set by the derived constructor

@@ -7,8 +7,9 @@
 
 namespace ember::tokenizer::detail {
 
-// Both take the token texts out of `vocab`.
+// Each takes the token texts out of `vocab`.
 std::shared_ptr<const Tokenizer> make_bpe_tokenizer(Vocab& vocab);  // model "gpt2"
 std::shared_ptr<const Tokenizer> make_spm_tokenizer(Vocab& vocab);  // model "llama"
+std::shared_ptr<const Tokenizer> make_wpm_tokenizer(Vocab& vocab);  // model "bert"
 
 }  // namespace ember::tokenizer::detail

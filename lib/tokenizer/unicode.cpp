@@ -68,6 +68,22 @@ std::uint16_t codepoint_class(std::uint32_t cp) {
   return cp < 0x110000 ? lookup_range(cp) : CodepointClass::undefined;
 }
 
+std::uint32_t codepoint_lower(std::uint32_t cp) {
+  const detail::CodepointMap* end = detail::kLowercase + detail::kLowercaseCount;
+  const auto* it = std::lower_bound(detail::kLowercase, end, cp,
+                                    [](const detail::CodepointMap& m, std::uint32_t v) { return m.from < v; });
+  return it != end && it->from == cp ? it->to : cp;
+}
+
+std::uint32_t codepoint_nfd_first(std::uint32_t cp) {
+  const detail::CodepointRangeMap* end = detail::kNfdFirst + detail::kNfdFirstCount;
+  const auto* it = std::upper_bound(detail::kNfdFirst, end, cp,
+                                    [](std::uint32_t v, const detail::CodepointRangeMap& r) { return v < r.first; });
+  if (it == detail::kNfdFirst) return cp;
+  --it;
+  return cp <= it->last ? it->to : cp;
+}
+
 std::vector<std::uint32_t> decode_utf8(std::string_view text) {
   std::vector<std::uint32_t> out;
   out.reserve(text.size());

@@ -32,6 +32,12 @@ using ember::kReplacementCharacter;
 // The class bits of `cp`; code points past U+10FFFF are `undefined`.
 std::uint16_t codepoint_class(std::uint32_t cp);
 
+// The WordPiece normalizer's maps, built as llama.cpp builds its own: `cp` lowercased (its
+// simple lowercase mapping; cp itself when it has none), and the first code point of cp's NFD
+// form (the base letter of an accented one; cp itself when NFD leaves it alone).
+std::uint32_t codepoint_lower(std::uint32_t cp);
+std::uint32_t codepoint_nfd_first(std::uint32_t cp);
+
 // Decodes `text` into code points (lenient, see above); never throws.
 std::vector<std::uint32_t> decode_utf8(std::string_view text);
 
@@ -58,6 +64,16 @@ struct CodepointRange {
 };
 extern const CodepointRange kCodepointRanges[];
 extern const std::size_t kCodepointRangeCount;
+struct CodepointMap {
+  std::uint32_t from, to;
+};
+struct CodepointRangeMap {
+  std::uint32_t first, last, to;
+};
+extern const CodepointMap kLowercase[];  // unicode_fold_tables.cpp
+extern const std::size_t kLowercaseCount;
+extern const CodepointRangeMap kNfdFirst[];
+extern const std::size_t kNfdFirstCount;
 }  // namespace detail
 
 }  // namespace ember::tokenizer

@@ -395,6 +395,7 @@ int main(int argc, char** argv) {
     test_chat_tokenize_info(engine);
     test_argument_errors(engine);
     test_structured_output(engine);
+    test_embed(engine);
     ember_engine_close(&engine);
   }
   test_request_outlives_engine();

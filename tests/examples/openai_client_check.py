@@ -192,9 +192,38 @@ def check_structured_output():
         expect(e.status_code == 400 and e.param == "echo", "an unimplemented field raises BadRequestError naming it")
 
 
+def check_embeddings():
+    """/v1/embeddings: strings, a list, token arrays, float and base64 alike, usage, errors."""
+    import base64
+    import math
+    import struct
+    texts = ["The knight found a golden key.", "Hello", "The stock market fell."]
+    r = client.embeddings.create(model=model, input=texts, encoding_format="float")
+    expect(len(r.data) == 3 and [d.index for d in r.data] == [0, 1, 2], "embeddings: one per input, in order")
+    dim = len(r.data[0].embedding)
+    expect(dim > 0 and all(len(d.embedding) == dim for d in r.data), f"embeddings: {dim} floats each")
+    expect(all(abs(math.sqrt(sum(v * v for v in d.embedding)) - 1) < 1e-4 for d in r.data), "embeddings: unit norm")
+    expect(r.usage.prompt_tokens > 3 and r.usage.total_tokens == r.usage.prompt_tokens, "embeddings: usage")
+    one = client.embeddings.create(model=model, input=texts[1], encoding_format="float")
+    expect(one.data[0].embedding == r.data[1].embedding, "embeddings: a string alone equals it in a list")
+    raw = client.embeddings.with_raw_response.create(model=model, input=texts[1], encoding_format="base64")
+    b64 = json.loads(raw.http_response.text)["data"][0]["embedding"]
+    decoded = list(struct.unpack(f"<{dim}f", base64.b64decode(b64)))
+    expect(decoded == r.data[1].embedding, "embeddings: base64 decodes to the float values")
+    ids = client.embeddings.create(model=model, input=[[1, 2, 3], [4, 5]], encoding_format="float")
+    expect(len(ids.data) == 2 and ids.usage.prompt_tokens == 5, "embeddings: token arrays, 5 tokens")
+    for bad, what in (({"input": []}, "empty input"), ({"input": "x", "dimensions": 8}, "unsupported field")):
+        try:
+            client.embeddings.create(model=model, **bad)
+            expect(False, f"embeddings: {what} refused")
+        except (openai.BadRequestError, TypeError) as e:
+            expect(isinstance(e, openai.BadRequestError), f"embeddings: {what} refused with 400")
+
+
 if batched:
     check_batched()
 else:
     check_requests()
+    check_embeddings()
 print(f"{len(failures)} check(s) failed" if failures else "all checks passed")
 sys.exit(1 if failures else 0)

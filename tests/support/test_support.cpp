@@ -47,6 +47,22 @@ std::string require_gemma3_model() {
   return path;
 }
 
+std::string minilm_model_path() {
+  if (const char* env = std::getenv("EMBER_MINILM_MODEL"); env != nullptr && *env != '\0') return env;
+  return cached_model("all-MiniLM-L6-v2.F16.gguf");
+}
+
+std::string require_minilm_model() {
+  std::string path = minilm_model_path();
+  if (path.empty()) {
+    std::fprintf(stderr,
+                 "SKIPPED: all-MiniLM-L6-v2 is not available; run scripts/fetch-model.sh minilm or set "
+                 "EMBER_MINILM_MODEL\n");
+    std::exit(77);
+  }
+  return path;
+}
+
 Device test_device() {
   const char* device = std::getenv("EMBER_TEST_DEVICE");
   return device != nullptr && std::string(device) == "cuda" ? Device::cuda(0) : Device::cpu();

@@ -21,6 +21,10 @@ std::string require_default_model();
 // model cache; "" when absent. require_...() exits with 77 (ctest's SKIP) instead.
 std::string gemma3_model_path();
 std::string require_gemma3_model();
+// all-MiniLM-L6-v2 (scripts/fetch-model.sh minilm): $EMBER_MINILM_MODEL, else the fetched file;
+// the same conventions.
+std::string minilm_model_path();
+std::string require_minilm_model();
 
 // The device the engine tests run on: Device::cuda() when $EMBER_TEST_DEVICE is "cuda" (ctest
 // registers CUDA twins of device-independent tests that way), else the CPU.

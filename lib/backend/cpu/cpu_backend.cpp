@@ -53,6 +53,13 @@ class CpuBackend final : public Backend {
 
   bool advance_forward(std::chrono::steady_clock::time_point deadline) override { return runner_.advance(deadline); }
 
+  void forward_hidden(const Batch& batch, KvCache& kv, std::vector<float>& hidden) override {
+    const KvGeometry& g = kv.geometry();
+    validate_batch(batch, g.block_count, g.block_size, config_.vocab);
+    ops_->begin(batch, kv, &hidden, /*hidden=*/true);
+    model::run_hidden(config_, *ops_, batch.rows(), static_cast<std::int64_t>(batch.logit_rows.size()));
+  }
+
  private:
   std::uint64_t linear_bytes(int layer) const {
     std::uint64_t bytes = 0;

@@ -20,17 +20,24 @@ CpuOps::CpuOps(const model::ModelConfig& config, const CpuWeights& weights, cons
       kv_dim_(std::int64_t{config.kv_heads} * config.head_dim),
       qkv_dim_(q_dim_ + 2 * kv_dim_) {}
 
-void CpuOps::begin(const Batch& batch, KvCache& kv, std::vector<float>* logits) {
+void CpuOps::begin(const Batch& batch, KvCache& kv, std::vector<float>* logits, bool hidden) {
   const KvGeometry& g = kv.geometry();
   batch_ = &batch;
   kv_ = &kv;
   logits_ = logits;
   rows_ = batch.rows();
   resize_scratch(rows_);
-  if (logits_ != nullptr) logits_->resize(batch.logit_rows.size() * static_cast<std::size_t>(config_.vocab));
+  if (logits_ != nullptr)
+    logits_->resize(batch.logit_rows.size() * static_cast<std::size_t>(hidden ? config_.embedding : config_.vocab));
   seqs_.clear();
   for (const SequenceSlice& s : batch.sequences)
     seqs_.push_back({s.row_begin, s.row_count, s.block_table.data(), static_cast<std::int32_t>(s.block_table.size())});
+  if (!config_.causal) {
+    last_positions_.assign(batch.positions.begin(), batch.positions.end());
+    for (const SequenceSlice& s : batch.sequences)
+      for (std::int32_t r = s.row_begin; r < s.row_begin + s.row_count; ++r)
+        last_positions_[static_cast<std::size_t>(r)] = batch.positions[static_cast<std::size_t>(s.row_begin + s.row_count - 1)];
+  }
   layout_ = {g.block_size, config_.kv_heads, config_.head_dim, g.dtype};
   k::bind_threads(ctx_);  // this thread's OpenMP regions, oneDNN's included
 }
@@ -58,7 +65,7 @@ std::int64_t CpuOps::width(Activation a) const {
     case Activation::logit_input: return config_.embedding;
     case Activation::qkv: return qkv_dim_;
     case Activation::attn: return q_dim_;
-    case Activation::gate_up: return 2 * std::int64_t{config_.ffn};
+    case Activation::gate_up: return config_.gate_up_rows();
     case Activation::act: return config_.ffn;
     case Activation::logits: return config_.vocab;
   }
@@ -89,6 +96,36 @@ void CpuOps::rmsnorm_heads(model::WeightRef weight, model::QkvPart p) {
   const int heads = p == model::QkvPart::q ? config_.heads : config_.kv_heads;
   k::rmsnorm_heads(part(p), rows_, qkv_dim_, heads, config_.head_dim, weights_[weight].values.data(), config_.rms_eps,
                    ctx_.threads);
+}
+
+void CpuOps::layer_norm(model::WeightRef weight, model::WeightRef bias, Activation in, Activation out,
+                        std::int64_t rows) {
+  k::layer_norm(at(in), weights_[weight].values.data(), weights_[bias].values.data(), rows, config_.embedding,
+                config_.rms_eps, at(out), ctx_.threads);
+}
+
+void CpuOps::add_position_embeddings(model::WeightRef positions, model::WeightRef types) {
+  const std::int64_t d = config_.embedding;
+  const std::vector<float>& table = weights_[positions].values;
+  const std::vector<float>& type_rows = weights_[types].values;  // empty: the file has none
+  const auto table_rows = static_cast<std::int64_t>(table.size()) / d;
+  for (std::int64_t r = 0; r < rows_; ++r) {
+    const std::int64_t p = batch_->positions[static_cast<std::size_t>(r)];
+    if (p < 0 || p >= table_rows)
+      fail(ErrorCode::context_overflow, "position {} is past the model's {} position embeddings", p, table_rows);
+    float* x = x_.data() + r * d;
+    const float* row = table.data() + p * d;
+    for (std::int64_t i = 0; i < d; ++i) x[i] += row[i];
+    if (!type_rows.empty())
+      for (std::int64_t i = 0; i < d; ++i) x[i] += type_rows[static_cast<std::size_t>(i)];
+  }
+}
+
+void CpuOps::write_hidden(Activation from) {
+  EMBER_ASSERT(logits_ != nullptr);
+  const std::size_t n = batch_->logit_rows.size() * static_cast<std::size_t>(config_.embedding);
+  logits_->resize(n);
+  std::copy(at(from), at(from) + n, logits_->data());
 }
 
 void CpuOps::linear(model::WeightRef weight, Activation in, Activation out, std::int64_t rows, bool accumulate) {
@@ -139,13 +176,16 @@ void CpuOps::attention(int layer, int window, float scale, std::int64_t row_begi
     }
     seqs = &seq_rows_;
   }
-  k::paged_attention(part(model::QkvPart::q), qkv_dim_, batch_->positions.data(), seqs->data(),
+  const std::int32_t* positions = config_.causal ? batch_->positions.data() : last_positions_.data();
+  k::paged_attention(part(model::QkvPart::q), qkv_dim_, positions, seqs->data(),
                      static_cast<int>(seqs->size()), config_.heads, layout_, kv_->keys(layer), kv_->values(layer),
                      attn_.data(), q_dim_, ctx_, attention_, {.window = window, .scale = scale});
 }
 
 void CpuOps::gated_activation(model::FeedForward kind) {
-  if (kind == model::FeedForward::geglu)
+  if (kind == model::FeedForward::gelu)
+    k::gelu(gate_up_.data(), rows_, config_.ffn, act_.data(), ctx_.threads);
+  else if (kind == model::FeedForward::geglu)
     k::gelu_mul(gate_up_.data(), rows_, config_.ffn, act_.data(), ctx_.threads);
   else
     k::silu_mul(gate_up_.data(), rows_, config_.ffn, act_.data(), ctx_.threads);
@@ -174,7 +214,7 @@ void CpuOps::resize_scratch(std::int64_t rows) {
   grow(h_, rows * d);
   grow(qkv_, rows * qkv_dim_);
   grow(attn_, rows * std::max(q_dim_, d));  // attn, then the logit rows of x
-  grow(gate_up_, rows * 2 * config_.ffn);
+  grow(gate_up_, rows * config_.gate_up_rows());
   grow(act_, rows * config_.ffn);
 }
 

@@ -42,8 +42,9 @@ class CpuOps final : public model::DecoderOps {
          kernels::cpu::CpuContext& ctx, LinearInputObserver* observer = nullptr);
 
   // Starts a step over `batch` (validated against kv by the caller): K/V go to kv, logits to
-  // `logits` (resized to [logit rows, vocab]; null when the step computes none).
-  void begin(const Batch& batch, KvCache& kv, std::vector<float>* logits);
+  // `logits` (resized to [logit rows, vocab]; null when the step computes none), or with
+  // `hidden` the hidden states of the logit rows ([logit rows, embedding], write_hidden).
+  void begin(const Batch& batch, KvCache& kv, std::vector<float>* logits, bool hidden = false);
   // A step's activation (after the op that writes it), e.g. the lm_head's input for calibration.
   const float* data(model::Activation a) const;
 
@@ -51,6 +52,10 @@ class CpuOps final : public model::DecoderOps {
   void rope_angles(model::RopeAngleSet set, float base, float position_scale) override;
   void rmsnorm(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows) override;
   void rmsnorm_heads(model::WeightRef weight, model::QkvPart part) override;
+  void layer_norm(model::WeightRef weight, model::WeightRef bias, model::Activation in, model::Activation out,
+                  std::int64_t rows) override;
+  void add_position_embeddings(model::WeightRef positions, model::WeightRef types) override;
+  void write_hidden(model::Activation from) override;
   void linear(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows,
               bool accumulate) override;
   void linear_outputs(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows,
@@ -89,6 +94,9 @@ class CpuOps final : public model::DecoderOps {
   std::array<kernels::cpu::RopeAngles, 2> angles_;  // by RopeAngleSet
   std::vector<kernels::cpu::AttentionSeq> seqs_;
   std::vector<kernels::cpu::AttentionSeq> seq_rows_;  // seqs_ cut to an attention() call's rows
+  // Bidirectional attention (ModelConfig::causal false): each row's query "at" its sequence's
+  // last position in the step, so the causal kernel shows it every key of the sequence.
+  std::vector<std::int32_t> last_positions_;
 
   std::vector<float> x_, h_, qkv_, attn_, gate_up_, act_;
   kernels::cpu::AttentionWorkspace attention_;

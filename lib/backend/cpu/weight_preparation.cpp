@@ -7,9 +7,11 @@
 #include "kernels/cpu/gemm_grouped.hpp"
 #include "kernels/cpu/quantize.hpp"
 #include "util/check.hpp"
+#include "util/fp16.hpp"
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <filesystem>
 #include <string_view>
 
@@ -28,8 +30,10 @@ constexpr int kPreparationRevision = 4;
 // A weight's name in the weight cache.
 std::string cache_name(WeightRef r) {
   static constexpr std::array<const char*, model::kWeightIdCount> kNames = {
-      "attn_norm", "qkv",     "qkv_bias", "q_norm",        "k_norm",      "wo",     "post_attn_norm",
-      "ffn_norm",  "gate_up", "down",     "post_ffn_norm", "output_norm", "lm_head"};
+      "attn_norm",      "qkv",           "qkv_bias",     "q_norm",       "k_norm",    "wo",
+      "post_attn_norm", "ffn_norm",      "gate_up",      "down",         "post_ffn_norm", "output_norm",
+      "lm_head",        "attn_norm_bias", "ffn_norm_bias", "wo_bias",    "gate_up_bias", "down_bias",
+      "embd_norm",      "embd_norm_bias", "position_embd", "token_types"};
   const char* name = kNames[static_cast<std::size_t>(r.id)];
   return r.layer < 0 ? std::string(name) : fmt::format("blk.{}.{}", r.layer, name);
 }
@@ -38,7 +42,7 @@ std::string cache_name(WeightRef r) {
 // weight cache; the others are read from the model on every open, cold or warm.
 bool prepared(WeightId id) {
   return id != WeightId::q_norm && id != WeightId::k_norm && id != WeightId::post_attn_norm &&
-         id != WeightId::post_ffn_norm;
+         id != WeightId::post_ffn_norm && id < WeightId::attn_norm_bias;  // encoders' vectors: never smoothed
 }
 
 // Where one INT8 term per activation row loses too much, the input is quantized as two terms
@@ -47,9 +51,11 @@ bool prepared(WeightId id) {
 // and the lm_head's logits are what top-1 agreement sees. Two terms double those matrices'
 // prefill GEMM work; decode streams the weights once for both terms. The top-1 agreement and
 // KL of each choice: docs/benchmarks.md#two-term-activations.
-k::ActivationQuant activations_for(WeightId id) {
-  const bool two_terms =
-      id == WeightId::qkv || id == WeightId::gate_up || id == WeightId::down || id == WeightId::lm_head;
+// An encoder (no smoothing: its norms follow the residual adds) takes two terms everywhere, the
+// attention output too: docs/benchmarks.md#encoder-int8.
+k::ActivationQuant activations_for(WeightId id, bool encoder = false) {
+  const bool two_terms = encoder || id == WeightId::qkv || id == WeightId::gate_up || id == WeightId::down ||
+                         id == WeightId::lm_head;
   return two_terms ? k::ActivationQuant::residual : k::ActivationQuant::per_row;
 }
 
@@ -85,15 +91,41 @@ struct GroupedForm {
 // The logits are what top-1 sees, and decode streams the weights once for both terms. Q8_0
 // layers stay w8a8, whose prefill on AVX-512 VNNI and AMX CPUs runs oneDNN's brgemm, faster
 // than the grouped kernel at hundreds of rows.
-GroupedForm grouped_form(const GraphWeight& w, Precision gemm, WeightFormat format) {
+//
+// An encoder's float matrices (BERT files are F16) are quantized into groups of 32 here, with two
+// activation terms: per output channel, the short texts of all-MiniLM-L6-v2 fell below a cosine
+// of 0.999 to llama.cpp's embeddings (docs/benchmarks.md#encoder-int8).
+GroupedForm grouped_form(const GraphWeight& w, Precision gemm, WeightFormat format, bool encoder) {
   if (gemm != Precision::int8 || w.cols % k::kWeightGroup != 0) return {};
   const int bits = model::group_bits(w.sources.at(0)->type);
   const bool same = std::all_of(w.sources.begin(), w.sources.end(),
                                 [&](const model::GgufTensor* t) { return model::group_bits(t->type) == bits; });
   if (!same) return {};
+  if (bits == 0 && encoder) return {8, k::ActivationQuant::residual};
   if (bits == 8 && w.ref.id == WeightId::lm_head) return {8, k::ActivationQuant::residual};
   if (bits == 4 && format == WeightFormat::automatic) return {4, k::ActivationQuant::per_row};
   return {};
+}
+
+// One float row quantized to 8-bit groups of 32 with no offset of their own (Q8_0's form: the
+// scale max|x| / 127 rounded to FP16, as the kernel holds it, before the values are rounded).
+void quantize_float_row(const model::GgufTensor& t, std::int64_t row, std::int64_t cols, std::uint8_t* values,
+                        float* scales, float* offsets) {
+  std::vector<float> x(static_cast<std::size_t>(cols));
+  model::dequantize_row(t, row, x.data());
+  for (std::int64_t g = 0; g < cols / k::kWeightGroup; ++g) {
+    const float* v = x.data() + g * k::kWeightGroup;
+    float amax = 0.0f;
+    for (std::int64_t e = 0; e < k::kWeightGroup; ++e) amax = std::max(amax, std::fabs(v[e]));
+    const float d = fp16_to_float(float_to_fp16(amax / 127.0f));
+    const float inv = d > 0.0f ? 1.0f / d : 0.0f;
+    for (std::int64_t e = 0; e < k::kWeightGroup; ++e) {
+      const long q = std::clamp(std::lround(v[e] * inv), -127L, 127L);
+      values[g * k::kWeightGroup + e] = static_cast<std::uint8_t>(q + 128);
+    }
+    scales[g] = d;
+    offsets[g] = -128.0f * d;
+  }
 }
 
 // Matrix w's rows as the grouped kernel reads them, from its file tensors stacked row-wise.
@@ -103,6 +135,10 @@ k::GroupedRowSource group_rows(const GraphWeight& w) {
       if (row >= t->rows()) {
         row -= t->rows();
         continue;
+      }
+      if (model::group_bits(t->type) == 0) {  // an encoder's float matrix (grouped_form)
+        quantize_float_row(*t, row, w.cols, values, scales, offsets);
+        return;
       }
       const std::uint64_t row_bytes = *model::ggml_row_bytes(t->type, w.cols);
       model::read_groups(t->type, t->data + static_cast<std::uint64_t>(row) * row_bytes, w.cols, values, scales,
@@ -209,18 +245,21 @@ class Preparer {
     }
     m = {};  // before the lm_head's own buffers
     const std::vector<GraphWeight> head = model::head_weights(tensors_, config_);
-    weights_[head[0].ref].values = dequantize(head[0]);
-    ChannelRange lm_head_in;
-    if (calibration) {
-      calibration->observer.clear();
-      const auto n = static_cast<std::int64_t>(calibration->batch.logit_rows.size());
-      model::run_stage(config_, -1, model::Stage::final_norm, *calibration->ops, n, 0, 1);
-      lm_head_in.observe(calibration->ops->data(model::Activation::h), n, config_.embedding);
-      calibration.reset();
+    for (const GraphWeight& w : head)
+      if (!w.is_matrix()) weights_[w.ref].values = dequantize(w);
+    if (config_.has_lm_head) {  // (an encoder has its embedding norm and tables only)
+      ChannelRange lm_head_in;
+      if (calibration) {
+        calibration->observer.clear();
+        const auto n = static_cast<std::int64_t>(calibration->batch.logit_rows.size());
+        model::run_stage(config_, -1, model::Stage::final_norm, *calibration->ops, n, 0, 1);
+        lm_head_in.observe(calibration->ops->data(model::Activation::h), n, config_.embedding);
+        calibration.reset();
+      }
+      prepare_lm_head(head[1], lm_head_in, cache);
+      // Tied or not, the embedding rows a step reads fault back in one page at a time.
+      file_.release(*tensors_.output);
     }
-    prepare_lm_head(head[1], lm_head_in, cache);
-    // Tied or not, the embedding rows a step reads fault back in one page at a time.
-    file_.release(*tensors_.output);
     if (cache)  // the vectors as smoothing left them
       for (int l = -1; l < config_.layers; ++l)
         for (const GraphWeight& w : l < 0 ? head : model::layer_weights(tensors_, config_, l))
@@ -279,16 +318,19 @@ class Preparer {
     }
     const k::QuantizedWeights q = k::quantize_int8_weights(ctx_, values.data(), w.rows, w.cols);
     if (cache != nullptr) cache->add_linear(cache_name(w.ref), w.rows, w.cols, q.q.data(), q.scales.data());
-    linear = k::make_int8_linear(ctx_, q.q.data(), q.scales.data(), w.rows, w.cols, activations_for(w.ref.id));
+    linear = k::make_int8_linear(ctx_, q.q.data(), q.scales.data(), w.rows, w.cols,
+                                 activations_for(w.ref.id, config_.norm_after_residual));
   }
 
   // How this preparation keeps matrix w (grouped_form()).
-  GroupedForm form(const GraphWeight& w) const { return grouped_form(w, gemm_, options_.weight_format); }
+  GroupedForm form(const GraphWeight& w) const {
+    return grouped_form(w, gemm_, options_.weight_format, config_.norm_after_residual);
+  }
 
   std::unique_ptr<k::Linear> make_grouped(const GraphWeight& w) {
-    // Q4_0 and Q8_0 groups have no offset of their own (o = -bias * d).
+    // Q4_0 and Q8_0 groups have no offset of their own (o = -bias * d), nor those quantized here.
     const bool offsets = std::any_of(w.sources.begin(), w.sources.end(), [](const model::GgufTensor* t) {
-      return t->type != model::GgmlType::Q4_0 && t->type != model::GgmlType::Q8_0;
+      return t->type != model::GgmlType::Q4_0 && t->type != model::GgmlType::Q8_0 && model::group_bits(t->type) != 0;
     });
     const GroupedForm f = form(w);
     return k::make_grouped_linear(ctx_, w.rows, w.cols, k::GroupFormat{f.bits, offsets}, group_rows(w), f.activations);
@@ -298,7 +340,8 @@ class Preparer {
   // matrix's columns and into what feeds it (a norm; the up rows for down, the V rows for wo),
   // which a matrix kept in the file's groups cannot take.
   bool smoothable(int l, WeightId id) const {
-    if (gemm_ != Precision::int8) return false;
+    // An encoder's norms come after the residual adds (and carry biases): nothing to fold into.
+    if (gemm_ != Precision::int8 || config_.norm_after_residual) return false;
     const auto& grouped = grouped_[static_cast<std::size_t>(l)];
     const auto is_grouped = [&](WeightId w) { return grouped[static_cast<std::size_t>(w)]; };
     if (is_grouped(id)) return false;
@@ -443,7 +486,8 @@ class Preparer {
           return;
         }
         const CachedLinear c = cache.linear(cache_name(w.ref), w.rows, w.cols);
-        weights_[w.ref].linear = k::make_int8_linear(ctx_, c.q, c.scales, w.rows, w.cols, activations_for(w.ref.id));
+        weights_[w.ref].linear = k::make_int8_linear(ctx_, c.q, c.scales, w.rows, w.cols,
+                                                     activations_for(w.ref.id, config_.norm_after_residual));
         // Packed into the linear's own layouts: the file's pages may leave resident memory.
         model::release_pages(c.q, static_cast<std::uint64_t>(w.rows * w.cols));
       };
@@ -494,7 +538,7 @@ double four_bit_share(const model::ModelConfig& config, const model::DecoderTens
       if (!w.is_matrix()) continue;
       const double n = static_cast<double>(w.rows) * static_cast<double>(w.cols);
       all += n;
-      if (grouped_form(w, gemm, format).bits == 4) four += n;
+      if (grouped_form(w, gemm, format, config.norm_after_residual).bits == 4) four += n;
     }
   return all > 0 ? four / all : 0.0;
 }

@@ -138,6 +138,8 @@ class CudaBackend final : public Backend {
     const auto& c = config_;
     if (precision_ == Precision::fp32)
       fail(ErrorCode::unsupported, "precision fp32 runs on the CPU only; on CUDA use int8 or fp16");
+    if (c.norm_after_residual || !c.has_lm_head)
+      fail(ErrorCode::unsupported, "CUDA backend: encoder models ('{}') run on the CPU only", c.architecture);
     // The graph's every op runs here but a second set of RoPE frequency factors (Phi-3's
     // LongRoPE switches sets by context): refuse, never approximate.
     if (!c.rope_freq_factors_long.empty())
