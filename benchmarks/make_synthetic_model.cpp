@@ -11,9 +11,10 @@
 // heads, 8 KV heads, vocab 128256, untied). Matrices are Q4_1, as in the default model file, or
 // what --type asks (q4_0: the type llama.cpp repacks for its AVX-512 kernels, the fair file to
 // compare the two engines' 4-bit decode on; q8_0).
-// llama3, qwen2, qwen3, gemma3, phi3, phi3_long: the small models of each architecture that
-// tests/reference/make_arch_goldens.py runs through llama.cpp (SyntheticModelSpec::
-// architecture_config), in F32 so that both engines compute from the very same weights.
+// llama3, qwen2, qwen3, gemma3, phi3, phi3_long, and the mixture-of-experts qwen3moe, olmoe and
+// mixtral: the small models of each architecture that tests/reference/make_arch_goldens.py runs
+// through llama.cpp (SyntheticModelSpec::architecture_config), in F32 so that both engines
+// compute from the very same weights; the mixture-of-experts ones also in --type.
 #include "../examples/common/cli.hpp"
 #include "model_writer/gguf_writer.hpp"
 
@@ -73,12 +74,12 @@ int main(int argc, char** argv) {
   cli.positional(
          "SHAPE", shape_name,
          "default: the default model's shape (SmolLM2-135M); 1b: Llama-3.2-1B-like; "
-         "3b: Llama-3.2-3B; 8b: Llama-3.1-8B; llama3, qwen2, qwen3, gemma3, phi3, phi3_long: small F32 models of "
-         "each architecture, for goldens")
+         "3b: Llama-3.2-3B; 8b: Llama-3.1-8B; llama3, qwen2, qwen3, gemma3, phi3, phi3_long, qwen3moe, olmoe, "
+         "mixtral: small F32 models of each architecture, for goldens")
       .positional("OUT.gguf", gguf_path, "the model file to write")
       .positional("OUT.json", json_path, "the configuration file to write");
   std::optional<ember::model::GgmlType> type;
-  cli.option("--type", "q4_0|q4_1|q8_0", "the matrices' type in a Llama shape", "q4_1", [&type](const std::string& t) {
+  cli.option("--type", "q4_0|q4_1|q8_0", "the matrices' type in a Llama or mixture-of-experts shape", "q4_1", [&type](const std::string& t) {
     if (t == "q4_0")
       type = ember::model::GgmlType::Q4_0;
     else if (t == "q4_1")
@@ -103,8 +104,8 @@ int main(int argc, char** argv) {
   } catch (const ember::Error& e) {
     cli.fail("unknown shape: " + std::string(e.what()) + "; or a Llama shape: default, 1b, 3b, 8b");
   }
-  if (type && spec.weight_type == ember::model::GgmlType::F32)
-    cli.fail("--type applies to the Llama shapes (default, 1b, 3b, 8b), not to " + shape_name);
+  if (type && spec.weight_type == ember::model::GgmlType::F32 && !spec.config.routed())
+    cli.fail("--type applies to the Llama and mixture-of-experts shapes, not to " + shape_name);
   if (type) spec.weight_type = *type;
   spec.reasoning_tokens = reasoning_tokens;
   if (!template_path.empty()) {

@@ -64,7 +64,7 @@ class GgufWriter {
 // {arch}.rope.scaling.type and .factor, a non-zero rope_original_context as
 // .rope.scaling.original_context_length; the default (linear, factor 1) writes no key.
 struct SyntheticModelSpec {
-  ModelConfig config = tiny_config();     // shape; architecture llama, qwen2, qwen3 or gemma3
+  ModelConfig config = tiny_config();     // shape; any architecture ember runs (experts: config.experts > 0)
   GgmlType weight_type = GgmlType::Q8_0;  // type of the matrices (and token_embd)
   std::uint64_t seed = 1;
   std::string chat_template;      // tokenizer.chat_template; empty: SmolLM2's (kSmolLmChatTemplate)
@@ -79,7 +79,9 @@ struct SyntheticModelSpec {
   // file (tests/reference/make_arch_goldens.py): "llama3" (Llama 3.1-style frequency factors,
   // untied output), "qwen2" (biases), "qwen3" (q/k norm, 32-wide heads on a width of 64),
   // "gemma3" (6 layers: five sliding ones with a window of 8, then a global one), "phi3" and
-  // "phi3_long" (fused Q|K|V and gate|up, LongRoPE short or long factors, attention factor). Throws
+  // "phi3_long" (fused Q|K|V and gate|up, LongRoPE short or long factors, attention factor), and
+  // mixtures of experts: "qwen3moe" (8 experts of width 32, top-4, normalized), "olmoe" (8 of
+  // 64, top-3, not normalized, whole-q/k norms) and "mixtral" (llama, 4 of 64, top-2). Throws
   // Error(invalid_argument) for another name.
   static ModelConfig architecture_config(const std::string& name);
 

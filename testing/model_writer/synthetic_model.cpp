@@ -76,8 +76,32 @@ ModelConfig SyntheticModelSpec::architecture_config(const std::string& name) {
       c.rope_freq_factors_long.push_back(1.0f + 0.9f * static_cast<float>(i));
     }
     c.rope_attention_factor = 1.19f;
+  } else if (name == "qwen3moe") {  // Qwen3-30B-A3B's form: qwen3 attention, normalized top-k
+    c.architecture = name;
+    c.head_dim = 32;
+    c.rope_dims = 32;
+    c.rope_base = 1000000.0f;
+    c.rms_eps = 1e-6f;
+    c.experts = 8;
+    c.experts_used = 4;
+    c.expert_ffn = 32;
+  } else if (name == "olmoe") {  // OLMoE-1B-7B's form: q/k norms over whole q and k, untied
+    c.architecture = name;
+    c.tied_embeddings = false;
+    c.ffn = 64;
+    c.experts = 8;
+    c.experts_used = 3;
+    c.expert_ffn = 64;
+  } else if (name == "mixtral") {  // a llama file with experts, Mixtral's 8 x top-2 halved
+    c.tied_embeddings = false;
+    c.rope_base = 1000000.0f;
+    c.ffn = 64;
+    c.experts = 4;
+    c.experts_used = 2;
+    c.expert_ffn = 64;
   } else {
-    fail(ErrorCode::invalid_argument, "no architecture test model '{}' (llama3, qwen2, qwen3, gemma3, phi3, phi3_long)",
+    fail(ErrorCode::invalid_argument,
+         "no architecture test model '{}' (llama3, qwen2, qwen3, gemma3, phi3, phi3_long, qwen3moe, olmoe, mixtral)",
          name);
   }
   return c;
@@ -267,6 +291,23 @@ class Random {
   std::uint64_t state_;
 };
 
+// Experts as the architecture takes them (ArchitectureTraits::experts, expert_ffn_key).
+void check_experts(ModelConfig& c, const ArchitectureTraits& arch) {
+  if (c.experts == 0) {
+    if (arch.experts == 2) fail(ErrorCode::invalid_argument, "synthetic model: '{}' needs experts", c.architecture);
+    return;
+  }
+  if (arch.experts == 0) fail(ErrorCode::invalid_argument, "synthetic model: '{}' has no experts", c.architecture);
+  if (c.experts_used <= 0 || c.experts_used > c.experts)
+    fail(ErrorCode::invalid_argument, "synthetic model: {} of {} experts used", c.experts_used, c.experts);
+  if (c.expert_ffn == 0) c.expert_ffn = c.ffn;
+  if (!arch.expert_ffn_key && c.expert_ffn != c.ffn)
+    fail(ErrorCode::invalid_argument, "synthetic model: '{}' experts are feed_forward_length ({}) wide, not {}",
+         c.architecture, c.ffn, c.expert_ffn);
+  if (c.architecture == "olmoe" && c.tied_embeddings)
+    fail(ErrorCode::invalid_argument, "synthetic model: olmoe files have output.weight (llama.cpp requires it)");
+}
+
 ModelConfig checked_config(const SyntheticModelSpec& spec) {
   ModelConfig c = spec.config;
   const ArchitectureTraits* arch = find_architecture(c.architecture);
@@ -305,6 +346,7 @@ ModelConfig checked_config(const SyntheticModelSpec& spec) {
   if (!(c.rope_scaling_factor > 0.0f)) {
     fail(ErrorCode::invalid_argument, "synthetic model: RoPE scaling factor {}", c.rope_scaling_factor);
   }
+  check_experts(c, *arch);
   return c;
 }
 
@@ -341,6 +383,12 @@ void write_metadata(GgufWriter& w, const ModelConfig& c, const Vocabulary& v) {
   if (c.rope_original_context != 0) {
     w.set_u32(a + ".rope.scaling.original_context_length", static_cast<std::uint32_t>(c.rope_original_context));
   }
+  if (c.experts > 0) {
+    w.set_u32(a + ".expert_count", static_cast<std::uint32_t>(c.experts));
+    w.set_u32(a + ".expert_used_count", static_cast<std::uint32_t>(c.experts_used));
+    if (find_architecture(a)->expert_ffn_key)
+      w.set_u32(a + ".expert_feed_forward_length", static_cast<std::uint32_t>(c.expert_ffn));
+  }
   w.set_bool("tokenizer.ggml.add_space_prefix", false);
   w.set_bool("tokenizer.ggml.add_bos_token", false);
   w.set_string("tokenizer.ggml.model", "gpt2");
@@ -353,6 +401,17 @@ void write_metadata(GgufWriter& w, const ModelConfig& c, const Vocabulary& v) {
   w.set_u32("tokenizer.ggml.unknown_token_id", 0);
   w.set_u32("tokenizer.ggml.padding_token_id", 2);
   w.set_string("tokenizer.chat_template", kSmolLmChatTemplate);
+}
+
+// A routed layer's router and experts, with llama.cpp's names and 3-D shapes. The router is F32
+// (llama.cpp's quantizer leaves ffn_gate_inp unquantized too) and four times the usual scale,
+// so a row's experts are chosen by clear margins, not by rounding.
+void write_experts(GgufWriter& w, const ModelConfig& c, const std::string& p, GgmlType type, Random& rng) {
+  const std::int64_t e = c.embedding, f = c.expert_ffn, n = c.experts;
+  w.add_tensor(p + "ffn_gate_inp.weight", GgmlType::F32, {e, n}, rng.values(e * n, 4.0f / std::sqrt(float(e))));
+  for (const char* name : {"ffn_gate_exps.weight", "ffn_up_exps.weight"})
+    w.add_tensor(p + name, type, {e, f, n}, rng.values(e * f * n, 1.0f / std::sqrt(static_cast<float>(e))));
+  w.add_tensor(p + "ffn_down_exps.weight", type, {f, e, n}, rng.values(f * e * n, 1.0f / std::sqrt(static_cast<float>(f))));
 }
 
 // Weights uniform in +-1/sqrt(fan_in) (unit-variance activations stay O(1) through the layers).
@@ -398,14 +457,18 @@ void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& r
       w.add_tensor(p + "attn_v.bias", GgmlType::F32, {kv}, rng.values(kv, 0.1f));
     }
     if (arch.qk_norm) {
-      norm(p + "attn_q_norm.weight", c.head_dim);
-      norm(p + "attn_k_norm.weight", c.head_dim);
+      norm(p + "attn_q_norm.weight", arch.qk_norm_whole ? q : c.head_dim);
+      norm(p + "attn_k_norm.weight", arch.qk_norm_whole ? kv : c.head_dim);
     }
     if (arch.post_norms) {
       norm(p + "post_attention_norm.weight", e);
       norm(p + "post_ffw_norm.weight", e);
     }
     norm(p + "ffn_norm.weight", e);
+    if (c.experts > 0) {
+      write_experts(w, c, p, type, rng);
+      continue;
+    }
     if (arch.fused_gate_up) {
       matrix(p + "ffn_up.weight", e, 2 * std::int64_t{c.ffn});
     } else {
