@@ -32,12 +32,23 @@ namespace k = kernels::cpu;
 // grouped W4A8 kernel) and Q8_0 (its 8-bit form, "w8a8-g32").
 const model::GgmlType kWeightTypes[] = {model::GgmlType::F32, model::GgmlType::Q4_1, model::GgmlType::Q8_0};
 
+// The models a run covers: the tiny llama, and mixture-of-experts layers (the router, each row's
+// experts, the experts' grouped products and the weighted sum) of each routed architecture.
+std::vector<model::ModelConfig> configs() {
+  std::vector<model::ModelConfig> out{model::SyntheticModelSpec::tiny_config()};
+  for (const char* name : {"qwen3moe", "olmoe", "mixtral"})
+    out.push_back(model::SyntheticModelSpec::architecture_config(name));
+  return out;
+}
+
 // The logits of every row of a prompt prefilled in chunks of 7, then 6 decode steps, for each
-// weight type and both KV types, after the backend's weight format.
+// model, weight type and both KV types, after the backend's weight format.
 std::vector<char> logits_at_this_tier() {
   std::vector<char> out;
+  for (const model::ModelConfig& config : configs())
   for (model::GgmlType type : kWeightTypes) {
     model::SyntheticModelSpec spec;
+    spec.config = config;
     spec.seed = 11;
     spec.weight_type = type;
     const auto bytes = model::make_synthetic_model(spec);

@@ -22,6 +22,24 @@ void grow(std::vector<T>& v, std::int64_t n) {
   if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
 }
 
+// logits[r, e] = router row e . h row r, each dot product in one fixed order (eight lanes,
+// summed in order) by the same code on every tier, at every row count and thread count: the
+// choice of experts is a row's own, bit for bit (a oneDNN product's order depends on both).
+void router_logits(const float* h, std::int64_t rows, const float* router, int experts, std::int64_t d, float* logits,
+                   int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static) if (rows * experts * d > (1 << 16))
+  for (std::int64_t i = 0; i < rows * experts; ++i) {
+    const float* x = h + (i / experts) * d;
+    const float* w = router + (i % experts) * d;
+    float lane[8] = {};
+    std::int64_t c = 0;
+    for (; c + 8 <= d; c += 8)
+      for (int j = 0; j < 8; ++j) lane[j] += w[c + j] * x[c + j];
+    for (; c < d; ++c) lane[c % 8] += w[c] * x[c];
+    logits[i] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  }
+}
+
 // The `used` most probable of `n` experts from their logits: softmax over all n (as llama.cpp's
 // build_moe_ffn), then the top `used` by probability, ties to the lower index; weights are the
 // probabilities, divided by their sum when `normalize`.
@@ -50,7 +68,8 @@ void CpuOps::route(int layer, const float* h) {
   const int n = config_.experts, used = config_.experts_used;
   Routing& r = routing_;
   grow(r.logits, rows_ * n);
-  weights_[{layer, model::WeightId::router}].linear->forward(ctx_, h, rows_, r.logits.data());
+  router_logits(h, rows_, weights_[{layer, model::WeightId::router}].values.data(), n, config_.embedding,
+                r.logits.data(), ctx_.threads);
   grow(r.expert, rows_ * used);
   grow(r.weight, rows_ * used);
   for (std::int64_t row = 0; row < rows_; ++row)

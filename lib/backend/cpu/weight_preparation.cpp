@@ -279,8 +279,8 @@ class Preparer {
   void build(const GraphWeight& w, const Matrices& m, Precision precision, WeightCacheWriter* cache) {
     const std::vector<float>& values = m[static_cast<std::size_t>(w.ref.id)];
     std::unique_ptr<k::Linear>& linear = weights_[w.ref].linear;
-    if (w.ref.id == WeightId::router) {  // FP32 always: small, and the choice of experts hangs on it
-      linear = k::make_fp32_linear(ctx_, values.data(), w.rows, w.cols);
+    if (w.ref.id == WeightId::router) {  // FP32 values for routed_ffn.cpp's own product: the choice of
+      weights_[w.ref].values = values;   // experts must not depend on the tier or the batch
       return;
     }
     if (precision == Precision::int8 && form(w).bits > 0) {
