@@ -157,8 +157,12 @@ class DecoderOps {
   // experts of weight * down(act(gate h) * up h), h = `in`, with layer `layer`'s router,
   // expert_gate_up and expert_down (out += that when accumulate; out may be in). A row's sum
   // runs over its experts in rank order (most probable first), so its result does not depend
-  // on the other rows of the batch. Default: Error(unsupported).
-  virtual void routed_feed_forward(int layer, FeedForward kind, Activation in, Activation out, bool accumulate);
+  // on the other rows of the batch. It may come in parts, experts [expert_begin, expert_end)
+  // each, in order and nothing writing `in` in between: the rows are routed in the part that
+  // begins at 0 and `out` is written by the part that ends at the last expert.
+  // Default: Error(unsupported).
+  virtual void routed_feed_forward(int layer, FeedForward kind, Activation in, Activation out, bool accumulate,
+                                   int expert_begin, int expert_end);
   // logit_input = the rows of x that need logits.
   virtual void gather_logit_rows() = 0;
 
@@ -199,11 +203,12 @@ inline constexpr Stage kLayerStages[] = {
     Stage::ffn_norm,       Stage::gate_up, Stage::activation, Stage::down,      Stage::layer_end};
 inline constexpr Stage kHeadStages[] = {Stage::final_norm, Stage::lm_head};
 
-// How a stage may be split: into `units` (a product's outputs, attention's rows; 1 for a stage
-// that runs whole, 0 for one with nothing to do). `weight`: the product's matrix, whose device
-// kernel says in which units its outputs may be split.
+// How a stage may be split: into `units` (a product's outputs, attention's rows, a routed
+// feed-forward's experts; 1 for a stage that runs whole, 0 for one with nothing to do).
+// `weight`: the product's matrix, whose device kernel says in which units its outputs may be
+// split.
 struct StageWork {
-  enum class Split { whole, outputs, rows };
+  enum class Split { whole, outputs, rows, experts };
   Split split = Split::whole;
   std::int64_t units = 1;
   WeightRef weight{};

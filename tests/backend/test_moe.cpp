@@ -3,6 +3,7 @@
 // row's logits the same whatever rows share its batch (experts grouped by the batch's routing).
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/reference.hpp"
+#include "model/decoder_graph.hpp"
 #include "model/decoder_tensors.hpp"
 #include "model_writer/gguf_writer.hpp"
 #include "sequence_runner.hpp"
@@ -166,6 +167,44 @@ TEST_CASE("mixture of experts: a row's logits do not depend on its batch (int8)"
         CHECK(std::memcmp(parts.data(), whole.data(), whole.size() * sizeof(float)) == 0);
       }
     }
+  }
+}
+
+// A budgeted step splits a routed stage by experts (StageWork::Split::experts): with no time
+// left each call runs one expert's rows; the pass equals the whole one bit for bit.
+TEST_CASE("mixture of experts: a pass in pieces (an expert per call) equals the whole pass") {
+  const auto file = synthetic("qwen3moe", model::GgmlType::Q4_0);
+  const model::ModelConfig c = model::read_model_config(*file);
+  CHECK(model::stage_work(c, 0, model::Stage::gate_up, 20).units == c.experts);
+  CHECK(model::stage_work(c, 0, model::Stage::down, 20).units == 0);
+  for (const Precision precision : {Precision::fp32, Precision::int8}) {
+    auto b = backend::cpu::make_cpu_backend(file, c, options_at(precision));
+    const auto tokens = test::random_tokens(21, c.vocab, 4);
+    test::SequenceRunner whole_runner(*b, 64), piece_runner(*b, 64);
+    const auto whole = whole_runner.append(tokens, /*all_rows=*/true, 20);
+    int calls = 0;
+    const auto pieces = piece_runner.append(tokens, /*all_rows=*/true, 20, &calls);
+    REQUIRE(pieces.size() == whole.size());
+    CHECK(std::memcmp(pieces.data(), whole.data(), whole.size() * sizeof(float)) == 0);
+    CHECK(calls > 2 * c.layers * c.experts);  // two passes, every routed stage an expert a call
+  }
+}
+
+// W4A8 (the 4-bit experts and matrices kept in the file's groups, INT8 activations) against the
+// FP32 path on the same Q4_0 file, teacher-forced over 160 positions: the FP32 path is the one
+// arch_golden_test holds to llama.cpp, and the bound is the dense models' INT8 top-1 bound
+// against FP32 (test_model_golden.cpp's int8_top1, 0.94).
+TEST_CASE("mixture of experts: W4A8 teacher-forced top-1 against FP32 on the same Q4_0 file") {
+  for (const std::string name : kMoeArchitectures) {
+    const auto file = synthetic(name, model::GgmlType::Q4_0, 21);
+    const model::ModelConfig c = model::read_model_config(*file);
+    auto fp32 = backend::cpu::make_cpu_backend(file, c, options_at(Precision::fp32));
+    auto int8 = backend::cpu::make_cpu_backend(file, c, options_at(Precision::int8));
+    REQUIRE(int8->weight_format() == "w4a8");
+    const auto tokens = test::random_tokens(160, c.vocab, 8);
+    const Diff d = compare(run(*int8, tokens, 64), run(*fp32, tokens, 64), c.vocab);
+    MESSAGE(name, ": w4a8 vs fp32 teacher-forced top-1 ", d.top1 * 100, " % over 160 positions, rel ", d.rel);
+    CHECK(d.top1 >= 0.94);
   }
 }
 

@@ -66,8 +66,8 @@ class CpuOps final : public model::DecoderOps {
   void gather_logit_rows() override;
   // routed_ffn.cpp: rows grouped by expert, each expert's rows one product.
   void routed_feed_forward(int layer, model::FeedForward kind, model::Activation in, model::Activation out,
-                           bool accumulate) override;
-  // How many distinct experts the last routed_feed_forward() ran (a step's routing profile).
+                           bool accumulate, int expert_begin, int expert_end) override;
+  // How many distinct experts the last routed layer ran (a step's routing profile).
   int experts_run() const { return experts_run_; }
   // A product splits as its linear's kernel allows; attention in the kernel's tiles of rows.
   std::int64_t output_granule(model::WeightRef weight, std::int64_t rows) const override;

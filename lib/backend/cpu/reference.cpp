@@ -213,8 +213,10 @@ class ReferenceOps final : public model::DecoderOps {
   // Row by row: softmax of the router's logits, the experts_used most probable experts (ties
   // to the lower index), each expert's SwiGLU weighted by its probability (divided by the
   // chosen probabilities' sum when expert_weights_norm), summed in rank order.
+  // (All at the last part: nothing writes `in` before it.)
   void routed_feed_forward(int layer, model::FeedForward kind, model::Activation in, model::Activation out,
-                           bool accumulate) override {
+                           bool accumulate, int, int expert_end) override {
+    if (expert_end < config_.experts) return;
     const Matrix h = act(in);  // a copy: out may be in
     const Matrix& router = weights_[{layer, model::WeightId::router}];
     const Matrix& gate_up = weights_[{layer, model::WeightId::expert_gate_up}];  // all gates, then all ups

@@ -86,18 +86,20 @@ void CpuOps::route(int layer, const float* h) {
 }
 
 void CpuOps::routed_feed_forward(int layer, model::FeedForward kind, model::Activation in, model::Activation out,
-                                 bool accumulate) {
+                                 bool accumulate, int expert_begin, int expert_end) {
   const int used = config_.experts_used;
   const std::int64_t d = config_.embedding, f = config_.expert_ffn;
   const float* h = at(in);
-  if (observer_ != nullptr) observer_->observe({layer, model::WeightId::router}, h, rows_, d);
-  route(layer, h);
   Routing& r = routing_;
+  if (expert_begin == 0) {
+    if (observer_ != nullptr) observer_->observe({layer, model::WeightId::router}, h, rows_, d);
+    route(layer, h);
+    grow(r.out, rows_ * used * d);
+    experts_run_ = 0;
+  }
   const auto& gate_up = weights_[{layer, model::WeightId::expert_gate_up}].experts;
   const auto& down = weights_[{layer, model::WeightId::expert_down}].experts;
-  grow(r.out, rows_ * used * d);
-  experts_run_ = 0;
-  for (int e = 0; e < config_.experts; ++e) {
+  for (int e = expert_begin; e < expert_end; ++e) {
     const std::int32_t begin = r.first[static_cast<std::size_t>(e)], end = r.first[static_cast<std::size_t>(e) + 1];
     const std::int64_t m = end - begin;
     if (m == 0) continue;  // an expert no row chose: its weights are not read
@@ -126,6 +128,7 @@ void CpuOps::routed_feed_forward(int layer, model::FeedForward kind, model::Acti
       std::copy(r.in.data() + i * d, r.in.data() + (i + 1) * d,
                 r.out.data() + std::int64_t{r.slots[static_cast<std::size_t>(begin + i)]} * d);
   }
+  if (expert_end < config_.experts) return;
   // Each row: the sum over its experts in rank order, then into the residual (or out).
   float* y = at(out);
   for (std::int64_t row = 0; row < rows_; ++row) {
