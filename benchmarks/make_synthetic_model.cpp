@@ -15,6 +15,8 @@
 // mixtral: the small models of each architecture that tests/reference/make_arch_goldens.py runs
 // through llama.cpp (SyntheticModelSpec::architecture_config), in F32 so that both engines
 // compute from the very same weights; the mixture-of-experts ones also in --type.
+// olmoe-1b-7b: OLMoE-1B-7B's shape (16 layers, width 2048, 16 heads of 128, 64 experts of 1024,
+// top-8, vocab 50304), Q4_0, about 3.9 GB: write it outside the tree (~/.cache/ember).
 #include "../examples/common/cli.hpp"
 #include "model_writer/gguf_writer.hpp"
 
@@ -51,6 +53,12 @@ ember::model::SyntheticModelSpec shape(const std::string& name) {
     c.rope_base = 500000.0f;
     c.context_length = 8192;
     c.tied_embeddings = !big;
+  } else if (name == "olmoe-1b-7b") {  // OLMoE-1B-7B's shape: 64 experts of 1024, top-8
+    c = ember::model::SyntheticModelSpec::architecture_config("olmoe");
+    c.layers = 16, c.embedding = 2048, c.ffn = 1024, c.heads = 16, c.kv_heads = 16, c.vocab = 50304;
+    c.head_dim = 128, c.rope_dims = 128, c.context_length = 4096;
+    c.experts = 64, c.experts_used = 8, c.expert_ffn = 1024;
+    spec.weight_type = ember::model::GgmlType::Q4_0;
   } else if (name != "default") {
     c = ember::model::SyntheticModelSpec::architecture_config(name);
     spec.weight_type = ember::model::GgmlType::F32;
@@ -74,7 +82,7 @@ int main(int argc, char** argv) {
   cli.positional(
          "SHAPE", shape_name,
          "default: the default model's shape (SmolLM2-135M); 1b: Llama-3.2-1B-like; "
-         "3b: Llama-3.2-3B; 8b: Llama-3.1-8B; llama3, qwen2, qwen3, gemma3, phi3, phi3_long, qwen3moe, olmoe, "
+         "3b: Llama-3.2-3B; 8b: Llama-3.1-8B; olmoe-1b-7b: OLMoE-1B-7B's shape (Q4_0); llama3, qwen2, qwen3, gemma3, phi3, phi3_long, qwen3moe, olmoe, "
          "mixtral: small F32 models of each architecture, for goldens")
       .positional("OUT.gguf", gguf_path, "the model file to write")
       .positional("OUT.json", json_path, "the configuration file to write");
