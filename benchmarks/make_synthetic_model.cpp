@@ -16,7 +16,9 @@
 // through llama.cpp (SyntheticModelSpec::architecture_config), in F32 so that both engines
 // compute from the very same weights; the mixture-of-experts ones also in --type.
 // olmoe-1b-7b: OLMoE-1B-7B's shape (16 layers, width 2048, 16 heads of 128, 64 experts of 1024,
-// top-8, vocab 50304), Q4_0, about 3.9 GB: write it outside the tree (~/.cache/ember).
+// top-8, vocab 50304), Q4_0, about 3.9 GB; qwen3-30b-a3b: Qwen3-30B-A3B's (48 layers, width
+// 2048, 32 heads of 128, 4 KV heads, 128 experts of 768, top-8, vocab 151936), Q4_0, about
+// 17 GB, written a tensor at a time. Write them outside the tree (~/.cache/ember).
 #include "../examples/common/cli.hpp"
 #include "model_writer/gguf_writer.hpp"
 
@@ -59,6 +61,12 @@ ember::model::SyntheticModelSpec shape(const std::string& name) {
     c.head_dim = 128, c.rope_dims = 128, c.context_length = 4096;
     c.experts = 64, c.experts_used = 8, c.expert_ffn = 1024;
     spec.weight_type = ember::model::GgmlType::Q4_0;
+  } else if (name == "qwen3-30b-a3b") {  // Qwen3-30B-A3B's shape: 128 experts of 768, top-8
+    c = ember::model::SyntheticModelSpec::architecture_config("qwen3moe");
+    c.layers = 48, c.embedding = 2048, c.ffn = 6144, c.heads = 32, c.kv_heads = 4, c.vocab = 151936;
+    c.head_dim = 128, c.rope_dims = 128, c.context_length = 4096, c.tied_embeddings = false;
+    c.experts = 128, c.experts_used = 8, c.expert_ffn = 768;
+    spec.weight_type = ember::model::GgmlType::Q4_0;
   } else if (name != "default") {
     c = ember::model::SyntheticModelSpec::architecture_config(name);
     spec.weight_type = ember::model::GgmlType::F32;
@@ -82,7 +90,7 @@ int main(int argc, char** argv) {
   cli.positional(
          "SHAPE", shape_name,
          "default: the default model's shape (SmolLM2-135M); 1b: Llama-3.2-1B-like; "
-         "3b: Llama-3.2-3B; 8b: Llama-3.1-8B; olmoe-1b-7b: OLMoE-1B-7B's shape (Q4_0); llama3, qwen2, qwen3, gemma3, phi3, phi3_long, qwen3moe, olmoe, "
+         "3b: Llama-3.2-3B; 8b: Llama-3.1-8B; olmoe-1b-7b, qwen3-30b-a3b: OLMoE-1B-7B's and Qwen3-30B-A3B's shapes (Q4_0); llama3, qwen2, qwen3, gemma3, phi3, phi3_long, qwen3moe, olmoe, "
          "mixtral: small F32 models of each architecture, for goldens")
       .positional("OUT.gguf", gguf_path, "the model file to write")
       .positional("OUT.json", json_path, "the configuration file to write");

@@ -7,6 +7,7 @@
 #include "model/model_config.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,12 +34,16 @@ class GgufWriter {
   // `shape` is in ggml order (shape[0] contiguous).
   void add_tensor(const std::string& name, GgmlType type, std::vector<std::int64_t> shape,
                   const std::vector<float>& values);
+  // The same, its values made by `make` only when the file is written (in the order tensors were
+  // added), and dropped once encoded: a file larger than memory is written a tensor at a time.
+  void add_tensor(const std::string& name, GgmlType type, std::vector<std::int64_t> shape,
+                  std::function<std::vector<float>()> make);
   // Adds a tensor from already encoded bytes of any known type (the size is checked).
   void add_raw_tensor(const std::string& name, GgmlType type, std::vector<std::int64_t> shape,
                       std::vector<std::uint8_t> bytes);
 
   std::vector<std::uint8_t> bytes() const;    // the whole file image
-  void write(const std::string& path) const;  // throws Error(io)
+  void write(const std::string& path) const;  // a tensor at a time; throws Error(io)
 
  private:
   struct Entry {
@@ -50,8 +55,13 @@ class GgufWriter {
     GgmlType type;
     std::vector<std::int64_t> shape;
     std::vector<std::uint8_t> data;
+    std::function<std::vector<float>()> make;  // when set, data is made from it at write time
+    std::uint64_t size = 0;                    // bytes
   };
   void set(const std::string& key, std::vector<std::uint8_t> encoded);
+  std::vector<std::uint8_t> header() const;  // everything before the first tensor's data
+  // Calls emit(bytes) with each tensor's data, then its padding.
+  void for_each_data(const std::function<void(const std::vector<std::uint8_t>&)>& emit) const;
 
   std::vector<Entry> metadata_;
   std::vector<PendingTensor> tensors_;

@@ -85,8 +85,9 @@ ModelConfig SyntheticModelSpec::architecture_config(const std::string& name) {
     c.experts = 8;
     c.experts_used = 4;
     c.expert_ffn = 32;
-  } else if (name == "olmoe") {  // OLMoE-1B-7B's form: q/k norms over whole q and k, untied
-    c.architecture = name;
+  } else if (name == "olmoe") {  // OLMoE-1B-7B's form: q/k norms over whole q and k, untied,
+    c.architecture = name;        // no grouped-query attention (llama.cpp's k norm is [width])
+    c.kv_heads = c.heads;
     c.tied_embeddings = false;
     c.ffn = 64;
     c.experts = 8;
@@ -408,21 +409,27 @@ void write_metadata(GgufWriter& w, const ModelConfig& c, const Vocabulary& v) {
 // so a row's experts are chosen by clear margins, not by rounding.
 void write_experts(GgufWriter& w, const ModelConfig& c, const std::string& p, GgmlType type, Random& rng) {
   const std::int64_t e = c.embedding, f = c.expert_ffn, n = c.experts;
-  w.add_tensor(p + "ffn_gate_inp.weight", GgmlType::F32, {e, n}, rng.values(e * n, 4.0f / std::sqrt(float(e))));
+  const auto values = [&rng](std::int64_t count, float a) { return [&rng, count, a] { return rng.values(count, a); }; };
+  w.add_tensor(p + "ffn_gate_inp.weight", GgmlType::F32, {e, n}, values(e * n, 4.0f / std::sqrt(float(e))));
   for (const char* name : {"ffn_gate_exps.weight", "ffn_up_exps.weight"})
-    w.add_tensor(p + name, type, {e, f, n}, rng.values(e * f * n, 1.0f / std::sqrt(static_cast<float>(e))));
-  w.add_tensor(p + "ffn_down_exps.weight", type, {f, e, n}, rng.values(f * e * n, 1.0f / std::sqrt(static_cast<float>(f))));
+    w.add_tensor(p + name, type, {e, f, n}, values(e * f * n, 1.0f / std::sqrt(static_cast<float>(e))));
+  w.add_tensor(p + "ffn_down_exps.weight", type, {f, e, n}, values(f * e * n, 1.0f / std::sqrt(static_cast<float>(f))));
 }
 
 // Weights uniform in +-1/sqrt(fan_in) (unit-variance activations stay O(1) through the layers).
+// Every random tensor is made when the file is written (GgufWriter's lazy add_tensor), in the
+// order added: the same draws as making them here, a tensor in memory at a time.
 void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& rng) {
   const std::int64_t e = c.embedding, q = std::int64_t{c.heads} * c.head_dim;
   const std::int64_t kv = std::int64_t{c.kv_heads} * c.head_dim;
+  const auto values = [&rng](std::int64_t count, float a, float center = 0.0f) {
+    return [&rng, count, a, center] { return rng.values(count, a, center); };
+  };
   auto matrix = [&](const std::string& name, std::int64_t in, std::int64_t out) {
-    w.add_tensor(name, type, {in, out}, rng.values(in * out, 1.0f / std::sqrt(static_cast<float>(in))));
+    w.add_tensor(name, type, {in, out}, values(in * out, 1.0f / std::sqrt(static_cast<float>(in))));
   };
   auto norm = [&](const std::string& name, std::int64_t size) {
-    w.add_tensor(name, GgmlType::F32, {size}, rng.values(size, 0.1f, 1.0f));
+    w.add_tensor(name, GgmlType::F32, {size}, values(size, 0.1f, 1.0f));
   };
   const ArchitectureTraits& arch = *find_architecture(c.architecture);  // checked_config() checked
   // Not drawn from rng: a file with factors has the same weights as one without.
@@ -437,7 +444,7 @@ void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& r
     const auto pairs = static_cast<std::int64_t>(c.rope_freq_factors_long.size());
     w.add_tensor("rope_factors_long.weight", GgmlType::F32, {pairs}, c.rope_freq_factors_long);
   }
-  w.add_tensor("token_embd.weight", type, {e, c.vocab}, rng.values(e * c.vocab, 1.0f));
+  w.add_tensor("token_embd.weight", type, {e, c.vocab}, values(e * c.vocab, 1.0f));
   norm("output_norm.weight", e);
   if (!c.tied_embeddings) matrix("output.weight", e, c.vocab);
   for (int i = 0; i < c.layers; ++i) {
@@ -452,9 +459,9 @@ void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& r
     }
     matrix(p + "attn_output.weight", q, e);
     if (arch.attention_bias) {
-      w.add_tensor(p + "attn_q.bias", GgmlType::F32, {q}, rng.values(q, 0.1f));
-      w.add_tensor(p + "attn_k.bias", GgmlType::F32, {kv}, rng.values(kv, 0.1f));
-      w.add_tensor(p + "attn_v.bias", GgmlType::F32, {kv}, rng.values(kv, 0.1f));
+      w.add_tensor(p + "attn_q.bias", GgmlType::F32, {q}, values(q, 0.1f));
+      w.add_tensor(p + "attn_k.bias", GgmlType::F32, {kv}, values(kv, 0.1f));
+      w.add_tensor(p + "attn_v.bias", GgmlType::F32, {kv}, values(kv, 0.1f));
     }
     if (arch.qk_norm) {
       norm(p + "attn_q_norm.weight", arch.qk_norm_whole ? q : c.head_dim);
