@@ -87,24 +87,25 @@ int main(int argc, char** argv) {
       "configuration as JSON (Hugging Face LlamaConfig field names) for "
       "benchmarks/torch_generate.py.",
       "SHAPE OUT.gguf OUT.json");
-  cli.positional(
-         "SHAPE", shape_name,
-         "default: the default model's shape (SmolLM2-135M); 1b: Llama-3.2-1B-like; "
-         "3b: Llama-3.2-3B; 8b: Llama-3.1-8B; olmoe-1b-7b, qwen3-30b-a3b: OLMoE-1B-7B's and Qwen3-30B-A3B's shapes (Q4_0); llama3, qwen2, qwen3, gemma3, phi3, phi3_long, qwen3moe, olmoe, "
-         "mixtral: small F32 models of each architecture, for goldens")
+  cli.positional("SHAPE", shape_name,
+                 "default: the default model's shape (SmolLM2-135M); 1b: Llama-3.2-1B-like; "
+                 "3b: Llama-3.2-3B; 8b: Llama-3.1-8B; olmoe-1b-7b, qwen3-30b-a3b: OLMoE-1B-7B's and Qwen3-30B-A3B's "
+                 "shapes (Q4_0); llama3, qwen2, qwen3, gemma3, phi3, phi3_long, qwen3moe, olmoe, "
+                 "mixtral: small F32 models of each architecture, for goldens")
       .positional("OUT.gguf", gguf_path, "the model file to write")
       .positional("OUT.json", json_path, "the configuration file to write");
   std::optional<ember::model::GgmlType> type;
-  cli.option("--type", "q4_0|q4_1|q8_0", "the matrices' type in a Llama or mixture-of-experts shape", "q4_1", [&type](const std::string& t) {
-    if (t == "q4_0")
-      type = ember::model::GgmlType::Q4_0;
-    else if (t == "q4_1")
-      type = ember::model::GgmlType::Q4_1;
-    else if (t == "q8_0")
-      type = ember::model::GgmlType::Q8_0;
-    else
-      throw std::invalid_argument("--type must be q4_0, q4_1 or q8_0, not '" + t + "'");
-  });
+  cli.option("--type", "q4_0|q4_1|q8_0", "the matrices' type in a Llama or mixture-of-experts shape", "q4_1",
+             [&type](const std::string& t) {
+               if (t == "q4_0")
+                 type = ember::model::GgmlType::Q4_0;
+               else if (t == "q4_1")
+                 type = ember::model::GgmlType::Q4_1;
+               else if (t == "q8_0")
+                 type = ember::model::GgmlType::Q8_0;
+               else
+                 throw std::invalid_argument("--type must be q4_0, q4_1 or q8_0, not '" + t + "'");
+             });
   std::string template_path;
   bool reasoning_tokens = false;
   cli.option("--chat-template", "FILE", template_path,

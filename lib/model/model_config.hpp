@@ -67,13 +67,13 @@ struct ModelConfig {
   bool attention_bias = false;   // qwen2: q/k/v projections carry a bias
 
   // ---- what differs between architectures ----
-  bool qk_norm = false;     // qwen3, gemma3: an RMSNorm over each head of q and of k, before
-                            // RoPE (attn_q_norm, attn_k_norm: [head_dim])
+  bool qk_norm = false;        // qwen3, gemma3: an RMSNorm over each head of q and of k, before
+                               // RoPE (attn_q_norm, attn_k_norm: [head_dim])
   bool qk_norm_whole = false;  // olmoe: the q/k norm spans all of q ([heads * head_dim]) and
                                // all of k ([kv_heads * head_dim]), not each head
-  bool post_norms = false;  // gemma3: an RMSNorm of the attention output and of the
-                            // feed-forward output before each residual add
-                            // (post_attention_norm, post_ffw_norm: [embedding])
+  bool post_norms = false;     // gemma3: an RMSNorm of the attention output and of the
+                               // feed-forward output before each residual add
+                               // (post_attention_norm, post_ffw_norm: [embedding])
   FeedForward feed_forward = FeedForward::swiglu;
   bool fused_gate_up = false;    // phi3: ffn_up.weight holds gate|up ([embedding, 2 ffn]), no ffn_gate
   float embedding_scale = 1.0f;  // token embeddings are multiplied by it (Gemma: sqrt(width))
@@ -141,10 +141,10 @@ struct ArchitectureTraits {
   // Experts, as llama.cpp runs each architecture: `experts` 0 = never (dense), 1 = when the
   // file's {arch}.expert_count says so (llama: Mixtral), 2 = always (qwen3moe, olmoe).
   int experts = 0;
-  bool expert_weights_norm = false;   // the top-k weights divided by their sum (norm_w)
-  bool expert_ffn_key = false;        // the experts' width is {arch}.expert_feed_forward_length
-                                      // (qwen3moe), else feed_forward_length (llama, olmoe)
-  bool qk_norm_whole = false;         // olmoe: q/k norms over all of q and of k
+  bool expert_weights_norm = false;  // the top-k weights divided by their sum (norm_w)
+  bool expert_ffn_key = false;       // the experts' width is {arch}.expert_feed_forward_length
+                                     // (qwen3moe), else feed_forward_length (llama, olmoe)
+  bool qk_norm_whole = false;        // olmoe: q/k norms over all of q and of k
 };
 
 // The traits of `name` ("llama", "qwen2", ...), or nullptr for one ember does not run.

@@ -86,7 +86,7 @@ ModelConfig SyntheticModelSpec::architecture_config(const std::string& name) {
     c.experts_used = 4;
     c.expert_ffn = 32;
   } else if (name == "olmoe") {  // OLMoE-1B-7B's form: q/k norms over whole q and k, untied,
-    c.architecture = name;        // no grouped-query attention (llama.cpp's k norm is [width])
+    c.architecture = name;       // no grouped-query attention (llama.cpp's k norm is [width])
     c.kv_heads = c.heads;
     c.tied_embeddings = false;
     c.ffn = 64;

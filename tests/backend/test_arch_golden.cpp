@@ -110,7 +110,9 @@ TEST_CASE("qwen3moe (8 experts, top-4, normalized weights) matches llama.cpp") {
 TEST_CASE("olmoe (top-3, unnormalized weights, whole-q/k norms) matches llama.cpp") {
   check_architecture("olmoe", moe_goldens());
 }
-TEST_CASE("llama with experts (Mixtral-style, top-2) matches llama.cpp") { check_architecture("mixtral", moe_goldens()); }
+TEST_CASE("llama with experts (Mixtral-style, top-2) matches llama.cpp") {
+  check_architecture("mixtral", moe_goldens());
+}
 
 }  // namespace
 }  // namespace ember

@@ -2,7 +2,9 @@
 // hyper-parameters read and checked, every CPU path against the readable reference, and a
 // row's logits the same whatever rows share its batch (experts grouped by the batch's routing).
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/cpu_ops.hpp"
 #include "backend/cpu/reference.hpp"
+#include "backend/cpu/weight_preparation.hpp"
 #include "model/decoder_graph.hpp"
 #include "model/decoder_tensors.hpp"
 #include "model_writer/gguf_writer.hpp"
@@ -100,9 +102,9 @@ std::vector<std::uint8_t> with_u32(const std::string& name, const std::string& k
 }
 
 TEST_CASE("inconsistent expert counts are refused at open, naming the key") {
-  for (const auto& [key, value] : {std::pair{"qwen3moe.expert_used_count", 9u}, std::pair{"qwen3moe.expert_count", 0u},
-                                   std::pair{"qwen3moe.expert_used_count", 0u},
-                                   std::pair{"qwen3moe.expert_feed_forward_length", 0u}}) {
+  for (const auto& [key, value] :
+       {std::pair{"qwen3moe.expert_used_count", 9u}, std::pair{"qwen3moe.expert_count", 0u},
+        std::pair{"qwen3moe.expert_used_count", 0u}, std::pair{"qwen3moe.expert_feed_forward_length", 0u}}) {
     CAPTURE(key);
     const auto bytes = with_u32("qwen3moe", key, value);
     const auto file = model::GgufFile::parse(bytes.data(), bytes.size(), "patched");
@@ -167,6 +169,38 @@ TEST_CASE("mixture of experts: a row's logits do not depend on its batch (int8)"
         CHECK(std::memcmp(parts.data(), whole.data(), whole.size() * sizeof(float)) == 0);
       }
     }
+  }
+}
+
+// The routing profile: a decode row runs (and reads the weights of) only its experts_used
+// experts; a batch of rows runs each expert its rows chose once, however many rows chose it.
+TEST_CASE("mixture of experts: a decode row reads only its routed experts, a batch each chosen expert once") {
+  const auto file = synthetic("olmoe", model::GgmlType::Q4_0);
+  const model::ModelConfig c = model::read_model_config(*file);
+  const model::DecoderTensors tensors = model::map_decoder_tensors(*file, c);
+  kernels::cpu::CpuContext ctx(2);
+  const backend::BackendOptions options = options_at(Precision::int8);
+  const backend::cpu::PreparedWeights prepared =
+      backend::cpu::prepare_cpu_weights(*file, c, tensors, ctx, options, Precision::int8);
+  backend::cpu::CpuOps ops(c, prepared.weights, *tensors.token_embd, ctx);
+  backend::KvCache kv(backend::KvGeometry{{16, c.kv_heads, c.head_dim, KvCacheType::f32}, c.layers, 4});
+  const auto tokens = test::random_tokens(48, c.vocab, 6);
+  std::vector<float> logits;
+  for (const int rows : {1, 2, 48}) {
+    backend::Batch batch;
+    for (int i = 0; i < rows; ++i) {
+      batch.tokens.push_back(tokens[static_cast<std::size_t>(i)]);
+      batch.positions.push_back(i);
+      batch.slots.push_back(i);
+    }
+    batch.sequences.push_back({0, rows, {0, 1, 2}});
+    batch.logit_rows.push_back(rows - 1);
+    ops.begin(batch, kv, &logits);
+    model::run_decoder(c, ops, rows, 1);
+    MESSAGE("olmoe, ", rows, " rows: ", ops.experts_run(), " of ", c.experts, " experts run in the last layer");
+    if (rows == 1) CHECK(ops.experts_run() == c.experts_used);
+    CHECK(ops.experts_run() >= c.experts_used);
+    CHECK(ops.experts_run() <= std::min(c.experts, rows * c.experts_used));
   }
 }
 

@@ -102,13 +102,13 @@ class CpuOps final : public model::DecoderOps {
 
   // Routing scratch (routed_ffn.cpp), reused step to step.
   struct Routing {
-    std::vector<float> logits;              // [rows, experts]
-    std::vector<std::int32_t> expert;       // [rows, experts_used]: each row's experts by rank
-    std::vector<float> weight;              // [rows, experts_used]: their weights
-    std::vector<std::int32_t> slots;        // row * experts_used + rank, grouped by expert
-    std::vector<std::int32_t> first;        // [experts + 1]: each expert's range of slots
-    std::vector<float> in, gate_up, act;    // one expert's rows
-    std::vector<float> out;                 // [rows, experts_used, embedding]
+    std::vector<float> logits;            // [rows, experts]
+    std::vector<std::int32_t> expert;     // [rows, experts_used]: each row's experts by rank
+    std::vector<float> weight;            // [rows, experts_used]: their weights
+    std::vector<std::int32_t> slots;      // row * experts_used + rank, grouped by expert
+    std::vector<std::int32_t> first;      // [experts + 1]: each expert's range of slots
+    std::vector<float> in, gate_up, act;  // one expert's rows
+    std::vector<float> out;               // [rows, experts_used, embedding]
   } routing_;
   int experts_run_ = 0;
   void route(int layer, const float* h);

@@ -14,7 +14,8 @@ MemoryPlan plan_memory(const model::ModelConfig& c, Precision gemm, double four_
   const std::uint64_t kv = static_cast<std::uint64_t>(c.kv_heads) * static_cast<std::uint64_t>(c.head_dim);
   // A routed layer's feed-forward: every expert's three matrices and the router; preparation
   // holds one expert at a time beside the layer's attention.
-  const std::uint64_t experts = static_cast<std::uint64_t>(c.experts), expert_ffn = static_cast<std::uint64_t>(c.expert_ffn);
+  const std::uint64_t experts = static_cast<std::uint64_t>(c.experts),
+                      expert_ffn = static_cast<std::uint64_t>(c.expert_ffn);
   const std::uint64_t feed_forward = c.routed() ? experts * 3 * expert_ffn * d + experts * d : 3 * ffn * d;
   const std::uint64_t layer = d * (q + 2 * kv) + q * d + feed_forward;  // weights per layer
   const std::uint64_t prepared_at_once = c.routed() ? d * (q + 2 * kv) + q * d + 3 * expert_ffn * d : layer;

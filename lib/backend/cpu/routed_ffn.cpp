@@ -51,8 +51,9 @@ void select_experts(const float* logits, int n, int used, bool normalize, std::i
   for (int e = 0; e < n; ++e) probs[e] /= sum;
   std::int32_t order[1024];
   std::iota(order, order + n, 0);
-  std::partial_sort(order, order + used, order + n,
-                    [&](std::int32_t a, std::int32_t b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); });
+  std::partial_sort(order, order + used, order + n, [&](std::int32_t a, std::int32_t b) {
+    return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
+  });
   float chosen = 0;
   for (int j = 0; j < used; ++j) chosen += probs[order[j]];
   for (int j = 0; j < used; ++j) {
@@ -118,8 +119,8 @@ void CpuOps::routed_feed_forward(int layer, model::FeedForward kind, model::Acti
       k::silu_mul(r.gate_up.data(), m, f, r.act.data(), ctx_.threads);
     // Straight into each slot's row of r.out: in place, in gather order, no scatter copy.
     if (m == 1) {
-      down[static_cast<std::size_t>(e)]->forward(ctx_, r.act.data(), 1,
-                                                 r.out.data() + std::int64_t{r.slots[static_cast<std::size_t>(begin)]} * d);
+      down[static_cast<std::size_t>(e)]->forward(
+          ctx_, r.act.data(), 1, r.out.data() + std::int64_t{r.slots[static_cast<std::size_t>(begin)]} * d);
       continue;
     }
     grow(r.in, m * d);

@@ -28,9 +28,8 @@ constexpr int kPreparationRevision = 4;
 // A weight's name in the weight cache.
 std::string cache_name(WeightRef r) {
   static constexpr std::array<const char*, model::kWeightIdCount> kNames = {
-      "attn_norm",      "qkv",         "qkv_bias",    "q_norm",      "k_norm",  "wo",
-      "post_attn_norm", "ffn_norm",    "gate_up",     "down",        "post_ffn_norm", "router",
-      "expert_gate_up", "expert_down", "output_norm", "lm_head"};
+      "attn_norm", "qkv",  "qkv_bias",      "q_norm", "k_norm",         "wo",          "post_attn_norm", "ffn_norm",
+      "gate_up",   "down", "post_ffn_norm", "router", "expert_gate_up", "expert_down", "output_norm",    "lm_head"};
   const char* name = kNames[static_cast<std::size_t>(r.id)];
   return r.layer < 0 ? std::string(name) : fmt::format("blk.{}.{}", r.layer, name);
 }
