@@ -67,6 +67,7 @@ void select_experts(const float* logits, int n, int used, bool normalize, std::i
 // Each row's experts and weights, and the (row, rank) slots grouped by expert in row order.
 void CpuOps::route(int layer, const float* h) {
   const int n = config_.experts, used = config_.experts_used;
+  EMBER_ASSERT(n <= 1024 && used <= n);  // read_model_config's bounds; select_experts' arrays
   Routing& r = routing_;
   grow(r.logits, rows_ * n);
   router_logits(h, rows_, weights_[{layer, model::WeightId::router}].values.data(), n, config_.embedding,
