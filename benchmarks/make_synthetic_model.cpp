@@ -11,9 +11,14 @@
 // heads, 8 KV heads, vocab 128256, untied). Matrices are Q4_1, as in the default model file, or
 // what --type asks (q4_0: the type llama.cpp repacks for its AVX-512 kernels, the fair file to
 // compare the two engines' 4-bit decode on; q8_0).
-// llama3, qwen2, qwen3, gemma3, phi3, phi3_long: the small models of each architecture that
-// tests/reference/make_arch_goldens.py runs through llama.cpp (SyntheticModelSpec::
-// architecture_config), in F32 so that both engines compute from the very same weights.
+// llama3, qwen2, qwen3, gemma3, phi3, phi3_long, and the mixture-of-experts qwen3moe, olmoe and
+// mixtral: the small models of each architecture that tests/reference/make_arch_goldens.py runs
+// through llama.cpp (SyntheticModelSpec::architecture_config), in F32 so that both engines
+// compute from the very same weights; the mixture-of-experts ones also in --type.
+// olmoe-1b-7b: OLMoE-1B-7B's shape (16 layers, width 2048, 16 heads of 128, 64 experts of 1024,
+// top-8, vocab 50304), Q4_0, about 3.9 GB; qwen3-30b-a3b: Qwen3-30B-A3B's (48 layers, width
+// 2048, 32 heads of 128, 4 KV heads, 128 experts of 768, top-8, vocab 151936), Q4_0, about
+// 17 GB, written a tensor at a time. Write them outside the tree (~/.cache/ember).
 #include "../examples/common/cli.hpp"
 #include "model_writer/gguf_writer.hpp"
 
@@ -50,6 +55,18 @@ ember::model::SyntheticModelSpec shape(const std::string& name) {
     c.rope_base = 500000.0f;
     c.context_length = 8192;
     c.tied_embeddings = !big;
+  } else if (name == "olmoe-1b-7b") {  // OLMoE-1B-7B's shape: 64 experts of 1024, top-8
+    c = ember::model::SyntheticModelSpec::architecture_config("olmoe");
+    c.layers = 16, c.embedding = 2048, c.ffn = 1024, c.heads = 16, c.kv_heads = 16, c.vocab = 50304;
+    c.head_dim = 128, c.rope_dims = 128, c.context_length = 4096;
+    c.experts = 64, c.experts_used = 8, c.expert_ffn = 1024;
+    spec.weight_type = ember::model::GgmlType::Q4_0;
+  } else if (name == "qwen3-30b-a3b") {  // Qwen3-30B-A3B's shape: 128 experts of 768, top-8
+    c = ember::model::SyntheticModelSpec::architecture_config("qwen3moe");
+    c.layers = 48, c.embedding = 2048, c.ffn = 6144, c.heads = 32, c.kv_heads = 4, c.vocab = 151936;
+    c.head_dim = 128, c.rope_dims = 128, c.context_length = 4096, c.tied_embeddings = false;
+    c.experts = 128, c.experts_used = 8, c.expert_ffn = 768;
+    spec.weight_type = ember::model::GgmlType::Q4_0;
   } else if (name != "default") {
     c = ember::model::SyntheticModelSpec::architecture_config(name);
     spec.weight_type = ember::model::GgmlType::F32;
@@ -70,24 +87,25 @@ int main(int argc, char** argv) {
       "configuration as JSON (Hugging Face LlamaConfig field names) for "
       "benchmarks/torch_generate.py.",
       "SHAPE OUT.gguf OUT.json");
-  cli.positional(
-         "SHAPE", shape_name,
-         "default: the default model's shape (SmolLM2-135M); 1b: Llama-3.2-1B-like; "
-         "3b: Llama-3.2-3B; 8b: Llama-3.1-8B; llama3, qwen2, qwen3, gemma3, phi3, phi3_long: small F32 models of "
-         "each architecture, for goldens")
+  cli.positional("SHAPE", shape_name,
+                 "default: the default model's shape (SmolLM2-135M); 1b: Llama-3.2-1B-like; "
+                 "3b: Llama-3.2-3B; 8b: Llama-3.1-8B; olmoe-1b-7b, qwen3-30b-a3b: OLMoE-1B-7B's and Qwen3-30B-A3B's "
+                 "shapes (Q4_0); llama3, qwen2, qwen3, gemma3, phi3, phi3_long, qwen3moe, olmoe, "
+                 "mixtral: small F32 models of each architecture, for goldens")
       .positional("OUT.gguf", gguf_path, "the model file to write")
       .positional("OUT.json", json_path, "the configuration file to write");
   std::optional<ember::model::GgmlType> type;
-  cli.option("--type", "q4_0|q4_1|q8_0", "the matrices' type in a Llama shape", "q4_1", [&type](const std::string& t) {
-    if (t == "q4_0")
-      type = ember::model::GgmlType::Q4_0;
-    else if (t == "q4_1")
-      type = ember::model::GgmlType::Q4_1;
-    else if (t == "q8_0")
-      type = ember::model::GgmlType::Q8_0;
-    else
-      throw std::invalid_argument("--type must be q4_0, q4_1 or q8_0, not '" + t + "'");
-  });
+  cli.option("--type", "q4_0|q4_1|q8_0", "the matrices' type in a Llama or mixture-of-experts shape", "q4_1",
+             [&type](const std::string& t) {
+               if (t == "q4_0")
+                 type = ember::model::GgmlType::Q4_0;
+               else if (t == "q4_1")
+                 type = ember::model::GgmlType::Q4_1;
+               else if (t == "q8_0")
+                 type = ember::model::GgmlType::Q8_0;
+               else
+                 throw std::invalid_argument("--type must be q4_0, q4_1 or q8_0, not '" + t + "'");
+             });
   std::string template_path;
   bool reasoning_tokens = false;
   cli.option("--chat-template", "FILE", template_path,
@@ -103,8 +121,8 @@ int main(int argc, char** argv) {
   } catch (const ember::Error& e) {
     cli.fail("unknown shape: " + std::string(e.what()) + "; or a Llama shape: default, 1b, 3b, 8b");
   }
-  if (type && spec.weight_type == ember::model::GgmlType::F32)
-    cli.fail("--type applies to the Llama shapes (default, 1b, 3b, 8b), not to " + shape_name);
+  if (type && spec.weight_type == ember::model::GgmlType::F32 && !spec.config.routed())
+    cli.fail("--type applies to the Llama and mixture-of-experts shapes, not to " + shape_name);
   if (type) spec.weight_type = *type;
   spec.reasoning_tokens = reasoning_tokens;
   if (!template_path.empty()) {

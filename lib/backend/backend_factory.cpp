@@ -12,6 +12,9 @@ namespace ember::backend {
 std::unique_ptr<Backend> make_backend(std::shared_ptr<const model::GgufFile> file, const model::ModelConfig& config,
                                       const BackendOptions& options) {
   if (options.device.type == DeviceType::cpu) return cpu::make_cpu_backend(std::move(file), config, options);
+  if (config.routed())
+    fail(ErrorCode::unsupported, "mixture-of-experts models ({}) run on the CPU; the CUDA backend has no routed layers",
+         config.architecture);
 #ifdef EMBER_HAVE_CUDA
   return cuda::make_cuda_backend(std::move(file), config, options);
 #else

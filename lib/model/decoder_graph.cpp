@@ -40,6 +40,12 @@ bool is_product(Stage s) {
   return s == Stage::qkv || s == Stage::wo || s == Stage::gate_up || s == Stage::down || s == Stage::lm_head;
 }
 
+// A routed layer runs its whole feed-forward (router, experts, weighted sum) in the gate_up
+// stage; activation and down have nothing left to do.
+bool routed_stage(const ModelConfig& c, int layer, Stage s) {
+  return c.routed() && layer >= 0 && (s == Stage::gate_up || s == Stage::activation || s == Stage::down);
+}
+
 // The post-norm of a residual branch (in h), added into x.
 void add_post_normed(const ModelConfig& c, int l, WeightId post_norm, DecoderOps& ops, std::int64_t rows) {
   if (!c.post_norms) return;
@@ -96,13 +102,23 @@ std::vector<GraphWeight> layer_weights(const DecoderTensors& t, const ModelConfi
   out.push_back(weight(layer, WeightId::qkv, qkv_outputs(c), d,
                        w.wqkv != nullptr ? std::vector{w.wqkv} : std::vector{w.wq, w.wk, w.wv}));
   if (w.bq != nullptr) out.push_back(weight(layer, WeightId::qkv_bias, 1, qkv_outputs(c), {w.bq, w.bk, w.bv}));
-  if (w.q_norm != nullptr) {
-    out.push_back(weight(layer, WeightId::q_norm, 1, hd, {w.q_norm}));
-    out.push_back(weight(layer, WeightId::k_norm, 1, hd, {w.k_norm}));
+  if (w.q_norm != nullptr) {  // per head, or (qk_norm_whole) over all of q and of k
+    const std::int64_t kv_dim = std::int64_t{c.kv_heads} * hd;
+    out.push_back(weight(layer, WeightId::q_norm, 1, c.qk_norm_whole ? q_dim : hd, {w.q_norm}));
+    out.push_back(weight(layer, WeightId::k_norm, 1, c.qk_norm_whole ? kv_dim : hd, {w.k_norm}));
   }
   out.push_back(weight(layer, WeightId::wo, d, q_dim, {w.wo}));
   if (w.post_attn_norm != nullptr) out.push_back(weight(layer, WeightId::post_attn_norm, 1, d, {w.post_attn_norm}));
   out.push_back(weight(layer, WeightId::ffn_norm, 1, d, {w.ffn_norm}));
+  if (c.routed()) {
+    const std::int64_t f = c.expert_ffn;
+    out.push_back(weight(layer, WeightId::router, c.experts, d, {w.router}));
+    out.push_back(weight(layer, WeightId::expert_gate_up, 2 * f, d, {w.gate_exps, w.up_exps}));
+    out.push_back(weight(layer, WeightId::expert_down, d, f, {w.down_exps}));
+    out[out.size() - 2].experts = c.experts;
+    out.back().experts = c.experts;
+    return out;
+  }
   out.push_back(weight(layer, WeightId::gate_up, c.gate_up_rows(), d,
                        w.w_gate != nullptr ? std::vector{w.w_gate, w.w_up} : std::vector{w.w_up}));
   out.push_back(weight(layer, WeightId::down, d, ffn, {w.w_down}));
@@ -138,7 +154,25 @@ void begin_step(const ModelConfig& c, DecoderOps& ops) {
   }
 }
 
+SourceRow expert_row(const GraphWeight& w, int expert, std::int64_t row) {
+  for (const GgufTensor* t : w.sources) {
+    const std::int64_t per_expert = t->rows() / w.experts;
+    if (row < per_expert) return {t, expert * per_expert + row};
+    row -= per_expert;
+  }
+  EMBER_ASSERT(false);
+  return {};
+}
+
+void DecoderOps::routed_feed_forward(int, FeedForward, Activation, Activation, bool, int, int) {
+  fail(ErrorCode::unsupported, "this device does not run mixture-of-experts layers");
+}
+
 StageWork stage_work(const ModelConfig& c, int layer, Stage stage, std::int64_t rows) {
+  if (routed_stage(c, layer, stage)) {
+    if (stage != Stage::gate_up) return {StageWork::Split::whole, 0};
+    return {StageWork::Split::experts, c.experts, {layer, WeightId::expert_gate_up}};
+  }
   if (stage == Stage::final_norm || stage == Stage::lm_head) {
     if (rows == 0) return {StageWork::Split::whole, 0};  // no logits wanted: no head
   }
@@ -155,6 +189,12 @@ StageWork stage_work(const ModelConfig& c, int layer, Stage stage, std::int64_t 
 void run_stage(const ModelConfig& c, int l, Stage stage, DecoderOps& ops, std::int64_t rows, std::int64_t begin,
                std::int64_t end) {
   using A = Activation;
+  if (routed_stage(c, l, stage)) {
+    if (stage == Stage::gate_up)
+      ops.routed_feed_forward(l, c.feed_forward, A::h, c.post_norms ? A::h : A::x, !c.post_norms,
+                              static_cast<int>(begin), static_cast<int>(end));
+    return;
+  }
   if (is_product(stage)) {
     const Product p = product(c, l, stage);
     ops.linear_outputs(p.weight, p.in, p.out, rows, begin, end, p.accumulate);

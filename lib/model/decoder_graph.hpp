@@ -11,6 +11,8 @@
 //               x += [rmsnorm](attn Woᵀ)                       (post_attn_norm)
 //               h = rmsnorm(x, ffn_norm);  gate_up = h Wgate_upᵀ;  act = act(gate) * up
 //               x += [rmsnorm](act Wdownᵀ)                     (post_ffn_norm)
+//                 or, in a routed (mixture-of-experts) layer, the same three steps per expert
+//                 over the rows the router sends it, weighted: x += Σ_k w_k down_k(...)
 //   logits = rmsnorm(x[logit rows], output_norm) W_lm_headᵀ
 //
 // An encoder (BERT: ModelConfig::norm_after_residual) is the same graph with attention that is
@@ -46,6 +48,9 @@ enum class WeightId {
   gate_up,
   down,
   post_ffn_norm,
+  router,          // a routed layer's ffn_gate_inp [experts, embedding]
+  expert_gate_up,  // a routed layer's experts: gate|up of each, [2 expert_ffn, embedding] apiece
+  expert_down,     // [embedding, expert_ffn] apiece
   output_norm,
   lm_head,  // the model's own, outside the layers (layer -1)
   // Encoders (bert): the biases of the norms after the residual adds and of the linears, and
@@ -86,16 +91,29 @@ class WeightTable {
 };
 
 // One weight of the graph: what it is, its shape ([rows, cols]; a vector has rows == 1) and the
-// file's tensors it is made of, stacked row-wise.
+// file's tensors it is made of, stacked row-wise. An expert weight is `experts` matrices of
+// [rows, cols]; its sources are 3-D, and expert e's rows are rows [e * r, (e + 1) * r) of each
+// source of r rows a expert (expert_row()).
 struct GraphWeight {
   WeightRef ref;
   std::int64_t rows = 0, cols = 0;
   std::vector<const GgufTensor*> sources;
+  int experts = 0;  // 0: one matrix or vector
   bool is_matrix() const {
     return ref.id == WeightId::qkv || ref.id == WeightId::wo || ref.id == WeightId::gate_up ||
-           ref.id == WeightId::down || ref.id == WeightId::lm_head;
+           ref.id == WeightId::down || ref.id == WeightId::lm_head || ref.id == WeightId::router || experts > 0;
   }
+  // Every value of the weight (all experts).
+  std::int64_t elements() const { return rows * cols * (experts > 0 ? experts : 1); }
 };
+
+// Where row `row` of expert `expert` of an expert weight is: which source, and which row of
+// its 2-D view.
+struct SourceRow {
+  const GgufTensor* tensor = nullptr;
+  std::int64_t row = 0;
+};
+SourceRow expert_row(const GraphWeight& weight, int expert, std::int64_t row);
 
 // Layer `layer`'s weights (those its architecture has), in the order the graph first reads them.
 std::vector<GraphWeight> layer_weights(const DecoderTensors& tensors, const ModelConfig& config, int layer);
@@ -168,6 +186,16 @@ class DecoderOps {
   // act = act(gate) * up of the gate_up rows (FeedForward::gelu: act = gelu(gate_up), which
   // holds up alone).
   virtual void gated_activation(FeedForward kind) = 0;
+  // A routed layer's feed-forward (ModelConfig's experts): out = Σ over each row's routed
+  // experts of weight * down(act(gate h) * up h), h = `in`, with layer `layer`'s router,
+  // expert_gate_up and expert_down (out += that when accumulate; out may be in). A row's sum
+  // runs over its experts in rank order (most probable first), so its result does not depend
+  // on the other rows of the batch. It may come in parts, experts [expert_begin, expert_end)
+  // each, in order and nothing writing `in` in between: the rows are routed in the part that
+  // begins at 0 and `out` is written by the part that ends at the last expert.
+  // Default: Error(unsupported).
+  virtual void routed_feed_forward(int layer, FeedForward kind, Activation in, Activation out, bool accumulate,
+                                   int expert_begin, int expert_end);
   // logit_input = the rows of x that need logits.
   virtual void gather_logit_rows() = 0;
 
@@ -208,11 +236,12 @@ inline constexpr Stage kLayerStages[] = {
     Stage::ffn_norm,       Stage::gate_up, Stage::activation, Stage::down,      Stage::layer_end};
 inline constexpr Stage kHeadStages[] = {Stage::final_norm, Stage::lm_head};
 
-// How a stage may be split: into `units` (a product's outputs, attention's rows; 1 for a stage
-// that runs whole, 0 for one with nothing to do). `weight`: the product's matrix, whose device
-// kernel says in which units its outputs may be split.
+// How a stage may be split: into `units` (a product's outputs, attention's rows, a routed
+// feed-forward's experts; 1 for a stage that runs whole, 0 for one with nothing to do).
+// `weight`: the product's matrix, whose device kernel says in which units its outputs may be
+// split.
 struct StageWork {
-  enum class Split { whole, outputs, rows };
+  enum class Split { whole, outputs, rows, experts };
   Split split = Split::whole;
   std::int64_t units = 1;
   WeightRef weight{};

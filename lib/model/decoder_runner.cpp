@@ -80,6 +80,8 @@ std::int64_t PassRunner::granule(const Part& part, std::int64_t left) const {
     g = ops_->output_granule(part.work.weight, part.rows);
   else if (part.work.split == StageWork::Split::rows)
     g = ops_->attention_row_granule();
+  else if (part.work.split == StageWork::Split::experts)
+    g = 1;
   return g <= 0 ? left : std::min(g, left);
 }
 

@@ -86,14 +86,22 @@ DecoderTensors map_decoder_tensors(const GgufFile& file, const ModelConfig& c) {
       l.bv = w.get(p + "attn_v.bias", {kv});
     }
     if (c.qk_norm) {
-      l.q_norm = w.get(p + "attn_q_norm.weight", {c.head_dim});
-      l.k_norm = w.get(p + "attn_k_norm.weight", {c.head_dim});
+      l.q_norm = w.get(p + "attn_q_norm.weight", {c.qk_norm_whole ? q : c.head_dim});
+      l.k_norm = w.get(p + "attn_k_norm.weight", {c.qk_norm_whole ? kv : c.head_dim});
     }
     if (c.post_norms) {
       l.post_attn_norm = w.get(p + "post_attention_norm.weight", {e});
       l.post_ffn_norm = w.get(p + "post_ffw_norm.weight", {e});
     }
     if (!c.norm_after_residual) l.ffn_norm = w.get(p + "ffn_norm.weight", {e});
+    if (c.routed()) {
+      const std::int64_t n = c.experts, f = c.expert_ffn;
+      l.router = w.get(p + "ffn_gate_inp.weight", {e, n});
+      l.gate_exps = w.get(p + "ffn_gate_exps.weight", {e, f, n});
+      l.up_exps = w.get(p + "ffn_up_exps.weight", {e, f, n});
+      l.down_exps = w.get(p + "ffn_down_exps.weight", {f, e, n});
+      continue;
+    }
     if (!c.gated()) {
       l.w_up = w.get(p + "ffn_up.weight", {e, c.ffn});
     } else if (c.fused_gate_up) {

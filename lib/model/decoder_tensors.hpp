@@ -24,8 +24,9 @@ struct LayerWeights {
   const GgufTensor* bq = nullptr;              // [heads * head_dim]; nullptr unless attention_bias
   const GgufTensor* bk = nullptr;              // [kv_heads * head_dim]
   const GgufTensor* bv = nullptr;              // [kv_heads * head_dim]
-  const GgufTensor* q_norm = nullptr;          // [head_dim]; nullptr unless qk_norm
-  const GgufTensor* k_norm = nullptr;          // [head_dim]
+  const GgufTensor* q_norm = nullptr;          // [head_dim] ([heads * head_dim] when qk_norm_whole);
+                                               // nullptr unless qk_norm
+  const GgufTensor* k_norm = nullptr;          // [head_dim] ([kv_heads * head_dim] when qk_norm_whole)
   const GgufTensor* post_attn_norm = nullptr;  // [embedding]; nullptr unless post_norms
   const GgufTensor* ffn_norm = nullptr;        // [embedding]
   const GgufTensor* post_ffn_norm = nullptr;   // [embedding]; nullptr unless post_norms
@@ -39,6 +40,13 @@ struct LayerWeights {
   const GgufTensor* bo = nullptr;              // [embedding]
   const GgufTensor* b_up = nullptr;            // [ffn]
   const GgufTensor* b_down = nullptr;          // [embedding]
+  // A routed layer (ModelConfig::routed()) has these instead of w_gate, w_up, w_down: the
+  // router and each expert's matrices stacked along a third dimension (expert e's rows are
+  // rows [e * out, (e + 1) * out) of the tensor's 2-D view).
+  const GgufTensor* router = nullptr;     // ffn_gate_inp [embedding, experts]
+  const GgufTensor* gate_exps = nullptr;  // [embedding, expert_ffn, experts]
+  const GgufTensor* up_exps = nullptr;    // [embedding, expert_ffn, experts]
+  const GgufTensor* down_exps = nullptr;  // [expert_ffn, embedding, experts]
 };
 
 struct DecoderTensors {

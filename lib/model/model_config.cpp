@@ -18,9 +18,10 @@ constexpr std::uint32_t kMaxFfn = 1u << 18;
 constexpr std::uint32_t kMaxHeads = 1024;
 constexpr std::uint32_t kMaxVocab = 1u << 22;
 constexpr std::uint32_t kMaxContext = 1u << 24;
+constexpr std::uint32_t kMaxExperts = 1024;
 
 constexpr ArchitectureTraits kArchitectures[] = {
-    {"llama", RopeLayout::interleaved, false, false, false, FeedForward::swiglu, false, 0, 0.0f},
+    {"llama", RopeLayout::interleaved, false, false, false, FeedForward::swiglu, false, 0, 0.0f, false, 1, true},
     {"qwen2", RopeLayout::half, true, false, false, FeedForward::swiglu, false, 0, 0.0f},
     {"qwen3", RopeLayout::half, false, true, false, FeedForward::swiglu, false, 0, 0.0f},
     // Gemma 3: five sliding layers (RoPE base 10000) then one global, llama.cpp's
@@ -30,8 +31,14 @@ constexpr ArchitectureTraits kArchitectures[] = {
     // Phi-3 / 3.5: Q|K|V in one attn_qkv tensor (or three), gate|up in ffn_up; llama.cpp
     // leaves its sliding window off (phi3.cpp), and so does ember.
     {"phi3", RopeLayout::half, false, false, false, FeedForward::swiglu, false, 0, 0.0f, true},
+    // Mixture-of-experts architectures (llama.cpp: qwen3moe.cpp, olmoe.cpp, and llama.cpp's
+    // llama graph with ffn_gate_inp). qwen3moe and Mixtral normalize the top-k weights, OLMoE
+    // does not (norm_w false); OLMoE's q/k norms span whole q and k.
+    {"qwen3moe", RopeLayout::half, false, true, false, FeedForward::swiglu, false, 0, 0.0f, false, 2, true, true},
+    {"olmoe", RopeLayout::half, false, true, false, FeedForward::swiglu, false, 0, 0.0f, false, 2, false, false, true},
     // BERT (all-MiniLM, bge): llama.cpp's llama_model_bert. No RoPE: rope_layout is unused.
-    {"bert", RopeLayout::half, true, false, false, FeedForward::gelu, false, 0, 0.0f, false, true},
+    {"bert", RopeLayout::half, true, false, false, FeedForward::gelu, false, 0, 0.0f, false, 0, false, false, false,
+     true},
 };
 
 // The parts of BERT's layer (model/bert.cpp in llama.cpp), which its files leave unsaid.
@@ -191,6 +198,20 @@ void read_rope_freq_factors(ModelConfig& c, const GgufFile& file, const ConfigRe
     r.invalid("rope_factors_long.weight without rope_factors_short.weight");
 }
 
+// {arch}.expert_count, expert_used_count and (qwen3moe) expert_feed_forward_length, as llama.cpp
+// reads them; an architecture that is always routed refuses a file without experts.
+void read_experts(ModelConfig& c, const ArchitectureTraits& arch, const ConfigReader& r) {
+  if (arch.experts == 0) return;
+  c.experts = r.optional(".expert_count", 0, kMaxExperts);
+  if (c.experts == 0) {
+    if (arch.experts == 2) r.invalid(fmt::format("{}.expert_count is missing", c.architecture));
+    return;
+  }
+  c.experts_used = r.required(".expert_used_count", static_cast<std::uint32_t>(c.experts));
+  c.expert_ffn = arch.expert_ffn_key ? r.required(".expert_feed_forward_length", kMaxFfn) : c.ffn;
+  c.expert_weights_norm = arch.expert_weights_norm;
+}
+
 }  // namespace
 
 const ArchitectureTraits* find_architecture(std::string_view name) {
@@ -234,6 +255,8 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.post_norms = arch.post_norms;
   c.feed_forward = arch.feed_forward;
   c.fused_gate_up = arch.fused_gate_up;
+  c.qk_norm_whole = arch.qk_norm_whole;
+  read_experts(c, arch, r);
   c.embedding_scale = arch.scaled_embeddings ? std::sqrt(static_cast<float>(c.embedding)) : 1.0f;
   // llama.cpp (llama-model.cpp, LLM_ARCH_GEMMA3): query_pre_attn_scalar is embedding / heads
   // for the 27B model, recognised by its 62 layers, and head_dim for every other size.

@@ -34,7 +34,7 @@ enum class FeedForward {
 enum class NormKind { rms, layer };
 
 struct ModelConfig {
-  std::string architecture;  // "llama", "qwen2", "qwen3" or "gemma3"
+  std::string architecture;  // "llama", "qwen2", "qwen3", "gemma3", "phi3", "qwen3moe" or "olmoe"
   std::string name;
   int layers = 0;
   int embedding = 0;  // model width
@@ -71,11 +71,13 @@ struct ModelConfig {
   bool attention_bias = false;   // qwen2: q/k/v projections carry a bias
 
   // ---- what differs between architectures ----
-  bool qk_norm = false;     // qwen3, gemma3: an RMSNorm over each head of q and of k, before
-                            // RoPE (attn_q_norm, attn_k_norm: [head_dim])
-  bool post_norms = false;  // gemma3: an RMSNorm of the attention output and of the
-                            // feed-forward output before each residual add
-                            // (post_attention_norm, post_ffw_norm: [embedding])
+  bool qk_norm = false;        // qwen3, gemma3: an RMSNorm over each head of q and of k, before
+                               // RoPE (attn_q_norm, attn_k_norm: [head_dim])
+  bool qk_norm_whole = false;  // olmoe: the q/k norm spans all of q ([heads * head_dim]) and
+                               // all of k ([kv_heads * head_dim]), not each head
+  bool post_norms = false;     // gemma3: an RMSNorm of the attention output and of the
+                               // feed-forward output before each residual add
+                               // (post_attention_norm, post_ffw_norm: [embedding])
   FeedForward feed_forward = FeedForward::swiglu;
   bool fused_gate_up = false;    // phi3: ffn_up.weight holds gate|up ([embedding, 2 ffn]), no ffn_gate
   float embedding_scale = 1.0f;  // token embeddings are multiplied by it (Gemma: sqrt(width))
@@ -88,10 +90,19 @@ struct ModelConfig {
   // The factor on q.k before the softmax; 0 = 1/sqrt(head_dim). Gemma 3 27B's is
   // 1/sqrt(embedding / heads) (llama.cpp's f_attention_scale for its 62 layers).
   float attention_scale = 0.0f;
+  // Mixture of experts (qwen3moe, olmoe, llama files with ffn_gate_inp): every layer's
+  // feed-forward is routed. A row's router logits (ffn_gate_inp) go through a softmax over all
+  // `experts`; the `experts_used` most probable run, each a SwiGLU of width expert_ffn, and
+  // their outputs are summed weighted by their probabilities, divided by the probabilities'
+  // sum when expert_weights_norm (llama.cpp's build_moe_ffn norm_w). 0 experts: dense.
+  int experts = 0;
+  int experts_used = 0;
+  int expert_ffn = 0;
+  bool expert_weights_norm = false;
 
   // ---- encoders (bert) ----
-  bool causal = true;  // {arch}.attention.causal; false: a query sees its whole sequence (the
-                       // sequence is one step's rows)
+  bool causal = true;                // {arch}.attention.causal; false: a query sees its whole sequence (the
+                                     // sequence is one step's rows)
   NormKind norm = NormKind::rms;     // rms_eps is the epsilon of either kind
   bool norm_after_residual = false;  // post-LN: x = norm(x + branch) with attn_norm and ffn_norm,
                                      // and the embeddings normed (embd_norm) before layer 0
@@ -105,6 +116,7 @@ struct ModelConfig {
   bool gated() const { return feed_forward != FeedForward::gelu; }
   // The rows of the gate_up matrix: gate|up, or up alone.
   std::int64_t gate_up_rows() const { return (gated() ? 2 : 1) * std::int64_t{ffn}; }
+  bool routed() const { return experts > 0; }
   bool sliding(int layer) const {
     return sliding_window > 0 && sliding_window_pattern > 0 && (layer + 1) % sliding_window_pattern != 0;
   }
@@ -146,8 +158,15 @@ struct ArchitectureTraits {
                                // 0: the architecture has no sliding layers
   float rope_base_sliding;
   bool fused_gate_up = false;  // ffn_up holds gate|up (Phi-3)
-  bool bert_encoder = false;   // BERT's encoder: bidirectional, post-LN LayerNorms with biases,
-                               // absolute position and token-type embeddings, GELU, biases
+  // Experts, as llama.cpp runs each architecture: `experts` 0 = never (dense), 1 = when the
+  // file's {arch}.expert_count says so (llama: Mixtral), 2 = always (qwen3moe, olmoe).
+  int experts = 0;
+  bool expert_weights_norm = false;  // the top-k weights divided by their sum (norm_w)
+  bool expert_ffn_key = false;       // the experts' width is {arch}.expert_feed_forward_length
+                                     // (qwen3moe), else feed_forward_length (llama, olmoe)
+  bool qk_norm_whole = false;        // olmoe: q/k norms over all of q and of k
+  bool bert_encoder = false;         // BERT's encoder: bidirectional, post-LN LayerNorms with biases,
+                                     // absolute position and token-type embeddings, GELU, biases
 };
 
 // The traits of `name` ("llama", "qwen2", ...), or nullptr for one ember does not run.

@@ -136,10 +136,23 @@ void GgufWriter::add_raw_tensor(const std::string& name, GgmlType type, std::vec
   for (const PendingTensor& t : tensors_) {
     if (t.name == name) fail(ErrorCode::invalid_argument, "tensor '{}' was added twice", name);
   }
-  tensors_.push_back({name, type, std::move(shape), std::move(bytes)});
+  const std::uint64_t size = bytes.size();
+  tensors_.push_back({name, type, std::move(shape), std::move(bytes), {}, size});
 }
 
-std::vector<std::uint8_t> GgufWriter::bytes() const {
+void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<std::int64_t> shape,
+                            std::function<std::vector<float>()> make) {
+  std::int64_t rows = 1;
+  for (std::size_t i = 1; i < shape.size(); ++i) rows *= shape[i];
+  const auto row = shape.empty() ? std::nullopt : ggml_row_bytes(type, shape[0]);
+  const std::uint64_t size = row ? *row * static_cast<std::uint64_t>(rows) : 0;
+  check_shape(name, type, shape, size);
+  for (const PendingTensor& t : tensors_)
+    if (t.name == name) fail(ErrorCode::invalid_argument, "tensor '{}' was added twice", name);
+  tensors_.push_back({name, type, std::move(shape), {}, std::move(make), size});
+}
+
+std::vector<std::uint8_t> GgufWriter::header() const {
   std::vector<std::uint8_t> out{'G', 'G', 'U', 'F'};
   ByteSink s(out);
   s.put(std::uint32_t{3});
@@ -163,18 +176,40 @@ std::vector<std::uint8_t> GgufWriter::bytes() const {
     for (std::int64_t d : t.shape) s.put(static_cast<std::uint64_t>(d));
     s.put(static_cast<std::uint32_t>(t.type));
     s.put(offset);
-    offset = (offset + t.data.size() + kAlignment - 1) / kAlignment * kAlignment;
+    offset = (offset + t.size + kAlignment - 1) / kAlignment * kAlignment;
   }
   s.pad_to(kAlignment);
+  return out;
+}
+
+void GgufWriter::for_each_data(const std::function<void(const std::vector<std::uint8_t>&)>& emit) const {
   for (const PendingTensor& t : tensors_) {
-    out.insert(out.end(), t.data.begin(), t.data.end());
-    s.pad_to(kAlignment);
+    if (t.make) {
+      const std::vector<float> values = t.make();
+      if (values.size() != t.size / *ggml_row_bytes(t.type, t.shape[0]) * static_cast<std::uint64_t>(t.shape[0]))
+        fail(ErrorCode::invalid_argument, "tensor '{}': {} values do not match its shape", t.name, values.size());
+      emit(quantize(t.type, values.data(), static_cast<std::int64_t>(values.size())));
+    } else {
+      emit(t.data);
+    }
+    emit(std::vector<std::uint8_t>((kAlignment - t.size % kAlignment) % kAlignment, 0));
   }
+}
+
+std::vector<std::uint8_t> GgufWriter::bytes() const {
+  std::vector<std::uint8_t> out = header();
+  for_each_data([&](const std::vector<std::uint8_t>& data) { out.insert(out.end(), data.begin(), data.end()); });
   return out;
 }
 
 void GgufWriter::write(const std::string& path) const {
-  util::write_file_atomically(path, bytes());  // never a half-written model, nor a followed symlink
+  util::AtomicFile file(path);  // never a half-written model, nor a followed symlink
+  const std::vector<std::uint8_t> head = header();
+  file.write(head.data(), head.size());
+  for_each_data([&](const std::vector<std::uint8_t>& data) {
+    if (!data.empty()) file.write(data.data(), data.size());
+  });
+  file.commit();
 }
 
 }  // namespace ember::model

@@ -7,6 +7,7 @@
 #include "model/model_config.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,12 +34,16 @@ class GgufWriter {
   // `shape` is in ggml order (shape[0] contiguous).
   void add_tensor(const std::string& name, GgmlType type, std::vector<std::int64_t> shape,
                   const std::vector<float>& values);
+  // The same, its values made by `make` only when the file is written (in the order tensors were
+  // added), and dropped once encoded: a file larger than memory is written a tensor at a time.
+  void add_tensor(const std::string& name, GgmlType type, std::vector<std::int64_t> shape,
+                  std::function<std::vector<float>()> make);
   // Adds a tensor from already encoded bytes of any known type (the size is checked).
   void add_raw_tensor(const std::string& name, GgmlType type, std::vector<std::int64_t> shape,
                       std::vector<std::uint8_t> bytes);
 
   std::vector<std::uint8_t> bytes() const;    // the whole file image
-  void write(const std::string& path) const;  // throws Error(io)
+  void write(const std::string& path) const;  // a tensor at a time; throws Error(io)
 
  private:
   struct Entry {
@@ -50,8 +55,13 @@ class GgufWriter {
     GgmlType type;
     std::vector<std::int64_t> shape;
     std::vector<std::uint8_t> data;
+    std::function<std::vector<float>()> make;  // when set, data is made from it at write time
+    std::uint64_t size = 0;                    // bytes
   };
   void set(const std::string& key, std::vector<std::uint8_t> encoded);
+  std::vector<std::uint8_t> header() const;  // everything before the first tensor's data
+  // Calls emit(bytes) with each tensor's data, then its padding.
+  void for_each_data(const std::function<void(const std::vector<std::uint8_t>&)>& emit) const;
 
   std::vector<Entry> metadata_;
   std::vector<PendingTensor> tensors_;
@@ -64,7 +74,7 @@ class GgufWriter {
 // {arch}.rope.scaling.type and .factor, a non-zero rope_original_context as
 // .rope.scaling.original_context_length; the default (linear, factor 1) writes no key.
 struct SyntheticModelSpec {
-  ModelConfig config = tiny_config();     // shape; architecture llama, qwen2, qwen3 or gemma3
+  ModelConfig config = tiny_config();     // shape; any architecture ember runs (experts: config.experts > 0)
   GgmlType weight_type = GgmlType::Q8_0;  // type of the matrices (and token_embd)
   std::uint64_t seed = 1;
   std::string chat_template;      // tokenizer.chat_template; empty: SmolLM2's (kSmolLmChatTemplate)
@@ -82,7 +92,9 @@ struct SyntheticModelSpec {
   // file (tests/reference/make_arch_goldens.py): "llama3" (Llama 3.1-style frequency factors,
   // untied output), "qwen2" (biases), "qwen3" (q/k norm, 32-wide heads on a width of 64),
   // "gemma3" (6 layers: five sliding ones with a window of 8, then a global one), "phi3" and
-  // "phi3_long" (fused Q|K|V and gate|up, LongRoPE short or long factors, attention factor). Throws
+  // "phi3_long" (fused Q|K|V and gate|up, LongRoPE short or long factors, attention factor), and
+  // mixtures of experts: "qwen3moe" (8 experts of width 32, top-4, normalized), "olmoe" (8 of
+  // 64, top-3, not normalized, whole-q/k norms) and "mixtral" (llama, 4 of 64, top-2). Throws
   // Error(invalid_argument) for another name.
   static ModelConfig architecture_config(const std::string& name);
 

@@ -76,8 +76,33 @@ ModelConfig SyntheticModelSpec::architecture_config(const std::string& name) {
       c.rope_freq_factors_long.push_back(1.0f + 0.9f * static_cast<float>(i));
     }
     c.rope_attention_factor = 1.19f;
+  } else if (name == "qwen3moe") {  // Qwen3-30B-A3B's form: qwen3 attention, normalized top-k
+    c.architecture = name;
+    c.head_dim = 32;
+    c.rope_dims = 32;
+    c.rope_base = 1000000.0f;
+    c.rms_eps = 1e-6f;
+    c.experts = 8;
+    c.experts_used = 4;
+    c.expert_ffn = 32;
+  } else if (name == "olmoe") {  // OLMoE-1B-7B's form: q/k norms over whole q and k, untied,
+    c.architecture = name;       // no grouped-query attention (llama.cpp's k norm is [width])
+    c.kv_heads = c.heads;
+    c.tied_embeddings = false;
+    c.ffn = 64;
+    c.experts = 8;
+    c.experts_used = 3;
+    c.expert_ffn = 64;
+  } else if (name == "mixtral") {  // a llama file with experts, Mixtral's 8 x top-2 halved
+    c.tied_embeddings = false;
+    c.rope_base = 1000000.0f;
+    c.ffn = 64;
+    c.experts = 4;
+    c.experts_used = 2;
+    c.expert_ffn = 64;
   } else {
-    fail(ErrorCode::invalid_argument, "no architecture test model '{}' (llama3, qwen2, qwen3, gemma3, phi3, phi3_long)",
+    fail(ErrorCode::invalid_argument,
+         "no architecture test model '{}' (llama3, qwen2, qwen3, gemma3, phi3, phi3_long, qwen3moe, olmoe, mixtral)",
          name);
   }
   return c;
@@ -267,6 +292,23 @@ class Random {
   std::uint64_t state_;
 };
 
+// Experts as the architecture takes them (ArchitectureTraits::experts, expert_ffn_key).
+void check_experts(ModelConfig& c, const ArchitectureTraits& arch) {
+  if (c.experts == 0) {
+    if (arch.experts == 2) fail(ErrorCode::invalid_argument, "synthetic model: '{}' needs experts", c.architecture);
+    return;
+  }
+  if (arch.experts == 0) fail(ErrorCode::invalid_argument, "synthetic model: '{}' has no experts", c.architecture);
+  if (c.experts_used <= 0 || c.experts_used > c.experts)
+    fail(ErrorCode::invalid_argument, "synthetic model: {} of {} experts used", c.experts_used, c.experts);
+  if (c.expert_ffn == 0) c.expert_ffn = c.ffn;
+  if (!arch.expert_ffn_key && c.expert_ffn != c.ffn)
+    fail(ErrorCode::invalid_argument, "synthetic model: '{}' experts are feed_forward_length ({}) wide, not {}",
+         c.architecture, c.ffn, c.expert_ffn);
+  if (c.architecture == "olmoe" && c.tied_embeddings)
+    fail(ErrorCode::invalid_argument, "synthetic model: olmoe files have output.weight (llama.cpp requires it)");
+}
+
 ModelConfig checked_config(const SyntheticModelSpec& spec) {
   ModelConfig c = spec.config;
   const ArchitectureTraits* arch = find_architecture(c.architecture);
@@ -305,6 +347,7 @@ ModelConfig checked_config(const SyntheticModelSpec& spec) {
   if (!(c.rope_scaling_factor > 0.0f)) {
     fail(ErrorCode::invalid_argument, "synthetic model: RoPE scaling factor {}", c.rope_scaling_factor);
   }
+  check_experts(c, *arch);
   return c;
 }
 
@@ -341,6 +384,12 @@ void write_metadata(GgufWriter& w, const ModelConfig& c, const Vocabulary& v) {
   if (c.rope_original_context != 0) {
     w.set_u32(a + ".rope.scaling.original_context_length", static_cast<std::uint32_t>(c.rope_original_context));
   }
+  if (c.experts > 0) {
+    w.set_u32(a + ".expert_count", static_cast<std::uint32_t>(c.experts));
+    w.set_u32(a + ".expert_used_count", static_cast<std::uint32_t>(c.experts_used));
+    if (find_architecture(a)->expert_ffn_key)
+      w.set_u32(a + ".expert_feed_forward_length", static_cast<std::uint32_t>(c.expert_ffn));
+  }
   w.set_bool("tokenizer.ggml.add_space_prefix", false);
   w.set_bool("tokenizer.ggml.add_bos_token", false);
   w.set_string("tokenizer.ggml.model", "gpt2");
@@ -355,15 +404,32 @@ void write_metadata(GgufWriter& w, const ModelConfig& c, const Vocabulary& v) {
   w.set_string("tokenizer.chat_template", kSmolLmChatTemplate);
 }
 
+// A routed layer's router and experts, with llama.cpp's names and 3-D shapes. The router is F32
+// (llama.cpp's quantizer leaves ffn_gate_inp unquantized too) and four times the usual scale,
+// so a row's experts are chosen by clear margins, not by rounding.
+void write_experts(GgufWriter& w, const ModelConfig& c, const std::string& p, GgmlType type, Random& rng) {
+  const std::int64_t e = c.embedding, f = c.expert_ffn, n = c.experts;
+  const auto values = [&rng](std::int64_t count, float a) { return [&rng, count, a] { return rng.values(count, a); }; };
+  w.add_tensor(p + "ffn_gate_inp.weight", GgmlType::F32, {e, n}, values(e * n, 4.0f / std::sqrt(float(e))));
+  for (const char* name : {"ffn_gate_exps.weight", "ffn_up_exps.weight"})
+    w.add_tensor(p + name, type, {e, f, n}, values(e * f * n, 1.0f / std::sqrt(static_cast<float>(e))));
+  w.add_tensor(p + "ffn_down_exps.weight", type, {f, e, n}, values(f * e * n, 1.0f / std::sqrt(static_cast<float>(f))));
+}
+
 // Weights uniform in +-1/sqrt(fan_in) (unit-variance activations stay O(1) through the layers).
+// Every random tensor is made when the file is written (GgufWriter's lazy add_tensor), in the
+// order added: the same draws as making them here, a tensor in memory at a time.
 void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& rng) {
   const std::int64_t e = c.embedding, q = std::int64_t{c.heads} * c.head_dim;
   const std::int64_t kv = std::int64_t{c.kv_heads} * c.head_dim;
+  const auto values = [&rng](std::int64_t count, float a, float center = 0.0f) {
+    return [&rng, count, a, center] { return rng.values(count, a, center); };
+  };
   auto matrix = [&](const std::string& name, std::int64_t in, std::int64_t out) {
-    w.add_tensor(name, type, {in, out}, rng.values(in * out, 1.0f / std::sqrt(static_cast<float>(in))));
+    w.add_tensor(name, type, {in, out}, values(in * out, 1.0f / std::sqrt(static_cast<float>(in))));
   };
   auto norm = [&](const std::string& name, std::int64_t size) {
-    w.add_tensor(name, GgmlType::F32, {size}, rng.values(size, 0.1f, 1.0f));
+    w.add_tensor(name, GgmlType::F32, {size}, values(size, 0.1f, 1.0f));
   };
   const ArchitectureTraits& arch = *find_architecture(c.architecture);  // checked_config() checked
   // Not drawn from rng: a file with factors has the same weights as one without.
@@ -378,7 +444,7 @@ void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& r
     const auto pairs = static_cast<std::int64_t>(c.rope_freq_factors_long.size());
     w.add_tensor("rope_factors_long.weight", GgmlType::F32, {pairs}, c.rope_freq_factors_long);
   }
-  w.add_tensor("token_embd.weight", type, {e, c.vocab}, rng.values(e * c.vocab, 1.0f));
+  w.add_tensor("token_embd.weight", type, {e, c.vocab}, values(e * c.vocab, 1.0f));
   norm("output_norm.weight", e);
   if (!c.tied_embeddings) matrix("output.weight", e, c.vocab);
   for (int i = 0; i < c.layers; ++i) {
@@ -393,19 +459,23 @@ void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& r
     }
     matrix(p + "attn_output.weight", q, e);
     if (arch.attention_bias) {
-      w.add_tensor(p + "attn_q.bias", GgmlType::F32, {q}, rng.values(q, 0.1f));
-      w.add_tensor(p + "attn_k.bias", GgmlType::F32, {kv}, rng.values(kv, 0.1f));
-      w.add_tensor(p + "attn_v.bias", GgmlType::F32, {kv}, rng.values(kv, 0.1f));
+      w.add_tensor(p + "attn_q.bias", GgmlType::F32, {q}, values(q, 0.1f));
+      w.add_tensor(p + "attn_k.bias", GgmlType::F32, {kv}, values(kv, 0.1f));
+      w.add_tensor(p + "attn_v.bias", GgmlType::F32, {kv}, values(kv, 0.1f));
     }
     if (arch.qk_norm) {
-      norm(p + "attn_q_norm.weight", c.head_dim);
-      norm(p + "attn_k_norm.weight", c.head_dim);
+      norm(p + "attn_q_norm.weight", arch.qk_norm_whole ? q : c.head_dim);
+      norm(p + "attn_k_norm.weight", arch.qk_norm_whole ? kv : c.head_dim);
     }
     if (arch.post_norms) {
       norm(p + "post_attention_norm.weight", e);
       norm(p + "post_ffw_norm.weight", e);
     }
     norm(p + "ffn_norm.weight", e);
+    if (c.experts > 0) {
+      write_experts(w, c, p, type, rng);
+      continue;
+    }
     if (arch.fused_gate_up) {
       matrix(p + "ffn_up.weight", e, 2 * std::int64_t{c.ffn});
     } else {

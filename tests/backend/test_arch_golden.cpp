@@ -25,12 +25,19 @@ backend::BackendOptions at_precision(backend::BackendOptions options, Precision 
 
 using nlohmann::json;
 
+json load_goldens(const std::string& file) {
+  std::ifstream in(test::data_path("reference/" + file));
+  REQUIRE_MESSAGE(in.good(), "missing tests/data/reference/", file);
+  return json::parse(in);
+}
+
+// The dense architectures' goldens, and the mixture-of-experts ones (make_arch_goldens.py --moe).
 const json& goldens() {
-  static const json doc = [] {
-    std::ifstream in(test::data_path("reference/arch_goldens.json"));
-    REQUIRE_MESSAGE(in.good(), "missing tests/data/reference/arch_goldens.json");
-    return json::parse(in);
-  }();
+  static const json doc = load_goldens("arch_goldens.json");
+  return doc;
+}
+const json& moe_goldens() {
+  static const json doc = load_goldens("moe_goldens.json");
   return doc;
 }
 
@@ -61,8 +68,8 @@ Agreement against_llama_cpp(backend::Backend& b, const json& golden) {
   return a;
 }
 
-void check_architecture(const std::string& name) {
-  const json& golden = goldens()["models"][name];
+void check_architecture(const std::string& name, const json& doc = goldens()) {
+  const json& golden = doc["models"][name];
   model::SyntheticModelSpec spec;
   spec.config = model::SyntheticModelSpec::architecture_config(name);
   spec.weight_type = model::GgmlType::F32;
@@ -96,6 +103,15 @@ TEST_CASE("phi3 (fused tensors, LongRoPE short factors, attention factor) matche
 }
 TEST_CASE("phi3 past its original context (LongRoPE long factors) matches llama.cpp") {
   check_architecture("phi3_long");
+}
+TEST_CASE("qwen3moe (8 experts, top-4, normalized weights) matches llama.cpp") {
+  check_architecture("qwen3moe", moe_goldens());
+}
+TEST_CASE("olmoe (top-3, unnormalized weights, whole-q/k norms) matches llama.cpp") {
+  check_architecture("olmoe", moe_goldens());
+}
+TEST_CASE("llama with experts (Mixtral-style, top-2) matches llama.cpp") {
+  check_architecture("mixtral", moe_goldens());
 }
 
 }  // namespace

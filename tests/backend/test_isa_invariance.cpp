@@ -32,37 +32,48 @@ namespace k = kernels::cpu;
 // grouped W4A8 kernel) and Q8_0 (its 8-bit form, "w8a8-g32").
 const model::GgmlType kWeightTypes[] = {model::GgmlType::F32, model::GgmlType::Q4_1, model::GgmlType::Q8_0};
 
+// The models a run covers: the tiny llama, and mixture-of-experts layers (the router, each row's
+// experts, the experts' grouped products and the weighted sum) of each routed architecture.
+std::vector<model::ModelConfig> configs() {
+  std::vector<model::ModelConfig> out{model::SyntheticModelSpec::tiny_config()};
+  for (const char* name : {"qwen3moe", "olmoe", "mixtral"})
+    out.push_back(model::SyntheticModelSpec::architecture_config(name));
+  return out;
+}
+
 // The logits of every row of a prompt prefilled in chunks of 7, then 6 decode steps, for each
-// weight type and both KV types, after the backend's weight format.
+// model, weight type and both KV types, after the backend's weight format.
 std::vector<char> logits_at_this_tier() {
   std::vector<char> out;
-  for (model::GgmlType type : kWeightTypes) {
-    model::SyntheticModelSpec spec;
-    spec.seed = 11;
-    spec.weight_type = type;
-    const auto bytes = model::make_synthetic_model(spec);
-    const auto file = model::GgufFile::parse(bytes.data(), bytes.size(), "synthetic");
-    const model::ModelConfig c = model::read_model_config(*file);
-    backend::BackendOptions options;
-    options.threads = 2;
-    options.precision = Precision::int8;
-    auto int8 = backend::cpu::make_cpu_backend(file, c, options);
-    const std::string format = int8->weight_format() + ";";
-    out.insert(out.end(), format.begin(), format.end());
-    for (KvCacheType kv : {KvCacheType::f16, KvCacheType::int8}) {
-      test::SequenceRunner runner(*int8, 64, kv);
-      const auto prompt = test::random_tokens(37, c.vocab, 5);
-      std::vector<float> logits = runner.append(prompt, /*all_rows=*/true, 7);
-      for (int step = 0; step < 6; ++step) {
-        const std::int32_t next =
-            test::argmax(logits.data() + logits.size() - static_cast<std::size_t>(c.vocab), c.vocab);
-        const auto row = runner.append({next}, true);
-        logits.insert(logits.end(), row.begin(), row.end());
+  for (const model::ModelConfig& config : configs())
+    for (model::GgmlType type : kWeightTypes) {
+      model::SyntheticModelSpec spec;
+      spec.config = config;
+      spec.seed = 11;
+      spec.weight_type = type;
+      const auto bytes = model::make_synthetic_model(spec);
+      const auto file = model::GgufFile::parse(bytes.data(), bytes.size(), "synthetic");
+      const model::ModelConfig c = model::read_model_config(*file);
+      backend::BackendOptions options;
+      options.threads = 2;
+      options.precision = Precision::int8;
+      auto int8 = backend::cpu::make_cpu_backend(file, c, options);
+      const std::string format = int8->weight_format() + ";";
+      out.insert(out.end(), format.begin(), format.end());
+      for (KvCacheType kv : {KvCacheType::f16, KvCacheType::int8}) {
+        test::SequenceRunner runner(*int8, 64, kv);
+        const auto prompt = test::random_tokens(37, c.vocab, 5);
+        std::vector<float> logits = runner.append(prompt, /*all_rows=*/true, 7);
+        for (int step = 0; step < 6; ++step) {
+          const std::int32_t next =
+              test::argmax(logits.data() + logits.size() - static_cast<std::size_t>(c.vocab), c.vocab);
+          const auto row = runner.append({next}, true);
+          logits.insert(logits.end(), row.begin(), row.end());
+        }
+        const auto* p = reinterpret_cast<const char*>(logits.data());
+        out.insert(out.end(), p, p + logits.size() * sizeof(float));
       }
-      const auto* p = reinterpret_cast<const char*>(logits.data());
-      out.insert(out.end(), p, p + logits.size() * sizeof(float));
     }
-  }
   return out;
 }
 

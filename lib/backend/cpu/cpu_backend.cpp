@@ -63,9 +63,15 @@ class CpuBackend final : public Backend {
  private:
   std::uint64_t linear_bytes(int layer) const {
     std::uint64_t bytes = 0;
-    for (int id = 0; id < model::kWeightIdCount; ++id)
-      if (const auto& linear = weights_[{layer, static_cast<model::WeightId>(id)}].linear)
-        bytes += static_cast<std::uint64_t>(linear->decode_bytes());
+    for (int id = 0; id < model::kWeightIdCount; ++id) {
+      const CpuWeight& w = weights_[{layer, static_cast<model::WeightId>(id)}];
+      if (w.linear) bytes += static_cast<std::uint64_t>(w.linear->decode_bytes());
+      // A decode row reads experts_used of the experts (the mean expert's bytes) and the router.
+      std::uint64_t experts = 0;
+      for (const auto& expert : w.experts) experts += static_cast<std::uint64_t>(expert->decode_bytes());
+      if (!w.experts.empty()) bytes += experts * static_cast<std::uint64_t>(config_.experts_used) / w.experts.size();
+      if (id == static_cast<int>(model::WeightId::router)) bytes += 4 * w.values.size();
+    }
     return bytes;
   }
 

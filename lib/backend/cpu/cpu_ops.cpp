@@ -3,6 +3,7 @@
 #include "util/check.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace ember::backend::cpu {
 
@@ -93,8 +94,10 @@ void CpuOps::rmsnorm(model::WeightRef weight, Activation in, Activation out, std
 }
 
 void CpuOps::rmsnorm_heads(model::WeightRef weight, model::QkvPart p) {
-  const int heads = p == model::QkvPart::q ? config_.heads : config_.kv_heads;
-  k::rmsnorm_heads(part(p), rows_, qkv_dim_, heads, config_.head_dim, weights_[weight].values.data(), config_.rms_eps,
+  int heads = p == model::QkvPart::q ? config_.heads : config_.kv_heads;
+  int width = config_.head_dim;
+  if (config_.qk_norm_whole) width *= std::exchange(heads, 1);  // OLMoE: all of q (or k) as one head
+  k::rmsnorm_heads(part(p), rows_, qkv_dim_, heads, width, weights_[weight].values.data(), config_.rms_eps,
                    ctx_.threads);
 }
 

@@ -20,10 +20,12 @@
 
 namespace ember::backend::cpu {
 
-// One placed weight: a linear for the matrices, FP32 values for the vectors.
+// One placed weight: a linear for the matrices, FP32 values for the vectors, one linear per
+// expert for an expert weight.
 struct CpuWeight {
   std::vector<float> values;
   std::unique_ptr<kernels::cpu::Linear> linear;
+  std::vector<std::unique_ptr<kernels::cpu::Linear>> experts;
 };
 using CpuWeights = model::WeightTable<CpuWeight>;
 
@@ -67,6 +69,11 @@ class CpuOps final : public model::DecoderOps {
   void attention(int layer, int window, float scale, std::int64_t row_begin, std::int64_t row_end) override;
   void gated_activation(model::FeedForward kind) override;
   void gather_logit_rows() override;
+  // routed_ffn.cpp: rows grouped by expert, each expert's rows one product.
+  void routed_feed_forward(int layer, model::FeedForward kind, model::Activation in, model::Activation out,
+                           bool accumulate, int expert_begin, int expert_end) override;
+  // How many distinct experts the last routed layer ran (a step's routing profile).
+  int experts_run() const { return experts_run_; }
   // A product splits as its linear's kernel allows; attention in the kernel's tiles of rows.
   std::int64_t output_granule(model::WeightRef weight, std::int64_t rows) const override;
   std::int64_t attention_row_granule() const override { return kAttentionRowGranule; }
@@ -100,6 +107,19 @@ class CpuOps final : public model::DecoderOps {
 
   std::vector<float> x_, h_, qkv_, attn_, gate_up_, act_;
   kernels::cpu::AttentionWorkspace attention_;
+
+  // Routing scratch (routed_ffn.cpp), reused step to step.
+  struct Routing {
+    std::vector<float> logits;            // [rows, experts]
+    std::vector<std::int32_t> expert;     // [rows, experts_used]: each row's experts by rank
+    std::vector<float> weight;            // [rows, experts_used]: their weights
+    std::vector<std::int32_t> slots;      // row * experts_used + rank, grouped by expert
+    std::vector<std::int32_t> first;      // [experts + 1]: each expert's range of slots
+    std::vector<float> in, gate_up, act;  // one expert's rows
+    std::vector<float> out;               // [rows, experts_used, embedding]
+  } routing_;
+  int experts_run_ = 0;
+  void route(int layer, const float* h);
 };
 
 }  // namespace ember::backend::cpu

@@ -12,7 +12,13 @@ MemoryPlan plan_memory(const model::ModelConfig& c, Precision gemm, double four_
   const std::uint64_t d = static_cast<std::uint64_t>(c.embedding), ffn = static_cast<std::uint64_t>(c.ffn);
   const std::uint64_t q = static_cast<std::uint64_t>(c.heads) * static_cast<std::uint64_t>(c.head_dim);
   const std::uint64_t kv = static_cast<std::uint64_t>(c.kv_heads) * static_cast<std::uint64_t>(c.head_dim);
-  const std::uint64_t layer = d * (q + 2 * kv) + q * d + d * 2 * ffn + ffn * d;  // weights per layer
+  // A routed layer's feed-forward: every expert's three matrices and the router; preparation
+  // holds one expert at a time beside the layer's attention.
+  const std::uint64_t experts = static_cast<std::uint64_t>(c.experts),
+                      expert_ffn = static_cast<std::uint64_t>(c.expert_ffn);
+  const std::uint64_t feed_forward = c.routed() ? experts * 3 * expert_ffn * d + experts * d : 3 * ffn * d;
+  const std::uint64_t layer = d * (q + 2 * kv) + q * d + feed_forward;  // weights per layer
+  const std::uint64_t prepared_at_once = c.routed() ? d * (q + 2 * kv) + q * d + 3 * expert_ffn * d : layer;
   const std::uint64_t lm_head = static_cast<std::uint64_t>(c.vocab) * d;
   const std::uint64_t weights = layer * static_cast<std::uint64_t>(c.layers) + lm_head;
   MemoryPlan plan;
@@ -20,10 +26,10 @@ MemoryPlan plan_memory(const model::ModelConfig& c, Precision gemm, double four_
     // Two layouts of one byte a weight (scales are noise), or one of 5/8 of a byte.
     const auto four_bit = static_cast<std::uint64_t>(four_bit_share * static_cast<double>(weights));
     plan.prepared_bytes = 2 * (weights - four_bit) + four_bit / 8 * 5;
-    plan.transient_bytes = std::max(2 * 4 * layer, lm_head);
+    plan.transient_bytes = std::max(2 * 4 * prepared_at_once, lm_head);
   } else {
     plan.prepared_bytes = 4 * weights;
-    plan.transient_bytes = 4 * layer;
+    plan.transient_bytes = 4 * prepared_at_once;
   }
   return plan;
 }

@@ -95,10 +95,11 @@ class ReferenceOps final : public model::DecoderOps {
   }
 
   // The same over each head_dim slice of the q or k part of every qkv row (q/k norm).
+  // OLMoE's spans the whole q (or k) part, as one head.
   void rmsnorm_heads(model::WeightRef weight, model::QkvPart part) override {
     const auto w = weights_[weight].row(0);
-    const int hd = config_.head_dim;
-    for_each_head(part, [&](float* head, int) {
+    const int hd = static_cast<int>(w.size());
+    for_each_head(part, hd, [&](float* head, int) {
       Eigen::Map<Eigen::RowVectorXf> x(head, hd);
       const float inv_rms = 1.0f / std::sqrt(x.squaredNorm() / static_cast<float>(hd) + config_.rms_eps);
       x = x.cwiseProduct(w) * inv_rms;
@@ -130,7 +131,7 @@ class ReferenceOps final : public model::DecoderOps {
 
   void rope(model::QkvPart part, model::RopeAngleSet set) override {
     const RopeAngles angles = angles_[static_cast<std::size_t>(set)];
-    for_each_head(part, [&](float* head, int row) {
+    for_each_head(part, config_.head_dim, [&](float* head, int row) {
       rotate_head(head, batch_.positions[static_cast<std::size_t>(row)], config_, angles);
     });
   }
@@ -209,6 +210,44 @@ class ReferenceOps final : public model::DecoderOps {
       }
   }
 
+  // Row by row: softmax of the router's logits, the experts_used most probable experts (ties
+  // to the lower index), each expert's SwiGLU weighted by its probability (divided by the
+  // chosen probabilities' sum when expert_weights_norm), summed in rank order.
+  // (All at the last part: nothing writes `in` before it.)
+  void routed_feed_forward(int layer, model::FeedForward kind, model::Activation in, model::Activation out,
+                           bool accumulate, int, int expert_end) override {
+    if (expert_end < config_.experts) return;
+    const Matrix h = act(in);  // a copy: out may be in
+    const Matrix& router = weights_[{layer, model::WeightId::router}];
+    const Matrix& gate_up = weights_[{layer, model::WeightId::expert_gate_up}];  // all gates, then all ups
+    const Matrix& down = weights_[{layer, model::WeightId::expert_down}];
+    const int n = config_.experts, f = config_.expert_ffn, d = config_.embedding;
+    Matrix& y = act(out);
+    if (!accumulate) y.setZero(h.rows(), d);
+    for (Eigen::Index r = 0; r < h.rows(); ++r) {
+      Vector p = router * h.row(r).transpose();
+      p = (p.array() - p.maxCoeff()).exp();
+      p /= p.sum();
+      std::vector<int> order(static_cast<std::size_t>(n));
+      for (int e = 0; e < n; ++e) order[static_cast<std::size_t>(e)] = e;
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p(a) > p(b); });
+      order.resize(static_cast<std::size_t>(config_.experts_used));
+      float sum = 0;
+      for (int e : order) sum += p(e);
+      Vector moe = Vector::Zero(d);
+      for (int e : order) {
+        const Vector g = gate_up.middleRows(Eigen::Index{e} * f, f) * h.row(r).transpose();
+        const Vector u = gate_up.middleRows(Eigen::Index{n + e} * f, f) * h.row(r).transpose();
+        Vector a(f);
+        for (int i = 0; i < f; ++i)
+          a(i) = (kind == model::FeedForward::geglu ? gelu(g(i)) : g(i) / (1.0f + std::exp(-g(i)))) * u(i);
+        const float weight = config_.expert_weights_norm ? p(e) / sum : p(e);
+        moe += weight * (down.middleRows(Eigen::Index{e} * d, d) * a);
+      }
+      y.row(r) += moe.transpose();
+    }
+  }
+
   void gather_logit_rows() override {
     const Matrix& x = act(model::Activation::x);
     Matrix& selected = act(model::Activation::logit_input);
@@ -222,14 +261,15 @@ class ReferenceOps final : public model::DecoderOps {
   const Matrix& act(model::Activation a) const { return acts_[static_cast<std::size_t>(a)]; }
 
   // f(head, row) for each head of the q (or k) part of every qkv row.
+  // (`width` values a head: head_dim, or all of the part as one.)
   template <class F>
-  void for_each_head(model::QkvPart part, F&& f) {
+  void for_each_head(model::QkvPart part, int width, F&& f) {
     Matrix& qkv = act(model::Activation::qkv);
-    const int hd = config_.head_dim;
     const bool q = part == model::QkvPart::q;
-    const int heads = q ? config_.heads : config_.kv_heads, offset = q ? 0 : config_.heads * hd;
+    const int part_width = (q ? config_.heads : config_.kv_heads) * config_.head_dim;
+    const int offset = q ? 0 : config_.heads * config_.head_dim;
     for (int r = 0; r < batch_.rows(); ++r)
-      for (int head = 0; head < heads; ++head) f(qkv.row(r).data() + offset + head * hd, r);
+      for (int head = 0; head < part_width / width; ++head) f(qkv.row(r).data() + offset + head * width, r);
   }
 
   static float load_kv(const void* cache, KvCacheType type, std::size_t index) {
@@ -261,9 +301,9 @@ class ReferenceBackend final : public Backend {
     check_fits(plan_memory(config_, Precision::fp32), available_memory(), config_);
     if (options.progress) options.progress->plan({{LoadPhase::weights, 1}});  // nothing else to do
     token_embd_ = tensors.token_embd;
-    const auto place = [&](const model::GraphWeight& w) {
+    const auto place = [&](const model::GraphWeight& w) {  // experts stacked row-wise
       Matrix& m = weights_[w.ref];
-      m.resize(w.rows, w.cols);
+      m.resize(w.elements() / w.cols, w.cols);
       float* dst = m.data();
       for (const model::GgufTensor* t : w.sources) {
         model::dequantize(t->type, t->data, dst, t->numel());

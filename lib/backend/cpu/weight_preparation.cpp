@@ -25,15 +25,16 @@ using model::WeightRef;
 
 // Bump when the preparation (dequantize, smoothing, quantization) changes what it produces
 // without a change of ember's version: a cache written by the old code must not be read.
-constexpr int kPreparationRevision = 4;
+constexpr int kPreparationRevision = 5;
 
 // A weight's name in the weight cache.
 std::string cache_name(WeightRef r) {
   static constexpr std::array<const char*, model::kWeightIdCount> kNames = {
-      "attn_norm",      "qkv",           "qkv_bias",     "q_norm",       "k_norm",    "wo",
-      "post_attn_norm", "ffn_norm",      "gate_up",      "down",         "post_ffn_norm", "output_norm",
-      "lm_head",        "attn_norm_bias", "ffn_norm_bias", "wo_bias",    "gate_up_bias", "down_bias",
-      "embd_norm",      "embd_norm_bias", "position_embd", "token_types"};
+      "attn_norm",      "qkv",          "qkv_bias",    "q_norm",    "k_norm",         "wo",
+      "post_attn_norm", "ffn_norm",     "gate_up",     "down",      "post_ffn_norm",  "router",
+      "expert_gate_up", "expert_down",  "output_norm", "lm_head",   "attn_norm_bias", "ffn_norm_bias",
+      "wo_bias",        "gate_up_bias", "down_bias",   "embd_norm", "embd_norm_bias", "position_embd",
+      "token_types"};
   const char* name = kNames[static_cast<std::size_t>(r.id)];
   return r.layer < 0 ? std::string(name) : fmt::format("blk.{}.{}", r.layer, name);
 }
@@ -55,7 +56,7 @@ bool prepared(WeightId id) {
 // attention output too: docs/benchmarks.md#encoder-int8.
 k::ActivationQuant activations_for(WeightId id, bool encoder = false) {
   const bool two_terms = encoder || id == WeightId::qkv || id == WeightId::gate_up || id == WeightId::down ||
-                         id == WeightId::lm_head;
+                         id == WeightId::expert_gate_up || id == WeightId::expert_down || id == WeightId::lm_head;
   return two_terms ? k::ActivationQuant::residual : k::ActivationQuant::per_row;
 }
 
@@ -128,9 +129,17 @@ void quantize_float_row(const model::GgufTensor& t, std::int64_t row, std::int64
   }
 }
 
-// Matrix w's rows as the grouped kernel reads them, from its file tensors stacked row-wise.
-k::GroupedRowSource group_rows(const GraphWeight& w) {
-  return [w](std::int64_t row, std::uint8_t* values, float* scales, float* offsets) {
+// Matrix w's rows as the grouped kernel reads them, from its file tensors stacked row-wise (of
+// an expert weight, expert `expert`'s rows).
+k::GroupedRowSource group_rows(const GraphWeight& w, int expert) {
+  return [w, expert](std::int64_t row, std::uint8_t* values, float* scales, float* offsets) {
+    if (w.experts > 0) {
+      const model::SourceRow at = model::expert_row(w, expert, row);
+      const std::uint64_t row_bytes = *model::ggml_row_bytes(at.tensor->type, w.cols);
+      model::read_groups(at.tensor->type, at.tensor->data + static_cast<std::uint64_t>(at.row) * row_bytes, w.cols,
+                         values, scales, offsets);
+      return;
+    }
     for (const model::GgufTensor* t : w.sources) {
       if (row >= t->rows()) {
         row -= t->rows();
@@ -173,7 +182,7 @@ class Preparer {
     for (int l = -1; l < config_.layers; ++l)
       for (const GraphWeight& w :
            l < 0 ? model::head_weights(tensors_, config_) : model::layer_weights(tensors_, config_, l)) {
-        if (!w.is_matrix()) continue;
+        if (!w.is_matrix() || w.ref.id == WeightId::router) continue;  // the router is FP32 (build())
         const int bits = form(w).bits;
         (bits == 4 ? w4 : bits == 8 ? w8_groups : w8) += 1;
         if (bits > 0 && l >= 0) grouped_[static_cast<std::size_t>(l)][static_cast<std::size_t>(w.ref.id)] = true;
@@ -225,20 +234,22 @@ class Preparer {
     for (int l = 0; l < config_.layers; ++l) {
       const std::vector<GraphWeight> layer = model::layer_weights(tensors_, config_, l);
       for (const GraphWeight& w : layer) {
-        if (!w.is_matrix())
+        if (w.experts > 0)  // in their final form at once, one expert at a time: never smoothed
+          build_experts(w);
+        else if (!w.is_matrix())
           weights_[w.ref].values = dequantize(w);
         else if (calibration || form(w).bits == 0)
           dequantize(w, m[static_cast<std::size_t>(w.ref.id)]);
       }
       if (calibration) {
         for (const GraphWeight& w : layer)
-          if (w.is_matrix()) build(w, m, Precision::fp32, nullptr);
+          if (w.is_matrix() && w.experts == 0) build(w, m, Precision::fp32, nullptr);
         calibration->observer.clear();
         model::run_layer(config_, l, *calibration->ops, calibration->batch.rows());
         smooth_layer(l, calibration->observer, m);
       }
       for (const GraphWeight& w : layer)
-        if (w.is_matrix()) build(w, m, gemm_, cache);
+        if (w.is_matrix() && w.experts == 0) build(w, m, gemm_, cache);
       for (const GraphWeight& w : layer)
         for (const model::GgufTensor* t : w.sources) file_.release(*t);
       report(LoadPhase::weights, static_cast<float>(l + 1) / (config_.layers + 1));
@@ -290,7 +301,7 @@ class Preparer {
   static void dequantize(const GraphWeight& w, std::vector<float>& out) {
     std::int64_t elements = 0;
     for (const auto* t : w.sources) elements += t->numel();
-    EMBER_ASSERT(elements == w.rows * w.cols);
+    EMBER_ASSERT(elements == w.elements());
     out.resize(static_cast<std::size_t>(elements));  // keeps its capacity when it shrinks
     float* dst = out.data();
     for (const auto* t : w.sources) {
@@ -307,6 +318,10 @@ class Preparer {
   void build(const GraphWeight& w, const Matrices& m, Precision precision, WeightCacheWriter* cache) {
     const std::vector<float>& values = m[static_cast<std::size_t>(w.ref.id)];
     std::unique_ptr<k::Linear>& linear = weights_[w.ref].linear;
+    if (w.ref.id == WeightId::router) {  // FP32 values for routed_ffn.cpp's own product: the choice of
+      weights_[w.ref].values = values;   // experts must not depend on the tier or the batch
+      return;
+    }
     if (precision == Precision::int8 && form(w).bits > 0) {
       linear = make_grouped(w);
       return;
@@ -327,13 +342,38 @@ class Preparer {
     return grouped_form(w, gemm_, options_.weight_format, config_.norm_after_residual);
   }
 
-  std::unique_ptr<k::Linear> make_grouped(const GraphWeight& w) {
+  // An expert weight's linears, one expert at a time from the file: the file's groups (w4a8), or
+  // FP32 or INT8 from one expert's FP32 copy, which the next expert's reuses.
+  void build_experts(const GraphWeight& w) {
+    std::vector<std::unique_ptr<k::Linear>>& experts = weights_[w.ref].experts;
+    experts.clear();
+    std::vector<float> values;
+    for (int e = 0; e < w.experts; ++e) {
+      if (form(w).bits > 0) {
+        experts.push_back(make_grouped(w, e));
+        continue;
+      }
+      values.resize(static_cast<std::size_t>(w.rows * w.cols));
+      float* dst = values.data();
+      for (const model::GgufTensor* t : w.sources) {
+        const std::int64_t rows = t->rows() / w.experts;
+        model::dequantize_rows(*t, e * rows, rows, dst);
+        dst += rows * w.cols;
+      }
+      experts.push_back(gemm_ == Precision::fp32
+                            ? k::make_fp32_linear(ctx_, values.data(), w.rows, w.cols)
+                            : k::make_int8_linear(ctx_, values.data(), w.rows, w.cols, activations_for(w.ref.id)));
+    }
+  }
+
+  std::unique_ptr<k::Linear> make_grouped(const GraphWeight& w, int expert = 0) {
     // Q4_0 and Q8_0 groups have no offset of their own (o = -bias * d), nor those quantized here.
     const bool offsets = std::any_of(w.sources.begin(), w.sources.end(), [](const model::GgufTensor* t) {
       return t->type != model::GgmlType::Q4_0 && t->type != model::GgmlType::Q8_0 && model::group_bits(t->type) != 0;
     });
     const GroupedForm f = form(w);
-    return k::make_grouped_linear(ctx_, w.rows, w.cols, k::GroupFormat{f.bits, offsets}, group_rows(w), f.activations);
+    return k::make_grouped_linear(ctx_, w.rows, w.cols, k::GroupFormat{f.bits, offsets}, group_rows(w, expert),
+                                  f.activations);
   }
 
   // Whether smoothing may rescale matrix `id` of layer l: the factors are folded into the
@@ -342,6 +382,7 @@ class Preparer {
   bool smoothable(int l, WeightId id) const {
     // An encoder's norms come after the residual adds (and carry biases): nothing to fold into.
     if (gemm_ != Precision::int8 || config_.norm_after_residual) return false;
+    if (config_.routed() && (id == WeightId::gate_up || id == WeightId::down)) return false;  // experts: not smoothed
     const auto& grouped = grouped_[static_cast<std::size_t>(l)];
     const auto is_grouped = [&](WeightId w) { return grouped[static_cast<std::size_t>(w)]; };
     if (is_grouped(id)) return false;
@@ -477,6 +518,12 @@ class Preparer {
       report(LoadPhase::cache, 0.0f);
       const WeightCacheReader cache(cache_file);  // validated whole before anything is built
       const auto place = [&](const GraphWeight& w) {
+        if (w.experts > 0 || w.ref.id == WeightId::router) {  // not in the cache: prepared from the file
+          if (w.experts > 0) return build_experts(w);
+          Matrices m;
+          dequantize(w, m[static_cast<std::size_t>(w.ref.id)]);
+          return build(w, m, gemm_, nullptr);
+        }
         if (!w.is_matrix()) {
           weights_[w.ref].values = prepared(w.ref.id) ? cache.vector(cache_name(w.ref), w.cols) : dequantize(w);
           return;
@@ -536,7 +583,7 @@ double four_bit_share(const model::ModelConfig& config, const model::DecoderTens
     for (const GraphWeight& w :
          l < 0 ? model::head_weights(tensors, config) : model::layer_weights(tensors, config, l)) {
       if (!w.is_matrix()) continue;
-      const double n = static_cast<double>(w.rows) * static_cast<double>(w.cols);
+      const double n = static_cast<double>(w.elements());
       all += n;
       if (grouped_form(w, gemm, format, config.norm_after_residual).bits == 4) four += n;
     }

@@ -1,0 +1,148 @@
+// A routed (mixture-of-experts) feed-forward on the CPU: the router's logits for every row, each
+// row's experts chosen, then the rows grouped by expert so that each expert's rows are one
+// product of its gate|up and down linears (a decode row reads only its own experts' weights;
+// a batch reads each routed expert once), and each row's expert outputs summed in rank order.
+// Every linear's row results are independent of the rows beside them, and the sum's order is
+// the row's own, so a row's result is the same in any batch.
+#include "backend/cpu/cpu_ops.hpp"
+
+#include "util/check.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace ember::backend::cpu {
+namespace {
+
+namespace k = ember::kernels::cpu;
+
+template <class T>
+void grow(std::vector<T>& v, std::int64_t n) {
+  if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
+}
+
+// logits[r, e] = router row e . h row r, each dot product in one fixed order (eight lanes,
+// summed in order) by the same code on every tier, at every row count and thread count: the
+// choice of experts is a row's own, bit for bit (a oneDNN product's order depends on both).
+void router_logits(const float* h, std::int64_t rows, const float* router, int experts, std::int64_t d, float* logits,
+                   int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static) if (rows * experts * d > (1 << 16))
+  for (std::int64_t i = 0; i < rows * experts; ++i) {
+    const float* x = h + (i / experts) * d;
+    const float* w = router + (i % experts) * d;
+    float lane[8] = {};
+    std::int64_t c = 0;
+    for (; c + 8 <= d; c += 8)
+      for (int j = 0; j < 8; ++j) lane[j] += w[c + j] * x[c + j];
+    for (; c < d; ++c) lane[c % 8] += w[c] * x[c];
+    logits[i] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  }
+}
+
+// The `used` most probable of `n` experts from their logits: softmax over all n (as llama.cpp's
+// build_moe_ffn), then the top `used` by probability, ties to the lower index; weights are the
+// probabilities, divided by their sum when `normalize`.
+void select_experts(const float* logits, int n, int used, bool normalize, std::int32_t* expert, float* weight) {
+  const float max = *std::max_element(logits, logits + n);
+  float probs[1024];  // ModelConfig's experts are at most kMaxExperts (1024)
+  float sum = 0;
+  for (int e = 0; e < n; ++e) sum += probs[e] = std::exp(logits[e] - max);
+  for (int e = 0; e < n; ++e) probs[e] /= sum;
+  std::int32_t order[1024];
+  std::iota(order, order + n, 0);
+  std::partial_sort(order, order + used, order + n, [&](std::int32_t a, std::int32_t b) {
+    return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
+  });
+  float chosen = 0;
+  for (int j = 0; j < used; ++j) chosen += probs[order[j]];
+  for (int j = 0; j < used; ++j) {
+    expert[j] = order[j];
+    weight[j] = normalize ? probs[order[j]] / chosen : probs[order[j]];
+  }
+}
+
+}  // namespace
+
+// Each row's experts and weights, and the (row, rank) slots grouped by expert in row order.
+void CpuOps::route(int layer, const float* h) {
+  const int n = config_.experts, used = config_.experts_used;
+  EMBER_ASSERT(n <= 1024 && used <= n);  // read_model_config's bounds; select_experts' arrays
+  Routing& r = routing_;
+  grow(r.logits, rows_ * n);
+  router_logits(h, rows_, weights_[{layer, model::WeightId::router}].values.data(), n, config_.embedding,
+                r.logits.data(), ctx_.threads);
+  grow(r.expert, rows_ * used);
+  grow(r.weight, rows_ * used);
+  for (std::int64_t row = 0; row < rows_; ++row)
+    select_experts(r.logits.data() + row * n, n, used, config_.expert_weights_norm, r.expert.data() + row * used,
+                   r.weight.data() + row * used);
+  // Counting sort of the slots by expert: each expert's slots stay in row order.
+  r.first.assign(static_cast<std::size_t>(n) + 1, 0);
+  for (std::int64_t s = 0; s < rows_ * used; ++s) ++r.first[static_cast<std::size_t>(r.expert[s]) + 1];
+  std::partial_sum(r.first.begin(), r.first.end(), r.first.begin());
+  grow(r.slots, rows_ * used);
+  std::vector<std::int32_t> next(r.first.begin(), r.first.end() - 1);
+  for (std::int64_t s = 0; s < rows_ * used; ++s)
+    r.slots[static_cast<std::size_t>(next[static_cast<std::size_t>(r.expert[s])]++)] = static_cast<std::int32_t>(s);
+}
+
+void CpuOps::routed_feed_forward(int layer, model::FeedForward kind, model::Activation in, model::Activation out,
+                                 bool accumulate, int expert_begin, int expert_end) {
+  const int used = config_.experts_used;
+  const std::int64_t d = config_.embedding, f = config_.expert_ffn;
+  const float* h = at(in);
+  Routing& r = routing_;
+  if (expert_begin == 0) {
+    if (observer_ != nullptr) observer_->observe({layer, model::WeightId::router}, h, rows_, d);
+    route(layer, h);
+    grow(r.out, rows_ * used * d);
+    experts_run_ = 0;
+  }
+  const auto& gate_up = weights_[{layer, model::WeightId::expert_gate_up}].experts;
+  const auto& down = weights_[{layer, model::WeightId::expert_down}].experts;
+  for (int e = expert_begin; e < expert_end; ++e) {
+    const std::int32_t begin = r.first[static_cast<std::size_t>(e)], end = r.first[static_cast<std::size_t>(e) + 1];
+    const std::int64_t m = end - begin;
+    if (m == 0) continue;  // an expert no row chose: its weights are not read
+    ++experts_run_;
+    grow(r.in, m * d);
+    grow(r.gate_up, m * 2 * f);
+    grow(r.act, m * f);
+    for (std::int64_t i = 0; i < m; ++i) {
+      const std::int64_t row = r.slots[static_cast<std::size_t>(begin + i)] / used;
+      std::copy(h + row * d, h + (row + 1) * d, r.in.data() + i * d);
+    }
+    gate_up[static_cast<std::size_t>(e)]->forward(ctx_, r.in.data(), m, r.gate_up.data());
+    if (kind == model::FeedForward::geglu)
+      k::gelu_mul(r.gate_up.data(), m, f, r.act.data(), ctx_.threads);
+    else
+      k::silu_mul(r.gate_up.data(), m, f, r.act.data(), ctx_.threads);
+    // Straight into each slot's row of r.out: in place, in gather order, no scatter copy.
+    if (m == 1) {
+      down[static_cast<std::size_t>(e)]->forward(
+          ctx_, r.act.data(), 1, r.out.data() + std::int64_t{r.slots[static_cast<std::size_t>(begin)]} * d);
+      continue;
+    }
+    grow(r.in, m * d);
+    down[static_cast<std::size_t>(e)]->forward(ctx_, r.act.data(), m, r.in.data());
+    for (std::int64_t i = 0; i < m; ++i)
+      std::copy(r.in.data() + i * d, r.in.data() + (i + 1) * d,
+                r.out.data() + std::int64_t{r.slots[static_cast<std::size_t>(begin + i)]} * d);
+  }
+  if (expert_end < config_.experts) return;
+  // Each row: the sum over its experts in rank order, then into the residual (or out).
+  float* y = at(out);
+  for (std::int64_t row = 0; row < rows_; ++row) {
+    float* dst = y + row * d;
+    const float* w = r.weight.data() + row * used;
+    const float* o = r.out.data() + row * used * d;
+    for (std::int64_t i = 0; i < d; ++i) {
+      float sum = 0;
+      for (int j = 0; j < used; ++j) sum += w[j] * o[j * d + i];
+      dst[i] = accumulate ? dst[i] + sum : sum;
+    }
+  }
+}
+
+}  // namespace ember::backend::cpu

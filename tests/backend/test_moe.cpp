@@ -1,0 +1,246 @@
+// Mixture-of-experts layers (qwen3moe, olmoe, llama with experts) on synthetic files: the
+// hyper-parameters read and checked, every CPU path against the readable reference, and a
+// row's logits the same whatever rows share its batch (experts grouped by the batch's routing).
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/cpu_ops.hpp"
+#include "backend/cpu/reference.hpp"
+#include "backend/cpu/weight_preparation.hpp"
+#include "model/decoder_graph.hpp"
+#include "model/decoder_tensors.hpp"
+#include "model_writer/gguf_writer.hpp"
+#include "sequence_runner.hpp"
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace ember {
+namespace {
+
+const char* const kMoeArchitectures[] = {"qwen3moe", "olmoe", "mixtral"};
+
+std::shared_ptr<const model::GgufFile> synthetic(const std::string& name, model::GgmlType type,
+                                                 std::uint64_t seed = 7) {
+  model::SyntheticModelSpec spec;
+  spec.config = model::SyntheticModelSpec::architecture_config(name);
+  spec.weight_type = type;
+  spec.seed = seed;
+  const auto bytes = model::make_synthetic_model(spec);
+  return model::GgufFile::parse(bytes.data(), bytes.size(), name);
+}
+
+backend::BackendOptions options_at(Precision precision) {
+  backend::BackendOptions options;
+  options.threads = 2;
+  options.precision = precision;
+  return options;
+}
+
+std::vector<float> run(backend::Backend& b, const std::vector<std::int32_t>& tokens, int chunk) {
+  test::SequenceRunner runner(b, static_cast<int>(tokens.size()) + 16, KvCacheType::f32);
+  return runner.append(tokens, /*all_rows=*/true, chunk);
+}
+
+struct Diff {
+  double rel = 0, top1 = 0;
+};
+
+Diff compare(const std::vector<float>& a, const std::vector<float>& b, int vocab) {
+  REQUIRE(a.size() == b.size());
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
+    den += b[i] * static_cast<double>(b[i]);
+  }
+  const std::size_t rows = a.size() / static_cast<std::size_t>(vocab);
+  int same = 0;
+  for (std::size_t r = 0; r < rows; ++r)
+    same += test::argmax(a.data() + r * vocab, vocab) == test::argmax(b.data() + r * vocab, vocab);
+  return {std::sqrt(num / den), static_cast<double>(same) / static_cast<double>(rows)};
+}
+
+TEST_CASE("mixture-of-experts hyper-parameters are read per architecture") {
+  const model::ModelConfig q = model::read_model_config(*synthetic("qwen3moe", model::GgmlType::F32));
+  CHECK(q.routed());
+  CHECK(q.experts == 8);
+  CHECK(q.experts_used == 4);
+  CHECK(q.expert_ffn == 32);  // qwen3moe.expert_feed_forward_length, not feed_forward_length (128)
+  CHECK(q.expert_weights_norm);
+  CHECK(!q.qk_norm_whole);
+  const model::ModelConfig o = model::read_model_config(*synthetic("olmoe", model::GgmlType::F32));
+  CHECK(o.experts_used == 3);
+  CHECK(o.expert_ffn == o.ffn);
+  CHECK(!o.expert_weights_norm);
+  CHECK(o.qk_norm_whole);
+  const model::ModelConfig m = model::read_model_config(*synthetic("mixtral", model::GgmlType::F32));
+  CHECK(m.architecture == "llama");
+  CHECK(m.experts == 4);
+  CHECK(m.expert_weights_norm);
+  CHECK(!model::read_model_config(*synthetic("llama3", model::GgmlType::F32)).routed());
+}
+
+// A file whose metadata says something else than its writer meant: key `key` set to `value`.
+std::vector<std::uint8_t> with_u32(const std::string& name, const std::string& key, std::uint32_t value) {
+  model::SyntheticModelSpec spec;
+  spec.config = model::SyntheticModelSpec::architecture_config(name);
+  spec.weight_type = model::GgmlType::F32;
+  auto bytes = model::make_synthetic_model(spec);
+  const auto file = model::GgufFile::parse(bytes.data(), bytes.size(), name);
+  const model::GgufValue* v = file->find(key);
+  REQUIRE(v != nullptr);
+  // The value's bytes are in the image: find the u32 after the key's name and patch it.
+  const std::uint32_t old = *file->find_u32(key);
+  auto at = std::search(bytes.begin(), bytes.end(), key.begin(), key.end());
+  REQUIRE(at != bytes.end());
+  at += static_cast<std::ptrdiff_t>(key.size() + 4);  // the name, then the value type
+  REQUIRE(std::memcmp(&*at, &old, 4) == 0);
+  std::memcpy(&*at, &value, 4);
+  return bytes;
+}
+
+TEST_CASE("inconsistent expert counts are refused at open, naming the key") {
+  for (const auto& [key, value] :
+       {std::pair{"qwen3moe.expert_used_count", 9u}, std::pair{"qwen3moe.expert_count", 0u},
+        std::pair{"qwen3moe.expert_used_count", 0u}, std::pair{"qwen3moe.expert_feed_forward_length", 0u}}) {
+    CAPTURE(key);
+    const auto bytes = with_u32("qwen3moe", key, value);
+    const auto file = model::GgufFile::parse(bytes.data(), bytes.size(), "patched");
+    try {
+      (void)model::read_model_config(*file);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::invalid_model);
+      CHECK(std::string(e.what()).find("expert") != std::string::npos);
+    }
+  }
+  // An expert count the tensors do not have.
+  const auto bytes = with_u32("mixtral", "llama.expert_count", 5);
+  const auto file = model::GgufFile::parse(bytes.data(), bytes.size(), "patched");
+  const model::ModelConfig c = model::read_model_config(*file);
+  CHECK_THROWS_AS(model::map_decoder_tensors(*file, c), Error);
+}
+
+// The reference, the FP32 kernels and the INT8 kernels (w8a8 from Q8_0, w4a8 from Q4_0 and
+// Q4_1) on each architecture.
+TEST_CASE("mixture of experts: every CPU path matches the reference") {
+  for (const std::string name : kMoeArchitectures) {
+    for (const auto type : {model::GgmlType::Q8_0, model::GgmlType::Q4_0, model::GgmlType::Q4_1}) {
+      const auto file = synthetic(name, type);
+      const model::ModelConfig c = model::read_model_config(*file);
+      auto reference = backend::cpu::make_reference_backend(file, c, options_at(Precision::fp32));
+      auto fp32 = backend::cpu::make_cpu_backend(file, c, options_at(Precision::fp32));
+      auto int8 = backend::cpu::make_cpu_backend(file, c, options_at(Precision::int8));
+      CAPTURE(name);
+      CAPTURE(int8->weight_format());
+      const auto tokens = test::random_tokens(45, c.vocab, 3);
+      const auto ref = run(*reference, tokens, 45);
+      const Diff fast = compare(run(*fp32, tokens, 7), ref, c.vocab);
+      CHECK(fast.rel < 1e-4);
+      CHECK(fast.top1 == 1.0);
+      const Diff quant = compare(run(*int8, tokens, 16), ref, c.vocab);
+      MESSAGE(name, " ", int8->weight_format(), " vs reference: rel ", quant.rel, ", top-1 ", quant.top1);
+      CHECK(quant.rel > 0.0);
+      CHECK(quant.rel < 0.08);
+      CHECK(quant.top1 >= 0.85);
+      if (type == model::GgmlType::Q4_0) CHECK(int8->weight_format() == "w4a8");
+    }
+  }
+}
+
+// Prefill in one pass, in chunks, and token by token: the expert groups differ every time (a
+// row's experts share a product with other rows, or run alone), the logits must not.
+TEST_CASE("mixture of experts: a row's logits do not depend on its batch (int8)") {
+  for (const std::string name : kMoeArchitectures) {
+    for (const auto type : {model::GgmlType::Q8_0, model::GgmlType::Q4_0}) {
+      const auto file = synthetic(name, type);
+      const model::ModelConfig c = model::read_model_config(*file);
+      auto int8 = backend::cpu::make_cpu_backend(file, c, options_at(Precision::int8));
+      CAPTURE(name);
+      CAPTURE(int8->weight_format());
+      const auto tokens = test::random_tokens(40, c.vocab, 5);
+      const auto whole = run(*int8, tokens, 40);
+      for (const int chunk : {1, 3, 16}) {
+        CAPTURE(chunk);
+        const auto parts = run(*int8, tokens, chunk);
+        REQUIRE(parts.size() == whole.size());
+        CHECK(std::memcmp(parts.data(), whole.data(), whole.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
+// The routing profile: a decode row runs (and reads the weights of) only its experts_used
+// experts; a batch of rows runs each expert its rows chose once, however many rows chose it.
+TEST_CASE("mixture of experts: a decode row reads only its routed experts, a batch each chosen expert once") {
+  const auto file = synthetic("olmoe", model::GgmlType::Q4_0);
+  const model::ModelConfig c = model::read_model_config(*file);
+  const model::DecoderTensors tensors = model::map_decoder_tensors(*file, c);
+  kernels::cpu::CpuContext ctx(2);
+  const backend::BackendOptions options = options_at(Precision::int8);
+  const backend::cpu::PreparedWeights prepared =
+      backend::cpu::prepare_cpu_weights(*file, c, tensors, ctx, options, Precision::int8);
+  backend::cpu::CpuOps ops(c, prepared.weights, *tensors.token_embd, ctx);
+  backend::KvCache kv(backend::KvGeometry{{16, c.kv_heads, c.head_dim, KvCacheType::f32}, c.layers, 4});
+  const auto tokens = test::random_tokens(48, c.vocab, 6);
+  std::vector<float> logits;
+  for (const int rows : {1, 2, 48}) {
+    backend::Batch batch;
+    for (int i = 0; i < rows; ++i) {
+      batch.tokens.push_back(tokens[static_cast<std::size_t>(i)]);
+      batch.positions.push_back(i);
+      batch.slots.push_back(i);
+    }
+    batch.sequences.push_back({0, rows, {0, 1, 2}});
+    batch.logit_rows.push_back(rows - 1);
+    ops.begin(batch, kv, &logits);
+    model::run_decoder(c, ops, rows, 1);
+    MESSAGE("olmoe, ", rows, " rows: ", ops.experts_run(), " of ", c.experts, " experts run in the last layer");
+    if (rows == 1) CHECK(ops.experts_run() == c.experts_used);
+    CHECK(ops.experts_run() >= c.experts_used);
+    CHECK(ops.experts_run() <= std::min(c.experts, rows * c.experts_used));
+  }
+}
+
+// A budgeted step splits a routed stage by experts (StageWork::Split::experts): with no time
+// left each call runs one expert's rows; the pass equals the whole one bit for bit.
+TEST_CASE("mixture of experts: a pass in pieces (an expert per call) equals the whole pass") {
+  const auto file = synthetic("qwen3moe", model::GgmlType::Q4_0);
+  const model::ModelConfig c = model::read_model_config(*file);
+  CHECK(model::stage_work(c, 0, model::Stage::gate_up, 20).units == c.experts);
+  CHECK(model::stage_work(c, 0, model::Stage::down, 20).units == 0);
+  for (const Precision precision : {Precision::fp32, Precision::int8}) {
+    auto b = backend::cpu::make_cpu_backend(file, c, options_at(precision));
+    const auto tokens = test::random_tokens(21, c.vocab, 4);
+    test::SequenceRunner whole_runner(*b, 64), piece_runner(*b, 64);
+    const auto whole = whole_runner.append(tokens, /*all_rows=*/true, 20);
+    int calls = 0;
+    const auto pieces = piece_runner.append(tokens, /*all_rows=*/true, 20, &calls);
+    REQUIRE(pieces.size() == whole.size());
+    CHECK(std::memcmp(pieces.data(), whole.data(), whole.size() * sizeof(float)) == 0);
+    CHECK(calls > 2 * c.layers * c.experts);  // two passes, every routed stage an expert a call
+  }
+}
+
+// W4A8 (the 4-bit experts and matrices kept in the file's groups, INT8 activations) against the
+// FP32 path on the same Q4_0 file, teacher-forced over 160 positions: the FP32 path is the one
+// arch_golden_test holds to llama.cpp, and the bound is the dense models' INT8 top-1 bound
+// against FP32 (test_model_golden.cpp's int8_top1, 0.94).
+TEST_CASE("mixture of experts: W4A8 teacher-forced top-1 against FP32 on the same Q4_0 file") {
+  for (const std::string name : kMoeArchitectures) {
+    const auto file = synthetic(name, model::GgmlType::Q4_0, 21);
+    const model::ModelConfig c = model::read_model_config(*file);
+    auto fp32 = backend::cpu::make_cpu_backend(file, c, options_at(Precision::fp32));
+    auto int8 = backend::cpu::make_cpu_backend(file, c, options_at(Precision::int8));
+    REQUIRE(int8->weight_format() == "w4a8");
+    const auto tokens = test::random_tokens(160, c.vocab, 8);
+    const Diff d = compare(run(*int8, tokens, 64), run(*fp32, tokens, 64), c.vocab);
+    MESSAGE(name, ": w4a8 vs fp32 teacher-forced top-1 ", d.top1 * 100, " % over 160 positions, rel ", d.rel);
+    CHECK(d.top1 >= 0.94);
+  }
+}
+
+}  // namespace
+}  // namespace ember
