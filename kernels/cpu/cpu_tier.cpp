@@ -1,5 +1,7 @@
 #include "kernels/cpu/cpu_tier.hpp"
 
+#include "util/platform.hpp"
+
 #if defined(EMBER_WITH_ONEDNN)
 #include <dnnl.hpp>
 #endif
@@ -42,6 +44,7 @@ unsigned long long xcr0() {
 
 struct Features {
   bool avx2 = false, avx_vnni_vex = false, avx512_vnni = false, amx = false;
+  platform::ArmFeatures arm;
 };
 
 Features read_features() {
@@ -67,8 +70,14 @@ Features read_features() {
 
 struct Features {
   bool avx2 = false, avx_vnni_vex = false, avx512_vnni = false, amx = false;
+  platform::ArmFeatures arm;
 };
-Features read_features() { return {}; }
+
+Features read_features() {
+  Features f;
+  f.arm = platform::arm_features();
+  return f;
+}
 
 #endif
 
@@ -78,6 +87,12 @@ const Features& features() {
 }
 
 CpuTier tier_of(const Features& f) {
+#if defined(__aarch64__) || defined(_M_ARM64)
+  // Only the tiers whose kernel files this build has (kernels/CMakeLists.txt builds them on arm64).
+  if (f.arm.neon && f.arm.dotprod && f.arm.i8mm) return CpuTier::i8mm;
+  if (f.arm.neon && f.arm.dotprod) return CpuTier::dotprod;
+  if (f.arm.neon) return CpuTier::neon;
+#endif
   if (f.amx) return CpuTier::amx;
   if (f.avx512_vnni) return CpuTier::avx512_vnni;
   if (f.avx_vnni_vex) return CpuTier::avx_vnni;
@@ -92,7 +107,10 @@ dnnl::cpu_isa onednn_isa(CpuTier tier) {
     case CpuTier::avx2: return dnnl::cpu_isa::avx2;
     case CpuTier::avx_vnni: return dnnl::cpu_isa::avx2_vnni;
     case CpuTier::avx512_vnni: return dnnl::cpu_isa::avx512_core_vnni;
-    case CpuTier::amx: return dnnl::cpu_isa::all;
+    case CpuTier::amx:
+    case CpuTier::neon:
+    case CpuTier::dotprod:
+    case CpuTier::i8mm: return dnnl::cpu_isa::all;  // its x86 names only: no cap on arm64
   }
   return dnnl::cpu_isa::all;
 }
@@ -111,6 +129,10 @@ Decision decide() {
   const std::optional<CpuTier> parsed = parse_cpu_tier(cap);
   if (!parsed) {
     d.cap_error = cap;
+    return d;
+  }
+  if (*parsed != CpuTier::scalar && is_arm_tier(*parsed) != is_arm_tier(d.tier)) {
+    d.cap_error = cap;  // another architecture's tier: nothing here to cap to
     return d;
   }
   if (*parsed < d.tier) d.tier = *parsed;
@@ -140,6 +162,9 @@ const char* to_string(CpuTier tier) {
     case CpuTier::avx_vnni: return "avx_vnni";
     case CpuTier::avx512_vnni: return "avx512_vnni";
     case CpuTier::amx: return "amx";
+    case CpuTier::neon: return "neon";
+    case CpuTier::dotprod: return "dotprod";
+    case CpuTier::i8mm: return "i8mm";
   }
   return "?";
 }
@@ -160,7 +185,12 @@ CpuTier detected_tier() {
 
 CpuTier active_tier() { return decision().tier; }
 
-bool tier_available(CpuTier tier) { return static_cast<int>(tier) <= static_cast<int>(active_tier()); }
+bool tier_available(CpuTier tier) {
+  const CpuTier active = active_tier();
+  if (tier == CpuTier::scalar) return true;
+  // Within one chain the enumerators are in order (cpu_tier.hpp).
+  return is_arm_tier(tier) == is_arm_tier(active) && active != CpuTier::scalar && tier <= active;
+}
 
 bool cpu_has_avx_vnni_vex() { return features().avx_vnni_vex; }
 

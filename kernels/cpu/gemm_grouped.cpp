@@ -1,6 +1,7 @@
 // The grouped kernel (see gemm_grouped.hpp for the layout and the arithmetic): packing,
 // activation quantization, and the dispatch to the instruction-set tiers that multiply
-// (gemm_grouped_tiers.hpp; kernels/cpu/gemm_grouped_scalar.cpp and kernels/cpu/arch/x86/).
+// (gemm_grouped_tiers.hpp; kernels/cpu/gemm_grouped_scalar.cpp, kernels/cpu/arch/x86/ and
+// kernels/cpu/arch/arm/).
 #include "kernels/cpu/gemm_grouped.hpp"
 
 #include "kernels/cpu/gemm_grouped_tiers.hpp"
@@ -29,7 +30,14 @@ grouped::TileFn tile_fn(CpuTier tier) {
     case CpuTier::avx512_vnni: return &grouped::tile_avx512_vnni;
     case CpuTier::avx_vnni: return cpu_has_avx_vnni_vex() ? &grouped::tile_avx_vnni : &grouped::tile_avx_vnni_evex;
     case CpuTier::avx2: return &grouped::tile_avx2;
-    case CpuTier::scalar: break;
+    default: break;
+  }
+#elif defined(__aarch64__) || defined(_M_ARM64)
+  switch (tier) {
+    case CpuTier::i8mm:  // no smmla form yet: the dotprod kernel
+    case CpuTier::dotprod: return &grouped::tile_dotprod;
+    case CpuTier::neon: return &grouped::tile_neon;
+    default: break;
   }
 #else
   (void)tier;

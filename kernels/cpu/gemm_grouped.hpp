@@ -1,8 +1,8 @@
 // Weights kept in a model file's own groups of 32 (4-bit: Q4_0, Q4_1, Q4_K, "W4A8"; 8-bit:
 // Q8_0) times INT8 activations, for every row count: decode's few rows and prefill's many run
 // the same kernel, so a row's output never depends on its batch. Every instruction-set tier
-// (scalar, AVX2, AVX-VNNI, AVX-512 VNNI; gemm_grouped_tiers.hpp) gives the same bits: the
-// products are exact integers and the float operations below are done in one order on all.
+// (scalar; AVX2, AVX-VNNI, AVX-512 VNNI; NEON, dotprod; gemm_grouped_tiers.hpp) gives the same
+// bits: the products are exact integers and the float operations below are done in one order.
 //
 // Each group of 32 inputs of an output row is 32 unsigned values u (nibbles, or bytes) with a
 // scale d and an offset o, w = d * u + o (Q4_0 is o = -8 d and Q8_0, stored as u = q + 128,

@@ -3,6 +3,7 @@
 // performs the float operations of gemm_grouped_tiers.hpp in their order (compiled with
 // -ffp-contract=off, kernels/CMakeLists.txt, so that none is fused beyond the written fma).
 #include "kernels/cpu/gemm_grouped_tiers.hpp"
+#include "kernels/cpu/math.hpp"
 
 #include "util/fp16.hpp"
 
@@ -58,12 +59,12 @@ void term_row_sums(const TileJob& job, std::int64_t row, float* s) {
           float v;
           if (job.offsets) {
             v = static_cast<float>(acc) * d;
-            v = std::fma(half_at(scales + nb * 64 + 2 * r), static_cast<float>(xsum[g]), v);
+            v = fused_multiply_add(half_at(scales + nb * 64 + 2 * r), static_cast<float>(xsum[g]), v);
           } else {
             v = static_cast<float>(acc - bias * xsum[g]) * d;
           }
           float& out = s[b * kBlockRows + r];
-          out = std::fma(v, xs[g], out);
+          out = fused_multiply_add(v, xs[g], out);
         }
       }
     }

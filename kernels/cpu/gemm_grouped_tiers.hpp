@@ -2,8 +2,8 @@
 // arithmetic). Each tier multiplies one tile of GroupedWeights with every term row of the
 // activations; gemm_grouped picks one tier from active_tier() and shares the tiles out.
 //
-// Plain data only: the x86 tiers are compiled with their own -m flags
-// (kernels/cpu/arch/x86/gemm_grouped_<tier>.cpp), and an inline function they instantiated
+// Plain data only: the SIMD tiers are compiled with their own -m flags
+// (kernels/cpu/arch/x86/ and arch/arm/gemm_grouped_<tier>.cpp), and an inline function they instantiated
 // (a member of GroupedWeights, std::vector::data) could be the copy the linker keeps for every
 // caller, AVX-512 code on a CPU without it.
 //
@@ -49,6 +49,10 @@ void tile_avx2(const TileJob& job);           // vpmaddubsw + vpmaddwd
 void tile_avx_vnni(const TileJob& job);       // 256-bit vpdpbusd, VEX (AVX-VNNI)
 void tile_avx_vnni_evex(const TileJob& job);  // the same, EVEX (AVX512-VL VNNI: AMD Zen 4)
 void tile_avx512_vnni(const TileJob& job);    // 512-bit vpdpbusd
+#endif
+#if defined(__aarch64__) || defined(_M_ARM64)
+void tile_neon(const TileJob& job);     // smull + sadalp
+void tile_dotprod(const TileJob& job);  // sdot
 #endif
 
 }  // namespace ember::kernels::cpu::grouped

@@ -1,5 +1,6 @@
 // The INT8 GEMV: weight packing, the scalar reference tile and the tier dispatch (see
-// gemv_int8.hpp for the layout and the exactness contract; the tiers are in arch/x86/).
+// gemv_int8.hpp for the layout and the exactness contract; the tiers are in arch/x86/ and
+// arch/arm/).
 //
 // This file and the tier files are compiled with -ffp-contract=off (kernels/CMakeLists.txt):
 // GCC implements the float intrinsics as plain vector arithmetic and would otherwise fuse the
@@ -19,6 +20,11 @@
 #define EMBER_GEMV_X86 1  // the tier files of kernels/cpu/arch/x86 are built
 #else
 #define EMBER_GEMV_X86 0
+#endif
+#if defined(__aarch64__) || defined(_M_ARM64)
+#define EMBER_GEMV_ARM 1  // the tier files of kernels/cpu/arch/arm are built
+#else
+#define EMBER_GEMV_ARM 0
 #endif
 
 namespace ember::kernels::cpu {
@@ -42,7 +48,15 @@ GemvTileFn tile_fn(CpuTier tier) {
     case CpuTier::avx512_vnni: return &gemv_tile_avx512_vnni;
     case CpuTier::avx_vnni: return cpu_has_avx_vnni_vex() ? &gemv_tile_avx_vnni : &gemv_tile_avx_vnni_evex;
     case CpuTier::avx2: return &gemv_tile_avx2;
-    case CpuTier::scalar: break;
+    default: break;
+  }
+#endif
+#if EMBER_GEMV_ARM
+  switch (tier) {
+    case CpuTier::i8mm:  // no smmla form: sdot is the GEMV's product
+    case CpuTier::dotprod: return &gemv_tile_dotprod;
+    case CpuTier::neon: return &gemv_tile_neon;
+    default: break;
   }
 #endif
   return &gemv_tile_scalar;

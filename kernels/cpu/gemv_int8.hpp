@@ -4,8 +4,8 @@
 // INT8 kernel (below avx512_vnni) the same kernel also runs every prefill row: ember's W8A8 GEMM.
 //
 // One micro-kernel per tier (gemv_int8_tiers.hpp): AVX-512 VNNI and 256-bit vpdpbusd (AVX-VNNI)
-// multiply q + 128 and subtract 128 * sum(w); AVX2 uses vpmaddubsw's sign trick; the scalar
-// reference sums q * w. The INT32 sums are exact on every tier, and so bit-exact with the oneDNN
+// multiply q + 128 and subtract 128 * sum(w); AVX2 uses vpmaddubsw's sign trick; arm64's dotprod
+// (sdot) and neon (smull + sadalp) tiers and the scalar reference sum q * w. The INT32 sums are exact on every tier, and so bit-exact with the oneDNN
 // path of Int8Linear (linear.cpp), which ember's batch and ISA invariance need: a row's output
 // depends neither on its batch nor on the CPU. The epilogue repeats oneDNN's float operations in
 // its order, y = (float(acc) * w_scale[n]) * x_scale[i] (+ y_old), with no fused multiply-add.

@@ -1,5 +1,5 @@
-// The INT8 GEMV's per-tier micro-kernels (kernels/cpu/arch/x86/gemv_int8_<tier>.cpp and the
-// scalar reference in gemv_int8.cpp), one entry function each, picked once from active_tier().
+// The INT8 GEMV's per-tier micro-kernels (kernels/cpu/arch/x86/ and arch/arm/
+// gemv_int8_<tier>.cpp, and the scalar reference in gemv_int8.cpp), one entry function each, picked once from active_tier().
 //
 // A tier file sees only this header: plain data and raw pointers, no inline functions or
 // templates with external linkage, so nothing compiled with a wider ISA can be chosen by the
@@ -39,5 +39,7 @@ void gemv_tile_avx2(const GemvTileArgs& a);
 void gemv_tile_avx_vnni(const GemvTileArgs& a);       // VEX vpdpbusd (AVX-VNNI)
 void gemv_tile_avx_vnni_evex(const GemvTileArgs& a);  // the same kernel, EVEX (AVX512-VL VNNI)
 void gemv_tile_avx512_vnni(const GemvTileArgs& a);
+void gemv_tile_neon(const GemvTileArgs& a);     // arm64: smull + sadalp
+void gemv_tile_dotprod(const GemvTileArgs& a);  // arm64: sdot
 
 }  // namespace ember::kernels::cpu

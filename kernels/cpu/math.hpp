@@ -1,7 +1,9 @@
-// Branch-free float helpers written so that a loop calling them vectorises (no libm calls).
+// Float helpers: branch-free ones written so that a loop calling them vectorises (no libm
+// calls), and the one fused multiply-add of every scalar kernel.
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 namespace ember::kernels::cpu {
@@ -31,8 +33,8 @@ inline float exp_approx(float x) {
 // then lanes l and l + w added for w = 8, 4, 2, 1. `#pragma omp simd reduction(+)` would let
 // each target_clones copy split the sum by its own register width, and an AVX2 machine would
 // normalise a row differently from an AVX-512 one; this order is fixed by the code, so every
-// copy (and every CPU) gives the same bits. Its files are built with -ffp-contract=off, so that no copy
-// fuses a product into the add either.
+// copy (and every CPU) gives the same bits. Its files are built with -ffp-contract=off, so that
+// no copy fuses a product into the add either.
 template <class Term>
 inline float fixed_order_sum(std::int64_t n, Term&& term) {
   constexpr int kLanes = 16;
@@ -44,6 +46,37 @@ inline float fixed_order_sum(std::int64_t n, Term&& term) {
   for (int w = kLanes / 2; w >= 1; w /= 2)
     for (int l = 0; l < w; ++l) lane[l] += lane[l + w];
   return lane[0];
+}
+
+// a * b + c rounded once, computed through double: the product of two floats is exact in
+// double, the sum is rounded to odd there (the last bit records whether it was exact), and a
+// double rounded to odd, with 53 >= 24 + 2 bits, rounds to the nearest float correctly.
+inline float fma_through_double(float a, float b, float c) {
+  const double p = static_cast<double>(a) * static_cast<double>(b);
+  const double z = static_cast<double>(c);
+  double s = p + z;
+  const double bz = s - p;
+  const double error = (p - (s - bz)) + (z - bz);  // p + z - s exactly (TwoSum)
+  if (error != 0.0 && std::isfinite(s)) {
+    auto bits = std::bit_cast<std::uint64_t>(s);
+    if ((bits & 1u) == 0) {  // the odd neighbour lies towards the exact sum
+      bits = (error > 0.0) == (s > 0.0) ? bits + 1 : bits - 1;
+      s = std::bit_cast<double>(bits);
+    }
+  }
+  return static_cast<float>(s);
+}
+
+// a * b + c rounded once, as the SIMD tiers' FMA instructions compute it: the scalar tiers'
+// fused multiply-add. MinGW-w64's fmaf (what std::fma on float calls without FMA in the baseline
+// ISA) is not fused: it rounds the product first, so its scalar tier would differ from the
+// others (docs/benchmarks.md#mingw-fmaf). Other C libraries round fmaf correctly.
+inline float fused_multiply_add(float a, float b, float c) {
+#if defined(__MINGW32__) && !defined(__FMA__)
+  return fma_through_double(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
 }
 
 }  // namespace ember::kernels::cpu

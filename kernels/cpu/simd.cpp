@@ -1,5 +1,6 @@
 #include "kernels/cpu/simd.hpp"
 
+#include "kernels/cpu/math.hpp"
 #include "util/fp16.hpp"
 
 #include <algorithm>
@@ -49,7 +50,7 @@ void dot_keys_f32_scalar(const float* q, const float* k, std::int64_t stride, in
   for (int j = 0; j < kKeyChunk; ++j) {
     float lane[16] = {};
     for (int i = 0; j < keys && i + 16 <= n; i += 16)
-      for (int l = 0; l < 16; ++l) lane[l] = std::fma(q[i + l], k[j * stride + i + l], lane[l]);
+      for (int l = 0; l < 16; ++l) lane[l] = fused_multiply_add(q[i + l], k[j * stride + i + l], lane[l]);
     s[j] = j < keys ? reduce16(lane) : 0.0f;
   }
   add_tail_dims(q, k, stride, std::min(keys, kKeyChunk), n & ~15, n, s);
@@ -60,10 +61,10 @@ void axpy_rows_f32_scalar(const float* p, const float* x, std::int64_t stride, i
     float even = y[i], odd = 0.0f;
     int r = 0;
     for (; r + 2 <= rows; r += 2) {
-      even = std::fma(p[r], x[r * stride + i], even);
-      odd = std::fma(p[r + 1], x[(r + 1) * stride + i], odd);
+      even = fused_multiply_add(p[r], x[r * stride + i], even);
+      odd = fused_multiply_add(p[r + 1], x[(r + 1) * stride + i], odd);
     }
-    if (r < rows) even = std::fma(p[r], x[r * stride + i], even);
+    if (r < rows) even = fused_multiply_add(p[r], x[r * stride + i], even);
     y[i] = even + odd;
   }
 }

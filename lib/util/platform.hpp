@@ -1,6 +1,6 @@
 // The operating system behind one small seam: what ember asks of the OS that the C++ standard
 // library does not give (file mappings, page-level memory, durable file writes, thread
-// priority, free memory). platform_posix.cpp implements it for Linux, macOS and Android,
+// priority, free memory, the CPU features only the OS reports). platform_posix.cpp implements it for Linux, macOS and Android,
 // platform_windows.cpp for Windows; CMake compiles one of them, and no other file of ember
 // includes an OS header. Stateless: every function is safe to call from any thread.
 #pragma once
@@ -79,5 +79,18 @@ void sync_folder(const std::string& folder) noexcept;
 // Windows); threads it starts afterwards inherit it where the OS passes it on. False where the
 // OS has no per-thread setting or refuses it.
 bool lower_current_thread_priority() noexcept;
+
+// ---- the CPU --------------------------------------------------------------------------------------
+
+// The arm64 instruction-set extensions ember's kernel tiers use (kernels/cpu/cpu_tier.hpp). On
+// arm64 only the OS can say which the CPU has (user code may not read the ID registers
+// everywhere): getauxval(AT_HWCAP, AT_HWCAP2) on Linux and Android, sysctlbyname on macOS,
+// IsProcessorFeaturePresent on Windows. All false on other CPUs; x86 is detected by cpuid.
+struct ArmFeatures {
+  bool neon = false;     // Advanced SIMD (every AArch64 CPU)
+  bool dotprod = false;  // FEAT_DotProd: sdot/udot
+  bool i8mm = false;     // FEAT_I8MM: smmla/usmmla/usdot
+};
+ArmFeatures arm_features() noexcept;
 
 }  // namespace ember::platform

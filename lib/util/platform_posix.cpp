@@ -18,6 +18,21 @@
 #if defined(__linux__)
 #include <sys/syscall.h>
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+// The Linux ABI's bit numbers, for C libraries whose headers predate them.
+#ifndef HWCAP_ASIMD
+#define HWCAP_ASIMD (1UL << 1)
+#endif
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)
+#endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1UL << 13)
+#endif
+#elif defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>
+#endif
 
 namespace ember::platform {
 
@@ -178,6 +193,35 @@ bool lower_current_thread_priority() noexcept {
 #else
   return false;  // macOS: nice is per process, which would slow the host too
 #endif
+}
+
+namespace {
+
+#if defined(__aarch64__) && defined(__APPLE__)
+bool sysctl_flag(const char* name) noexcept {
+  int value = 0;
+  std::size_t size = sizeof value;
+  return ::sysctlbyname(name, &value, &size, nullptr, 0) == 0 && value != 0;
+}
+#endif
+
+}  // namespace
+
+ArmFeatures arm_features() noexcept {
+  ArmFeatures f;
+#if defined(__aarch64__)
+  f.neon = true;  // Advanced SIMD is part of the AArch64 baseline
+#if defined(__linux__)
+  const unsigned long hwcap = ::getauxval(AT_HWCAP);
+  f.neon = (hwcap & HWCAP_ASIMD) != 0;
+  f.dotprod = (hwcap & HWCAP_ASIMDDP) != 0;
+  f.i8mm = (::getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
+#elif defined(__APPLE__)
+  f.dotprod = sysctl_flag("hw.optional.arm.FEAT_DotProd");
+  f.i8mm = sysctl_flag("hw.optional.arm.FEAT_I8MM");
+#endif
+#endif
+  return f;
 }
 
 }  // namespace ember::platform

@@ -185,4 +185,16 @@ bool lower_current_thread_priority() noexcept {
   return SetThreadPriority(GetCurrentThread(), THREAD_PRIORITY_BELOW_NORMAL) != 0;
 }
 
+ArmFeatures arm_features() noexcept {
+  ArmFeatures f;
+#if defined(_M_ARM64) || defined(__aarch64__)
+  f.neon = true;
+  // Windows names no i8mm feature for AArch64 user code (only SVE's): the dotprod tier at most.
+#if defined(PF_ARM_V82_DP_INSTRUCTIONS_AVAILABLE)
+  f.dotprod = IsProcessorFeaturePresent(PF_ARM_V82_DP_INSTRUCTIONS_AVAILABLE) != 0;
+#endif
+#endif
+  return f;
+}
+
 }  // namespace ember::platform

@@ -1,9 +1,11 @@
-// ISA invariance: a synthetic model's logits are the same bit for bit at every x86 tier this CPU
-// has (kernels/cpu/cpu_tier.hpp), the scalar reference among them. INT8 dot products are exact
+// ISA invariance: a synthetic model's logits are the same bit for bit at every tier this CPU has
+// (x86 or arm64, kernels/cpu/cpu_tier.hpp), the scalar reference among them. INT8 dot products are exact
 // integers, and every tier's float epilogues and attention loops keep one order of operations,
 // so the CPU a player owns does not change the tokens. The tier is fixed once per process, so
 // the test runs this binary again under each EMBER_CPU_ISA cap (the "dump" case below writes
-// the logits to a file) and compares the files.
+// the logits to a file) and compares the files. In a cross build the child runs under the same
+// emulator as the test (EMBER_TEST_EMULATOR, set by tests/backend/CMakeLists.txt): qemu-user
+// without binfmt_misc cannot start an arm64 program from a shell.
 #include "backend/cpu/cpu_backend.hpp"
 #include "kernels/cpu/cpu_tier.hpp"
 #include "model_writer/gguf_writer.hpp"
@@ -96,6 +98,8 @@ TEST_CASE("isa invariance: the logits are the same bit for bit at every availabl
   if (std::getenv("EMBER_ISA_DUMP") != nullptr) return;
   const auto dir = std::filesystem::temp_directory_path();
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const char* emulator = std::getenv("EMBER_TEST_EMULATOR");
+  const std::string prefix = emulator != nullptr && *emulator != '\0' ? std::string(emulator) + " " : "";
   std::vector<char> scalar;
   int compared = 0;
   for (k::CpuTier tier : k::kAllCpuTiers) {
@@ -105,8 +109,8 @@ TEST_CASE("isa invariance: the logits are the same bit for bit at every availabl
     }
     CAPTURE(std::string(k::to_string(tier)));
     const std::string path = (dir / ("ember_isa_" + std::to_string(::getpid()) + "_" + k::to_string(tier))).string();
-    const std::string command = std::string("EMBER_CPU_ISA=") + k::to_string(tier) + " EMBER_ISA_DUMP=" + path + " '" +
-                                self + "' -tc='isa invariance: dump*' > /dev/null";
+    const std::string command = std::string("EMBER_CPU_ISA=") + k::to_string(tier) + " EMBER_ISA_DUMP=" + path + " " +
+                                prefix + "'" + self + "' -tc='isa invariance: dump*' > /dev/null";
     REQUIRE(std::system(command.c_str()) == 0);
     const std::vector<char> bytes = read_file(path);
     std::filesystem::remove(path);

@@ -4,6 +4,7 @@
 #include "kernel_test_util.hpp"
 #include "kernels/cpu/gemm_grouped.hpp"
 #include "kernels/cpu/linear.hpp"
+#include "kernels/cpu/math.hpp"
 #include "util/check.hpp"
 
 #include <doctest/doctest.h>
@@ -87,11 +88,11 @@ std::vector<float> reference(const GroupMatrix& w, const GroupedActivations& x) 
           float v;
           if (w.format.offsets) {
             v = static_cast<float>(acc) * w.d[wg];
-            v = std::fma(w.o[wg], static_cast<float>(x.sums[xg]), v);
+            v = fused_multiply_add(w.o[wg], static_cast<float>(x.sums[xg]), v);
           } else {
             v = static_cast<float>(acc - w.format.bias() * x.sums[xg]) * w.d[wg];
           }
-          sum = std::fma(v, x.scales[xg], sum);
+          sum = fused_multiply_add(v, x.scales[xg], sum);
         }
         total = term == 0 ? sum : total + sum;
       }
