@@ -19,20 +19,12 @@ using namespace ember;
 
 namespace {
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in.good());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 const std::string& qwen3_thinking_model() {
   static const std::string path = [] {
     model::SyntheticModelSpec spec;
     spec.config = model::SyntheticModelSpec::architecture_config("qwen3");
     spec.reasoning_tokens = true;
-    spec.chat_template = read_file(test::data_path("tokenizer/templates/qwen3.jinja"));
+    spec.chat_template = test::read_file(test::data_path("tokenizer/templates/qwen3.jinja"));
     spec.seed = 41;
     const std::string p = (std::filesystem::temp_directory_path() / "ember_qwen3_thinking_test.gguf").string();
     model::write_synthetic_model(spec, p);
@@ -185,7 +177,7 @@ TEST_CASE("models without reasoning markers are unchanged; the chat template is 
   CHECK(c.reasoning.empty());
   CHECK(c.reasoning_tokens == 0);
   CHECK(plain.chat_template_source() == model::kSmolLmChatTemplate);
-  CHECK(open_engine().chat_template_source() == read_file(test::data_path("tokenizer/templates/qwen3.jinja")));
+  CHECK(open_engine().chat_template_source() == test::read_file(test::data_path("tokenizer/templates/qwen3.jinja")));
   // A conversation with tool calls, through the JSON entry point.
   const std::string rendered = open_engine().apply_chat_template_json(
       R"([{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]}, {"role": "tool", "content": "sunny"}])",

@@ -20,20 +20,12 @@ using namespace ember;
 
 namespace {
 
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in.good());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 const std::string& gpt_oss_model() {
   static const std::string path = [] {
     model::SyntheticModelSpec spec;
     spec.config = model::SyntheticModelSpec::architecture_config("qwen3");
     spec.control_tokens = {"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>"};
-    spec.chat_template = read_text(test::data_path("tokenizer/templates/gpt_oss.jinja"));
+    spec.chat_template = test::read_file(test::data_path("tokenizer/templates/gpt_oss.jinja"));
     spec.seed = 40;
     const std::string p = (std::filesystem::temp_directory_path() / "ember_gpt_oss_channels_test.gguf").string();
     model::write_synthetic_model(spec, p);

@@ -3,9 +3,12 @@
 #include "model_writer/gguf_writer.hpp"
 
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
+#include <sstream>
+#include <stdexcept>
 
 namespace ember::test {
 
@@ -110,6 +113,14 @@ int compute_threads(int wanted) { return thread_sanitizer() ? 1 : wanted; }
 
 std::filesystem::path data_path(const std::string& relative) {
   return std::filesystem::path(EMBER_TEST_DATA_DIR) / relative;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in.good()) throw std::runtime_error("cannot read " + path.string());
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 std::filesystem::path temp_dir(const std::string& prefix) {

@@ -37,6 +37,8 @@ void require_test_device();
 
 // A file under tests/data.
 std::filesystem::path data_path(const std::string& relative);
+// A whole file's bytes; throws std::runtime_error naming the file when it cannot be read.
+std::string read_file(const std::filesystem::path& path);
 
 // A synthetic model (model::SyntheticModelSpec::tiny_config(), random weights from `seed`) written
 // once per process and seed to a temporary file; returns its path.

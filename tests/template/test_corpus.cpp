@@ -19,19 +19,11 @@ using jinja::Value;
 
 namespace {
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in.good());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // ordered_json: the inputs keep their key order, as Python's dicts do.
 using Json = nlohmann::ordered_json;
 
 const Json& corpus() {
-  static const Json j = Json::parse(read_file(test::data_path("tokenizer/template_corpus.json")));
+  static const Json j = Json::parse(test::read_file(test::data_path("tokenizer/template_corpus.json")));
   return j;
 }
 
@@ -73,7 +65,8 @@ TEST_CASE("the chat-template corpus renders byte for byte as jinja2 renders it")
   std::map<std::string, std::pair<int, int>> per_template;
   for (const auto& t : corpus().at("templates")) {
     const std::string name = t.at("name");
-    const std::string source = read_file(test::data_path("tokenizer/templates/" + t.at("file").get<std::string>()));
+    const std::string source =
+        test::read_file(test::data_path("tokenizer/templates/" + t.at("file").get<std::string>()));
     const jinja::Template tmpl(source);
     ++templates;
     for (const auto& c : t.at("cases")) {

@@ -18,14 +18,6 @@ using tokenizer::ChatTemplate;
 
 namespace {
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in.good());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::vector<Message> messages_of(const nlohmann::json& j) {
   std::vector<Message> out;
   for (const auto& m : j) out.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
@@ -35,11 +27,12 @@ std::vector<Message> messages_of(const nlohmann::json& j) {
 }  // namespace
 
 TEST_CASE("every template and conversation renders exactly as Jinja2 does") {
-  const auto goldens = nlohmann::json::parse(read_file(test::data_path("tokenizer/chat_template_goldens.json")));
+  const auto goldens = nlohmann::json::parse(test::read_file(test::data_path("tokenizer/chat_template_goldens.json")));
   int matched = 0, total = 0;
   for (const auto& t : goldens.at("templates")) {
     const std::string name = t.at("name");
-    const std::string source = read_file(test::data_path("tokenizer/templates/" + t.at("file").get<std::string>()));
+    const std::string source =
+        test::read_file(test::data_path("tokenizer/templates/" + t.at("file").get<std::string>()));
     const ChatTemplate tmpl = ChatTemplate::detect(source, t.at("bos_token"), t.at("eos_token"));
     CHECK_MESSAGE(std::string(to_string(tmpl.format())) == t.at("format").get<std::string>(), name);
     for (const auto& c : t.at("cases")) {
@@ -68,7 +61,7 @@ TEST_CASE("every template and conversation renders exactly as Jinja2 does") {
 }
 
 TEST_CASE("SmolLM2's template injects its default system prompt") {
-  const std::string source = read_file(test::data_path("tokenizer/templates/smollm2.jinja"));
+  const std::string source = test::read_file(test::data_path("tokenizer/templates/smollm2.jinja"));
   const ChatTemplate t = ChatTemplate::detect(source);
   CHECK(t.format() == tokenizer::ChatFormat::chatml);
   CHECK(!t.reasoning().enabled());
@@ -92,7 +85,7 @@ TEST_CASE("any template renders; one that does not parse is Error(invalid_argume
 
 TEST_CASE("Qwen3's template: <think> markers, enable_thinking, reasoning kept out of history") {
   const ChatTemplate t =
-      ChatTemplate::detect(read_file(test::data_path("tokenizer/templates/qwen3.jinja")), "", "<|im_end|>");
+      ChatTemplate::detect(test::read_file(test::data_path("tokenizer/templates/qwen3.jinja")), "", "<|im_end|>");
   CHECK(t.format() == tokenizer::ChatFormat::chatml);
   CHECK(t.reasoning().open == "<think>");
   CHECK(t.reasoning().close == "</think>");
@@ -103,14 +96,15 @@ TEST_CASE("Qwen3's template: <think> markers, enable_thinking, reasoning kept ou
         "<|im_start|>assistant\n");
   CHECK(t.render({{"user", "Hi"}}, true, {{"enable_thinking", jinja::Value(false)}}) ==
         "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
-  const ChatTemplate r1 = ChatTemplate::detect(read_file(test::data_path("tokenizer/templates/deepseek_r1.jinja")));
+  const ChatTemplate r1 =
+      ChatTemplate::detect(test::read_file(test::data_path("tokenizer/templates/deepseek_r1.jinja")));
   CHECK(r1.reasoning().enabled());
   CHECK(!r1.reasoning().toggle);
   CHECK(r1.reasoning().answer.empty());
 }
 
 TEST_CASE("gpt-oss's template: reasoning on the analysis channel, the answer on the final one") {
-  const ChatTemplate t = ChatTemplate::detect(read_file(test::data_path("tokenizer/templates/gpt_oss.jinja")));
+  const ChatTemplate t = ChatTemplate::detect(test::read_file(test::data_path("tokenizer/templates/gpt_oss.jinja")));
   CHECK(t.reasoning().open == "<|channel|>analysis<|message|>");
   CHECK(t.reasoning().close == "<|end|>");
   CHECK(t.reasoning().answer == "<|start|>assistant<|channel|>final<|message|>");
@@ -121,10 +115,10 @@ TEST_CASE("gpt-oss's template: reasoning on the analysis channel, the answer on 
 }
 
 TEST_CASE("a file's template decides; without one, the architecture does (gemma3 -> Gemma 3)") {
-  const std::string smollm2 = read_file(test::data_path("tokenizer/templates/smollm2.jinja"));
+  const std::string smollm2 = test::read_file(test::data_path("tokenizer/templates/smollm2.jinja"));
   // A template in the file wins over the architecture.
   CHECK(ChatTemplate::for_model(smollm2, "gemma3").format() == tokenizer::ChatFormat::chatml);
-  const std::string gemma2 = read_file(test::data_path("tokenizer/templates/gemma2.jinja"));
+  const std::string gemma2 = test::read_file(test::data_path("tokenizer/templates/gemma2.jinja"));
   const ChatTemplate g2 = ChatTemplate::for_model(gemma2, "gemma2", "<bos>", "<eos>");
   CHECK(g2.format() == tokenizer::ChatFormat::gemma);
   CHECK_THROWS_AS(g2.render({{"system", "S"}, {"user", "U"}}, true), Error);  // no system role
@@ -137,7 +131,7 @@ TEST_CASE("a file's template decides; without one, the architecture does (gemma3
         "<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
   CHECK(g3.render({{"user", "Hi"}}, false) == "<bos><start_of_turn>user\nHi<end_of_turn>\n");
   // It renders exactly what Gemma 3's own template renders (the Jinja2 goldens).
-  const auto goldens = nlohmann::json::parse(read_file(test::data_path("tokenizer/chat_template_goldens.json")));
+  const auto goldens = nlohmann::json::parse(test::read_file(test::data_path("tokenizer/chat_template_goldens.json")));
   int compared = 0;
   for (const auto& t : goldens.at("templates")) {
     if (t.at("name") != "gemma3") continue;
