@@ -4,6 +4,7 @@ tokenizer, built as llama.cpp builds its own (scripts/gen-unicode-data.py): one 
 one code point, the lowercase of a code point and the first code point of its NFD form. Data:
 Python's unicodedata (its Unicode version is written into the output). Run:
     python3 scripts/gen_unicode_fold_tables.py > lib/tokenizer/unicode_fold_tables.cpp
+    scripts/format.sh lib/tokenizer/unicode_fold_tables.cpp
 """
 import sys
 import unicodedata

@@ -47,8 +47,9 @@ void parse_input(const json& input, EmbeddingsRequest& r) {
       r.tokens.push_back(token_list(list));
     }
   } else {
-    throw bad("input", "'input' must be a string, a list of strings, or token ids (a list or a list of lists), "
-                       "and not empty");
+    throw bad("input",
+              "'input' must be a string, a list of strings, or token ids (a list or a list of lists), "
+              "and not empty");
   }
 }
 

@@ -497,9 +497,10 @@ typedef enum ember_pooling {
 
 /* Flags of ember_embed, or-ed; 0 = the defaults of ember::EmbedOptions. */
 #define EMBER_EMBED_NO_NORMALIZE 1u /* keep the raw pooled vectors (default: L2-normalised) */
-#define EMBER_EMBED_NO_TRUNCATE 2u  /* a text longer than the model's context fails
+#define EMBER_EMBED_NO_TRUNCATE \
+  2u                              /* a text longer than the model's context fails
                                        (EMBER_ERROR_CONTEXT_OVERFLOW) instead of being cut */
-#define EMBER_EMBED_NO_SPECIAL 4u   /* no special tokens around the text ([CLS] ... [SEP], BOS) */
+#define EMBER_EMBED_NO_SPECIAL 4u /* no special tokens around the text ([CLS] ... [SEP], BOS) */
 
 /* Embeds `text_count` NUL-terminated texts (Engine::embed). *embeddings receives a buffer that
  * ember allocated (free it with ember_embeddings_free): the texts' vectors one after another,

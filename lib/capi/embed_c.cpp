@@ -32,7 +32,8 @@ EMBER_API ember_status ember_embed(ember_engine* engine, const char* const* text
     ember_engine& e = live(engine);
     require(embeddings, "the embeddings output");
     require(dimension, "the dimension output");
-    if (texts == nullptr && text_count > 0) fail(ErrorCode::invalid_argument, "texts is NULL but text_count is {}", text_count);
+    if (texts == nullptr && text_count > 0)
+      fail(ErrorCode::invalid_argument, "texts is NULL but text_count is {}", text_count);
     if (flags & ~(EMBER_EMBED_NO_NORMALIZE | EMBER_EMBED_NO_TRUNCATE | EMBER_EMBED_NO_SPECIAL))
       fail(ErrorCode::invalid_argument, "unknown ember_embed flags {:#x}", flags);
     ember::EmbedOptions options;

@@ -148,8 +148,8 @@ EngineCore::~EngineCore() {
 
 void EngineCore::submit(const std::shared_ptr<Sequence>& seq, bool allow_response_cache) {
   if (!config_.has_lm_head)
-    fail(ErrorCode::unsupported, "'{}' is an embedding model (architecture {}, no lm_head): use embed()",
-         config_.name, config_.architecture);
+    fail(ErrorCode::unsupported, "'{}' is an embedding model (architecture {}, no lm_head): use embed()", config_.name,
+         config_.architecture);
   auto lock = lock_.lock();
   if (stopping_) fail(ErrorCode::invalid_argument, "submit() on an engine that is shutting down");
   const int in_flight = scheduler_->running() + scheduler_->waiting();

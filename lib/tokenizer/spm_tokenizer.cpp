@@ -16,8 +16,6 @@
 namespace ember::tokenizer::detail {
 namespace {
 
-constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581
-
 struct SpmSymbol {
   std::size_t offset, size;  // bytes of the escaped text
   std::int32_t prev, next;

@@ -17,8 +17,6 @@
 namespace ember::tokenizer::detail {
 namespace {
 
-constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581
-
 // llama.cpp's is_chinese_char (the ranges of Hugging Face's BERT tokenizer).
 bool is_cjk(std::uint32_t cp) {
   return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x20000 && cp <= 0x2A6DF) ||
@@ -76,7 +74,8 @@ class WpmTokenizer final : public Tokenizer {
     fallback(v.bos, kDefaultCls);
     fallback(v.unknown, kDefaultUnknown);
     fallback(v.sep, kDefaultSep);
-    if (v.sep >= n) fail(ErrorCode::invalid_model, "tokenizer.ggml.seperator_token_id = {} is outside the vocabulary", v.sep);
+    if (v.sep >= n)
+      fail(ErrorCode::invalid_model, "tokenizer.ggml.seperator_token_id = {} is outside the vocabulary", v.sep);
     return v;
   }
 

@@ -42,7 +42,7 @@ void test_embed(ember_engine* engine) {
   if (rows != NULL && raw_last != NULL) {
     CHECK(n == counts[1]);
     CHECK(memcmp(rows + (size_t)(n - 1) * dim, raw_last, dim * sizeof(float)) == 0);
-    CHECK(fabs(norm_of(raw_last, dim) - 1.0) > 1e-3);  /* not normalised */
+    CHECK(fabs(norm_of(raw_last, dim) - 1.0) > 1e-3); /* not normalised */
   }
   ember_embeddings_free(&rows);
   ember_embeddings_free(&raw_last);

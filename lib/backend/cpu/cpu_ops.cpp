@@ -37,7 +37,8 @@ void CpuOps::begin(const Batch& batch, KvCache& kv, std::vector<float>* logits, 
     last_positions_.assign(batch.positions.begin(), batch.positions.end());
     for (const SequenceSlice& s : batch.sequences)
       for (std::int32_t r = s.row_begin; r < s.row_begin + s.row_count; ++r)
-        last_positions_[static_cast<std::size_t>(r)] = batch.positions[static_cast<std::size_t>(s.row_begin + s.row_count - 1)];
+        last_positions_[static_cast<std::size_t>(r)] =
+            batch.positions[static_cast<std::size_t>(s.row_begin + s.row_count - 1)];
   }
   layout_ = {g.block_size, config_.kv_heads, config_.head_dim, g.dtype};
   k::bind_threads(ctx_);  // this thread's OpenMP regions, oneDNN's included
@@ -180,9 +181,9 @@ void CpuOps::attention(int layer, int window, float scale, std::int64_t row_begi
     seqs = &seq_rows_;
   }
   const std::int32_t* positions = config_.causal ? batch_->positions.data() : last_positions_.data();
-  k::paged_attention(part(model::QkvPart::q), qkv_dim_, positions, seqs->data(),
-                     static_cast<int>(seqs->size()), config_.heads, layout_, kv_->keys(layer), kv_->values(layer),
-                     attn_.data(), q_dim_, ctx_, attention_, {.window = window, .scale = scale});
+  k::paged_attention(part(model::QkvPart::q), qkv_dim_, positions, seqs->data(), static_cast<int>(seqs->size()),
+                     config_.heads, layout_, kv_->keys(layer), kv_->values(layer), attn_.data(), q_dim_, ctx_,
+                     attention_, {.window = window, .scale = scale});
 }
 
 void CpuOps::gated_activation(model::FeedForward kind) {
