@@ -102,9 +102,12 @@ std::vector<std::uint8_t> with_u32(const std::string& name, const std::string& k
 }
 
 TEST_CASE("inconsistent expert counts are refused at open, naming the key") {
-  for (const auto& [key, value] :
+  for (const auto& patch :
        {std::pair{"qwen3moe.expert_used_count", 9u}, std::pair{"qwen3moe.expert_count", 0u},
         std::pair{"qwen3moe.expert_used_count", 0u}, std::pair{"qwen3moe.expert_feed_forward_length", 0u}}) {
+    // Named copies, not structured bindings: Clang 14 cannot capture those in CAPTURE's lambda.
+    const std::string key = patch.first;
+    const std::uint32_t value = patch.second;
     CAPTURE(key);
     const auto bytes = with_u32("qwen3moe", key, value);
     const auto file = model::GgufFile::parse(bytes.data(), bytes.size(), "patched");
