@@ -70,9 +70,9 @@ struct CodepointMap {
 struct CodepointRangeMap {
   std::uint32_t first, last, to;
 };
-extern const CodepointMap kLowercase[];  // unicode_fold_tables.cpp
+extern const CodepointMap kLowercase[];  // unicode_lowercase_table.cpp
 extern const std::size_t kLowercaseCount;
-extern const CodepointRangeMap kNfdFirst[];
+extern const CodepointRangeMap kNfdFirst[];  // unicode_nfd_table.cpp
 extern const std::size_t kNfdFirstCount;
 }  // namespace detail
 
