@@ -7,13 +7,6 @@ namespace {
 
 using nlohmann::json;
 
-ApiError bad(const std::string& param, const std::string& message) {
-  ApiError e;
-  e.param = param;
-  e.message = message;
-  return e;
-}
-
 bool is_token_list(const json& v) {
   if (!v.is_array() || v.empty()) return false;
   for (const json& t : v)
@@ -25,7 +18,7 @@ std::vector<std::int32_t> token_list(const json& v) {
   std::vector<std::int32_t> out;
   for (const json& t : v) {
     const auto id = t.get<std::int64_t>();
-    if (id < 0 || id > INT32_MAX) throw bad("input", "token id " + std::to_string(id) + " is out of range");
+    if (id < 0 || id > INT32_MAX) throw bad_field("input", "token id " + std::to_string(id) + " is out of range");
     out.push_back(static_cast<std::int32_t>(id));
   }
   return out;
@@ -38,18 +31,19 @@ void parse_input(const json& input, EmbeddingsRequest& r) {
     r.tokens.push_back(token_list(input));
   } else if (input.is_array() && !input.empty() && input[0].is_string()) {
     for (const json& s : input) {
-      if (!s.is_string()) throw bad("input", "'input' mixes strings with other values");
+      if (!s.is_string()) throw bad_field("input", "'input' mixes strings with other values");
       r.texts.push_back(s.get<std::string>());
     }
   } else if (input.is_array() && !input.empty() && input[0].is_array()) {
     for (const json& list : input) {
-      if (!is_token_list(list)) throw bad("input", "'input' lists of token ids must be non-empty lists of integers");
+      if (!is_token_list(list))
+        throw bad_field("input", "'input' lists of token ids must be non-empty lists of integers");
       r.tokens.push_back(token_list(list));
     }
   } else {
-    throw bad("input",
-              "'input' must be a string, a list of strings, or token ids (a list or a list of lists), "
-              "and not empty");
+    throw bad_field("input",
+                    "'input' must be a string, a list of strings, or token ids (a list or a list of lists), "
+                    "and not empty");
   }
 }
 
@@ -57,20 +51,20 @@ void parse_input(const json& input, EmbeddingsRequest& r) {
 
 EmbeddingsRequest parse_embeddings_request(const std::string& body) {
   const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) throw bad("", "the body must be a JSON object");
+  if (j.is_discarded() || !j.is_object()) throw bad_field("", "the body must be a JSON object");
   EmbeddingsRequest r;
   for (const auto& [key, value] : j.items()) {
     if (key == "input") {
       parse_input(value, r);
     } else if (key == "encoding_format") {
       if (!value.is_string() || (value != "float" && value != "base64"))
-        throw bad(key, "'encoding_format' must be \"float\" or \"base64\"");
+        throw bad_field(key, "'encoding_format' must be \"float\" or \"base64\"");
       r.base64 = value == "base64";
     } else if (key != "model" && key != "user") {
-      throw bad(key, "'" + key + "' is not supported by ember-server's /v1/embeddings");
+      throw bad_field(key, "'" + key + "' is not supported by ember-server's /v1/embeddings");
     }
   }
-  if (!j.contains("input")) throw bad("input", "'input' is required");
+  if (!j.contains("input")) throw bad_field("input", "'input' is required");
   return r;
 }
 

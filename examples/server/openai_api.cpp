@@ -10,13 +10,6 @@ namespace {
 
 using nlohmann::json;
 
-ApiError bad_field(const std::string& param, const std::string& message) {
-  ApiError e;
-  e.message = message;
-  e.param = param;
-  return e;
-}
-
 // A present, non-null field, or nullptr.
 const json* field(const json& body, const char* name) {
   const auto it = body.find(name);
@@ -328,6 +321,13 @@ ToolSpec read_tools(const json& body, const ordered& in_order, ToolFormat format
 }
 
 }  // namespace
+
+ApiError bad_field(const std::string& param, const std::string& message) {
+  ApiError e;
+  e.message = message;
+  e.param = param;
+  return e;
+}
 
 json error_body(const ApiError& e) {
   return {{"error",

@@ -26,6 +26,9 @@ struct ApiError {
   std::string code;   // empty is sent as null
 };
 
+// A 400 naming the offending field.
+ApiError bad_field(const std::string& param, const std::string& message);
+
 nlohmann::json error_body(const ApiError& e);
 
 // ember's typed errors as HTTP answers: the caller's mistakes are 400s (a prompt over the

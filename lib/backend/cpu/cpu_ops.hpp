@@ -115,6 +115,7 @@ class CpuOps final : public model::DecoderOps {
     std::vector<float> weight;            // [rows, experts_used]: their weights
     std::vector<std::int32_t> slots;      // row * experts_used + rank, grouped by expert
     std::vector<std::int32_t> first;      // [experts + 1]: each expert's range of slots
+    std::vector<std::int32_t> next;       // [experts]: the counting sort's cursors
     std::vector<float> in, gate_up, act;  // one expert's rows
     std::vector<float> out;               // [rows, experts_used, embedding]
   } routing_;

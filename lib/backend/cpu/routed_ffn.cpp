@@ -82,9 +82,9 @@ void CpuOps::route(int layer, const float* h) {
   for (std::int64_t s = 0; s < rows_ * used; ++s) ++r.first[static_cast<std::size_t>(r.expert[s]) + 1];
   std::partial_sum(r.first.begin(), r.first.end(), r.first.begin());
   grow(r.slots, rows_ * used);
-  std::vector<std::int32_t> next(r.first.begin(), r.first.end() - 1);
+  r.next.assign(r.first.begin(), r.first.end() - 1);
   for (std::int64_t s = 0; s < rows_ * used; ++s)
-    r.slots[static_cast<std::size_t>(next[static_cast<std::size_t>(r.expert[s])]++)] = static_cast<std::int32_t>(s);
+    r.slots[static_cast<std::size_t>(r.next[static_cast<std::size_t>(r.expert[s])]++)] = static_cast<std::int32_t>(s);
 }
 
 void CpuOps::routed_feed_forward(int layer, model::FeedForward kind, model::Activation in, model::Activation out,
@@ -124,8 +124,7 @@ void CpuOps::routed_feed_forward(int layer, model::FeedForward kind, model::Acti
           ctx_, r.act.data(), 1, r.out.data() + std::int64_t{r.slots[static_cast<std::size_t>(begin)]} * d);
       continue;
     }
-    grow(r.in, m * d);
-    down[static_cast<std::size_t>(e)]->forward(ctx_, r.act.data(), m, r.in.data());
+    down[static_cast<std::size_t>(e)]->forward(ctx_, r.act.data(), m, r.in.data());  // r.in holds m * d
     for (std::int64_t i = 0; i < m; ++i)
       std::copy(r.in.data() + i * d, r.in.data() + (i + 1) * d,
                 r.out.data() + std::int64_t{r.slots[static_cast<std::size_t>(begin + i)]} * d);
