@@ -2,6 +2,7 @@
 // (model_writer/synthetic_bert.hpp, what `ember-make-synthetic bert-rerank` writes) against
 // llama.cpp's rank pooling on the same file: tests/data/reference/bert_rerank_scores.json
 // (tests/reference/make_embed_goldens.py --rerank) holds llama.cpp's pair tokens and scores.
+// The measured differences: docs/benchmarks.md#rerank.
 #include "test_support.hpp"
 
 #include "model/gguf.hpp"
