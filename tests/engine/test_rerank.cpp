@@ -139,6 +139,47 @@ TEST_CASE("a pair's score does not depend on the batch it is scored in, and equa
   CHECK(engine.rerank(c.query, {}).empty());
 }
 
+TEST_CASE("rank pooling is the head over the first token's hidden state; a head of two outputs") {
+  model::SyntheticBertSpec spec;
+  spec.classifier_outputs = 2;
+  spec.name = "ember-synthetic-bert-two-labels";
+  const std::string path = (test::temp_dir("ember-bert") / "two-labels.gguf").string();
+  model::write_synthetic_bert(spec, path);
+  Engine engine = open(path, Precision::fp32);
+  CHECK(engine.info().classifier_outputs == 2);
+  const std::vector<std::int32_t>& tokens = golden().at(0).pairs.at(0).tokens;
+  EmbedOptions cls;
+  cls.pooling = Pooling::cls;
+  cls.normalize = false;
+  const std::vector<float> h = engine.embed_tokens({tokens}, cls).at(0).values;
+  EmbedOptions rank;
+  rank.pooling = Pooling::rank;
+  const std::vector<float> scores = engine.embed_tokens({tokens}, rank).at(0).values;
+  REQUIRE(scores.size() == 2);
+  // The head by hand from the file's tensors: cls.output (tanh(cls h + cls.bias)) + cls.output.bias.
+  const auto file = model::GgufFile::open(path);
+  const auto values = [&](const char* name) {
+    const model::GgufTensor& t = file->tensor(name);
+    const auto* f = reinterpret_cast<const float*>(t.data);  // F32 in the synthetic file
+    return std::vector<float>(f, f + t.numel());
+  };
+  const std::vector<float> w = values("cls.weight"), b = values("cls.bias");
+  const std::vector<float> wo = values("cls.output.weight"), bo = values("cls.output.bias");
+  const std::size_t d = h.size();
+  std::vector<double> dense(d);
+  for (std::size_t r = 0; r < d; ++r) {
+    double sum = b[r];
+    for (std::size_t i = 0; i < d; ++i) sum += double(w[r * d + i]) * h[i];
+    dense[r] = std::tanh(sum);
+  }
+  for (std::size_t o = 0; o < 2; ++o) {
+    double sum = bo[o];
+    for (std::size_t i = 0; i < d; ++i) sum += double(wo[o * d + i]) * dense[i];
+    CHECK(scores[o] == doctest::Approx(sum).epsilon(1e-6));
+  }
+  CHECK(engine.rerank(golden().at(0).query, {golden().at(0).pairs.at(0).document}).at(0) == scores[0]);
+}
+
 TEST_CASE("rerank refuses a model without a classification head, a decoder, and a pair too long") {
   Engine headless = open(bert_file(false), Precision::fp32);
   CHECK(headless.info().classifier_outputs == 0);
