@@ -19,6 +19,7 @@ RerankRequest parse_rerank_request(const std::string& body) {
     } else if (key == "documents" || key == "texts") {
       if (has_documents) throw bad_field(key, "give the documents once, as 'documents' or as 'texts'");
       has_documents = true;
+      r.tei = key == "texts";
       if (!value.is_array() || value.empty()) throw bad_field(key, "'" + key + "' must be a non-empty list of strings");
       for (const json& d : value) {
         if (!d.is_string()) throw bad_field(key, "'" + key + "' must be a non-empty list of strings");
@@ -28,6 +29,9 @@ RerankRequest parse_rerank_request(const std::string& body) {
       if (!value.is_number_integer() || value.get<std::int64_t>() < 1)
         throw bad_field(key, "'top_n' must be a positive integer");
       r.top_n = static_cast<int>(std::min<std::int64_t>(value.get<std::int64_t>(), 1 << 30));
+    } else if (key == "return_text") {
+      if (!value.is_boolean()) throw bad_field(key, "'return_text' must be true or false");
+      r.return_text = value.get<bool>();
     } else if (key != "model") {
       throw bad_field(key, "'" + key + "' is not supported by ember-server's /v1/rerank");
     }
@@ -45,7 +49,12 @@ json rerank_response(const RerankRequest& request, const std::vector<float>& sco
   if (request.top_n >= 0 && order.size() > static_cast<std::size_t>(request.top_n))
     order.resize(static_cast<std::size_t>(request.top_n));
   json results = json::array();
-  for (const std::size_t i : order) results.push_back({{"index", i}, {"relevance_score", scores[i]}});
+  for (const std::size_t i : order) {
+    json item = {{"index", i}, {request.tei ? "score" : "relevance_score", scores[i]}};
+    if (request.tei && request.return_text) item["text"] = request.documents[i];
+    results.push_back(std::move(item));
+  }
+  if (request.tei) return results;
   const std::int64_t tokens = std::accumulate(pair_tokens.begin(), pair_tokens.end(), std::int64_t{0});
   return {{"object", "list"},
           {"model", model},

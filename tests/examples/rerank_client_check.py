@@ -51,14 +51,19 @@ for case in golden["cases"]:
 
 case = golden["cases"][0]
 docs = [p["document"] for p in case["pairs"]]
-status, top = post("/rerank", {"query": case["query"], "texts": docs, "top_n": 2})
+status, top = post("/rerank", {"query": case["query"], "documents": docs, "top_n": 2})
 _, full = post("/v1/rerank", {"query": case["query"], "documents": docs})
-expect(status == 200 and top["results"] == full["results"][:2], "/rerank, 'texts' and top_n 2: the best two")
+expect(status == 200 and top["results"] == full["results"][:2], "/rerank and top_n 2: the best two")
 print("example response:", json.dumps(top))
+# 'texts' asks for Text Embeddings Inference's shape, as llama-server answers it: a bare list.
+status, tei = post("/v1/rerank", {"query": case["query"], "texts": docs, "top_n": 2, "return_text": True})
+want_tei = [{"index": x["index"], "score": x["relevance_score"], "text": docs[x["index"]]} for x in full["results"][:2]]
+expect(status == 200 and tei == want_tei, "'texts': TEI's list of index, score and text")
 for body, field in (({"documents": ["a"]}, "query"), ({"query": "q"}, "documents"),
                     ({"query": "q", "documents": []}, "documents"), ({"query": "q", "documents": [1]}, "documents"),
                     ({"query": "q", "documents": ["a"], "top_n": 0}, "top_n"),
-                    ({"query": "q", "documents": ["a"], "return_text": True}, "return_text")):
+                    ({"query": "q", "documents": ["a"], "return_text": 1}, "return_text"),
+                    ({"query": "q", "documents": ["a"], "echo": True}, "echo")):
     status, err = post("/v1/rerank", body)
     expect(status == 400 and err.get("error", {}).get("param") == field, f"bad body refused naming '{field}'")
 print(f"{len(failures)} check(s) failed" if failures else "all checks passed")
