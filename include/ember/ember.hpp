@@ -548,8 +548,7 @@ class EMBER_API Engine {
   // (query, document) pair is one sequence, [CLS] query [SEP] document [SEP] for BERT (llama.cpp's
   // format_prompt_rerank: BOS, query, EOS, SEP, document, EOS as the vocabulary adds them), and
   // its score is the head's first output over the pair's first token, unnormalised (a logit, as
-  // llama-server's relevance_score; a sigmoid of it is a probability for one-output heads). The
-  // pairs run batched, as embed() runs texts. Throws Error(unsupported) for a model without a
+  // llama-server's relevance_score). The pairs run batched, as embed() runs texts. Throws Error(unsupported) for a model without a
   // classification head or one that is not an encoder, (context_overflow) for a pair longer
   // than the model embeds at once; no documents give no scores. `pair_tokens`, when given,
   // receives the tokens each pair became (a server's usage).
