@@ -19,8 +19,12 @@
 // top-8, vocab 50304), Q4_0, about 3.9 GB; qwen3-30b-a3b: Qwen3-30B-A3B's (48 layers, width
 // 2048, 32 heads of 128, 4 KV heads, 128 experts of 768, top-8, vocab 151936), Q4_0, about
 // 17 GB, written a tensor at a time. Write them outside the tree (~/.cache/ember).
+// bert-rerank: a small F32 BERT cross-encoder with a classification head (pooling_type rank),
+// for the rerank golden (tests/reference/make_embed_goldens.py --rerank); bert: the same
+// encoder without the head.
 #include "../examples/common/cli.hpp"
 #include "model_writer/gguf_writer.hpp"
+#include "model_writer/synthetic_bert.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -76,6 +80,30 @@ ember::model::SyntheticModelSpec shape(const std::string& name) {
   return spec;
 }
 
+// The BERT shapes (model_writer/synthetic_bert.hpp): "bert-rerank" with a classification head
+// (pooling_type rank), "bert" without (mean pooling). The JSON says the shape.
+int write_bert(const std::string& name, const std::string& gguf_path, const std::string& json_path) {
+  ember::model::SyntheticBertSpec spec;
+  spec.classifier = name == "bert-rerank";
+  spec.name = "ember-synthetic-" + name;
+  try {
+    ember::model::write_synthetic_bert(spec, gguf_path);
+    const nlohmann::json config = {{"architecture", "bert"},
+                                   {"num_hidden_layers", spec.layers},
+                                   {"hidden_size", spec.embedding},
+                                   {"intermediate_size", spec.ffn},
+                                   {"num_attention_heads", spec.heads},
+                                   {"max_position_embeddings", spec.context},
+                                   {"vocab_size", ember::model::synthetic_bert_vocab_size()},
+                                   {"num_labels", spec.classifier ? spec.classifier_outputs : 0}};
+    std::ofstream(json_path) << config.dump(2) << "\n";
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,7 +119,8 @@ int main(int argc, char** argv) {
                  "default: the default model's shape (SmolLM2-135M); 1b: Llama-3.2-1B-like; "
                  "3b: Llama-3.2-3B; 8b: Llama-3.1-8B; olmoe-1b-7b, qwen3-30b-a3b: OLMoE-1B-7B's and Qwen3-30B-A3B's "
                  "shapes (Q4_0); llama3, qwen2, qwen3, gemma3, phi3, phi3_long, qwen3moe, olmoe, "
-                 "mixtral: small F32 models of each architecture, for goldens")
+                 "mixtral: small F32 models of each architecture, for goldens; bert-rerank, bert: small F32 "
+                 "BERT encoders with and without a reranker's classification head")
       .positional("OUT.gguf", gguf_path, "the model file to write")
       .positional("OUT.json", json_path, "the configuration file to write");
   std::optional<ember::model::GgmlType> type;
@@ -115,6 +144,7 @@ int main(int argc, char** argv) {
            "end the vocabulary with <think> and </think>, as a thinking model's (Qwen3-shaped with qwen3 "
            "and --chat-template qwen3.jinja)");
   cli.parse(argc, argv);
+  if (shape_name == "bert" || shape_name == "bert-rerank") return write_bert(shape_name, gguf_path, json_path);
   ember::model::SyntheticModelSpec spec;
   try {
     spec = shape(shape_name);

@@ -2,6 +2,7 @@
 
 #include "embeddings_api.hpp"
 #include "openai_api.hpp"
+#include "rerank_api.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -203,6 +204,22 @@ void embeddings_route(ServerState& state, const HttpRequest& req, const std::sha
   }
 }
 
+// POST /v1/rerank and /rerank (llama-server's shape): Engine::rerank, like embed, on this worker.
+void rerank_route(ServerState& state, const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
+  try {
+    const RerankRequest r = parse_rerank_request(req.body);
+    std::vector<int> tokens;
+    const std::vector<float> scores = state.engine->rerank(r.query, r.documents, &tokens);
+    ex->respond(json_response(200, rerank_response(r, scores, tokens, state.model_id)));
+  } catch (const ApiError& e) {
+    ex->respond(error_response(e));
+  } catch (const ember::Error& e) {
+    ApiError a = api_error(e, Endpoint::completions);
+    if (a.param == "prompt") a.param = "documents";
+    ex->respond(error_response(a));
+  }
+}
+
 std::string front_end_metrics(const HttpCounters& c) {
   std::string out;
   auto add = [&out](const char* name, const char* type, const char* help, std::uint64_t v) {
@@ -241,6 +258,10 @@ std::vector<Route> make_routes(ServerState& state) {
   routes.push_back({"POST", "/v1/embeddings", [&state](const HttpRequest& req, std::shared_ptr<Exchange> ex) {
                       embeddings_route(state, req, ex);
                     }});
+  for (const char* path : {"/v1/rerank", "/rerank"})
+    routes.push_back({"POST", path, [&state](const HttpRequest& req, std::shared_ptr<Exchange> ex) {
+                        rerank_route(state, req, ex);
+                      }});
   routes.push_back({"POST", "/apply-template", [&state](const HttpRequest& req, std::shared_ptr<Exchange> ex) {
                       apply_template_route(state, req, ex);
                     }});

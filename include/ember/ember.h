@@ -492,7 +492,8 @@ typedef enum ember_pooling {
   EMBER_POOLING_NONE = 1,          /* every token's hidden state */
   EMBER_POOLING_MEAN = 2,
   EMBER_POOLING_CLS = 3,
-  EMBER_POOLING_LAST = 4
+  EMBER_POOLING_LAST = 4,
+  EMBER_POOLING_RANK = 5 /* a reranker's classification head: *dimension is its outputs */
 } ember_pooling;
 
 /* Flags of ember_embed, or-ed; 0 = the defaults of ember::EmbedOptions. */
@@ -511,6 +512,13 @@ EMBER_API ember_status ember_embed(ember_engine* engine, const char* const* text
                                    uint32_t flags, float** embeddings, size_t* dimension, int32_t* token_counts);
 /* Frees a buffer from ember_embed and sets *embeddings to NULL; NULL does nothing. */
 EMBER_API void ember_embeddings_free(float** embeddings);
+
+/* Scores `document_count` NUL-terminated documents against `query` with a reranker
+ * (Engine::rerank): scores[i] (the caller's array of document_count floats) receives document
+ * i's relevance, higher is more relevant (the classification head's raw output). On failure
+ * nothing is written; EMBER_ERROR_UNSUPPORTED for a model without a classification head. */
+EMBER_API ember_status ember_rerank(ember_engine* engine, const char* query, const char* const* documents,
+                                    size_t document_count, float* scores);
 
 /* ---- KV state that outlives a request -------------------------------------------------------- */
 

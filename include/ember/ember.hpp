@@ -444,6 +444,8 @@ struct ModelInfo {
   // pooling_type: "none", "mean", "cls", "last" or "rank"; "" when the file says nothing.
   std::string pooling;
   bool embedding_only = false;  // an encoder without an lm_head (BERT): embed() only, no generation
+  int classifier_outputs = 0;   // a reranker's classification head: its scores per text
+                                // (Pooling::rank's values); 0 without a head
 };
 
 // ---- embeddings --------------------------------------------------------------------------------
@@ -455,6 +457,8 @@ enum class Pooling {
   mean,           // their average
   cls,            // the first token's ([CLS] for BERT)
   last,           // the last token's (decoder embedding models: Qwen3-Embedding)
+  rank,           // a reranker's classification head over the first token's (llama.cpp's rank
+                  // pooling): the head's raw scores, not normalised (see Engine::rerank)
 };
 
 struct EmbedOptions {
@@ -532,12 +536,24 @@ class EMBER_API Engine {
   // EngineOptions::max_batch_tokens tokens between the engine's generation steps. Encoders
   // (BERT) and decoders (the final norm's output) both work. Throws Error(invalid_argument) for
   // an empty text list entry, (context_overflow) when truncate is off and a text does not fit,
-  // (out_of_memory) when the KV cache has no room for a batch now, (unsupported) for a model
-  // whose pooling ember does not run (rank) or a device without embeddings (CUDA).
+  // (out_of_memory) when the KV cache has no room for a batch now, (unsupported) for rank
+  // pooling without a classification head or on a decoder, or a device without embeddings (CUDA).
   std::vector<Embedding> embed(const std::vector<std::string>& texts, const EmbedOptions& options = {});
   // The same from token ids (EmbedOptions::add_special ignored: the ids are used as given).
   std::vector<Embedding> embed_tokens(const std::vector<std::vector<std::int32_t>>& token_lists,
                                       const EmbedOptions& options = {});
+
+  // Reranking (a cross-encoder with a classification head: pooling_type rank, cls.output):
+  // one relevance score per document, in the order given, higher is more relevant. Each
+  // (query, document) pair is one sequence, [CLS] query [SEP] document [SEP] for BERT (llama.cpp's
+  // format_prompt_rerank: BOS, query, EOS, SEP, document, EOS as the vocabulary adds them), and
+  // its score is the head's first output over the pair's first token, unnormalised (a logit, as
+  // llama-server's relevance_score). The pairs run batched, as embed() runs texts. Throws Error(unsupported) for a model without a
+  // classification head or one that is not an encoder, (context_overflow) for a pair longer
+  // than the model embeds at once; no documents give no scores. `pair_tokens`, when given,
+  // receives the tokens each pair became (a server's usage).
+  std::vector<float> rerank(std::string_view query, const std::vector<std::string>& documents,
+                            std::vector<int>* pair_tokens = nullptr);
 
   std::vector<std::int32_t> tokenize(std::string_view text, bool parse_special = false) const;
   std::string detokenize(const std::vector<std::int32_t>& tokens) const;

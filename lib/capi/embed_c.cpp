@@ -1,5 +1,6 @@
-// The C ABI's embeddings (ember.h, "embeddings"): a thin shell over Engine::embed, inside
-// guarded() like every entry. Kept apart from ember_c.cpp: a separate concern of the ABI.
+// The C ABI's embeddings (ember.h, "embeddings"): thin shells over Engine::embed and
+// Engine::rerank, inside guarded() like every entry. Kept apart from ember_c.cpp: a separate
+// concern of the ABI.
 #include "capi/capi.hpp"
 
 #include <algorithm>
@@ -18,6 +19,7 @@ ember::Pooling to_pooling(std::int32_t pooling) {
     case EMBER_POOLING_MEAN: return ember::Pooling::mean;
     case EMBER_POOLING_CLS: return ember::Pooling::cls;
     case EMBER_POOLING_LAST: return ember::Pooling::last;
+    case EMBER_POOLING_RANK: return ember::Pooling::rank;
     default: fail(ErrorCode::invalid_argument, "pooling {} is not an ember_pooling value", pooling);
   }
 }
@@ -61,7 +63,30 @@ EMBER_API ember_status ember_embed(ember_engine* engine, const char* const* text
       if (token_counts != nullptr) token_counts[i] = result[i].tokens;
     }
     *embeddings = out;
-    *dimension = static_cast<size_t>(e.engine.info().embedding);
+    const ember::ModelInfo info = e.engine.info();
+    const bool rank = options.pooling == ember::Pooling::rank ||
+                      (options.pooling == ember::Pooling::model_default && info.pooling == "rank");
+    *dimension = static_cast<size_t>(rank ? info.classifier_outputs : info.embedding);
+  });
+}
+
+EMBER_API ember_status ember_rerank(ember_engine* engine, const char* query, const char* const* documents,
+                                    size_t document_count, float* scores) {
+  return guarded(engine, [&] {
+    ember_engine& e = live(engine);
+    require(query, "the query");
+    if (document_count > 0) {
+      require(documents, "the documents");
+      require(scores, "the scores output");
+    }
+    std::vector<std::string> list;
+    list.reserve(document_count);
+    for (size_t i = 0; i < document_count; ++i) {
+      if (documents[i] == nullptr) fail(ErrorCode::invalid_argument, "documents[{}] is NULL", i);
+      list.emplace_back(documents[i]);
+    }
+    const std::vector<float> result = e.engine.rerank(query, list);
+    std::copy(result.begin(), result.end(), scores);
   });
 }
 

@@ -6,7 +6,8 @@
 // one pass), given KV blocks from the pool for the pass only (never published: an encoder's K/V
 // at a position depend on later tokens, so they are no reusable prefix), run through
 // Backend::forward_hidden and pooled as llama.cpp pools (llama-context's embd_seq: the average,
-// the first or the last row), then L2-normalised as llama.cpp's common_embd_normalize(2).
+// the first or the last row), then L2-normalised as llama.cpp's common_embd_normalize(2); or,
+// for rank pooling, the first row through the classification head (model/classifier_head.hpp).
 #include "runtime/engine_core.hpp"
 
 #include "util/check.hpp"
@@ -24,10 +25,20 @@ Pooling resolve_pooling(Pooling asked, const model::ModelConfig& c) {
     case 1: return Pooling::mean;
     case 2: return Pooling::cls;
     case 3: return Pooling::last;
-    case 4:
-      fail(ErrorCode::unsupported, "'{}' pools by rank (a reranker): ember does not run rank pooling yet", c.name);
+    case 4: return Pooling::rank;
     default: return c.has_lm_head ? Pooling::last : Pooling::mean;
   }
+}
+
+// Rank pooling as llama.cpp runs it on encoders: the head over each sequence's first token.
+// (On Qwen3-style decoder rerankers llama.cpp takes the last token and a softmax instead.)
+void check_rank(const model::ModelConfig& c, const std::optional<model::ClassifierHead>& head) {
+  if (c.causal)
+    fail(ErrorCode::unsupported, "'{}': rank pooling on a decoder (a Qwen3-Reranker-style file) is not run by ember",
+         c.name);
+  if (!head)
+    fail(ErrorCode::unsupported, "'{}' has no classification head (cls.weight, cls.output.weight) for rank pooling",
+         c.name);
 }
 
 void normalize(float* v, std::int64_t n) {
@@ -54,7 +65,7 @@ Embedding pool(const float* hidden, std::int64_t count, std::int64_t d, Pooling 
       for (std::int64_t i = 0; i < d; ++i) e.values[static_cast<std::size_t>(i)] += hidden[r * d + i];
     const float k = 1.0f / static_cast<float>(count);
     for (float& v : e.values) v *= k;
-  } else {  // cls, last: the one row the batch asked for
+  } else {  // cls, last, rank: the one row the batch asked for
     std::copy(hidden, hidden + d, e.values.begin());
   }
   if (l2) normalize(e.values.data(), d);
@@ -70,6 +81,7 @@ int EngineCore::embed_limit() const {
 std::vector<Embedding> EngineCore::embed(const std::vector<std::vector<std::int32_t>>& lists,
                                          const EmbedOptions& options) {
   const Pooling pooling = resolve_pooling(options.pooling, config_);
+  if (pooling == Pooling::rank) check_rank(config_, classifier_);
   for (const auto& tokens : lists) {
     if (tokens.empty()) fail(ErrorCode::invalid_argument, "embed: a text without tokens");
     if (static_cast<int>(tokens.size()) > embed_limit())
@@ -108,7 +120,8 @@ std::vector<Embedding> EngineCore::embed(const std::vector<std::vector<std::int3
         batch.positions.push_back(p);
         batch.slots.push_back(slice.block_table[static_cast<std::size_t>(p / bs)] * bs + p % bs);
         const bool output = pooling == Pooling::mean || pooling == Pooling::none ||
-                            (pooling == Pooling::cls && p == 0) || (pooling == Pooling::last && p == n - 1);
+                            ((pooling == Pooling::cls || pooling == Pooling::rank) && p == 0) ||
+                            (pooling == Pooling::last && p == n - 1);
         if (output) batch.logit_rows.push_back(slice.row_begin + p);
       }
       blocks.insert(blocks.end(), slice.block_table.begin(), slice.block_table.end());
@@ -125,7 +138,11 @@ std::vector<Embedding> EngineCore::embed(const std::vector<std::vector<std::int3
     for (std::size_t s = next; s < end; ++s) {
       const auto n = static_cast<std::int64_t>(lists[s].size());
       const std::int64_t rows = pooling == Pooling::mean || pooling == Pooling::none ? n : 1;
-      Embedding e = pool(hidden.data() + row * d, rows, d, pooling, options.normalize);
+      Embedding e;
+      if (pooling == Pooling::rank)  // the head's scores, never normalised
+        e.values = classifier_->apply(hidden.data() + row * d);
+      else
+        e = pool(hidden.data() + row * d, rows, d, pooling, options.normalize);
       e.tokens = static_cast<int>(n);
       out.push_back(std::move(e));
       row += rows;

@@ -109,6 +109,7 @@ ModelInfo Engine::info() const {
   static constexpr const char* kPoolings[] = {"none", "mean", "cls", "last", "rank"};
   if (c.pooling_type >= 0) info.pooling = kPoolings[c.pooling_type];
   info.embedding_only = !c.has_lm_head;
+  if (engine.classifier()) info.classifier_outputs = static_cast<int>(engine.classifier()->outputs());
   return info;
 }
 

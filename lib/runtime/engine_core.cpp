@@ -59,6 +59,7 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options)
   progress.report(LoadPhase::reading, 0.0f);
   file_ = model::GgufFile::open(path);
   config_ = model::read_model_config(*file_);
+  classifier_ = model::ClassifierHead::read(*file_, config_);
   progress.report(LoadPhase::tokenizer, 0.0f);
   tokenizer_ = tokenizer::Tokenizer::from_gguf(*file_);
   std::optional<tokenizer::ChatTemplate> chat_template;

@@ -15,6 +15,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/kv_cache.hpp"
+#include "model/classifier_head.hpp"
 #include "model/gguf.hpp"
 #include "model/model_config.hpp"
 #include "runtime/background_driver.hpp"
@@ -33,6 +34,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -79,6 +81,8 @@ class EngineCore {
   std::vector<Embedding> embed(const std::vector<std::vector<std::int32_t>>& token_lists, const EmbedOptions& options);
   // The longest token list embed() takes: the context, and an encoder's position table.
   int embed_limit() const;
+  // A reranker's classification head (rank pooling), if the file has one.
+  const std::optional<model::ClassifierHead>& classifier() const { return classifier_; }
 
   std::string render_chat(const std::vector<Message>& messages) const { return requests_->render_chat(messages); }
   bool has_chat_template() const { return requests_->has_chat_template(); }
@@ -109,6 +113,7 @@ class EngineCore {
   Logger logger_;
   std::shared_ptr<const model::GgufFile> file_;
   model::ModelConfig config_;
+  std::optional<model::ClassifierHead> classifier_;
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<RequestBuilder> requests_;
   std::unique_ptr<backend::Backend> backend_;

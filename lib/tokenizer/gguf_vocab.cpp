@@ -55,6 +55,8 @@ Vocab read_vocab(const model::GgufFile& file) {
   v.fim_rep = find_id(file, "tokenizer.ggml.fim_rep_token_id");
   v.fim_sep = find_id(file, "tokenizer.ggml.fim_sep_token_id");
   v.add_bos = file.find_bool("tokenizer.ggml.add_bos_token");
+  v.add_eos = file.find_bool("tokenizer.ggml.add_eos_token");
+  v.add_sep = file.find_bool("tokenizer.ggml.add_sep_token");
   v.add_space_prefix = file.find_bool("tokenizer.ggml.add_space_prefix");
   v.sep = find_id(file, "tokenizer.ggml.seperator_token_id");
   v.lowercase = file.find_bool("tokenizer.ggml.normalizer.lowercase");

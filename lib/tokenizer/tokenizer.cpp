@@ -46,6 +46,10 @@ Tokenizer::Tokenizer(Vocab& vocab) : tokens_(std::move(vocab.tokens)) {
     if (*id < -1 || *id >= n) *id = -1;
   bos_ = vocab.bos;
   eos_ = vocab.eos;
+  file_add_bos_ = vocab.add_bos;
+  add_eos_ = vocab.add_eos.value_or(false);
+  add_sep_ = vocab.add_sep.value_or(false);
+  if (vocab.sep >= 0 && vocab.sep < n) sep_ = vocab.sep;
 
   index_.build(tokens_);
   end_of_generation_ = detail::apply_llama_cpp_special_rules(vocab, tokens_, index_, types_);
@@ -121,6 +125,19 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special
     }
   }
   if (add_bos && add_bos_ && end_token_ >= 0) out.push_back(end_token_);
+  return out;
+}
+
+std::vector<TokenId> Tokenizer::encode_pair(std::string_view first, std::string_view second) const {
+  std::vector<TokenId> out;
+  if (file_add_bos_.value_or(add_bos_) && bos_ >= 0) out.push_back(bos_);
+  const std::vector<TokenId> a = encode(first, /*parse_special=*/false), b = encode(second, /*parse_special=*/false);
+  const TokenId end = eos_ >= 0 ? eos_ : sep_;
+  out.insert(out.end(), a.begin(), a.end());
+  if (add_eos_ && end >= 0) out.push_back(end);
+  if (add_sep_ && sep_ >= 0) out.push_back(sep_);
+  out.insert(out.end(), b.begin(), b.end());
+  if (add_eos_ && end >= 0) out.push_back(end);
   return out;
 }
 

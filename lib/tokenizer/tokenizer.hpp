@@ -51,7 +51,10 @@ struct Vocab {
   // End of message and fill-in-the-middle ids (tokenizer.ggml.eom_token_id, fim_*_token_id):
   // llama.cpp finds them by text when the file does not name them (see special_tokens.hpp).
   TokenId eom = -1, fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
-  std::optional<bool> add_bos;           // tokenizer.ggml.add_bos_token; default by model
+  std::optional<bool> add_bos;  // tokenizer.ggml.add_bos_token; default by model
+  // tokenizer.ggml.add_eos_token and add_sep_token: what llama.cpp puts between and after the
+  // two texts of a pair (encode_pair); default false, and add_sep true for bert.
+  std::optional<bool> add_eos, add_sep;
   std::optional<bool> add_space_prefix;  // tokenizer.ggml.add_space_prefix (llama; default true)
   // WordPiece (bert) only: the separator ended every encode() that adds BOS
   // (tokenizer.ggml.seperator_token_id, the key's spelling; -1 = llama.cpp's default 102), and
@@ -87,6 +90,12 @@ class Tokenizer {
   // throws on any bytes: invalid UTF-8 is handled as llama.cpp handles it (byte-level BPE: each
   // undecodable byte is tokenized as U+FFFD; SentencePiece: the bytes become byte tokens).
   std::vector<TokenId> encode(std::string_view text, bool parse_special, bool add_bos = false) const;
+  // A pair of texts as one sequence (a reranker's query and document), as llama-server's
+  // format_prompt_rerank builds it without a rerank template: [BOS] first [EOS] [SEP] second
+  // [EOS], each special where the vocabulary adds it (add_bos, add_eos, add_sep; EOS is the
+  // separator where there is no EOS). BERT: [CLS] first [SEP] second [SEP]. Special-token text
+  // inside either text stays text.
+  std::vector<TokenId> encode_pair(std::string_view first, std::string_view second) const;
 
   // The bytes of one token as it appears in text (control tokens give their text only when
   // `render_special`). Throws Error(invalid_argument) for an id outside the vocabulary.
@@ -132,6 +141,10 @@ class Tokenizer {
   TokenId bos_ = -1, eos_ = -1;
   TokenId end_token_ = -1;  // appended with BOS (WordPiece's separator); -1 = none
   bool add_bos_ = false;
+  // encode_pair's specials (Vocab::add_bos as the file says it, add_eos, add_sep; sep_ -1 = none).
+  std::optional<bool> file_add_bos_;
+  bool add_eos_ = false, add_sep_ = false;
+  TokenId sep_ = -1;
   bool strip_space_prefix_ = false;  // decode() drops the space encode() put in front
   int missing_byte_tokens_ = 0;      // set by the derived constructor
 };

@@ -32,6 +32,8 @@ class WpmTokenizer final : public Tokenizer {
   explicit WpmTokenizer(Vocab& vocab) : Tokenizer(with_defaults(vocab)), unknown_(vocab.unknown) {
     add_bos_ = true;  // llama.cpp adds [CLS] ... [SEP] whenever special tokens are asked for
     end_token_ = vocab.sep;
+    sep_ = vocab.sep;
+    add_sep_ = vocab.add_sep.value_or(true);  // llama.cpp's default for bert vocabularies
     lowercase_ = vocab.lowercase.value_or(false);
     strip_accents_ = vocab.strip_accents.value_or(lowercase_);
     for (const std::string& t : tokens_) max_token_bytes_ = std::max(max_token_bytes_, t.size());

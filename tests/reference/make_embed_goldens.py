@@ -10,6 +10,12 @@ them) and prints one JSON line, for ember-bench --workload embed's comparison. -
 instead, tests/data/reference/smollm2_last_embeddings.json from a decoder (the default model,
 SmolLM2) with last-token pooling over the first 24 sentences (llama.cpp's pooling_type LAST:
 the final norm's output at the last token, normalised).
+--rerank PATH: instead, tests/data/reference/bert_rerank_scores.json from a reranker (the file
+`ember-make-synthetic bert-rerank` writes): llama.cpp's rank pooling (pooling_type 4:
+llama_get_embeddings_seq, the classification head's outputs over the pair's first token) of each
+(query, document) pair, the pair tokenized as llama-server's format_prompt_rerank builds it
+without a rerank template ([BOS] query [EOS] [SEP] document [EOS], each where the vocabulary adds
+it). Scores are kept to 9 significant digits.
 Run with the reference venv:
     ~/.cache/ember/venv-ref/bin/python tests/reference/make_embed_goldens.py [--model PATH]
 """
@@ -65,13 +71,77 @@ def sentences():
     return out
 
 
+RERANK = [
+    ("where is the dragon?", ["The dragon sleeps beneath the mountain.", "A man is eating a piece of bread.",
+                              "the dragon", "Where did you leave the keys to the castle?", "DRAGON! dragon, dragon.",
+                              "Paris is the capital and largest city of France."]),
+    ("how to open the door", ["Find the keys, then open the door of the tower.", "the river is cold",
+                              "doors and keys", "", "Café, naïve and 東京: unknown words."]),
+    ("What is the capital of France?", ["Paris is the capital and largest city of France.", "The knight lost the map.",
+                                        "capital", "It's 3.5 km to the city - or 42!"]),
+]
+
+
+def rerank_pair(llm, query, doc):
+    """llama-server's format_prompt_rerank without a rerank template."""
+    import llama_cpp
+    vocab = llama_cpp.llama_model_get_vocab(llm._model.model)
+    q = llm.tokenize(query.encode("utf-8"), add_bos=False, special=False)
+    d = llm.tokenize(doc.encode("utf-8"), add_bos=False, special=False)
+    eos = llama_cpp.llama_vocab_eos(vocab)
+    if eos == -1:
+        eos = llama_cpp.llama_vocab_sep(vocab)
+    out = []
+    if llama_cpp.llama_vocab_get_add_bos(vocab):
+        out.append(llama_cpp.llama_vocab_bos(vocab))
+    out += q
+    if llama_cpp.llama_vocab_get_add_eos(vocab):
+        out.append(eos)
+    if llama_cpp.llama_vocab_get_add_sep(vocab):
+        out.append(llama_cpp.llama_vocab_sep(vocab))
+    out += d
+    if llama_cpp.llama_vocab_get_add_eos(vocab):
+        out.append(eos)
+    return out
+
+
+def rerank_golden(path, threads):
+    import llama_cpp
+    from llama_cpp import Llama
+    llm = Llama(model_path=path, embedding=True, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_RANK, n_ctx=512,
+                n_batch=512, n_ubatch=512, n_threads=threads, n_threads_batch=threads, verbose=False)
+    n_out = llama_cpp.llama_model_n_cls_out(llm._model.model)
+    cases = []
+    for query, docs in RERANK:
+        pairs = []
+        for doc in docs:
+            tokens = rerank_pair(llm, query, doc)
+            llm._batch.reset()
+            llm._batch.add_sequence(tokens, 0, True)
+            llm._ctx.kv_cache_clear()
+            llm._ctx.decode(llm._batch)
+            ptr = llama_cpp.llama_get_embeddings_seq(llm._ctx.ctx, 0)
+            pairs.append({"document": doc, "tokens": tokens, "scores": [float(f"{ptr[i]:.9g}") for i in range(n_out)]})
+        cases.append({"query": query, "pairs": pairs})
+    out = os.path.join(ROOT, "data", "reference", "bert_rerank_scores.json")
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump({"model": os.path.basename(path), "pooling": "rank", "outputs": n_out,
+                   "llama_cpp_python": llama_cpp.__version__, "cases": cases}, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"wrote {out}: {sum(len(c['pairs']) for c in cases)} pairs")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.environ.get("EMBER_MINILM_MODEL", DEFAULT_MODEL))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bench", type=int, default=0, help="time N repeats instead of writing the golden")
     ap.add_argument("--decoder", help="a decoder GGUF: write its last-token golden instead")
+    ap.add_argument("--rerank", help="a reranker GGUF (ember-make-synthetic bert-rerank): write its rank golden")
     args = ap.parse_args()
+    if args.rerank:
+        rerank_golden(args.rerank, args.threads)
+        return
     import llama_cpp
     from llama_cpp import Llama
 
