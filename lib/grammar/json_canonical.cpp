@@ -29,7 +29,10 @@ void append_utf8(std::string& out, std::uint32_t cp) {
 }
 
 int hex_digit(char c) {
-  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+  return c >= '0' && c <= '9'   ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
 }
 
 bool number_prefix(std::string_view prefix, std::string_view value);
@@ -171,14 +174,16 @@ class PrefixReader {
 
   Result scalar(const JsonValue& v) {
     const std::size_t start = p_;
-    while (!at_end() && (std::isalnum(static_cast<unsigned char>(s_[p_])) || s_[p_] == '.' || s_[p_] == '+' ||
-                         s_[p_] == '-'))
+    while (!at_end() &&
+           (std::isalnum(static_cast<unsigned char>(s_[p_])) || s_[p_] == '.' || s_[p_] == '+' || s_[p_] == '-'))
       ++p_;
     const std::string_view word = s_.substr(start, p_ - start);
     if (word.empty()) return Result::open;  // not a value's text: nothing to prove
-    const bool cut = at_end();  // more characters of it may follow
+    const bool cut = at_end();              // more characters of it may follow
     if (word[0] == 't' || word[0] == 'f' || word[0] == 'n') {
-      const std::string spelled = v.type == Type::boolean ? (v.boolean ? "true" : "false") : v.type == Type::null ? "null" : "";
+      const std::string spelled = v.type == Type::boolean ? (v.boolean ? "true" : "false")
+                                  : v.type == Type::null  ? "null"
+                                                          : "";
       if (spelled.empty()) return Result::no;
       if (cut) return spelled.compare(0, word.size(), word) == 0 ? Result::open : Result::no;
       return spelled == word ? Result::equal : Result::no;

@@ -149,7 +149,7 @@ class TokenConstraint {
   void refuse_repeats(const TokenMask& m, std::vector<std::int32_t>& refused, bool end_ok);
 
   std::unique_ptr<UniqueItems> unique_;  // the schema has uniqueItems arrays checked at decode time
-  std::vector<float> saved_;  // scratch: end-token logits during apply()
+  std::vector<float> saved_;             // scratch: end-token logits during apply()
   int tokens_left_ = -1;
   bool steered_ = false;
 };

@@ -11,8 +11,7 @@ namespace {
 
 bool is_space(char b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
 bool scalar_byte(char b) {
-  return (b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || b == '.' || b == '+' ||
-         b == '-';
+  return (b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || b == '.' || b == '+' || b == '-';
 }
 
 }  // namespace

@@ -56,9 +56,9 @@ class UniqueItems {
   struct Frame {
     bool array = false;
     bool checked = false;
-    std::int32_t item = -1;                    // array: where its current item starts in text_; -1: none
-    std::shared_ptr<const Seen> seen;          // checked: items as of the last accepted token
-    std::vector<std::string> added;            // checked: items completed since (canonical)
+    std::int32_t item = -1;            // array: where its current item starts in text_; -1: none
+    std::shared_ptr<const Seen> seen;  // checked: items as of the last accepted token
+    std::vector<std::string> added;    // checked: items completed since (canonical)
     std::vector<JsonValue> added_values;
   };
   enum class Lex : std::uint8_t { plain, string, escape, scalar };

@@ -109,7 +109,8 @@ TEST_CASE("may_become: a prefix that can still reach a value") {
 }
 
 TEST_CASE("schemas: uniqueItems is checked at decode time and no longer reported relaxed") {
-  const SchemaGrammar strings = compile_json_schema(R"({"type": "array", "uniqueItems": true, "items": {"type": "string"}})");
+  const SchemaGrammar strings =
+      compile_json_schema(R"({"type": "array", "uniqueItems": true, "items": {"type": "string"}})");
   CHECK(strings.relaxed.empty());
   CHECK(strings.unique_rules.size() == 1);
   // A finite set stays in the grammar; a schema without uniqueItems has nothing to check.
@@ -130,8 +131,7 @@ TEST_CASE("schemas: uniqueItems is checked at decode time and no longer reported
 
 TEST_CASE("a model that repeats string items writes distinct ones") {
   const std::string order = "\"a,[]";
-  CHECK(generate(R"({"type": "array", "maxItems": 4, "items": {"type": "string"}})", order) ==
-        R"(["","","",""])");
+  CHECK(generate(R"({"type": "array", "maxItems": 4, "items": {"type": "string"}})", order) == R"(["","","",""])");
   CHECK(generate(R"({"type": "array", "uniqueItems": true, "maxItems": 4, "items": {"type": "string"}})", order) ==
         R"(["","a","aa","aaa"])");
 }
