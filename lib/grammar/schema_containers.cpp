@@ -70,25 +70,25 @@ std::string SchemaConverter::array(const JsonValue& s, const std::string& path, 
   std::optional<int> hi = count_of(s, path, "maxItems");
   bool unique = false;
   if (const JsonValue* u = s.find("uniqueItems"); u && u->type == Type::boolean && u->boolean) {
-    // Items from a small finite set: every order of distinct ones, exactly. Otherwise relaxed.
+    // Items from a small finite set: every order of distinct ones, exactly. Otherwise checked
+    // while decoding (unique_items.hpp), once the rule below is named.
     std::vector<JsonValue> set;
+    std::optional<std::size_t> distinct;
     if (items && !prefix_items && !contains) {
+      // Normalized once: a schema outside the root document is normalized afresh on every call,
+      // and each call counts towards the converter's recursion budget.
       const JsonValue& n = normalizer_.normalize_once(*items, path + "/items").value;
       const JsonValue* e = n.type == Type::object ? n.find("enum") : nullptr;
       if (e && e->items.size() <= 6 && n.members.size() <= 2)
         set = e->items;
       else if (n.type == Type::object && n.members.size() == 1 && n.find("type") && n.find("type")->text == "boolean")
         set = {parse_json("true"), parse_json("false")};
+      distinct = distinct_values(n);
     }
     if (!set.empty()) return unique_array(set, lo, hi, hint);
-    // Otherwise checked while decoding (unique_items.hpp), once the rule below is named.
+    if (distinct && static_cast<std::size_t>(lo) > *distinct)
+      unsatisfiable(path, "'minItems' above the number of distinct items 'uniqueItems' allows");
     unique = true;
-    if (items && !prefix_items) {
-      const std::optional<std::size_t> distinct =
-          distinct_values(normalizer_.normalize_once(*items, path + "/items").value);
-      if (distinct && static_cast<std::size_t>(lo) > *distinct)
-        unsatisfiable(path, "'minItems' above the number of distinct items 'uniqueItems' allows");
-    }
   }
   std::vector<std::string> prefix;
   std::vector<JsonValue> prefix_schemas = prefix_items ? prefix_items->items : std::vector<JsonValue>{};
