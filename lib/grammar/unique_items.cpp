@@ -149,6 +149,10 @@ bool UniqueItems::walk(Cursor& c, Matcher::State& s, std::string_view piece) {
 
 bool UniqueItems::allows(Matcher::State s, std::string_view piece) {
   if (!active() && piece.find('[') == std::string_view::npos) return true;
+  // Inside a string that can no longer repeat anything, bytes other than a quote or an escape
+  // only lengthen it, and a longer text can become no more values than a shorter one: the
+  // whole-mask path's usual case, answered without a walk.
+  if (cursor_.lex == Lex::string && !risk_ && piece.find_first_of("\"\\") == std::string_view::npos) return true;
   const std::size_t mark = text_.size();
   Cursor c = cursor_;
   bool ok = walk(c, s, piece);
@@ -174,6 +178,7 @@ void UniqueItems::accept(Matcher::State s, std::string_view piece) {
     f.added.clear();
     f.added_values.clear();
   }
+  risk_ = at_risk(cursor_);
 }
 
 }  // namespace ember::grammar

@@ -81,7 +81,8 @@ class UniqueItems {
   Matcher& matcher_;
   const std::vector<bool>& opens_;
   Cursor cursor_;
-  std::string text_;  // every accepted byte (items are read back from it)
+  std::string text_;   // every accepted byte (items are read back from it)
+  bool risk_ = false;  // at_risk(cursor_): an unfinished item may still repeat an earlier one
 };
 
 }  // namespace ember::grammar
