@@ -1,5 +1,7 @@
 #include "grammar/json_canonical.hpp"
 
+#include "util/utf8.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
@@ -9,24 +11,6 @@ namespace ember::grammar {
 namespace {
 
 using Type = JsonValue::Type;
-
-void append_utf8(std::string& out, std::uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 int hex_digit(char c) {
   return c >= '0' && c <= '9'   ? c - '0'
