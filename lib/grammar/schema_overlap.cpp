@@ -63,7 +63,7 @@ bool disjoint_values(const std::vector<Value>& a, const std::vector<Value>& b) {
   return true;
 }
 
-std::optional<std::vector<Value>> values_of(const JsonValue& s) {
+std::optional<std::vector<Value>> listed_values(const JsonValue& s) {
   if (s.type != Type::object) return std::nullopt;
   if (const JsonValue* c = s.find("const")) return std::vector<Value>{value_of(*c)};
   if (const JsonValue* e = s.find("enum"); e && e->type == Type::array) {
@@ -81,7 +81,7 @@ Shape shape_of(const JsonValue& s, const JsonValue& root, int depth) {
     const JsonValue* target = resolve_pointer(root, ref->text);
     return target ? shape_of(*target, root, depth + 1) : out;
   }
-  out.values = values_of(s);
+  out.values = listed_values(s);
   if (const JsonValue* t = s.find("type")) {
     out.any_type = false;
     if (t->type == Type::string) out.types.insert(t->text);
@@ -119,7 +119,7 @@ Shape shape_of(const JsonValue& s, const JsonValue& root, int depth) {
   if (required && properties && required->type == Type::array)
     for (const JsonValue& name : required->items)
       if (const JsonValue* p = name.type == Type::string ? properties->find(name.text) : nullptr)
-        if (auto v = values_of(*p)) out.tags[name.text] = *v;
+        if (auto v = listed_values(*p)) out.tags[name.text] = *v;
   if (required && required->type == Type::array)
     for (const JsonValue& name : required->items)
       if (name.type == Type::string)
