@@ -406,6 +406,11 @@ nlohmann::json run_json(const Args& args) {
       r.tps_b1_free, r.tps_b1_schema, r.tps_b1_schema / r.tps_b1_free, r.tps_b16_free, r.tps_b16_schema,
       r.tps_b16_schema / r.tps_b16_free);
   std::printf("median of paired schema / free ratios: batch 1 %.2fx, 16 streams %.2fx\n", r.ratio_b1, r.ratio_b16);
+  std::printf(
+      "uniqueItems checked while decoding (%d steps): mask per token mean %.1f us (grammar alone %.1f us), "
+      "sampler step p50 %.1f us (%.1f us)\n",
+      r.unique_steps, r.unique_mask_us_mean, r.unique_plain_mask_us_mean, r.unique_check_us_p50,
+      r.unique_plain_check_us_p50);
   return {{"engine", "ember"},
           {"workload", "json"},
           {"model", r.model},
@@ -427,6 +432,11 @@ nlohmann::json run_json(const Args& args) {
             {"p99", r.check_us_p99},
             {"free_step_p50", r.free_step_us_p50}}},
           {"paired_ratio", {{"batch1", r.ratio_b1}, {"streams16", r.ratio_b16}}},
+          {"unique_items_us",
+           {{"mask_mean", r.unique_mask_us_mean},
+            {"plain_mask_mean", r.unique_plain_mask_us_mean},
+            {"check_p50", r.unique_check_us_p50},
+            {"plain_check_p50", r.unique_plain_check_us_p50}}},
           {"tokens_per_s",
            {{"batch1_free", r.tps_b1_free},
             {"batch1_schema", r.tps_b1_schema},

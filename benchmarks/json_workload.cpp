@@ -43,6 +43,13 @@ const Schema kSchemas[] = {
         "required": ["city", "unit"], "additionalProperties": false}}, "required": ["name", "arguments"], "additionalProperties": false})"},
 };
 
+const Schema kUniqueSchema = {
+    "Tag a blog post about Rust and list its authors.",
+    R"({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": true, "maxItems": 6,
+        "items": {"type": "string", "maxLength": 20}}, "authors": {"type": "array", "uniqueItems": true, "maxItems": 3,
+        "items": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 30}}, "required": ["name"],
+        "additionalProperties": false}}}, "required": ["tags", "authors"]})"};
+
 Request request(const Schema& s, bool constrained, int max_tokens, float temperature, std::uint64_t seed) {
   Request r;
   r.messages = {{"system", "You answer with JSON only."}, {"user", s.prompt}};
@@ -59,6 +66,51 @@ Request request(const Schema& s, bool constrained, int max_tokens, float tempera
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+
+// kUniqueSchema's greedy tokens replayed with the uniqueItems check and without it (the same
+// grammar, its arrays unmarked), each through apply() + accept() and through the sampler.
+void measure_unique_items(Engine& engine, const std::shared_ptr<const grammar::TokenTrie>& trie, JsonRun& out) {
+  const Completion c = engine.generate(request(kUniqueSchema, true, 160, 0.0f, 0));
+  const grammar::SchemaGrammar sg = grammar::compile_json_schema(kUniqueSchema.json);
+  const auto g = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(sg.gbnf));
+  std::vector<float> row(static_cast<std::size_t>(trie->vocab_size()));
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  const std::vector<std::int32_t> no_history;
+  std::vector<double> mask_us[2], check_us[2];
+  for (int checked = 0; checked < 2; ++checked) {
+    const auto fresh = [&] {
+      auto compiled = std::make_shared<grammar::CompiledGrammar>(g, trie);
+      if (checked) compiled->mark_unique_items(sg.unique_rules);
+      return compiled;
+    };
+    grammar::TokenConstraint masked(fresh()), asked(fresh());
+    runtime::Sampler sampler(greedy, trie->vocab_size());
+    for (std::int32_t id : c.tokens) {
+      std::fill(row.begin(), row.end(), 0.0f);
+      auto t = Clock::now();
+      masked.apply(row.data());
+      masked.accept(id);
+      mask_us[checked].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t).count());
+      std::fill(row.begin(), row.end(), 0.0f);
+      row[static_cast<std::size_t>(id)] = 1.0f;
+      t = Clock::now();
+      asked.accept(sampler.sample(row.data(), no_history, nullptr, nullptr, &asked));
+      check_us[checked].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t).count());
+    }
+  }
+  out.unique_steps = static_cast<int>(c.tokens.size());
+  out.unique_plain_mask_us_mean = mean_of(mask_us[0]);
+  out.unique_mask_us_mean = mean_of(mask_us[1]);
+  out.unique_plain_check_us_p50 = median(check_us[0]);
+  out.unique_check_us_p50 = median(check_us[1]);
 }
 
 }  // namespace
@@ -188,6 +240,7 @@ JsonRun run_json_workload(const std::string& model, int threads, int repeats) {
     }
     return tokens * 1000.0 / ms_since(start);
   };
+  measure_unique_items(engine, trie, out);
   b1(true), b1(false), b16(true);  // warm-up; b16(true) sets stream_lengths
   // Pairs run back to back, the order alternating, and each pair gives a ratio: on a shared
   // machine whose load drifts, the median of paired ratios is steadier than a ratio of medians.

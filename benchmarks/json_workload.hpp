@@ -9,7 +9,8 @@
 // on top of the row (the grammar is asked about that one token, no mask). Then decode tokens/s with and without the schema, at
 // batch 1 (greedy, each constrained run against an unconstrained one of the same length) and
 // with 16 streams (16 sampled requests at once; each free stream generates as many tokens as
-// the constrained stream of its seed), interleaved and repeated.
+// the constrained stream of its seed), interleaved and repeated. Apart: what checking
+// uniqueItems while decoding adds per token (JsonRun::unique_*).
 #pragma once
 
 #include <string>
@@ -31,6 +32,11 @@ struct JsonRun {
   double tps_b1_free = 0, tps_b1_schema = 0;                     // median decode tokens/s, one stream
   double tps_b16_free = 0, tps_b16_schema = 0;                   // median aggregate tokens/s, 16 streams
   double ratio_b1 = 0, ratio_b16 = 0;                            // median of paired schema / free ratios
+  // A fifth schema with uniqueItems arrays, outside the figures above: its greedy run replayed
+  // with the decode-time check (unique_items.hpp) and through the grammar alone.
+  double unique_mask_us_mean = 0, unique_plain_mask_us_mean = 0;  // apply() + accept() per token
+  double unique_check_us_p50 = 0, unique_plain_check_us_p50 = 0;  // the sampler's greedy step
+  int unique_steps = 0;
 };
 
 JsonRun run_json_workload(const std::string& model, int threads, int repeats);

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
       Matcher matcher(grammar);
       out["status"] = "compiled";
       out["relaxed"] = g.relaxed;
+      out["unique_rules"] = g.unique_rules.size();
       out["rules"] = grammar->rules.size();
       out["gbnf_bytes"] = g.gbnf.size();
     } catch (const std::exception& e) {

@@ -426,6 +426,7 @@ SchemaGrammar compile_json_schema(std::string_view schema_json, std::string_view
   SchemaGrammar out;
   out.gbnf = converter.run();
   out.relaxed = converter.notes().list;
+  out.unique_rules = converter.unique_rules();
   return out;
 }
 

@@ -4,7 +4,8 @@
 //
 // Supported: type (one or a list), properties, required, additionalProperties (false, true or
 // a schema), minProperties (up to the required count), maxProperties (bounding the extra
-// members), items, prefixItems, minItems/maxItems, enum, const, anyOf, oneOf (exactly one: only
+// members), items, prefixItems, minItems/maxItems, uniqueItems (in the grammar over up to 6
+// values, otherwise checked while decoding: SchemaGrammar::unique_rules), enum, const, anyOf, oneOf (exactly one: only
 // branches shown disjoint, see schema_overlap.hpp), $ref to "#", "#/$defs/..." or any local JSON pointer, $defs /
 // definitions, minLength/maxLength, minimum/maximum/exclusiveMinimum/exclusiveMaximum on
 // integers, pattern (the subset in schema_regex.hpp), format date, time, date-time and uuid,
@@ -35,6 +36,9 @@ namespace ember::grammar {
 struct SchemaGrammar {
   std::string gbnf;
   std::vector<std::string> relaxed;
+  // Rules of arrays whose items must be distinct (uniqueItems over more than a small finite
+  // set): the grammar cannot say it, the decoder checks it (CompiledGrammar::mark_unique_items).
+  std::vector<std::string> unique_rules;
 };
 SchemaGrammar compile_json_schema(std::string_view schema_json, std::string_view root_rule = "root");
 

@@ -94,6 +94,13 @@ Matcher::State Matcher::compute(State s, std::uint8_t byte) {
   return intern(out);
 }
 
+bool Matcher::at_marked(State s, const std::vector<bool>& marked) const {
+  if (s == kDead) return false;
+  for (std::int32_t id : sets_[static_cast<std::size_t>(s)])
+    if (id != kAcceptStack && marked[static_cast<std::size_t>(nodes_[static_cast<std::size_t>(id)].pos)]) return true;
+  return false;
+}
+
 // Minimum lengths: of each rule by fixpoint, then of each position's rest of its alternative.
 void Matcher::compute_rest_min() {
   const Grammar& g = *grammar_;

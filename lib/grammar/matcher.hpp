@@ -62,6 +62,9 @@ class Matcher {
     const auto& set = sets_[static_cast<std::size_t>(s)];
     return !set.empty() && set.back() != kAcceptStack;
   }
+  // Whether some parse in `s` is about to match the element at a position `marked` flags
+  // (`marked` has one entry per grammar element).
+  bool at_marked(State s, const std::vector<bool>& marked) const;
   // Whether a whole text is in the language (tests, tools).
   bool matches(std::string_view text) { return accepting(advance(start_, text)); }
 

@@ -43,6 +43,18 @@ JsonValue value_of(Type type, bool boolean = false, std::string text = {}) {
   return v;
 }
 
+// How many distinct values a (normalized) schema allows, when it is plainly finite: an enum or
+// const, a boolean or null type. nullopt: unbounded or not worked out.
+std::optional<std::size_t> distinct_values(const JsonValue& s) {
+  if (s.type != Type::object) return std::nullopt;
+  if (const JsonValue* e = s.find("enum"); e && e->type == Type::array) return e->items.size();
+  if (s.find("const")) return 1;
+  const JsonValue* t = s.find("type");
+  if (t && t->type == Type::string && t->text == "boolean") return 2;
+  if (t && t->type == Type::string && t->text == "null") return 1;
+  return std::nullopt;
+}
+
 bool trivially_true(const JsonValue& v) {
   return (v.type == Type::boolean && v.boolean) || (v.type == Type::object && v.members.empty());
 }
@@ -56,19 +68,27 @@ std::string SchemaConverter::array(const JsonValue& s, const std::string& path, 
   if (prefix_items && prefix_items->type != Type::array) invalid(path, "'prefixItems' must be an array");
   int lo = count_of(s, path, "minItems").value_or(0);
   std::optional<int> hi = count_of(s, path, "maxItems");
+  bool unique = false;
   if (const JsonValue* u = s.find("uniqueItems"); u && u->type == Type::boolean && u->boolean) {
-    // Items from a small finite set: every order of distinct ones, exactly. Otherwise relaxed.
+    // Items from a small finite set: every order of distinct ones, exactly. Otherwise checked
+    // while decoding (unique_items.hpp), once the rule below is named.
     std::vector<JsonValue> set;
+    std::optional<std::size_t> distinct;
     if (items && !prefix_items && !contains) {
+      // Normalized once: a schema outside the root document is normalized afresh on every call,
+      // and each call counts towards the converter's recursion budget.
       const JsonValue& n = normalizer_.normalize_once(*items, path + "/items").value;
       const JsonValue* e = n.type == Type::object ? n.find("enum") : nullptr;
       if (e && e->items.size() <= 6 && n.members.size() <= 2)
         set = e->items;
       else if (n.type == Type::object && n.members.size() == 1 && n.find("type") && n.find("type")->text == "boolean")
         set = {parse_json("true"), parse_json("false")};
+      distinct = distinct_values(n);
     }
     if (!set.empty()) return unique_array(set, lo, hi, hint);
-    note(path, "'uniqueItems' is not enforced (items may repeat)");
+    if (distinct && static_cast<std::size_t>(lo) > *distinct)
+      unsatisfiable(path, "'minItems' above the number of distinct items 'uniqueItems' allows");
+    unique = true;
   }
   std::vector<std::string> prefix;
   std::vector<JsonValue> prefix_schemas = prefix_items ? prefix_items->items : std::vector<JsonValue>{};
@@ -123,7 +143,9 @@ std::string SchemaConverter::array(const JsonValue& s, const std::string& path, 
     const std::string first = item_at(0) + (tail.empty() ? "" : " " + tail);
     body = lo >= 1 ? first : "(" + first + ")?";
   }
-  return add_rule(hint, "\"[\" ws " + (body.empty() ? "" : body + " ") + "ws \"]\"");
+  const std::string name = add_rule(hint, "\"[\" ws " + (body.empty() ? "" : body + " ") + "ws \"]\"");
+  if (unique) unique_rules_.push_back(name);
+  return name;
 }
 
 // Distinct items from `set`, in any order, between lo and hi of them: one rule per subset

@@ -34,6 +34,8 @@ class SchemaConverter {
   SchemaConverter(const JsonValue& root, std::string root_rule);
   std::string run();
   const SchemaNotes& notes() const { return notes_; }
+  // The array rules whose items must be distinct, checked at decode time (SchemaGrammar).
+  const std::vector<std::string>& unique_rules() const { return unique_rules_; }
 
   // The GBNF expression for `s`, found at JSON pointer `path`.
   std::string visit(const JsonValue& s, const std::string& path, const std::string& hint);
@@ -71,6 +73,7 @@ class SchemaConverter {
   std::string root_rule_;  // the document's rule
   std::string prefix_;     // of rules not named after a property path ($defs), unless root_rule_ is root
   SchemaNotes notes_;
+  std::vector<std::string> unique_rules_;
   SchemaNormalizer normalizer_;
   std::vector<std::pair<std::string, std::string>> rules_;
   std::set<std::string> names_;

@@ -253,7 +253,11 @@ JsonValue SchemaNormalizer::normalize(const JsonValue& s, const std::string& pat
     if (const JsonValue* list = s.find(key)) {
       if (list->type != Type::array || list->items.empty())
         fail(ErrorCode::invalid_argument, "json_schema: '{}' must be a non-empty array at {}", key, at);
-      if (std::string_view(key) == "oneOf")
+      // "Exactly one of these names present": disjoint branches (schema_overlap.hpp).
+      const std::optional<JsonValue> exclusive =
+          std::string_view(key) == "oneOf" ? exclusive_required(*list) : std::nullopt;
+      if (exclusive) list = &*exclusive;
+      if (std::string_view(key) == "oneOf" && !exclusive)
         for (std::size_t i = 0; i < list->items.size(); ++i)
           for (std::size_t j = i + 1; j < list->items.size(); ++j)
             if (may_overlap(list->items[i], list->items[j], root_)) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -62,7 +63,7 @@ bool disjoint_values(const std::vector<Value>& a, const std::vector<Value>& b) {
   return true;
 }
 
-std::optional<std::vector<Value>> values_of(const JsonValue& s) {
+std::optional<std::vector<Value>> listed_values(const JsonValue& s) {
   if (s.type != Type::object) return std::nullopt;
   if (const JsonValue* c = s.find("const")) return std::vector<Value>{value_of(*c)};
   if (const JsonValue* e = s.find("enum"); e && e->type == Type::array) {
@@ -80,7 +81,7 @@ Shape shape_of(const JsonValue& s, const JsonValue& root, int depth) {
     const JsonValue* target = resolve_pointer(root, ref->text);
     return target ? shape_of(*target, root, depth + 1) : out;
   }
-  out.values = values_of(s);
+  out.values = listed_values(s);
   if (const JsonValue* t = s.find("type")) {
     out.any_type = false;
     if (t->type == Type::string) out.types.insert(t->text);
@@ -118,7 +119,7 @@ Shape shape_of(const JsonValue& s, const JsonValue& root, int depth) {
   if (required && properties && required->type == Type::array)
     for (const JsonValue& name : required->items)
       if (const JsonValue* p = name.type == Type::string ? properties->find(name.text) : nullptr)
-        if (auto v = values_of(*p)) out.tags[name.text] = *v;
+        if (auto v = listed_values(*p)) out.tags[name.text] = *v;
   if (required && required->type == Type::array)
     for (const JsonValue& name : required->items)
       if (name.type == Type::string)
@@ -210,5 +211,82 @@ bool overlap(const JsonValue& a, const JsonValue& b, const JsonValue& root, int 
 }  // namespace
 
 bool may_overlap(const JsonValue& a, const JsonValue& b, const JsonValue& root) { return overlap(a, b, root, 0); }
+
+namespace {
+
+// The names of a branch that says nothing but `required` (and type object, annotations).
+std::optional<std::set<std::string>> required_only(const JsonValue& branch) {
+  if (branch.type != Type::object) return std::nullopt;
+  std::optional<std::set<std::string>> names;
+  for (const auto& [key, value] : branch.members) {
+    if (key == "required" && value.type == Type::array) {
+      names.emplace();
+      for (const JsonValue& n : value.items) {
+        if (n.type != Type::string) return std::nullopt;
+        names->insert(n.text);
+      }
+    } else if (key == "type") {
+      if (value.type != Type::string || value.text != "object") return std::nullopt;
+    } else if (key != "description" && key != "title" && key != "$comment" && key != "markdownDescription" &&
+               key != "errorMessage" && key.rfind("x-", 0) != 0) {
+      return std::nullopt;
+    }
+  }
+  return names;
+}
+
+JsonValue bool_value(bool b) {
+  JsonValue v;
+  v.type = Type::boolean;
+  v.boolean = b;
+  return v;
+}
+
+}  // namespace
+
+std::optional<JsonValue> exclusive_required(const JsonValue& one_of) {
+  if (one_of.type != Type::array || one_of.items.size() < 2) return std::nullopt;
+  std::vector<std::set<std::string>> sets;
+  for (const JsonValue& branch : one_of.items) {
+    auto names = required_only(branch);
+    if (!names) return std::nullopt;
+    sets.push_back(std::move(*names));
+  }
+  JsonValue out;
+  out.type = Type::array;
+  for (std::size_t i = 0; i < sets.size(); ++i) {
+    std::set<std::string> absent;
+    bool subsumed = false;
+    for (std::size_t j = 0; j < sets.size() && !subsumed; ++j) {
+      if (j == i) continue;
+      std::set<std::string> extra;
+      std::set_difference(sets[j].begin(), sets[j].end(), sets[i].begin(), sets[i].end(),
+                          std::inserter(extra, extra.end()));
+      subsumed = extra.empty();  // every object branch i accepts, branch j accepts too
+      absent.insert(extra.begin(), extra.end());
+    }
+    if (subsumed) {
+      out.items.push_back(bool_value(false));
+      continue;
+    }
+    JsonValue b, type, required, properties;
+    b.type = properties.type = Type::object;
+    type.type = Type::string;
+    type.text = "object";
+    required.type = Type::array;
+    for (const std::string& n : sets[i]) {
+      JsonValue name;
+      name.type = Type::string;
+      name.text = n;
+      required.items.push_back(std::move(name));
+    }
+    for (const std::string& n : absent) properties.members.push_back({n, bool_value(false)});
+    b.members.push_back({"type", std::move(type)});
+    b.members.push_back({"required", std::move(required)});
+    b.members.push_back({"properties", std::move(properties)});
+    out.items.push_back(std::move(b));
+  }
+  return out;
+}
 
 }  // namespace ember::grammar

@@ -13,6 +13,7 @@
 
 #include "grammar/json_value.hpp"
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -24,5 +25,13 @@ const JsonValue* resolve_pointer(const JsonValue& root, std::string_view ref, st
 
 // False only when no JSON value can validate against both `a` and `b` (see above).
 bool may_overlap(const JsonValue& a, const JsonValue& b, const JsonValue& root);
+
+// A oneOf whose branches are all plain `required` lists ({"required": [...]}, perhaps with
+// "type": "object" and annotations: "exactly one of these sets of names present"), rewritten
+// as disjoint branches whose union says it: branch i is an object that requires its names and
+// has none of the names another branch requires beyond them. Exact when each other branch adds
+// at most one name (otherwise narrower: all of them absent, where one would do); a branch whose
+// names include another's matches both and becomes `false`. nullopt for any other oneOf.
+std::optional<JsonValue> exclusive_required(const JsonValue& one_of);
 
 }  // namespace ember::grammar

@@ -81,6 +81,19 @@ bool TokenTrie::is_end_of_generation(std::int32_t id) const {
 CompiledGrammar::CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie)
     : matcher_(std::move(grammar)), trie_(std::move(trie)) {}
 
+void CompiledGrammar::mark_unique_items(const std::vector<std::string>& rules) {
+  const Grammar& g = matcher_.grammar();
+  for (const std::string& name : rules) {
+    const auto it = std::find(g.rule_names.begin(), g.rule_names.end(), name);
+    if (it == g.rule_names.end()) continue;
+    for (std::int32_t pos : g.rules[static_cast<std::size_t>(it - g.rule_names.begin())])
+      if (g.elements[static_cast<std::size_t>(pos)].kind == Element::Kind::bytes) {
+        unique_opens_.resize(g.elements.size(), false);
+        unique_opens_[static_cast<std::size_t>(pos)] = true;
+      }
+  }
+}
+
 const TokenMask* CompiledGrammar::cached_mask(Matcher::State s) const {
   const auto it = masks_.find(s);
   return it == masks_.end() ? nullptr : &it->second;
@@ -122,7 +135,10 @@ TokenConstraint::TokenConstraint(std::shared_ptr<const Grammar> grammar, std::sh
     : TokenConstraint(std::make_shared<CompiledGrammar>(std::move(grammar), std::move(trie))) {}
 
 TokenConstraint::TokenConstraint(std::shared_ptr<CompiledGrammar> compiled)
-    : compiled_(std::move(compiled)), state_(compiled_->start()) {}
+    : compiled_(std::move(compiled)), state_(compiled_->start()) {
+  if (!compiled_->unique_opens().empty())
+    unique_ = std::make_unique<UniqueItems>(compiled_->matcher(), compiled_->unique_opens());
+}
 
 const TokenMask& TokenConstraint::mask() {
   bool computed = false;
@@ -147,7 +163,9 @@ bool TokenConstraint::grammar_allows(std::int32_t id) {
 bool TokenConstraint::allows(std::int32_t id) { return grammar_allows(id) && fits(id); }
 
 bool TokenConstraint::fits(std::int32_t id) {
-  if (tokens_left_ < 0 || compiled_->trie().is_end_of_generation(id)) return true;
+  if (compiled_->trie().is_end_of_generation(id)) return true;
+  if (unique_ && !unique_->allows(state_, compiled_->trie().piece(id))) return false;
+  if (tokens_left_ < 0) return true;
   Matcher& m = compiled_->matcher();
   const bool ok = m.closing_cost(m.advance(state_, compiled_->trie().piece(id))) <= tokens_left_ - 1;
   steered_ |= !ok;
@@ -185,6 +203,7 @@ void TokenConstraint::apply(float* logits) {
       if (cost > limit) refused.push_back(id);
     steered_ |= !refused.empty();
   }
+  if (unique_) refuse_repeats(m, refused, end_ok);
   for (std::int32_t id : refused) logits[id] = minus_inf;
   for (std::size_t w = 0; w < m.size(); ++w) {
     std::uint64_t bits = m[w];
@@ -198,9 +217,29 @@ void TokenConstraint::apply(float* logits) {
   for (std::size_t k = 0; k < saved_.size(); ++k) logits[trie.end_of_generation()[k]] = saved_[k];
 }
 
+// Adds to `refused` (ascending: the budget's refusals) the tokens that repeat an array item,
+// unless no token would be left.
+void TokenConstraint::refuse_repeats(const TokenMask& m, std::vector<std::int32_t>& refused, bool end_ok) {
+  const TokenTrie& trie = compiled_->trie();
+  std::vector<std::int32_t> repeats;
+  std::size_t left = end_ok ? 1 : 0, r = 0;
+  for (std::size_t w = 0; w < m.size(); ++w)
+    for (std::uint64_t bits = m[w]; bits != 0; bits &= bits - 1) {
+      const auto id = static_cast<std::int32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(bits)));
+      while (r < refused.size() && refused[r] < id) ++r;
+      if (r < refused.size() && refused[r] == id) continue;
+      if (unique_->allows(state_, trie.piece(id)))
+        ++left;
+      else
+        repeats.push_back(id);
+    }
+  if (left > 0) refused.insert(refused.end(), repeats.begin(), repeats.end());
+}
+
 void TokenConstraint::accept(std::int32_t id) {
   if (!grammar_allows(id)) fail(ErrorCode::internal, "grammar: token {} is not allowed in the current state", id);
   if (compiled_->trie().is_end_of_generation(id)) return;
+  if (unique_) unique_->accept(state_, compiled_->trie().piece(id));
   state_ = compiled_->matcher().advance(state_, compiled_->trie().piece(id));
 }
 

@@ -28,6 +28,7 @@
 #pragma once
 
 #include "grammar/matcher.hpp"
+#include "grammar/unique_items.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -82,12 +83,18 @@ class CompiledGrammar {
   std::size_t cached_masks() const { return masks_.size(); }
   // What of a JSON Schema this grammar does not enforce (json_schema.hpp's SchemaGrammar).
   std::vector<std::string> relaxed;
+  // Marks the rules whose arrays must have distinct items (SchemaGrammar::unique_rules; names
+  // the grammar lacks are ignored): their sequences check items at decode time (unique_items.hpp).
+  void mark_unique_items(const std::vector<std::string>& rules);
+  // Per grammar element: the `[` that opens such an array. Empty when there are none.
+  const std::vector<bool>& unique_opens() const { return unique_opens_; }
 
  private:
   Matcher matcher_;
   std::shared_ptr<const TokenTrie> trie_;
   std::unordered_map<Matcher::State, TokenMask> masks_;
   std::vector<Matcher::State> walk_;  // scratch: the state at each trie node
+  std::vector<bool> unique_opens_;
 };
 
 class TokenConstraint {
@@ -112,7 +119,10 @@ class TokenConstraint {
   // even that (a budget shorter than the shortest document), apply() keeps the tokens that
   // bring the closing nearest, and allows() none (the sampler then takes apply()). -1: off.
   void set_tokens_left(int n) { tokens_left_ = n; }
-  // Whether `id` leaves the structure closable in the tokens left (true when off).
+  // Whether `id` leaves the structure closable in the tokens left (true when off), and keeps
+  // the items of every uniqueItems array distinct and finishable distinctly (unique_items.hpp).
+  // apply() enforces the same, except that when it would leave no token at all the items'
+  // check gives way (the budget and the grammar do not).
   bool fits(std::int32_t id);
   // The budget refused a token the grammar allows at least once: the text was closed early.
   bool steered() const { return steered_; }
@@ -136,7 +146,10 @@ class TokenConstraint {
   Matcher::State state_;
   std::size_t masks_computed_ = 0;
   std::size_t tokens_checked_ = 0;
-  std::vector<float> saved_;  // scratch: end-token logits during apply()
+  void refuse_repeats(const TokenMask& m, std::vector<std::int32_t>& refused, bool end_ok);
+
+  std::unique_ptr<UniqueItems> unique_;  // the schema has uniqueItems arrays checked at decode time
+  std::vector<float> saved_;             // scratch: end-token logits during apply()
   int tokens_left_ = -1;
   bool steered_ = false;
 };

@@ -134,6 +134,7 @@ std::shared_ptr<grammar::CompiledGrammar> RequestBuilder::compiled_grammar(const
   auto g = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(sp.grammar.empty() ? schema.gbnf : sp.grammar));
   auto compiled = std::make_shared<grammar::CompiledGrammar>(std::move(g), token_trie());
   compiled->relaxed = std::move(schema.relaxed);
+  compiled->mark_unique_items(schema.unique_rules);
   std::lock_guard lock(grammars_mutex_);
   std::erase_if(grammars_, [](const auto& entry) { return entry.second.expired(); });
   grammars_[key] = compiled;
