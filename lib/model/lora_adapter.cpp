@@ -62,11 +62,10 @@ std::vector<float> values(const GgufTensor& t) {
 }
 
 // The pair of lora_a `a` and lora_b `b` on base tensor `name`, checked as llama.cpp checks it.
-LoraPair make_pair(const std::string& name, const GgufTensor& a, const GgufTensor& b, const Placement& p,
-                   float alpha) {
+LoraPair make_pair(const std::string& name, const GgufTensor& a, const GgufTensor& b, const Placement& p, float alpha) {
   if (a.shape.size() != 2 || b.shape.size() != 2)
-    fail(ErrorCode::invalid_model, "LoRA tensors of '{}' must be matrices (lora_a has {} dimensions, lora_b {})",
-         name, a.shape.size(), b.shape.size());
+    fail(ErrorCode::invalid_model, "LoRA tensors of '{}' must be matrices (lora_a has {} dimensions, lora_b {})", name,
+         a.shape.size(), b.shape.size());
   const std::int64_t rank = a.shape[1];
   if (a.shape[0] != p.cols || b.shape[1] != p.rows)
     fail(ErrorCode::invalid_model,
@@ -74,8 +73,9 @@ LoraPair make_pair(const std::string& name, const GgufTensor& a, const GgufTenso
          "(the adapter is for another base model?)",
          name, a.shape[0], a.shape[1], b.shape[0], b.shape[1], p.cols, p.rows);
   if (b.shape[0] != rank || rank <= 0)
-    fail(ErrorCode::invalid_model, "LoRA tensor '{}': lora_a's rank {} differs from lora_b's {} (lora_a not transposed?)",
-         name, rank, b.shape[0]);
+    fail(ErrorCode::invalid_model,
+         "LoRA tensor '{}': lora_a's rank {} differs from lora_b's {} (lora_a not transposed?)", name, rank,
+         b.shape[0]);
   LoraPair pair{name, p.row_offset, p.rows, p.cols, rank, values(a), values(b)};
   pair.scale = alpha != 0.0f ? alpha / static_cast<float>(rank) : 1.0f;
   return pair;

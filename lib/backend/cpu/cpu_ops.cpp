@@ -33,6 +33,14 @@ void CpuOps::begin(const Batch& batch, KvCache& kv, std::vector<float>* logits, 
   seqs_.clear();
   lora_ = false;
   for (const SequenceSlice& s : batch.sequences) lora_ |= !s.adapters.empty();
+  if (lora_) {
+    lora_sequence_.assign(static_cast<std::size_t>(rows_), -1);
+    for (std::size_t i = 0; i < batch.sequences.size(); ++i) {
+      const SequenceSlice& s = batch.sequences[i];
+      if (!s.adapters.empty())
+        std::fill_n(lora_sequence_.begin() + s.row_begin, s.row_count, static_cast<std::int32_t>(i));
+    }
+  }
   for (const SequenceSlice& s : batch.sequences)
     seqs_.push_back({s.row_begin, s.row_count, s.block_table.data(), static_cast<std::int32_t>(s.block_table.size())});
   if (!config_.causal) {

@@ -114,8 +114,9 @@ class CpuOps final : public model::DecoderOps {
   std::vector<std::int32_t> last_positions_;
 
   std::vector<float> x_, h_, qkv_, attn_, gate_up_, act_;
-  bool lora_ = false;             // some sequence of the step has adapters
-  std::vector<float> lora_down_;  // one row's A x (lora_ops.cpp)
+  bool lora_ = false;                        // some sequence of the step has adapters
+  std::vector<std::int32_t> lora_sequence_;  // each row's sequence when it has adapters, else -1
+  std::vector<float> lora_down_;             // each row's A x (lora_ops.cpp)
   kernels::cpu::AttentionWorkspace attention_;
 
   // Routing scratch (routed_ffn.cpp), reused step to step.
