@@ -81,9 +81,11 @@ void CpuOps::apply_lora(WeightRef weight, model::Activation in, model::Activatio
   const std::int64_t in_width = width(in), out_width = width(out);
   // The lm_head runs over the logit rows only: row i is the step's row logit_rows[i].
   const bool logit_rows = weight.id == WeightId::lm_head;
-  std::int64_t max_rank = 0;
+  std::int64_t max_rank = 0;  // of the pairs on this weight: 0, none (most weights of a q/v adapter)
   for (const SequenceSlice& s : batch_->sequences)
-    for (const LoraUse& use : s.adapters) max_rank = std::max<std::int64_t>(max_rank, use.adapter->max_rank());
+    for (const LoraUse& use : s.adapters)
+      for (const LoraPair& p : use.adapter->pairs(weight)) max_rank = std::max(max_rank, p.rank);
+  if (max_rank == 0) return;
   if (static_cast<std::int64_t>(lora_down_.size()) < max_rank * rows)
     lora_down_.resize(static_cast<std::size_t>(max_rank * rows));
   float* down = lora_down_.data();
