@@ -62,7 +62,7 @@ std::vector<float> values(const GgufTensor& t) {
 }
 
 // The pair of lora_a `a` and lora_b `b` on base tensor `name`, checked as llama.cpp checks it.
-LoraPair make_pair(const std::string& name, const GgufTensor& a, const GgufTensor& b, const Placement& p, float alpha) {
+LoraPair read_pair(const std::string& name, const GgufTensor& a, const GgufTensor& b, const Placement& p, float alpha) {
   if (a.shape.size() != 2 || b.shape.size() != 2)
     fail(ErrorCode::invalid_model, "LoRA tensors of '{}' must be matrices (lora_a has {} dimensions, lora_b {})", name,
          a.shape.size(), b.shape.size());
@@ -141,7 +141,7 @@ LoraAdapter read_lora_adapter(const GgufFile& adapter, const ModelConfig& config
     if (where == matrices.adaptable.end())
       fail(ErrorCode::invalid_model, "{}: LoRA tensor '{}' does not exist in the base model (wrong base model?)",
            adapter.path(), name);
-    out.add(where->second.ref, make_pair(name, *ab.first, *ab.second, where->second, alpha));
+    out.add(where->second.ref, read_pair(name, *ab.first, *ab.second, where->second, alpha));
   }
   return out;
 }
