@@ -44,6 +44,9 @@ Args parse_args(int argc, char** argv) {
       "configuration runs in the same process, interleaved, repeated, and reported as median, min "
       "and max. The workloads are described at the top of benchmarks/ember_bench.cpp.");
   engine_flags.declare(cli, ember_examples::EngineFlags::model | ember_examples::EngineFlags::threads);
+  cli.option("--lora", "PATH", a.lora,
+             "a LoRA adapter (llama.cpp's GGUF) that every pp512, tg128 and tg128x32 request runs with, at scale 1",
+             "none");
   cli.option("--device", "cpu|cuda", "where the model runs; cuda: the first GPU", "cpu",
              [&a](const std::string& d) {
                if (d == "cuda")

@@ -25,6 +25,7 @@ struct Args {
   int speculative_tokens = 8;
   bool bandwidth = true;
   std::string json_path;
+  std::string lora;  // a LoRA adapter every pp512/tg128/tg128x32 request runs with; empty: none
 };
 
 // The flags (--help lists them); throws std::invalid_argument on a bad value, exits on --help.

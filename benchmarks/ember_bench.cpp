@@ -78,7 +78,7 @@ using ember::bench::Args;
 using ember::bench::synthetic_prompt;
 
 // tg128x32: `streams` requests decoded together; aggregate generated tokens per second.
-double run_streams(ember::Engine& engine, int streams, int salt) {
+double run_streams(ember::Engine& engine, int streams, int salt, const std::vector<ember::AdapterScale>& adapters) {
   std::vector<ember::RequestHandle> handles;
   const auto start = Clock::now();
   for (int i = 0; i < streams; ++i) {
@@ -86,6 +86,7 @@ double run_streams(ember::Engine& engine, int streams, int salt) {
     request.sampling.temperature = 0;
     request.sampling.ignore_eos = true;
     request.sampling.max_tokens = 128;
+    request.sampling.adapters = adapters;
     request.prompt_tokens = synthetic_prompt(engine, 16, salt * 100 + i);
     handles.push_back(engine.submit(request));
   }
@@ -94,9 +95,12 @@ double run_streams(ember::Engine& engine, int streams, int salt) {
   return generated / std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-double run_once(ember::Engine& engine, const std::string& workload, int salt) {
-  if (workload == "tg128x32") return run_streams(engine, 32, salt);
+// `adapters`: what each request runs with (--lora).
+double run_once(ember::Engine& engine, const std::string& workload, int salt,
+                const std::vector<ember::AdapterScale>& adapters) {
+  if (workload == "tg128x32") return run_streams(engine, 32, salt, adapters);
   ember::Request request;
+  request.sampling.adapters = adapters;
   request.sampling.temperature = 0;
   request.sampling.ignore_eos = true;
   const int prompt_len = workload == "pp512" ? 512 : 16;
@@ -575,6 +579,9 @@ int main(int argc, char** argv) {
       options.prefix_cache = false;  // measure compute, not reuse
       engines.emplace(p, ember::Engine::open(args.model, options));
     }
+    std::vector<ember::AdapterScale> adapters;  // the same id in every engine: each loads it first
+    if (!args.lora.empty())
+      for (auto& [p, engine] : engines) adapters = {{engine.load_adapter(args.lora), 1.0f}};
     const bool on_cpu = args.device.type == ember::DeviceType::cpu;
     const bool ceiling = on_cpu && args.bandwidth;  // host memory only
     std::optional<ember::bench::BandwidthProbe> probe;
@@ -591,7 +598,7 @@ int main(int argc, char** argv) {
         for (const auto& p : args.precisions) {
           const bool paired = probe && w == "tg128" && r >= 0;
           const auto bandwidth_now = paired ? probe->measure(kPairedPasses) : ember::bench::BandwidthReading{};
-          const double tps = run_once(engines.at(p), w, r + 2);
+          const double tps = run_once(engines.at(p), w, r + 2, adapters);
           if (r < 0) continue;
           runs[{w, p}].push_back(tps);
           if (paired) bandwidths[{w, p}].push_back(bandwidth_now);

@@ -22,8 +22,12 @@
 // bert-rerank: a small F32 BERT cross-encoder with a classification head (pooling_type rank),
 // for the rerank golden (tests/reference/make_embed_goldens.py --rerank); bert: the same
 // encoder without the head.
+// --adapter FILE also writes a LoRA adapter for the model (llama.cpp's adapter GGUF: random
+// lora_a/lora_b pairs at --adapter-rank, --adapter-alpha, on --adapter-tensors), as the LoRA
+// goldens (tests/reference/make_lora_goldens.py) and the server's --lora take.
 #include "../examples/common/cli.hpp"
 #include "model_writer/gguf_writer.hpp"
+#include "model_writer/synthetic_adapter.hpp"
 #include "model_writer/synthetic_bert.hpp"
 
 #include <nlohmann/json.hpp>
@@ -33,6 +37,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -143,8 +148,21 @@ int main(int argc, char** argv) {
   cli.flag("--reasoning-tokens", reasoning_tokens,
            "end the vocabulary with <think> and </think>, as a thinking model's (Qwen3-shaped with qwen3 "
            "and --chat-template qwen3.jinja)");
+  std::string adapter_path, adapter_tensors;
+  ember::model::SyntheticAdapterSpec adapter;
+  cli.option("--adapter", "FILE", adapter_path, "also write a LoRA adapter for the model to FILE", "none");
+  cli.option("--adapter-rank", "N", adapter.rank, "the adapter's rank");
+  cli.option("--adapter-alpha", "A", adapter.alpha, "the adapter's adapter.lora.alpha (scale = alpha / rank)");
+  cli.option("--adapter-seed", "N", adapter.seed, "the seed of the adapter's random values");
+  cli.option("--adapter-tensors", "LIST", adapter_tensors,
+             "comma-separated tensor kinds that get a pair (attn_q, attn_k, attn_v, attn_qkv, attn_output, "
+             "ffn_gate, ffn_up, ffn_down, output)",
+             "every attention and feed-forward matrix and an untied output");
   cli.parse(argc, argv);
   if (shape_name == "bert" || shape_name == "bert-rerank") return write_bert(shape_name, gguf_path, json_path);
+  std::stringstream kinds(adapter_tensors);
+  for (std::string kind; std::getline(kinds, kind, ',');)
+    if (!kind.empty()) adapter.tensors.push_back(kind);
   ember::model::SyntheticModelSpec spec;
   try {
     spec = shape(shape_name);
@@ -176,6 +194,8 @@ int main(int argc, char** argv) {
                                    {"max_position_embeddings", c.context_length},
                                    {"tie_word_embeddings", c.tied_embeddings}};
     std::ofstream(json_path) << config.dump(2) << "\n";
+    if (!adapter_path.empty())
+      ember::model::write_synthetic_adapter(*ember::model::GgufFile::open(gguf_path), adapter, adapter_path);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

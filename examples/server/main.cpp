@@ -35,11 +35,13 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace {
 
 struct Options {
   std::string model;
+  std::vector<std::string> lora;  // adapters loaded at start (--lora), ids 0, 1, ...
   std::string host = "127.0.0.1";
   int port = 8080;
   server::HttpLimits http;
@@ -56,7 +58,7 @@ Options parse_flags(int argc, char** argv) {
       "ember-server",
       "An OpenAI-compatible HTTP server over one ember Engine: POST /v1/completions, POST "
       "/v1/chat/completions (both streaming with \"stream\": true), GET /v1/models, GET /health, "
-      "GET /metrics. There is no authentication: put a proxy in front before exposing it.");
+      "GET /metrics, GET /lora-adapters. There is no authentication: put a proxy in front before exposing it.");
   cli.option("--host", "ADDR", o.host, "the address to listen on")
       .option("--port", "N", o.port, "the port to listen on; 0 = any free port")
       .option("--http-threads", "N", o.http.workers,
@@ -98,6 +100,11 @@ Options parse_flags(int argc, char** argv) {
                 engine.batch_max_wait =
                     std::chrono::milliseconds(ember_examples::CommandLine::parse<int>("--batch-wait-ms", v));
               });
+  cli.option("--lora", "PATH",
+             "load a LoRA adapter (llama.cpp's GGUF format) at start; repeatable, ids 0, 1, ... in "
+             "order. A request's \"lora\": [{\"id\", \"scale\"}] picks adapters (the others are off); "
+             "without it every adapter runs at scale 1. GET /lora-adapters lists them",
+             "none", [&o](const std::string& v) { o.lora.push_back(v); });
   engine_flags.declare(cli);
   cli.parse(argc, argv);
   if (o.port < 0 || o.port > 65535) cli.fail("--port must be 0..65535 (0: any free port)");
@@ -126,6 +133,7 @@ int main(int argc, char** argv) {
   std::optional<ember::Engine> engine;
   try {
     engine.emplace(ember::Engine::open(options.model, options.engine));  // background_thread
+    for (const std::string& path : options.lora) engine->load_adapter(path);
   } catch (const ember::Error& e) {
     std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());
     return 1;

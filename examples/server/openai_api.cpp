@@ -1,5 +1,7 @@
 #include "openai_api.hpp"
 
+#include "lora_endpoints.hpp"
+
 #include <algorithm>
 #include <initializer_list>
 #include <set>
@@ -170,7 +172,7 @@ std::set<std::string> fields_with(std::initializer_list<const char*> own) {
   std::set<std::string> fields{"model", "user", "max_tokens", "max_completion_tokens", "temperature", "top_p",
                                "presence_penalty", "frequency_penalty", "min_p", "top_k", "ignore_eos", "seed",
                                "stop", "n", "stream", "stream_options", "logit_bias", "logprobs", "response_format",
-                               "speculative_tokens", "close_at_limit", "reasoning_budget"};
+                               "speculative_tokens", "close_at_limit", "reasoning_budget", "lora"};
   // clang-format on
   fields.insert(own.begin(), own.end());
   return fields;
@@ -409,6 +411,7 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body_text, std
   read_logprobs(body, endpoint, out.request.sampling);
   const ordered in_order = ordered::parse(body_text, nullptr, /*allow_exceptions=*/false);
   read_response_format(body, in_order, out.request.sampling);
+  read_lora(body, out);
   if (endpoint == Endpoint::completions) {
     const json* prompt = field(body, "prompt");
     if (!prompt) throw bad_field("prompt", "'prompt' is required");

@@ -40,6 +40,7 @@ struct ParsedRequest {
   ember::Request request;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a final chunk with the usage
+  bool lora_given = false;     // the body had `lora` (lora_endpoints.hpp)
   ToolSpec tools;
 };
 

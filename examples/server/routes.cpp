@@ -1,6 +1,7 @@
 #include "routes.hpp"
 
 #include "embeddings_api.hpp"
+#include "lora_endpoints.hpp"
 #include "openai_api.hpp"
 #include "rerank_api.hpp"
 
@@ -137,7 +138,8 @@ void submit_stream(ServerState& state, const ParsedRequest& parsed, const Respon
 void completion_route(ServerState& state, Endpoint endpoint, const HttpRequest& req,
                       const std::shared_ptr<Exchange>& ex) {
   try {
-    const ParsedRequest parsed = parse_request(endpoint, req.body, state.next_seed++, state.tool_format);
+    ParsedRequest parsed = parse_request(endpoint, req.body, state.next_seed++, state.tool_format);
+    apply_default_lora(*state.engine, parsed);
     ResponseContext ctx{
         endpoint, (endpoint == Endpoint::chat_completions ? "chatcmpl-" : "cmpl-") + std::to_string(state.next_id++),
         state.model_id, unix_now()};
@@ -262,6 +264,7 @@ std::vector<Route> make_routes(ServerState& state) {
     routes.push_back({"POST", path, [&state](const HttpRequest& req, std::shared_ptr<Exchange> ex) {
                         rerank_route(state, req, ex);
                       }});
+  add_lora_routes(state, routes);
   routes.push_back({"POST", "/apply-template", [&state](const HttpRequest& req, std::shared_ptr<Exchange> ex) {
                       apply_template_route(state, req, ex);
                     }});

@@ -227,6 +227,13 @@ typedef struct ember_token_logprob {
   float logprob; /* -INFINITY in the padding */
 } ember_token_logprob;
 
+/* A LoRA adapter a request runs with (ember::AdapterScale): the id from ember_load_adapter and
+ * its scale (0 = left out). */
+typedef struct ember_adapter_scale {
+  int32_t id;
+  float scale;
+} ember_adapter_scale;
+
 /* The fields mirror ember::SamplingParams; see ember.hpp for each one's meaning. Values are
  * checked when a request is made (EMBER_ERROR_INVALID_ARGUMENT, e.g. a NaN temperature). */
 typedef struct ember_sampling {
@@ -261,6 +268,10 @@ typedef struct ember_sampling {
    * reason stays EMBER_FINISH_LENGTH; ember_completion.closed_early says so); 0 = off
    * (SamplingParams::close_at_limit). */
   int32_t close_at_limit;
+  /* LoRA adapters applied to the request, in order (SamplingParams::adapters); read during the
+   * call. NULL/0 (default) = none. */
+  const ember_adapter_scale* adapters;
+  size_t adapter_count;
 } ember_sampling;
 
 EMBER_API ember_status ember_sampling_init(ember_sampling* sampling, size_t struct_size);
@@ -519,6 +530,19 @@ EMBER_API void ember_embeddings_free(float** embeddings);
  * nothing is written; EMBER_ERROR_UNSUPPORTED for a model without a classification head. */
 EMBER_API ember_status ember_rerank(ember_engine* engine, const char* query, const char* const* documents,
                                     size_t document_count, float* scores);
+/* ---- LoRA adapters (docs/api.md#lora) ------------------------------------------------------- */
+
+/* Loads a LoRA adapter in llama.cpp's GGUF format (Engine::load_adapter); *id receives its id,
+ * never reused. EMBER_ERROR_INVALID_MODEL for an adapter that is malformed or for another base
+ * model, _UNSUPPORTED for tensors ember does not adapt or a device without adapters, _IO for a
+ * file that cannot be read. */
+EMBER_API ember_status ember_load_adapter(ember_engine* engine, const char* path, int32_t* id);
+/* Unloads an adapter; EMBER_ERROR_BUSY while a queued or running request uses it,
+ * _INVALID_ARGUMENT for an unknown id. */
+EMBER_API ember_status ember_unload_adapter(ember_engine* engine, int32_t id);
+/* The ids of the loaded adapters in increasing order: *count receives how many there are, and
+ * `ids` the first min(count, capacity) of them (ids may be NULL when capacity is 0). */
+EMBER_API ember_status ember_list_adapters(const ember_engine* engine, int32_t* ids, size_t capacity, size_t* count);
 
 /* ---- KV state that outlives a request -------------------------------------------------------- */
 

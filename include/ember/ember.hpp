@@ -214,6 +214,13 @@ struct TokenLogprob {
   float logprob = 0;  // log-probability under the same distribution as Completion::logprobs
 };
 
+// A LoRA adapter a request runs with (Engine::load_adapter's id) and its scale: the adapter's
+// update to each matrix it carries is scale * alpha / rank * B (A x), as in llama.cpp.
+struct AdapterScale {
+  std::int32_t id = -1;
+  float scale = 1.0f;  // 0: the adapter is left out
+};
+
 struct SamplingParams {
   int max_tokens = 256;             // generated tokens at most; 0 returns at once (no decode)
   float temperature = 0.8f;         // 0 = greedy (argmax); must be >= 0
@@ -259,6 +266,9 @@ struct SamplingParams {
   // gpt-oss gets an empty analysis channel); -1 = no limit. Grammars, JSON schemas and stop
   // strings apply to the answer only.
   int reasoning_budget = -1;
+  // LoRA adapters (Engine::load_adapter) applied to this request, in this order; requests with
+  // different adapters share steps. Unknown ids throw Error(invalid_argument) at submit.
+  std::vector<AdapterScale> adapters;
 };
 
 // The GBNF grammar that SamplingParams::json_schema stands for, to build a larger grammar around
@@ -474,6 +484,17 @@ struct Embedding {
   int tokens = 0;             // tokens the model read (after truncation, special tokens included)
 };
 
+// ---- LoRA adapters -----------------------------------------------------------------------------
+
+// A loaded adapter (Engine::adapters).
+struct AdapterInfo {
+  std::int32_t id = -1;
+  std::string path;
+  float alpha = 0.0f;  // adapter.lora.alpha (0: the scale is used as given)
+  int tensors = 0;     // base matrices it adapts
+  int rank = 0;        // the largest rank of its pairs
+};
+
 // ---- the engine --------------------------------------------------------------------------------
 
 // An Engine owns one model's weights, the compute backend, the paged KV cache and the
@@ -554,6 +575,18 @@ class EMBER_API Engine {
   // receives the tokens each pair became (a server's usage).
   std::vector<float> rerank(std::string_view query, const std::vector<std::string>& documents,
                             std::vector<int>* pair_tokens = nullptr);
+  // ---- LoRA adapters (docs/api.md#lora) ---------------------------------------------------
+  // Loads a LoRA adapter in llama.cpp's GGUF format for this model and returns its id (never
+  // reused). Throws Error(io) for a file that cannot be read, (invalid_model) for a malformed
+  // adapter or one for another base model (named tensor and shapes), (unsupported) for tensors
+  // ember does not adapt or a device without adapters (CUDA). Thread-safe; requests keep
+  // running while it loads.
+  std::int32_t load_adapter(const std::string& path);
+  // Unloads an adapter. Throws Error(busy) while a queued or running request uses it, and
+  // Error(invalid_argument) for an unknown id. Thread-safe.
+  void unload_adapter(std::int32_t id);
+  // The loaded adapters, by id.
+  std::vector<AdapterInfo> adapters() const;
 
   std::vector<std::int32_t> tokenize(std::string_view text, bool parse_special = false) const;
   std::string detokenize(const std::vector<std::int32_t>& tokens) const;

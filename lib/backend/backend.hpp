@@ -9,6 +9,7 @@
 #include "backend/kv_cache.hpp"
 #include "backend/load_progress.hpp"
 #include "model/gguf.hpp"
+#include "model/lora_adapter.hpp"
 #include "model/model_config.hpp"
 #include "util/check.hpp"
 
@@ -59,6 +60,14 @@ class Backend {
     (void)kv;
     (void)hidden;
     fail(ErrorCode::unsupported, "backend '{}' does not compute embeddings; use the CPU", name());
+  }
+
+  // A LoRA adapter in the form this backend's forward() applies (SequenceSlice::adapters):
+  // what the backend changed in its weights at load (the CPU's INT8 smoothing) applied to the
+  // adapter's matrices too. Throws Error(unsupported) on a device without adapters.
+  virtual std::shared_ptr<const model::LoraAdapter> prepare_adapter(const model::LoraAdapter& adapter) const {
+    (void)adapter;
+    fail(ErrorCode::unsupported, "backend '{}' does not run LoRA adapters; use the CPU", name());
   }
 
   virtual const model::ModelConfig& config() const = 0;

@@ -5,7 +5,18 @@
 #include <cstdint>
 #include <vector>
 
+namespace ember::model {
+class LoraAdapter;
+}
+
 namespace ember::backend {
+
+// A LoRA adapter a sequence runs with, as the backend prepared it (Backend::prepare_adapter),
+// and the request's scale for it.
+struct LoraUse {
+  const model::LoraAdapter* adapter = nullptr;
+  float scale = 1.0f;
+};
 
 // One sequence's rows in the batch. Its rows are contiguous and its positions consecutive; the
 // block table maps the sequence's logical KV blocks (position / block_size) to pool blocks.
@@ -13,6 +24,7 @@ struct SequenceSlice {
   std::int32_t row_begin = 0;
   std::int32_t row_count = 0;
   std::vector<std::int32_t> block_table;
+  std::vector<LoraUse> adapters;  // applied in this order to the sequence's rows; empty: none
 };
 
 struct Batch {

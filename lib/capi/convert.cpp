@@ -245,6 +245,9 @@ SamplingParams to_cpp(const ember_sampling* in) {
   out.speculative_tokens = s.speculative_tokens;
   out.reasoning_budget = s.reasoning_budget;
   out.close_at_limit = s.close_at_limit != 0;
+  if (s.adapter_count > 0 && s.adapters == nullptr)
+    fail(ErrorCode::invalid_argument, "ember_sampling.adapters is NULL but adapter_count is {}", s.adapter_count);
+  for (std::size_t i = 0; i < s.adapter_count; ++i) out.adapters.push_back({s.adapters[i].id, s.adapters[i].scale});
   if (s.logit_bias_count > 0 && s.logit_bias == nullptr)
     fail(ErrorCode::invalid_argument, "ember_sampling.logit_bias is NULL but logit_bias_count is {}",
          s.logit_bias_count);

@@ -124,21 +124,21 @@ bool BlockPool::holds(int block, std::uint64_t parent_hash, std::span<const std:
   return b.parent_hash == parent_hash && std::equal(tokens.begin(), tokens.end(), first);
 }
 
-std::vector<int> BlockPool::match_prefix(std::span<const std::int32_t> tokens) {
+std::vector<int> BlockPool::match_prefix(std::span<const std::int32_t> tokens, std::uint64_t root) {
   ++stats_.lookups;
   if (tokens.empty()) return {};
   // Leaves the last token to compute, so the caller gets its logits.
-  std::vector<int> chain = find_chain(tokens.first(tokens.size() - 1));
+  std::vector<int> chain = find_chain(tokens.first(tokens.size() - 1), root);
   stats_.hit_blocks += chain.size();
   stats_.hit_tokens += chain.size() * static_cast<std::size_t>(block_size_);
   return chain;
 }
 
-std::vector<int> BlockPool::find_chain(std::span<const std::int32_t> tokens) {
+std::vector<int> BlockPool::find_chain(std::span<const std::int32_t> tokens, std::uint64_t root) {
   std::vector<int> chain;
   if (!prefix_caching_) return chain;
   const std::size_t bs = static_cast<std::size_t>(block_size_);
-  std::uint64_t parent = 0;
+  std::uint64_t parent = root;
   for (std::size_t i = 0; i < tokens.size() / bs; ++i) {
     const auto ids = tokens.subspan(i * bs, bs);
     const std::uint64_t h = block_hash(parent, ids);

@@ -52,11 +52,13 @@ class BlockPool {
   // The cached blocks holding the longest run of leading full blocks of `tokens`, each retained
   // once for the caller. It never covers the last token, so the caller always computes at least
   // one position and gets logits. Empty without prefix caching.
-  std::vector<int> match_prefix(std::span<const std::int32_t> tokens);
+  // `root`: the parent hash of the first block (0; a request with LoRA adapters starts its
+  // chain at a hash of its adapter set, so its blocks are found by requests with the same set only).
+  std::vector<int> match_prefix(std::span<const std::int32_t> tokens, std::uint64_t root = 0);
 
   // The cached blocks holding the longest run of leading full blocks of `tokens` (all of them,
   // the last token included), each retained once for the caller. Counts no statistics.
-  std::vector<int> find_chain(std::span<const std::int32_t> tokens);
+  std::vector<int> find_chain(std::span<const std::int32_t> tokens, std::uint64_t root = 0);
 
   // For loading saved KV (runtime/kv_snapshot): a published block for `tokens` after the chain
   // ending in `parent_hash`, retained once for the caller. `fresh` means a newly allocated block

@@ -113,7 +113,7 @@ std::vector<Embedding> EngineCore::embed(const std::vector<std::vector<std::int3
         if (end > next) break;  // the batch so far runs first and gives its blocks back
         fail(ErrorCode::out_of_memory, "embed: the KV cache has no room for {} tokens now", n);
       }
-      backend::SequenceSlice slice{batch.rows(), n, {}};
+      backend::SequenceSlice slice{batch.rows(), n, {}, {}};
       for (int b = 0; b < needed; ++b) slice.block_table.push_back(*pool_->allocate());
       for (std::int32_t p = 0; p < n; ++p) {
         batch.tokens.push_back(lists[end][static_cast<std::size_t>(p)]);

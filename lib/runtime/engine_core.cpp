@@ -97,6 +97,7 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options)
   backend_options.weight_cache_dir = options.weight_cache_dir;
   backend_options.log = options.log;
   backend_ = backend::make_backend(file_, config_, backend_options);
+  adapters_ = std::make_unique<AdapterRegistry>(*file_, config_, *backend_);
 
   backend::KvGeometry geometry;
   geometry.layers = config_.layers;
@@ -157,6 +158,8 @@ void EngineCore::submit(const std::shared_ptr<Sequence>& seq, bool allow_respons
   if (options_.max_requests > 0 && in_flight >= options_.max_requests)
     fail(ErrorCode::busy, "{} requests are in flight, EngineOptions::max_requests = {}: retry later", in_flight,
          options_.max_requests);
+  for (const AdapterScale& a : seq->sampling.adapters)  // unloaded since make_sequence
+    if (!adapters_->contains(a.id)) fail(ErrorCode::invalid_argument, "LoRA adapter {} was unloaded", a.id);
   seq->id = next_id_++;
   seq->submitted = Clock::now();
   ++requests_submitted_;

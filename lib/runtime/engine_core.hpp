@@ -22,6 +22,7 @@
 #include "runtime/block_pool.hpp"
 #include "runtime/engine_lock.hpp"
 #include "runtime/kv_snapshot.hpp"
+#include "runtime/lora_registry.hpp"
 #include "runtime/output_stage.hpp"
 #include "runtime/request_builder.hpp"
 #include "runtime/response_cache.hpp"
@@ -50,9 +51,8 @@ class EngineCore {
 
   // Validates and tokenizes a request into a new sequence (not yet queued). Throws
   // Error(invalid_argument | context_overflow | unsupported).
-  std::shared_ptr<Sequence> make_sequence(const Request& request, StreamCallback on_chunk) const {
-    return requests_->make_sequence(request, std::move(on_chunk));
-  }
+  // (engine_adapters.cpp: with the request's LoRA adapters attached.)
+  std::shared_ptr<Sequence> make_sequence(const Request& request, StreamCallback on_chunk) const;
   // Queues a sequence; a request with max_tokens == 0 completes at once. The exact response
   // cache may answer it unless `allow_response_cache` is false (a prefill that must compute).
   void submit(const std::shared_ptr<Sequence>& seq, bool allow_response_cache = true);
@@ -76,6 +76,12 @@ class EngineCore {
   std::vector<std::uint8_t> save_state(const std::vector<std::vector<std::int32_t>>& token_lists);
   std::size_t load_state(std::span<const std::uint8_t> snapshot);
   std::size_t load_state_file(const std::string& path);
+
+  // LoRA adapters (engine_adapters.cpp), as Engine::load_adapter and friends document. unload
+  // takes the engine's lock to see that no queued or running request names the adapter.
+  std::int32_t load_adapter(const std::string& path) { return adapters_->load(path); }
+  void unload_adapter(std::int32_t id);
+  std::vector<AdapterInfo> adapters() const { return adapters_->list(); }
 
   // Engine::embed_tokens (embedder.cpp): the token lists already truncated or checked.
   std::vector<Embedding> embed(const std::vector<std::vector<std::int32_t>>& token_lists, const EmbedOptions& options);
@@ -121,6 +127,7 @@ class EngineCore {
   std::unique_ptr<BlockPool> pool_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ResponseCache> response_cache_;
+  std::unique_ptr<AdapterRegistry> adapters_;
   std::unique_ptr<OutputStage> output_;
   std::unique_ptr<Stepper> stepper_;
   std::unique_ptr<BackgroundDriver> driver_;  // background_thread only

@@ -50,7 +50,12 @@ std::string ResponseCache::key(const std::vector<std::int32_t>& prompt, const Sa
   append(k, p.grammar);
   append(k, p.json_schema);
   append(k, p.reasoning_budget);
-  append(k, p.close_at_limit);  // changes the tokens near max_tokens
+  append(k, p.close_at_limit);   // changes the tokens near max_tokens
+  append(k, p.adapters.size());  // ids are never reused, so an id names one adapter for good
+  for (const AdapterScale& a : p.adapters) {
+    append(k, a.id);
+    append(k, a.scale);
+  }
   append(k, prompt.size());
   k.append(reinterpret_cast<const char*>(prompt.data()), prompt.size() * sizeof(std::int32_t));
   return k;

@@ -90,10 +90,10 @@ std::vector<ScheduledSequence> Scheduler::schedule(backend::Batch& batch,
 bool Scheduler::admit(const std::shared_ptr<Sequence>& seq) {
   const int bs = pool_.block_size();
   if (seq->blocks.empty()) {
-    seq->blocks = pool_.match_prefix(seq->tokens);
+    seq->blocks = pool_.match_prefix(seq->tokens, seq->prefix_root);
     seq->published_blocks = static_cast<int>(seq->blocks.size());
     seq->computed = seq->published_blocks * bs;
-    seq->last_block_hash = 0;
+    seq->last_block_hash = seq->prefix_root;
     for (int b = 0; b < seq->published_blocks; ++b)
       seq->last_block_hash = BlockPool::block_hash(
           seq->last_block_hash,
@@ -152,7 +152,7 @@ void Scheduler::release_blocks(Sequence& seq) {
   seq.blocks.clear();
   seq.computed = 0;
   seq.published_blocks = 0;
-  seq.last_block_hash = 0;
+  seq.last_block_hash = seq.prefix_root;
 }
 
 std::vector<std::int32_t> Scheduler::draft_for(Sequence& seq, int budget) {
@@ -184,7 +184,7 @@ void Scheduler::append_rows(const std::shared_ptr<Sequence>& seq, int rows, std:
     batch.positions.push_back(pos);
     batch.slots.push_back(seq->blocks[static_cast<std::size_t>(pos / bs)] * bs + pos % bs);
   }
-  batch.sequences.push_back({s.row_begin, rows + drafted, seq->blocks});
+  batch.sequences.push_back({s.row_begin, rows + drafted, seq->blocks, seq->adapters});
   if (seq->computed + rows == static_cast<int>(seq->tokens.size())) {
     s.logit_index = static_cast<int>(batch.logit_rows.size());
     for (int i = rows - 1; i < rows + drafted; ++i) batch.logit_rows.push_back(s.row_begin + i);

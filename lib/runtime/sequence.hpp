@@ -2,7 +2,9 @@
 // pipeline (incremental decoder, stop strings), and the clock readings behind its Timings.
 #pragma once
 
+#include "backend/batch.hpp"
 #include "grammar/token_mask.hpp"
+#include "model/lora_adapter.hpp"
 #include "runtime/sampler.hpp"
 #include "runtime/stop_matcher.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -74,6 +76,12 @@ struct Sequence {
   std::vector<std::int32_t> blocks;   // block table: logical block i -> pool block
   int published_blocks = 0;           // leading blocks registered in the prefix cache
   std::uint64_t last_block_hash = 0;  // hash chain up to published_blocks
+  // LoRA adapters (SamplingParams::adapters, scale 0 left out) as the backend applies them;
+  // `adapter_refs` keeps them alive while the sequence does. prefix_root: the parent hash of the
+  // sequence's first KV block, 0 without adapters (BlockPool::match_prefix).
+  std::vector<std::shared_ptr<const model::LoraAdapter>> adapter_refs;
+  std::vector<backend::LoraUse> adapters;
+  std::uint64_t prefix_root = 0;
   bool cancel_requested = false;
   // RequestHandle::cancel_soon: set from any thread without the engine's lock; the stepping
   // thread ends the request before its next step (Stepper::end_cancelled).

@@ -249,7 +249,7 @@ TEST_CASE("a flattened batch of several sequences equals each sequence alone") {
       prefix.positions.push_back(p);
       prefix.slots.push_back(slot(a_blocks, p));
     }
-    prefix.sequences.push_back({0, 20, {9, 2, 14, 5, 0}});
+    prefix.sequences.push_back({0, 20, {9, 2, 14, 5, 0}, {}});
     std::vector<float> logits;
     b->forward(prefix, kv, logits);
     CHECK(logits.empty());  // no logit rows asked, none computed
@@ -258,13 +258,13 @@ TEST_CASE("a flattened batch of several sequences equals each sequence alone") {
     step.tokens = {a_tokens.back()};
     step.positions = {20};
     step.slots = {slot(a_blocks, 20)};
-    step.sequences.push_back({0, 1, a_blocks});
+    step.sequences.push_back({0, 1, a_blocks, {}});
     for (int p = 0; p < 5; ++p) {
       step.tokens.push_back(b_tokens[static_cast<std::size_t>(p)]);
       step.positions.push_back(p);
       step.slots.push_back(slot(b_blocks, p));
     }
-    step.sequences.push_back({1, 5, b_blocks});
+    step.sequences.push_back({1, 5, b_blocks, {}});
     step.logit_rows = {0, 1, 2, 3, 4, 5};
     b->forward(step, kv, logits);
     std::vector<float> together_a(logits.begin(), logits.begin() + c.vocab);
@@ -342,7 +342,7 @@ TEST_CASE("a batch with inconsistent indices is rejected, not trusted") {
   bad.tokens = {5};
   bad.positions = {0};
   bad.slots = {99};  // outside the pool
-  bad.sequences.push_back({0, 1, {0}});
+  bad.sequences.push_back({0, 1, {0}, {}});
   CHECK_THROWS_AS(b->forward(bad, kv, logits), Error);
   bad.slots = {0};
   bad.tokens = {c.vocab};  // outside the vocabulary

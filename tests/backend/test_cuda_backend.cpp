@@ -201,7 +201,7 @@ TEST_CASE("bad devices, precisions and sizes are errors at open") {
   batch.tokens = {5};
   batch.positions = {0};
   batch.slots = {0};
-  batch.sequences.push_back({0, 1, {0}});
+  batch.sequences.push_back({0, 1, {0}, {}});
   std::vector<float> logits;
   CHECK_THROWS_AS(b->forward(batch, host, logits), Error);  // host memory handed to the GPU
 }

@@ -196,7 +196,7 @@ TEST_CASE("mixture of experts: a decode row reads only its routed experts, a bat
       batch.positions.push_back(i);
       batch.slots.push_back(i);
     }
-    batch.sequences.push_back({0, rows, {0, 1, 2}});
+    batch.sequences.push_back({0, rows, {0, 1, 2}, {}});
     batch.logit_rows.push_back(rows - 1);
     ops.begin(batch, kv, &logits);
     model::run_decoder(c, ops, rows, 1);

@@ -63,5 +63,6 @@ void test_limits(void);
 void test_reasoning(const char* thinking_model_path);
 void test_structured_output(ember_engine* engine);
 void test_embed(ember_engine* engine);
+void test_lora(ember_engine* engine);
 
 #endif

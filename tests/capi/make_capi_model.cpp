@@ -1,10 +1,13 @@
 // Writes the synthetic models that the C ABI tests and the c_api example run on (a ctest
 // fixture): the C tests cannot call the C++ GGUF writer themselves. The second, when asked for,
-// is a thinking model: <think> and </think> in its vocabulary and its chat template.
+// is a thinking model: <think> and </think> in its vocabulary and its chat template. Beside the
+// first, MODEL.gguf.lora.gguf: a LoRA adapter for it.
 #include "model_writer/gguf_writer.hpp"
+#include "model_writer/synthetic_adapter.hpp"
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 namespace {
 
@@ -29,6 +32,9 @@ int main(int argc, char** argv) {
     spec.config.context_length = 256;
     spec.seed = 42;
     ember::model::write_synthetic_model(spec, argv[1]);
+    // A LoRA adapter for it, beside it (test_capi_lora.c).
+    ember::model::write_synthetic_adapter(*ember::model::GgufFile::open(argv[1]), {},
+                                          std::string(argv[1]) + ".lora.gguf");
     if (argc == 3) {
       spec.reasoning_tokens = true;
       spec.chat_template = kThinkingTemplate;

@@ -396,6 +396,7 @@ int main(int argc, char** argv) {
     test_argument_errors(engine);
     test_structured_output(engine);
     test_embed(engine);
+    test_lora(engine);
     ember_engine_close(&engine);
   }
   test_request_outlives_engine();

@@ -24,15 +24,17 @@ PROGRAMS = {
                    "--temperature", "--step-tokens"], ENGINE, []),
     "ember-server": (["--host", "--port", "--http-threads", "--max-body-bytes",
                       "--max-prompt-tokens", "--max-requests", "--batch-min", "--batch-wait-ms",
-                      "--max-connections", "--header-timeout-ms", "--body-timeout-ms"],
+                      "--max-connections", "--header-timeout-ms", "--body-timeout-ms", "--lora"],
                      ENGINE, []),
     "ember-inspect": (["--template"], [], ["MODEL.gguf"]),
     "ember-bench": (["--device", "--precision", "--workload", "--repeats", "--requests",
-                     "--configs", "--turns", "--speculative-tokens", "--no-bandwidth", "--json"],
+                     "--configs", "--turns", "--speculative-tokens", "--no-bandwidth", "--json", "--lora"],
                     ["--model", "--threads"], []),
     "ember-logits": (["--tokens", "--out", "--positions"],
                      ["--model", "--precision", "--weights", "--threads", "--kv-type"], []),
-    "ember-make-synthetic": (["--type", "--chat-template", "--reasoning-tokens"], [], ["SHAPE", "OUT.gguf", "OUT.json"]),
+    "ember-make-synthetic": (["--type", "--chat-template", "--reasoning-tokens", "--adapter", "--adapter-rank",
+                              "--adapter-alpha", "--adapter-seed", "--adapter-tensors"],
+                             [], ["SHAPE", "OUT.gguf", "OUT.json"]),
 }
 
 # Arguments that get a program past its other checks to the point where it opens the model.

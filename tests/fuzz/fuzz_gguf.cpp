@@ -1,10 +1,11 @@
 // Fuzz target: the GGUF reader on any bytes. When the image parses, every metadata getter, the
-// model config, the weights map and the tokenizer are read from it, and the first rows of
+// model config, the weights map, a LoRA adapter and the tokenizer are read from it, and the first rows of
 // every tensor are dequantized. Only ember::Error may come out; any other exception, a crash,
 // a sanitizer report or an allocation over the fuzzer's cap is a finding.
 #include "fuzz_support.hpp"
 #include "model/decoder_tensors.hpp"
 #include "model/gguf.hpp"
+#include "model/lora_adapter.hpp"
 #include "model/model_config.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -77,6 +78,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const ModelConfig config = read_model_config(*file);
     FUZZ_CHECK(config.layers > 0 && config.embedding > 0 && config.vocab > 0);
     (void)map_decoder_tensors(*file, config);
+  });
+  // The same image as a LoRA adapter of itself (the header checks, the pairing of lora_a and
+  // lora_b, the shape checks): only Errors.
+  ignore_error([&] {
+    const ModelConfig config = read_model_config(*file);
+    const LoraAdapter adapter = read_lora_adapter(*file, config, map_decoder_tensors(*file, config));
+    FUZZ_CHECK(adapter.tensor_count() > 0);
   });
   ignore_error([&] {
     const auto tokenizer = ember::tokenizer::Tokenizer::from_gguf(*file);

@@ -39,8 +39,9 @@ std::vector<float> SequenceRunner::append(const std::vector<std::int32_t>& token
       if (all_rows || i + 1 == tokens.size()) batch.logit_rows.push_back(static_cast<std::int32_t>(i - begin));
     }
     const int blocks_used = (length_ + block_size_ - 1) / block_size_;
-    batch.sequences.push_back(
-        {0, batch.rows(), std::vector<std::int32_t>(block_table_.begin(), block_table_.begin() + blocks_used)});
+    batch.sequences.push_back({0, batch.rows(),
+                               std::vector<std::int32_t>(block_table_.begin(), block_table_.begin() + blocks_used),
+                               adapters});
     if (pieces == nullptr) {
       backend_.forward(batch, *kv_, logits);
     } else {

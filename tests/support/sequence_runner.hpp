@@ -24,6 +24,7 @@ class SequenceRunner {
   std::vector<float> append(const std::vector<std::int32_t>& tokens, bool all_rows = false, int chunk = 256,
                             int* pieces = nullptr);
   std::chrono::steady_clock::duration piece_budget{};
+  std::vector<backend::LoraUse> adapters;  // the sequence's LoRA adapters (Backend::prepare_adapter)
   int length() const { return length_; }
   void reset() { length_ = 0; }
 

@@ -1,6 +1,7 @@
 #include "backend/cpu/cpu_backend.hpp"
 
 #include "backend/cpu/cpu_ops.hpp"
+#include "backend/cpu/lora_ops.hpp"
 #include "backend/cpu/memory_plan.hpp"
 #include "backend/cpu/weight_preparation.hpp"
 #include "kernels/cpu/cpu_tier.hpp"
@@ -30,6 +31,9 @@ class CpuBackend final : public Backend {
   }
 
   const model::ModelConfig& config() const override { return config_; }
+  std::shared_ptr<const model::LoraAdapter> prepare_adapter(const model::LoraAdapter& adapter) const override {
+    return prepare_lora(adapter, weights_, config_);
+  }
   std::string name() const override { return gemm_ == Precision::int8 ? "cpu-int8" : "cpu-fp32"; }
   std::string weight_format() const override { return weight_format_; }
   std::string cpu_tier() const override { return kernels::cpu::to_string(kernels::cpu::active_tier()); }

@@ -31,6 +31,16 @@ void CpuOps::begin(const Batch& batch, KvCache& kv, std::vector<float>* logits, 
   if (logits_ != nullptr)
     logits_->resize(batch.logit_rows.size() * static_cast<std::size_t>(hidden ? config_.embedding : config_.vocab));
   seqs_.clear();
+  lora_ = false;
+  for (const SequenceSlice& s : batch.sequences) lora_ |= !s.adapters.empty();
+  if (lora_) {
+    lora_sequence_.assign(static_cast<std::size_t>(rows_), -1);
+    for (std::size_t i = 0; i < batch.sequences.size(); ++i) {
+      const SequenceSlice& s = batch.sequences[i];
+      if (!s.adapters.empty())
+        std::fill_n(lora_sequence_.begin() + s.row_begin, s.row_count, static_cast<std::int32_t>(i));
+    }
+  }
   for (const SequenceSlice& s : batch.sequences)
     seqs_.push_back({s.row_begin, s.row_count, s.block_table.data(), static_cast<std::int32_t>(s.block_table.size())});
   if (!config_.causal) {
@@ -135,6 +145,7 @@ void CpuOps::write_hidden(Activation from) {
 void CpuOps::linear(model::WeightRef weight, Activation in, Activation out, std::int64_t rows, bool accumulate) {
   if (observer_ != nullptr) observer_->observe(weight, at(in), rows, width(in));
   weights_[weight].linear->forward(ctx_, at(in), rows, at(out), accumulate);
+  if (lora_) apply_lora(weight, in, out, rows, 0, width(out));
 }
 
 void CpuOps::linear_outputs(model::WeightRef weight, Activation in, Activation out, std::int64_t rows,
@@ -142,6 +153,7 @@ void CpuOps::linear_outputs(model::WeightRef weight, Activation in, Activation o
   // A part after the first is the next of the same product (DecoderOps::linear_outputs).
   const auto input = begin > 0 ? k::LinearInput::as_before : k::LinearInput::fresh;
   weights_[weight].linear->forward_outputs(ctx_, at(in), rows, at(out), begin, end, accumulate, input);
+  if (lora_) apply_lora(weight, in, out, rows, begin, end);
 }
 
 void CpuOps::add_bias(model::WeightRef bias, Activation a) {

@@ -26,6 +26,10 @@ struct CpuWeight {
   std::vector<float> values;
   std::unique_ptr<kernels::cpu::Linear> linear;
   std::vector<std::unique_ptr<kernels::cpu::Linear>> experts;
+  // A matrix's INT8 smoothing factors (backend/cpu/smoothing.hpp): its input columns were
+  // multiplied by them and its input divided; empty when not smoothed. LoRA adapters need them
+  // (lora_ops.cpp).
+  std::vector<float> smoothing;
 };
 using CpuWeights = model::WeightTable<CpuWeight>;
 
@@ -72,6 +76,10 @@ class CpuOps final : public model::DecoderOps {
   // routed_ffn.cpp: rows grouped by expert, each expert's rows one product.
   void routed_feed_forward(int layer, model::FeedForward kind, model::Activation in, model::Activation out,
                            bool accumulate, int expert_begin, int expert_end) override;
+  // lora_ops.cpp: adds the step's sequences' LoRA updates to columns [begin, end) of out =
+  // in Wᵀ (`rows` rows: the step's, or its logit rows for the lm_head).
+  void apply_lora(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows,
+                  std::int64_t begin, std::int64_t end);
   // How many distinct experts the last routed layer ran (a step's routing profile).
   int experts_run() const { return experts_run_; }
   // A product splits as its linear's kernel allows; attention in the kernel's tiles of rows.
@@ -106,6 +114,9 @@ class CpuOps final : public model::DecoderOps {
   std::vector<std::int32_t> last_positions_;
 
   std::vector<float> x_, h_, qkv_, attn_, gate_up_, act_;
+  bool lora_ = false;                        // some sequence of the step has adapters
+  std::vector<std::int32_t> lora_sequence_;  // each row's sequence when it has adapters, else -1
+  std::vector<float> lora_down_;             // each row's A x (lora_ops.cpp)
   kernels::cpu::AttentionWorkspace attention_;
 
   // Routing scratch (routed_ffn.cpp), reused step to step.

@@ -55,6 +55,7 @@ class WeightCacheReader {
   // The named record with the given shape; Error(invalid_model) when missing or of another one.
   CachedLinear linear(const std::string& name, std::int64_t out, std::int64_t in) const;
   std::vector<float> vector(const std::string& name, std::int64_t size) const;
+  bool has(const std::string& name) const { return records_.contains(name); }
 
  private:
   struct Record {

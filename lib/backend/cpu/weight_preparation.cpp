@@ -25,7 +25,7 @@ using model::WeightRef;
 
 // Bump when the preparation (dequantize, smoothing, quantization) changes what it produces
 // without a change of ember's version: a cache written by the old code must not be read.
-constexpr int kPreparationRevision = 5;
+constexpr int kPreparationRevision = 6;  // 6: the smoothing factors are cached too
 
 // A weight's name in the weight cache.
 std::string cache_name(WeightRef r) {
@@ -271,10 +271,13 @@ class Preparer {
       // Tied or not, the embedding rows a step reads fault back in one page at a time.
       file_.release(*tensors_.output);
     }
-    if (cache)  // the vectors as smoothing left them
+    if (cache)  // the vectors as smoothing left them, and the factors (LoRA adapters need them)
       for (int l = -1; l < config_.layers; ++l)
-        for (const GraphWeight& w : l < 0 ? head : model::layer_weights(tensors_, config_, l))
+        for (const GraphWeight& w : l < 0 ? head : model::layer_weights(tensors_, config_, l)) {
           if (!w.is_matrix() && prepared(w.ref.id)) cache->add_vector(cache_name(w.ref), weights_[w.ref].values);
+          if (!weights_[w.ref].smoothing.empty())
+            cache->add_vector(cache_name(w.ref) + ".smoothing", weights_[w.ref].smoothing);
+        }
     report(LoadPhase::weights, 1.0f);
   }
 
@@ -283,7 +286,7 @@ class Preparer {
     const int n = static_cast<int>(tokens.size());
     const KvGeometry g{{16, config_.kv_heads, config_.head_dim, KvCacheType::f32}, config_.layers, (n + 15) / 16};
     c->kv = std::make_unique<KvCache>(g);
-    c->batch.sequences.push_back({0, n, {}});
+    c->batch.sequences.push_back({0, n, {}, {}});
     for (int i = 0; i < n; ++i) {
       c->batch.tokens.push_back(tokens[static_cast<std::size_t>(i)]);
       c->batch.positions.push_back(i);
@@ -407,12 +410,14 @@ class Preparer {
       const auto s = smoothing_factors(r.of(WeightId::qkv), qkv.data(), qkv_rows, d, smoothing_alpha(WeightId::qkv));
       scale_columns(qkv.data(), qkv_rows, d, s);
       divide(weights_[{l, WeightId::attn_norm}].values, s);
+      weights_[{l, WeightId::qkv}].smoothing = s;
     }
     if (smoothable(l, WeightId::gate_up)) {
       const auto s =
           smoothing_factors(r.of(WeightId::gate_up), gate_up.data(), 2 * ffn, d, smoothing_alpha(WeightId::gate_up));
       scale_columns(gate_up.data(), 2 * ffn, d, s);
       divide(weights_[{l, WeightId::ffn_norm}].values, s);
+      weights_[{l, WeightId::gate_up}].smoothing = s;
     }
     // act(gate) * up is linear in up: up's output rows take the 1/s of the down input.
     if (smoothable(l, WeightId::down)) {
@@ -421,6 +426,7 @@ class Preparer {
       for (std::int64_t j = 0; j < ffn; ++j)
         for (std::int64_t i = 0; i < d; ++i)
           gate_up[static_cast<std::size_t>((ffn + j) * d + i)] /= s[static_cast<std::size_t>(j)];
+      weights_[{l, WeightId::down}].smoothing = s;
     }
     if (!smoothable(l, WeightId::wo)) return;
     // The attention output is linear in V: V's rows take the 1/s of the output projection's
@@ -438,6 +444,7 @@ class Preparer {
         if (bias != nullptr) (*bias)[static_cast<std::size_t>(v_row)] /= shared;
       }
     scale_columns(wo.data(), d, q_dim, s);
+    weights_[{l, WeightId::wo}].smoothing = std::move(s);
   }
 
   // The lm_head from its tensor a slice of rows at a time on the INT8 path: the smoothing
@@ -469,6 +476,7 @@ class Preparer {
       for_each_slice([&](std::int64_t, std::int64_t count) { column_abs_max(slice.data(), count, d, column_max); });
       s = smoothing_factors(input_range, column_max, smoothing_alpha(WeightId::lm_head));
       divide(weights_[{-1, WeightId::output_norm}].values, s);
+      weights_[w.ref].smoothing = s;
     }
     k::QuantizedWeights q{vocab, d, std::vector<std::int8_t>(static_cast<std::size_t>(vocab * d)),
                           std::vector<float>(static_cast<std::size_t>(vocab))};
@@ -533,6 +541,8 @@ class Preparer {
           return;
         }
         const CachedLinear c = cache.linear(cache_name(w.ref), w.rows, w.cols);
+        if (cache.has(cache_name(w.ref) + ".smoothing"))
+          weights_[w.ref].smoothing = cache.vector(cache_name(w.ref) + ".smoothing", w.cols);
         weights_[w.ref].linear = k::make_int8_linear(ctx_, c.q, c.scales, w.rows, w.cols,
                                                      activations_for(w.ref.id, config_.norm_after_residual));
         // Packed into the linear's own layouts: the file's pages may leave resident memory.
