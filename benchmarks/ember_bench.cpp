@@ -563,7 +563,13 @@ int main(int argc, char** argv) {
       options.threads = args.threads;
       options.max_sequences = 32;    // tg128x32 decodes its 32 streams in one batch
       options.prefix_cache = false;  // measure compute, not reuse
+      const auto opening = Clock::now();
       engines.emplace(p, ember::Engine::open(args.model, options));
+      // How long the open took, and the process's peak resident memory so far (with the first
+      // precision: the open's own peak, the bandwidth buffer not yet allocated).
+      std::printf("open %s: %.1f s, peak RSS %.0f MiB\n", p.c_str(),
+                  std::chrono::duration<double>(Clock::now() - opening).count(), ember::bench::status_mb("VmHWM"));
+      std::fflush(stdout);
     }
     const bool on_cpu = args.device.type == ember::DeviceType::cpu;
     const bool ceiling = on_cpu && args.bandwidth;  // host memory only

@@ -116,11 +116,16 @@ class CpuOps final : public model::DecoderOps {
     std::vector<std::int32_t> slots;      // row * experts_used + rank, grouped by expert
     std::vector<std::int32_t> first;      // [experts + 1]: each expert's range of slots
     std::vector<std::int32_t> next;       // [experts]: the counting sort's cursors
-    std::vector<float> in, gate_up, act;  // one expert's rows
+    std::vector<float> in, gate_up, act;  // a range of experts' rows, one expert after another
     std::vector<float> out;               // [rows, experts_used, embedding]
+    // The range's chosen experts' linears and row counts, for forward_stacked.
+    std::vector<kernels::cpu::Linear*> gate_up_linears, down_linears;
+    std::vector<std::int64_t> expert_rows;
+    kernels::cpu::StackedScratch stacked;
   } routing_;
   int experts_run_ = 0;
   void route(int layer, const float* h);
+  void finish_routed(model::Activation out, bool accumulate, int expert_end);
 };
 
 }  // namespace ember::backend::cpu
