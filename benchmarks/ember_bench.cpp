@@ -128,6 +128,17 @@ struct Stats {
   double median, min, max;
 };
 
+// A mixture-of-experts model's routing over some runs (EngineStats::routed_layers, experts_run).
+struct Routing {
+  std::uint64_t steps = 0, layers = 0, experts = 0;
+  void add(const ember::EngineStats& before, const ember::EngineStats& after) {
+    steps += after.steps - before.steps;
+    layers += after.routed_layers - before.routed_layers;
+    experts += after.experts_run - before.experts_run;
+  }
+  double per_layer() const { return layers > 0 ? static_cast<double>(experts) / static_cast<double>(layers) : 0.0; }
+};
+
 Stats stats_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return {v[v.size() / 2], v.front(), v.back()};
@@ -581,14 +592,18 @@ int main(int argc, char** argv) {
     // a minute (docs/benchmarks.md#bench-bandwidth-passes), so a ceiling measured at another
     // moment says little about a run.
     std::map<std::pair<std::string, std::string>, std::vector<double>> runs;
+    std::map<std::pair<std::string, std::string>, Routing> routing;  // mixture-of-experts models
     std::map<std::pair<std::string, std::string>, std::vector<ember::bench::BandwidthReading>> bandwidths;
     for (int r = -1; r < args.repeats; ++r)
       for (const auto& w : args.workloads)
         for (const auto& p : args.precisions) {
           const bool paired = probe && w == "tg128" && r >= 0;
           const auto bandwidth_now = paired ? probe->measure(kPairedPasses) : ember::bench::BandwidthReading{};
+          const ember::EngineStats before = engines.at(p).stats();
           const double tps = run_once(engines.at(p), w, r + 2);
           if (r < 0) continue;
+          const ember::EngineStats after = engines.at(p).stats();
+          routing[{w, p}].add(before, after);
           runs[{w, p}].push_back(tps);
           if (paired) bandwidths[{w, p}].push_back(bandwidth_now);
         }
@@ -620,6 +635,15 @@ int main(int argc, char** argv) {
           {"device", device},        {"cpu_tier", engines.at(key.second).info().cpu_tier},
           {"threads", args.threads}, {"tokens_per_s", {{"median", s.median}, {"min", s.min}, {"max", s.max}}},
           {"runs", values}};
+      const Routing& rt = routing[key];
+      if (rt.layers > 0) {  // a mixture-of-experts model: how many experts a step's layer read
+        const int experts = engines.at(key.second).info().experts;
+        std::printf("         %.1f of %d experts read per routed layer and step (mean over %llu steps)\n",
+                    rt.per_layer(), experts, static_cast<unsigned long long>(rt.steps));
+        j["experts_per_layer_step"] = rt.per_layer();
+        j["experts"] = experts;
+        j["steps"] = rt.steps;
+      }
       if (key.first == "tg128" && ceiling) {
         const double bytes = weight_bytes_per_token(engines.at(key.second).info(), key.second);
         j["weight_bytes_per_token"] = bytes;

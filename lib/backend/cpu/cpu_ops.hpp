@@ -15,6 +15,7 @@
 #include "kernels/cpu/ops.hpp"
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -72,8 +73,12 @@ class CpuOps final : public model::DecoderOps {
   // routed_ffn.cpp: rows grouped by expert, each expert's rows one product.
   void routed_feed_forward(int layer, model::FeedForward kind, model::Activation in, model::Activation out,
                            bool accumulate, int expert_begin, int expert_end) override;
-  // How many distinct experts the last routed layer ran (a step's routing profile).
+  // How many distinct experts the last routed layer ran (a step's routing profile), and the
+  // totals since the ops were made: routed layers run and the distinct experts of each, summed.
+  // The totals may be read from another thread while a step runs.
   int experts_run() const { return experts_run_; }
+  std::uint64_t routed_layers_run() const { return routed_layers_run_.load(std::memory_order_relaxed); }
+  std::uint64_t experts_run_total() const { return experts_run_total_.load(std::memory_order_relaxed); }
   // A product splits as its linear's kernel allows; attention in the kernel's tiles of rows.
   std::int64_t output_granule(model::WeightRef weight, std::int64_t rows) const override;
   std::int64_t attention_row_granule() const override { return kAttentionRowGranule; }
@@ -124,6 +129,7 @@ class CpuOps final : public model::DecoderOps {
     kernels::cpu::StackedScratch stacked;
   } routing_;
   int experts_run_ = 0;
+  std::atomic<std::uint64_t> routed_layers_run_{0}, experts_run_total_{0};
   void route(int layer, const float* h);
   void finish_routed(model::Activation out, bool accumulate, int expert_end);
 };

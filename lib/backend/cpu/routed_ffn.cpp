@@ -147,6 +147,8 @@ void CpuOps::finish_routed(model::Activation out, bool accumulate, int expert_en
   const std::int64_t d = config_.embedding;
   Routing& r = routing_;
   if (expert_end < config_.experts) return;
+  routed_layers_run_.fetch_add(1, std::memory_order_relaxed);
+  experts_run_total_.fetch_add(static_cast<std::uint64_t>(experts_run_), std::memory_order_relaxed);
   float* y = at(out);
   for (std::int64_t row = 0; row < rows_; ++row) {
     float* dst = y + row * d;
