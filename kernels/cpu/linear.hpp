@@ -119,10 +119,15 @@ std::unique_ptr<Linear> make_grouped_linear(CpuContext& ctx, std::int64_t out, s
                                             ActivationQuant activations = ActivationQuant::per_row,
                                             int pack_threads = 0);
 
-// What forward_stacked() keeps from call to call: its quantized rows and list of products.
+// What forward_stacked() and forward_gathered() keep from call to call: quantized rows, the
+// list of products, and forward_gathered()'s distinct rows.
 struct StackedScratch {
   GroupedActivations activations;
   std::vector<GroupedProduct> products;
+  GroupedActivations distinct;         // forward_gathered(): each distinct row of x quantized once
+  std::vector<std::int32_t> position;  // [x_rows]: a row's place among the distinct ones, or -1
+  std::vector<std::int32_t> distinct_rows;
+  std::vector<float> rows;  // the distinct rows of x (or, not grouped, the gathered ones)
 };
 
 // The products of `count` linears of one shape, each over its own rows of one stacked input: linear
@@ -135,6 +140,12 @@ struct StackedScratch {
 // ErrorCode::invalid_argument when the linears' shapes differ or a row count is negative.
 void forward_stacked(CpuContext& ctx, Linear* const* linears, const std::int64_t* rows, std::int64_t count,
                      const float* x, float* y, StackedScratch& scratch);
+// forward_stacked() of gathered rows: the stack's row i is row gather[i] of x ([x_rows, in]).
+// Each distinct row of x is quantized once, however many of the linears take it (a token's row
+// goes to every one of its experts), with the same bits as on its own.
+void forward_gathered(CpuContext& ctx, Linear* const* linears, const std::int64_t* rows, std::int64_t count,
+                      const float* x, std::int64_t x_rows, const std::int32_t* gather, float* y,
+                      StackedScratch& scratch);
 
 std::unique_ptr<Linear> make_fp32_linear(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in);
 

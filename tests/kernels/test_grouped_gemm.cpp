@@ -421,3 +421,36 @@ TEST_CASE("stacked linears: each linear's rows equal its own forward() bit for b
   Linear* mixed[] = {two[0].get(), wider.get()};
   CHECK_THROWS_AS(forward_stacked(ctx, mixed, rows, 2, x.data(), y.data(), scratch), ember::Error);
 }
+
+TEST_CASE("gathered linears: rows picked from x, each distinct row quantized once, equal the stacked product") {
+  CpuContext ctx(2);
+  const std::int64_t out = 64, in = 256, x_rows = 3;
+  const std::int64_t rows[] = {2, 1, 3};
+  const std::int32_t gather[] = {0, 2, 2, 1, 2, 0};  // a row shared by several linears, as a token's experts
+  const auto x = random_floats(static_cast<std::size_t>(x_rows * in), 47, -1.0f, 1.0f);
+  std::vector<float> stacked_x;
+  for (const std::int32_t g : gather) stacked_x.insert(stacked_x.end(), x.begin() + g * in, x.begin() + (g + 1) * in);
+  std::vector<GroupMatrix> m;
+  for (std::uint32_t e = 0; e < 3; ++e) m.emplace_back(out, in, GroupFormat{4, true}, 60 + e);
+  const auto fp32_weights = random_floats(static_cast<std::size_t>(out * in), 49, -0.1f, 0.1f);
+  for (const int kind : {0, 1, 2}) {  // grouped with one term, with two, FP32
+    CAPTURE(kind);
+    std::vector<std::unique_ptr<Linear>> linears;
+    for (const GroupMatrix& g : m)
+      linears.push_back(kind == 2
+                            ? make_fp32_linear(ctx, fp32_weights.data(), out, in)
+                            : make_grouped_linear(ctx, out, in, g.format, g.source(),
+                                                  kind == 1 ? ActivationQuant::residual : ActivationQuant::per_row));
+    std::vector<Linear*> pointers;
+    for (const auto& l : linears) pointers.push_back(l.get());
+    StackedScratch scratch;
+    std::vector<float> gathered(static_cast<std::size_t>(6 * out), -1.0f), stacked(gathered.size(), -2.0f);
+    forward_gathered(ctx, pointers.data(), rows, 3, x.data(), x_rows, gather, gathered.data(), scratch);
+    forward_stacked(ctx, pointers.data(), rows, 3, stacked_x.data(), stacked.data(), scratch);
+    CHECK(bit_mismatches(gathered, stacked) == 0);
+    const std::int32_t outside[] = {0, 3, 1, 1, 1, 1};
+    CHECK_THROWS_AS(
+        forward_gathered(ctx, pointers.data(), rows, 3, x.data(), x_rows, outside, gathered.data(), scratch),
+        ember::Error);
+  }
+}

@@ -126,6 +126,7 @@ class CpuOps final : public model::DecoderOps {
     // The range's chosen experts' linears and row counts, for forward_stacked.
     std::vector<kernels::cpu::Linear*> gate_up_linears, down_linears;
     std::vector<std::int64_t> expert_rows;
+    std::vector<std::int32_t> gather;  // the h row of each of the range's slots
     kernels::cpu::StackedScratch stacked;
   } routing_;
   int experts_run_ = 0;

@@ -100,8 +100,8 @@ void CpuOps::routed_feed_forward(int layer, model::FeedForward kind, model::Acti
     experts_run_ = 0;
   }
   // The range's chosen experts, their rows gathered one expert after another, and each linear
-  // of all of them as one stacked product (forward_stacked: one parallel region, not one per
-  // expert).
+  // of all of them as one stacked product (forward_gathered, forward_stacked: one parallel
+  // region, not one per expert).
   const auto& gate_up = weights_[{layer, model::WeightId::expert_gate_up}].experts;
   const auto& down = weights_[{layer, model::WeightId::expert_down}].experts;
   r.gate_up_linears.clear();
@@ -121,13 +121,13 @@ void CpuOps::routed_feed_forward(int layer, model::FeedForward kind, model::Acti
   grow(r.in, m * d);
   grow(r.gate_up, m * 2 * f);
   grow(r.act, m * f);
-  for (std::int64_t i = 0; i < m; ++i) {
-    const std::int64_t row = r.slots[static_cast<std::size_t>(slot_begin + i)] / used;
-    std::copy(h + row * d, h + (row + 1) * d, r.in.data() + i * d);
-  }
+  grow(r.gather, m);
+  for (std::int64_t i = 0; i < m; ++i)
+    r.gather[static_cast<std::size_t>(i)] = r.slots[static_cast<std::size_t>(slot_begin + i)] / used;
   const auto count = static_cast<std::int64_t>(r.expert_rows.size());
-  k::forward_stacked(ctx_, r.gate_up_linears.data(), r.expert_rows.data(), count, r.in.data(), r.gate_up.data(),
-                     r.stacked);
+  // gate|up reads each row of h once, quantized once for all of its experts.
+  k::forward_gathered(ctx_, r.gate_up_linears.data(), r.expert_rows.data(), count, h, rows_, r.gather.data(),
+                      r.gate_up.data(), r.stacked);
   if (kind == model::FeedForward::geglu)
     k::gelu_mul(r.gate_up.data(), m, f, r.act.data(), ctx_.threads);
   else
