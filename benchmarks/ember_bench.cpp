@@ -49,6 +49,7 @@
 #include "frames_workload.hpp"
 #include "json_workload.hpp"
 #include "load_workload.hpp"
+#include "routing_profile.hpp"
 #include "serving_workload.hpp"
 #include "speculation_workload.hpp"
 
@@ -126,17 +127,6 @@ double weight_bytes_per_token(const ember::ModelInfo& info, const std::string& p
 
 struct Stats {
   double median, min, max;
-};
-
-// A mixture-of-experts model's routing over some runs (EngineStats::routed_layers, experts_run).
-struct Routing {
-  std::uint64_t steps = 0, layers = 0, experts = 0;
-  void add(const ember::EngineStats& before, const ember::EngineStats& after) {
-    steps += after.steps - before.steps;
-    layers += after.routed_layers - before.routed_layers;
-    experts += after.experts_run - before.experts_run;
-  }
-  double per_layer() const { return layers > 0 ? static_cast<double>(experts) / static_cast<double>(layers) : 0.0; }
 };
 
 Stats stats_of(std::vector<double> v) {
@@ -592,7 +582,7 @@ int main(int argc, char** argv) {
     // a minute (docs/benchmarks.md#bench-bandwidth-passes), so a ceiling measured at another
     // moment says little about a run.
     std::map<std::pair<std::string, std::string>, std::vector<double>> runs;
-    std::map<std::pair<std::string, std::string>, Routing> routing;  // mixture-of-experts models
+    std::map<std::pair<std::string, std::string>, ember::bench::RoutingProfile> routing;
     std::map<std::pair<std::string, std::string>, std::vector<ember::bench::BandwidthReading>> bandwidths;
     for (int r = -1; r < args.repeats; ++r)
       for (const auto& w : args.workloads)
@@ -635,15 +625,7 @@ int main(int argc, char** argv) {
           {"device", device},        {"cpu_tier", engines.at(key.second).info().cpu_tier},
           {"threads", args.threads}, {"tokens_per_s", {{"median", s.median}, {"min", s.min}, {"max", s.max}}},
           {"runs", values}};
-      const Routing& rt = routing[key];
-      if (rt.layers > 0) {  // a mixture-of-experts model: how many experts a step's layer read
-        const int experts = engines.at(key.second).info().experts;
-        std::printf("         %.1f of %d experts read per routed layer and step (mean over %llu steps)\n",
-                    rt.per_layer(), experts, static_cast<unsigned long long>(rt.steps));
-        j["experts_per_layer_step"] = rt.per_layer();
-        j["experts"] = experts;
-        j["steps"] = rt.steps;
-      }
+      routing[key].report(j, engines.at(key.second).info().experts);
       if (key.first == "tg128" && ceiling) {
         const double bytes = weight_bytes_per_token(engines.at(key.second).info(), key.second);
         j["weight_bytes_per_token"] = bytes;
