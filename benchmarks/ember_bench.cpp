@@ -49,6 +49,7 @@
 #include "frames_workload.hpp"
 #include "json_workload.hpp"
 #include "load_workload.hpp"
+#include "routing_profile.hpp"
 #include "serving_workload.hpp"
 #include "speculation_workload.hpp"
 
@@ -577,7 +578,13 @@ int main(int argc, char** argv) {
       options.threads = args.threads;
       options.max_sequences = 32;    // tg128x32 decodes its 32 streams in one batch
       options.prefix_cache = false;  // measure compute, not reuse
+      const auto opening = Clock::now();
       engines.emplace(p, ember::Engine::open(args.model, options));
+      // How long the open took, and the process's peak resident memory so far (with the first
+      // precision: the open's own peak, the bandwidth buffer not yet allocated).
+      std::printf("open %s: %.1f s, peak RSS %.0f MiB\n", p.c_str(),
+                  std::chrono::duration<double>(Clock::now() - opening).count(), ember::bench::status_mb("VmHWM"));
+      std::fflush(stdout);
     }
     std::vector<ember::AdapterScale> adapters;  // the same id in every engine: each loads it first
     if (!args.lora.empty())
@@ -592,14 +599,18 @@ int main(int argc, char** argv) {
     // a minute (docs/benchmarks.md#bench-bandwidth-passes), so a ceiling measured at another
     // moment says little about a run.
     std::map<std::pair<std::string, std::string>, std::vector<double>> runs;
+    std::map<std::pair<std::string, std::string>, ember::bench::RoutingProfile> routing;
     std::map<std::pair<std::string, std::string>, std::vector<ember::bench::BandwidthReading>> bandwidths;
     for (int r = -1; r < args.repeats; ++r)
       for (const auto& w : args.workloads)
         for (const auto& p : args.precisions) {
           const bool paired = probe && w == "tg128" && r >= 0;
           const auto bandwidth_now = paired ? probe->measure(kPairedPasses) : ember::bench::BandwidthReading{};
+          const ember::EngineStats before = engines.at(p).stats();
           const double tps = run_once(engines.at(p), w, r + 2, adapters);
           if (r < 0) continue;
+          const ember::EngineStats after = engines.at(p).stats();
+          routing[{w, p}].add(before, after);
           runs[{w, p}].push_back(tps);
           if (paired) bandwidths[{w, p}].push_back(bandwidth_now);
         }
@@ -631,6 +642,7 @@ int main(int argc, char** argv) {
           {"device", device},        {"cpu_tier", engines.at(key.second).info().cpu_tier},
           {"threads", args.threads}, {"tokens_per_s", {{"median", s.median}, {"min", s.min}, {"max", s.max}}},
           {"runs", values}};
+      routing[key].report(j, engines.at(key.second).info().experts);
       if (key.first == "tg128" && ceiling) {
         const double bytes = weight_bytes_per_token(engines.at(key.second).info(), key.second);
         j["weight_bytes_per_token"] = bytes;

@@ -13,15 +13,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-// A "Vm...:  123 kB" line of /proc/self/status, in MiB; 0 when absent.
-double status_mb(const std::string& key) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind(key + ":", 0) == 0) return std::stod(line.substr(key.size() + 1)) / 1024.0;
-  return 0;
-}
-
 // Resets the peak resident memory (VmHWM) to the current one (Linux 4.0 and later); false where
 // the kernel refuses, and the peak is then the process's whole life's.
 bool reset_peak_rss() {
@@ -66,6 +57,14 @@ LoadRun open_once(const std::string& model, const EngineOptions& base, const std
 }
 
 }  // namespace
+
+double status_mb(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind(key + ":", 0) == 0) return std::stod(line.substr(key.size() + 1)) / 1024.0;
+  return 0;
+}
 
 LoadResult run_load(const std::string& model, const EngineOptions& base, int repeats) {
   namespace fs = std::filesystem;

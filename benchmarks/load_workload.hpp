@@ -31,4 +31,8 @@ struct LoadResult {
 // `base`: the engine options of every open (threads, precision, weight format).
 LoadResult run_load(const std::string& model, const EngineOptions& base, int repeats);
 
+// A "Vm...: 123 kB" line of /proc/self/status (e.g. "VmHWM", the peak resident memory), in MiB;
+// 0 where the kernel does not say.
+double status_mb(const std::string& key);
+
 }  // namespace ember::bench

@@ -21,7 +21,7 @@ PP_TOKENS = 512
 TG_PROMPT, TG_TOKENS = 16, 128
 SHARED = {"requests": 32, "system_tokens": 512, "unique_tokens": 32, "generated_tokens": 64}
 CHAT = {"turns": 8, "system_tokens": 64, "user_tokens": 48, "reply_tokens": 32}
-WORKLOADS = ("pp512", "tg128", "shared", "chat", "cold", "quality")
+WORKLOADS = ("pp512", "tg128", "tg128x32", "shared", "chat", "cold", "quality")
 
 
 def golden_tokens():

@@ -7,6 +7,10 @@
 Workloads (shapes in common.py):
   pp512    one 512-token decode into an empty cache; tokens/s of that decode.
   tg128    a 16-token prompt, then 128 single-token decodes of the argmax; tokens/s of those.
+  tg128x32 --requests (32) sequences at once, each its own 16-token prompt (all prompts in one
+           batch), then decode steps of one token of every sequence until each has generated
+           128; generated tokens/s over the wall time from the prompts on, as ember-bench's
+           tg128x32 (one warm-up run first).
   shared   the requests share a 512-token prefix. As llama.cpp's own examples/parallel does, the
            prefix is decoded once on sequence 0 and copied to every other sequence with
            llama_memory_seq_cp (one unified KV cache), then all unique suffixes go in one batch
@@ -100,6 +104,24 @@ def run_tg(args):
     return {"generated_tokens_per_s": common.TG_TOKENS / elapsed, "tpot_ms": 1000 * elapsed / common.TG_TOKENS}
 
 
+def run_streams(args):
+    n = args.requests
+    prompts = [common.text_tokens(common.TG_PROMPT, 700 + i * (common.TG_PROMPT + 1)) for i in range(n)]
+    ctx = Context(args.model, args.threads, n * (common.TG_PROMPT + common.TG_TOKENS) + 64,
+                  max(512, n * common.TG_PROMPT), n_seq_max=n)
+    wall = 0.0
+    for warm_up in (True, False):
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx.ctx), True)
+        t0 = time.perf_counter()
+        ctx.decode([(t, j, seq, j == len(p) - 1) for seq, p in enumerate(prompts) for j, t in enumerate(p)])
+        next_tokens = [ctx.argmax(seq * common.TG_PROMPT + common.TG_PROMPT - 1) for seq in range(n)]
+        for step in range(common.TG_TOKENS - 1):
+            ctx.decode([(t, common.TG_PROMPT + step, seq, True) for seq, t in enumerate(next_tokens)])
+            next_tokens = [ctx.argmax(seq) for seq in range(n)]
+        wall = time.perf_counter() - t0
+    return {"generated_tokens_per_s": n * common.TG_TOKENS / wall, "streams": n}
+
+
 def run_shared(args):
     n = args.requests
     prefix, suffixes = common.shared_prompts(n)
@@ -180,7 +202,7 @@ def main():
         requantize(sys.argv[2], sys.argv[3])
         return
     args = common.driver_args(__doc__.splitlines()[0])
-    run = {"pp512": run_pp, "tg128": run_tg, "shared": run_shared, "chat": run_chat,
+    run = {"pp512": run_pp, "tg128": run_tg, "tg128x32": run_streams, "shared": run_shared, "chat": run_chat,
            "cold": run_cold, "quality": run_quality}[args.workload]
     common.emit(run(args))
 

@@ -460,6 +460,8 @@ typedef struct ember_stats {
   int32_t kv_blocks_free;
   uint64_t speculative_proposed; /* draft tokens proposed (sampling.speculative_tokens) */
   uint64_t speculative_accepted; /* of them, accepted */
+  uint64_t routed_layers;        /* mixture-of-experts models: routed layers run (per layer and step) */
+  uint64_t experts_run;          /* the distinct experts they ran, summed */
 } ember_stats;
 
 EMBER_API ember_status ember_engine_stats(const ember_engine* engine, ember_stats* stats);

@@ -422,6 +422,11 @@ struct EngineStats {
   int queued = 0;                          // requests now waiting
   int kv_blocks_total = 0;
   int kv_blocks_free = 0;
+  // Mixture-of-experts models (zeros for a dense one): routed layers run, once per layer and
+  // step, and the distinct experts they ran, summed. experts_run / routed_layers is how many of
+  // its experts' weights a step's layer read on average.
+  std::uint64_t routed_layers = 0;
+  std::uint64_t experts_run = 0;
 };
 
 struct StepResult {
@@ -436,6 +441,8 @@ struct ModelInfo {
   std::string architecture;
   int layers = 0, embedding = 0, heads = 0, kv_heads = 0, vocab = 0;
   int context_length = 0;  // the context the engine was opened with
+  // A mixture-of-experts model's experts per layer and the ones each token runs; 0 when dense.
+  int experts = 0, experts_used = 0;
   std::uint64_t parameters = 0;
   bool has_chat_template = false;
   // How the matrices are held: the forms present joined by '+', from "w4a8" (4-bit weights in

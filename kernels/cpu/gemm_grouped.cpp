@@ -11,7 +11,9 @@
 #include "util/fp16.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <vector>
 
 namespace ember::kernels::cpu {
 
@@ -46,7 +48,9 @@ grouped::TileFn tile_fn(CpuTier tier) {
 }
 
 // What every tile of one product shares.
-grouped::TileJob job_of(const GroupedWeights& w, const GroupedActivations& x, float* y, bool accumulate) {
+// x's rows [first_row, first_row + rows).
+grouped::TileJob job_of(const GroupedWeights& w, const GroupedActivations& x, std::int64_t first_row, std::int64_t rows,
+                        float* y, bool accumulate) {
   grouped::TileJob job;
   job.spans = w.spans();
   job.record_bytes = w.record_bytes();
@@ -55,15 +59,25 @@ grouped::TileJob job_of(const GroupedWeights& w, const GroupedActivations& x, fl
   job.accumulate = accumulate;
   job.terms = x.terms;
   job.prefetch_ahead = kWeightPrefetchAhead;
-  job.q = x.q.data();
-  job.scales = x.scales.data();
-  job.sums = x.sums.data();
+  const std::int64_t first_term_row = first_row * x.terms;
+  job.q = x.q.data() + first_term_row * x.padded_in;
+  job.scales = x.scales.data() + first_term_row * x.groups();
+  job.sums = x.sums.data() + first_term_row * x.groups();
   job.padded_in = x.padded_in;
   job.groups = x.groups();
-  job.term_rows = x.term_rows();
+  job.term_rows = rows * x.terms;
   job.y = y;
   job.out = w.out();
   return job;
+}
+
+// The work of one output tile of w over `term_rows` rows, in weight bytes streamed (once per
+// kTileRows rows), and the team that work is worth.
+std::int64_t tile_work(const GroupedWeights& w, std::int64_t term_rows) {
+  return w.bytes() / w.tiles() * ((term_rows + kTileRows - 1) / kTileRows);
+}
+int team_for(std::int64_t work, int threads) {
+  return static_cast<int>(std::clamp<std::int64_t>(work / kMinBytesPerThread, 1, std::max(threads, 1)));
 }
 
 }  // namespace
@@ -163,17 +177,56 @@ void gemm_grouped(const GroupedWeights& w, const GroupedActivations& x, float* y
     fail(ErrorCode::invalid_argument, "grouped gemm: tier {} is not available on this CPU", to_string(tier));
   if (x.rows == 0) return;
   const grouped::TileFn fn = tile_fn(tier);
-  const grouped::TileJob shared = job_of(w, x, y, accumulate);
+  const grouped::TileJob shared = job_of(w, x, 0, x.rows, y, accumulate);
   // Decode's few rows are bandwidth bound and small matrices are not worth a team; prefill
   // always is.
   const std::int64_t tiles = tile_end - tile_begin;
-  const std::int64_t work = w.bytes() / w.tiles() * tiles * ((x.term_rows() + kTileRows - 1) / kTileRows);
-  const auto team = static_cast<int>(std::clamp<std::int64_t>(work / kMinBytesPerThread, 1, threads));
+  const auto team = team_for(tile_work(w, x.term_rows()) * tiles, threads);
   for_tiles(tiles, team, [&](std::int64_t i) {
     const std::int64_t t = tile_begin + i;
     grouped::TileJob job = shared;
     job.weights = w.tile(t);
     job.blocks = static_cast<int>(w.blocks_in(t));
+    job.first_output = t * GroupedWeights::kTileOutputs;
+    fn(job);
+  });
+}
+
+void gemm_grouped_batch(const GroupedProduct* products, std::int64_t count, int threads, CpuTier tier) {
+  if (!tier_available(tier))
+    fail(ErrorCode::invalid_argument, "grouped gemm: tier {} is not available on this CPU", to_string(tier));
+  // first[p]: the first of product p's tiles in the batch's numbering (on the stack for the few
+  // products of a decode step: no allocation per call).
+  constexpr std::int64_t kInline = 16;
+  std::array<std::int64_t, kInline + 1> inline_first{};
+  std::vector<std::int64_t> heap_first;
+  std::int64_t* first = inline_first.data();
+  if (count > kInline) {
+    heap_first.resize(static_cast<std::size_t>(count + 1));
+    first = heap_first.data();
+  }
+  first[0] = 0;
+  std::int64_t work = 0;
+  for (std::int64_t p = 0; p < count; ++p) {
+    const GroupedProduct& g = products[p];
+    if (g.w == nullptr || g.x == nullptr || g.first_row < 0 || g.rows < 0 || g.first_row + g.rows > g.x->rows)
+      fail(ErrorCode::invalid_argument, "grouped gemm batch: product {} has rows [{}, {}) of {}", p, g.first_row,
+           g.first_row + g.rows, g.x == nullptr ? 0 : g.x->rows);
+    if (g.x->padded_in != g.w->padded_in())
+      fail(ErrorCode::invalid_argument, "grouped gemm: activations of {} inputs for weights of {}", g.x->padded_in,
+           g.w->padded_in());
+    const std::int64_t tiles = g.rows == 0 ? 0 : g.w->tiles();
+    first[p + 1] = first[p] + tiles;
+    work += tile_work(*g.w, g.rows * g.x->terms) * tiles;
+  }
+  const grouped::TileFn fn = tile_fn(tier);
+  for_tiles(first[count], team_for(work, threads), [&](std::int64_t i) {
+    const std::int64_t p = std::upper_bound(first, first + count + 1, i) - first - 1;
+    const GroupedProduct& g = products[p];
+    const std::int64_t t = i - first[p];
+    grouped::TileJob job = job_of(*g.w, *g.x, g.first_row, g.rows, g.y, g.accumulate);
+    job.weights = g.w->tile(t);
+    job.blocks = static_cast<int>(g.w->blocks_in(t));
     job.first_output = t * GroupedWeights::kTileOutputs;
     fn(job);
   });

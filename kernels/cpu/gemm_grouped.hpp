@@ -136,4 +136,22 @@ void gemm_grouped(const GroupedWeights& w, const GroupedActivations& x, float* y
 void gemm_grouped(const GroupedWeights& w, const GroupedActivations& x, float* y, bool accumulate, int threads,
                   std::int64_t tile_begin, std::int64_t tile_end, CpuTier tier = grouped_gemm_tier());
 
+// One product of gemm_grouped_batch: rows [first_row, first_row + rows) of x times w, into
+// y[rows, w->out()] (y = product, or y + product when accumulating).
+struct GroupedProduct {
+  const GroupedWeights* w = nullptr;
+  const GroupedActivations* x = nullptr;
+  std::int64_t first_row = 0, rows = 0;
+  float* y = nullptr;
+  bool accumulate = false;
+};
+
+// Every product of `products` (count of them) as one call: the output tiles of all of them are
+// shared out between `threads` threads in a single parallel region, where gemm_grouped would
+// fork and join once per product. A mixture-of-experts layer's experts at decode are each one
+// row times a small matrix, too little to be worth a region of their own. Each output has the
+// bits gemm_grouped gives it. Throws ErrorCode::invalid_argument as gemm_grouped does.
+void gemm_grouped_batch(const GroupedProduct* products, std::int64_t count, int threads,
+                        CpuTier tier = grouped_gemm_tier());
+
 }  // namespace ember::kernels::cpu

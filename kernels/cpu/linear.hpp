@@ -112,9 +112,40 @@ std::unique_ptr<Linear> make_int8_linear(CpuContext& ctx, const std::int8_t* q, 
 // packed into ctx.decode_weights: one kernel for every row count, so prefill and decode read the
 // same copy, on every CPU (grouped_gemm_tier()). Throws ErrorCode::invalid_argument unless in is
 // a multiple of kWeightGroup.
+// pack_threads: the threads that pack the rows (0: ctx.threads); 1 where the caller packs
+// several linears in parallel itself.
 std::unique_ptr<Linear> make_grouped_linear(CpuContext& ctx, std::int64_t out, std::int64_t in, GroupFormat format,
                                             const GroupedRowSource& source,
-                                            ActivationQuant activations = ActivationQuant::per_row);
+                                            ActivationQuant activations = ActivationQuant::per_row,
+                                            int pack_threads = 0);
+
+// What forward_stacked() and forward_gathered() keep from call to call: quantized rows, the
+// list of products, and forward_gathered()'s distinct rows.
+struct StackedScratch {
+  GroupedActivations activations;
+  std::vector<GroupedProduct> products;
+  GroupedActivations distinct;         // forward_gathered(): each distinct row of x quantized once
+  std::vector<std::int32_t> position;  // [x_rows]: a row's place among the distinct ones, or -1
+  std::vector<std::int32_t> distinct_rows;
+  std::vector<float> rows;  // the distinct rows of x (or, not grouped, the gathered ones)
+};
+
+// The products of `count` linears of one shape, each over its own rows of one stacked input: linear
+// i takes rows[i] rows of x ([sum of rows, in], linear i's after linear i-1's) into the same rows
+// of y ([sum of rows, out]), each row equal bit for bit to what linear i's forward() makes of it.
+// Where every linear is a grouped one (make_grouped_linear) with the same activation terms, the
+// rows are quantized in one call and all the products run in one parallel region
+// (gemm_grouped_batch): the experts of a mixture-of-experts layer, each too small to be worth a
+// region (and a quantization) of its own. Otherwise one forward() after another. Throws
+// ErrorCode::invalid_argument when the linears' shapes differ or a row count is negative.
+void forward_stacked(CpuContext& ctx, Linear* const* linears, const std::int64_t* rows, std::int64_t count,
+                     const float* x, float* y, StackedScratch& scratch);
+// forward_stacked() of gathered rows: the stack's row i is row gather[i] of x ([x_rows, in]).
+// Each distinct row of x is quantized once, however many of the linears take it (a token's row
+// goes to every one of its experts), with the same bits as on its own.
+void forward_gathered(CpuContext& ctx, Linear* const* linears, const std::int64_t* rows, std::int64_t count,
+                      const float* x, std::int64_t x_rows, const std::int32_t* gather, float* y,
+                      StackedScratch& scratch);
 
 std::unique_ptr<Linear> make_fp32_linear(CpuContext& ctx, const float* w, std::int64_t out, std::int64_t in);
 

@@ -23,6 +23,7 @@ WeightArena::~WeightArena() {
 
 std::int8_t* WeightArena::allocate(std::size_t bytes) {
   bytes = round_up(bytes == 0 ? 1 : bytes, kAlign);
+  const std::lock_guard lock(mutex_);
   if (chunks_.empty() || chunks_.back().size - chunks_.back().used < bytes) {
     const std::size_t size = round_up(bytes > kChunkBytes ? bytes : kChunkBytes, kHugePage);
     // Zeroed pages starting on a huge page boundary, which transparent huge pages need.

@@ -8,12 +8,14 @@
 // (docs/benchmarks.md#huge-pages). Only lm_head is large enough for huge pages on its own, so all
 // the GEMV weights share chunks here.
 //
-// Thread-safety: allocate() is for building weights (one thread); the memory it returns is
+// Thread-safety: allocate() is for building weights, and may be called from several threads at
+// once (a mixture-of-experts layer packs its experts in parallel); the memory it returns is
 // then read-only and may be read from any thread. Blocks live as long as the arena.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 namespace ember::kernels::cpu {
@@ -40,6 +42,7 @@ class WeightArena {
     std::size_t size;
     std::size_t used;
   };
+  std::mutex mutex_;  // guards chunks_
   std::vector<Chunk> chunks_;
 };
 

@@ -78,6 +78,13 @@ class Backend {
   virtual std::uint64_t decode_weight_bytes() const { return 0; }
   // ModelInfo::cpu_tier: the CPU kernels' tier (kernels/cpu/cpu_tier.hpp); empty off the CPU.
   virtual std::string cpu_tier() const { return {}; }
+  // A mixture-of-experts model's routing since the backend was made (EngineStats::routed_layers
+  // and experts_run): zeros for a dense model. May be read while a forward() runs.
+  struct RoutingTotals {
+    std::uint64_t layers = 0;   // routed layers run, once per layer and step
+    std::uint64_t experts = 0;  // the distinct experts each of them ran, summed
+  };
+  virtual RoutingTotals routing_totals() const { return {}; }
 
   // The KV pool this backend's forward() reads and writes: host memory by default, device
   // memory on a GPU. Throws Error(out_of_memory) when it cannot be allocated.

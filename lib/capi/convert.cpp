@@ -392,6 +392,8 @@ void write_stats(ember_stats* out, const EngineStats& s) {
   v.kv_blocks_free = s.kv_blocks_free;
   v.speculative_proposed = s.speculative_proposed;
   v.speculative_accepted = s.speculative_accepted;
+  v.routed_layers = s.routed_layers;
+  v.experts_run = s.experts_run;
   write_sized(out, v, "ember_stats");
 }
 

@@ -84,6 +84,14 @@ void GgufFile::release(const GgufTensor& tensor) const {
   if (mapped_) release_pages(tensor.data, tensor.nbytes);
 }
 
+void GgufFile::release_rows(const GgufTensor& tensor, std::int64_t first, std::int64_t count) const {
+  EMBER_ASSERT(first >= 0 && count >= 0 && first + count <= tensor.rows());
+  const std::uint64_t row_bytes = tensor.nbytes / static_cast<std::uint64_t>(tensor.rows());
+  if (mapped_)
+    release_pages(tensor.data + static_cast<std::uint64_t>(first) * row_bytes,
+                  static_cast<std::uint64_t>(count) * row_bytes);
+}
+
 std::shared_ptr<const GgufFile> GgufFile::parse(const void* bytes, std::size_t size, std::string name) {
   MappedFile m = copy_bytes(bytes, size);
   std::shared_ptr<GgufFile> file(new GgufFile());

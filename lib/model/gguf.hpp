@@ -120,6 +120,10 @@ class GgufFile {
   // its pages leave the process's resident memory, and are read back from the file if touched
   // again. A no-op for an in-memory image (parse()).
   void release(const GgufTensor& tensor) const;
+  // The same for rows [first, first + count) of the tensor (rows() of them, each
+  // nbytes / rows() bytes): one expert of a stacked expert tensor, released as soon as it is
+  // prepared, so that a layer's experts are not all resident at once.
+  void release_rows(const GgufTensor& tensor, std::int64_t first, std::int64_t count) const;
 
  private:
   GgufFile() = default;

@@ -96,10 +96,15 @@ ModelInfo Engine::info() const {
   info.kv_heads = c.kv_heads;
   info.vocab = c.vocab;
   info.context_length = engine.context_length();
+  info.experts = c.routed() ? c.experts : 0;
+  info.experts_used = c.routed() ? c.experts_used : 0;
   const std::uint64_t d = static_cast<std::uint64_t>(c.embedding);
+  // A routed layer's feed-forward: every expert's three matrices and the router.
+  const std::uint64_t feed_forward =
+      c.routed() ? static_cast<std::uint64_t>(c.experts) * (3 * d * static_cast<std::uint64_t>(c.expert_ffn) + d)
+                 : 3 * d * static_cast<std::uint64_t>(c.ffn);
   const std::uint64_t per_layer = d * static_cast<std::uint64_t>(c.heads * c.head_dim) * 2 +
-                                  d * static_cast<std::uint64_t>(c.kv_heads * c.head_dim) * 2 +
-                                  3 * d * static_cast<std::uint64_t>(c.ffn) + 2 * d;
+                                  d * static_cast<std::uint64_t>(c.kv_heads * c.head_dim) * 2 + feed_forward + 2 * d;
   info.parameters = per_layer * static_cast<std::uint64_t>(c.layers) +
                     d * static_cast<std::uint64_t>(c.vocab) * (c.tied_embeddings ? 1 : 2) + d;
   info.has_chat_template = engine.has_chat_template();

@@ -266,6 +266,9 @@ EngineStats EngineCore::stats() const {
   s.queued = scheduler_->waiting();
   s.kv_blocks_total = pool_->block_count();
   s.kv_blocks_free = pool_->free_blocks();
+  const backend::Backend::RoutingTotals routing = backend_->routing_totals();
+  s.routed_layers = routing.layers;
+  s.experts_run = routing.experts;
   return s;
 }
 

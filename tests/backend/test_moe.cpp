@@ -189,7 +189,9 @@ TEST_CASE("mixture of experts: a decode row reads only its routed experts, a bat
   backend::KvCache kv(backend::KvGeometry{{16, c.kv_heads, c.head_dim, KvCacheType::f32}, c.layers, 4});
   const auto tokens = test::random_tokens(48, c.vocab, 6);
   std::vector<float> logits;
+  std::uint64_t passes = 0, experts_summed = 0;  // the totals' expected values
   for (const int rows : {1, 2, 48}) {
+    const std::uint64_t before = ops.experts_run_total();
     backend::Batch batch;
     for (int i = 0; i < rows; ++i) {
       batch.tokens.push_back(tokens[static_cast<std::size_t>(i)]);
@@ -204,7 +206,17 @@ TEST_CASE("mixture of experts: a decode row reads only its routed experts, a bat
     if (rows == 1) CHECK(ops.experts_run() == c.experts_used);
     CHECK(ops.experts_run() >= c.experts_used);
     CHECK(ops.experts_run() <= std::min(c.experts, rows * c.experts_used));
+    // The totals (EngineStats::routed_layers, experts_run): every layer of the pass counted,
+    // each with at least its rows' experts_used and the last one with what it ran.
+    ++passes;
+    const std::uint64_t added = ops.experts_run_total() - before;
+    experts_summed += added;
+    CHECK(added >= static_cast<std::uint64_t>(c.layers) * static_cast<std::uint64_t>(c.experts_used));
+    CHECK(added <= static_cast<std::uint64_t>(c.layers) * static_cast<std::uint64_t>(c.experts));
+    if (rows == 1) CHECK(added == static_cast<std::uint64_t>(c.layers * c.experts_used));
   }
+  CHECK(ops.routed_layers_run() == passes * static_cast<std::uint64_t>(c.layers));
+  CHECK(ops.experts_run_total() == experts_summed);
 }
 
 // A budgeted step splits a routed stage by experts (StageWork::Split::experts): with no time

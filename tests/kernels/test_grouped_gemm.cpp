@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -345,4 +346,111 @@ TEST_CASE("grouped gemm: activations per group of 32, zero past the inputs; shap
   CHECK_THROWS(GroupedWeights(16, 48, m.format, m.source(), arena, 1));
   CHECK_THROWS(GroupedWeights(16, 64, GroupFormat{6, false}, m.source(), arena, 1));
   CHECK_THROWS(quantize_grouped_activations(x.data(), 2, in, in, padded, a, 1, 3));
+}
+
+TEST_CASE("grouped gemm batch: each product equals its own gemm_grouped bit for bit, on every tier") {
+  auto arena = std::make_shared<WeightArena>();
+  const std::int64_t out = 96, in = 320;
+  const std::int64_t rows[] = {1, 0, 3, 1, 5};  // an expert no row chose among them
+  const std::int64_t total = 10;
+  for (const GroupFormat f : {GroupFormat{4, false}, GroupFormat{4, true}})
+    for (const int terms : {1, 2}) {
+      CAPTURE(f.offsets);
+      CAPTURE(terms);
+      std::vector<GroupMatrix> m;
+      std::vector<GroupedWeights> w;
+      w.reserve(5);
+      for (std::uint32_t e = 0; e < 5; ++e) m.emplace_back(out, in, f, 40 + e);
+      for (const GroupMatrix& g : m) w.emplace_back(out, in, f, g.source(), arena, 1);
+      const auto x = random_floats(static_cast<std::size_t>(total * in), 41, -2.0f, 2.0f);
+      GroupedActivations a;
+      quantize_grouped_activations(x.data(), total, in, in, w[0].padded_in(), a, 2, terms);
+      for (const CpuTier tier : available_tiers()) {
+        CAPTURE(to_string(tier));
+        std::vector<float> batch(static_cast<std::size_t>(total * out), -1.0f);
+        std::vector<GroupedProduct> products;
+        for (std::int64_t e = 0, row = 0; e < 5; row += rows[e], ++e)
+          products.push_back({&w[static_cast<std::size_t>(e)], &a, row, rows[e], batch.data() + row * out, false});
+        gemm_grouped_batch(products.data(), static_cast<std::int64_t>(products.size()), 2, tier);
+        for (std::int64_t e = 0, row = 0; e < 5; row += rows[e], ++e) {
+          GroupedActivations own;  // the expert's rows quantized on their own, as its Linear would
+          quantize_grouped_activations(x.data() + row * in, rows[e], in, in, w[0].padded_in(), own, 1, terms);
+          const std::vector<float> alone = product(w[static_cast<std::size_t>(e)], own, tier, 1);
+          CHECK(bit_mismatches(
+                    alone, std::vector<float>(batch.begin() + row * out, batch.begin() + (row + rows[e]) * out)) == 0);
+        }
+      }
+      GroupedProduct past_the_rows{&w[0], &a, 8, 3, nullptr, false};
+      CHECK_THROWS_AS(gemm_grouped_batch(&past_the_rows, 1, 1), ember::Error);
+    }
+}
+
+TEST_CASE("stacked linears: each linear's rows equal its own forward() bit for bit, grouped or not") {
+  CpuContext ctx(2);
+  const std::int64_t out = 64, in = 256;
+  const std::int64_t rows[] = {2, 1, 0, 4};
+  const std::int64_t total = 7;
+  const auto x = random_floats(static_cast<std::size_t>(total * in), 43, -1.0f, 1.0f);
+  std::vector<GroupMatrix> m;
+  for (std::uint32_t e = 0; e < 4; ++e) m.emplace_back(out, in, GroupFormat{4, false}, 50 + e);
+  const auto fp32_weights = random_floats(static_cast<std::size_t>(out * in), 45, -0.1f, 0.1f);
+  for (const int kind : {0, 1, 2}) {  // grouped with one term, with two, FP32 (one forward() each)
+    CAPTURE(kind);
+    std::vector<std::unique_ptr<Linear>> linears;
+    for (const GroupMatrix& g : m)
+      linears.push_back(kind == 2
+                            ? make_fp32_linear(ctx, fp32_weights.data(), out, in)
+                            : make_grouped_linear(ctx, out, in, g.format, g.source(),
+                                                  kind == 1 ? ActivationQuant::residual : ActivationQuant::per_row));
+    std::vector<Linear*> pointers;
+    for (const auto& l : linears) pointers.push_back(l.get());
+    StackedScratch scratch;
+    std::vector<float> stacked(static_cast<std::size_t>(total * out), -1.0f);
+    forward_stacked(ctx, pointers.data(), rows, 4, x.data(), stacked.data(), scratch);
+    std::vector<float> own(stacked.size(), -1.0f);
+    for (std::int64_t e = 0, row = 0; e < 4; row += rows[e], ++e)
+      linears[static_cast<std::size_t>(e)]->forward(ctx, x.data() + row * in, rows[e], own.data() + row * out);
+    CHECK(bit_mismatches(stacked, own) == 0);
+  }
+  const auto wider =
+      make_grouped_linear(ctx, out, 2 * in, GroupFormat{4, false}, GroupMatrix(out, 2 * in, {4, false}, 9).source());
+  StackedScratch scratch;
+  std::vector<float> y(static_cast<std::size_t>(total * out));
+  std::vector<std::unique_ptr<Linear>> two;
+  two.push_back(make_grouped_linear(ctx, out, in, m[0].format, m[0].source()));
+  Linear* mixed[] = {two[0].get(), wider.get()};
+  CHECK_THROWS_AS(forward_stacked(ctx, mixed, rows, 2, x.data(), y.data(), scratch), ember::Error);
+}
+
+TEST_CASE("gathered linears: rows picked from x, each distinct row quantized once, equal the stacked product") {
+  CpuContext ctx(2);
+  const std::int64_t out = 64, in = 256, x_rows = 3;
+  const std::int64_t rows[] = {2, 1, 3};
+  const std::int32_t gather[] = {0, 2, 2, 1, 2, 0};  // a row shared by several linears, as a token's experts
+  const auto x = random_floats(static_cast<std::size_t>(x_rows * in), 47, -1.0f, 1.0f);
+  std::vector<float> stacked_x;
+  for (const std::int32_t g : gather) stacked_x.insert(stacked_x.end(), x.begin() + g * in, x.begin() + (g + 1) * in);
+  std::vector<GroupMatrix> m;
+  for (std::uint32_t e = 0; e < 3; ++e) m.emplace_back(out, in, GroupFormat{4, true}, 60 + e);
+  const auto fp32_weights = random_floats(static_cast<std::size_t>(out * in), 49, -0.1f, 0.1f);
+  for (const int kind : {0, 1, 2}) {  // grouped with one term, with two, FP32
+    CAPTURE(kind);
+    std::vector<std::unique_ptr<Linear>> linears;
+    for (const GroupMatrix& g : m)
+      linears.push_back(kind == 2
+                            ? make_fp32_linear(ctx, fp32_weights.data(), out, in)
+                            : make_grouped_linear(ctx, out, in, g.format, g.source(),
+                                                  kind == 1 ? ActivationQuant::residual : ActivationQuant::per_row));
+    std::vector<Linear*> pointers;
+    for (const auto& l : linears) pointers.push_back(l.get());
+    StackedScratch scratch;
+    std::vector<float> gathered(static_cast<std::size_t>(6 * out), -1.0f), stacked(gathered.size(), -2.0f);
+    forward_gathered(ctx, pointers.data(), rows, 3, x.data(), x_rows, gather, gathered.data(), scratch);
+    forward_stacked(ctx, pointers.data(), rows, 3, stacked_x.data(), stacked.data(), scratch);
+    CHECK(bit_mismatches(gathered, stacked) == 0);
+    const std::int32_t outside[] = {0, 3, 1, 1, 1, 1};
+    CHECK_THROWS_AS(
+        forward_gathered(ctx, pointers.data(), rows, 3, x.data(), x_rows, outside, gathered.data(), scratch),
+        ember::Error);
+  }
 }

@@ -37,6 +37,7 @@ class CpuBackend final : public Backend {
   std::string name() const override { return gemm_ == Precision::int8 ? "cpu-int8" : "cpu-fp32"; }
   std::string weight_format() const override { return weight_format_; }
   std::string cpu_tier() const override { return kernels::cpu::to_string(kernels::cpu::active_tier()); }
+  RoutingTotals routing_totals() const override { return {ops_->routed_layers_run(), ops_->experts_run_total()}; }
   std::uint64_t decode_weight_bytes() const override {
     std::uint64_t bytes = 0;
     for (int l = -1; l < config_.layers; ++l) bytes += linear_bytes(l);

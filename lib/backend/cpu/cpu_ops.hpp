@@ -15,6 +15,7 @@
 #include "kernels/cpu/ops.hpp"
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -80,8 +81,12 @@ class CpuOps final : public model::DecoderOps {
   // in Wᵀ (`rows` rows: the step's, or its logit rows for the lm_head).
   void apply_lora(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows,
                   std::int64_t begin, std::int64_t end);
-  // How many distinct experts the last routed layer ran (a step's routing profile).
+  // How many distinct experts the last routed layer ran (a step's routing profile), and the
+  // totals since the ops were made: routed layers run and the distinct experts of each, summed.
+  // The totals may be read from another thread while a step runs.
   int experts_run() const { return experts_run_; }
+  std::uint64_t routed_layers_run() const { return routed_layers_run_.load(std::memory_order_relaxed); }
+  std::uint64_t experts_run_total() const { return experts_run_total_.load(std::memory_order_relaxed); }
   // A product splits as its linear's kernel allows; attention in the kernel's tiles of rows.
   std::int64_t output_granule(model::WeightRef weight, std::int64_t rows) const override;
   std::int64_t attention_row_granule() const override { return kAttentionRowGranule; }
@@ -127,11 +132,18 @@ class CpuOps final : public model::DecoderOps {
     std::vector<std::int32_t> slots;      // row * experts_used + rank, grouped by expert
     std::vector<std::int32_t> first;      // [experts + 1]: each expert's range of slots
     std::vector<std::int32_t> next;       // [experts]: the counting sort's cursors
-    std::vector<float> in, gate_up, act;  // one expert's rows
+    std::vector<float> in, gate_up, act;  // a range of experts' rows, one expert after another
     std::vector<float> out;               // [rows, experts_used, embedding]
+    // The range's chosen experts' linears and row counts, for forward_stacked.
+    std::vector<kernels::cpu::Linear*> gate_up_linears, down_linears;
+    std::vector<std::int64_t> expert_rows;
+    std::vector<std::int32_t> gather;  // the h row of each of the range's slots
+    kernels::cpu::StackedScratch stacked;
   } routing_;
   int experts_run_ = 0;
+  std::atomic<std::uint64_t> routed_layers_run_{0}, experts_run_total_{0};
   void route(int layer, const float* h);
+  void finish_routed(model::Activation out, bool accumulate, int expert_end);
 };
 
 }  // namespace ember::backend::cpu

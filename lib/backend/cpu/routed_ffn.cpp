@@ -99,38 +99,56 @@ void CpuOps::routed_feed_forward(int layer, model::FeedForward kind, model::Acti
     grow(r.out, rows_ * used * d);
     experts_run_ = 0;
   }
+  // The range's chosen experts, their rows gathered one expert after another, and each linear
+  // of all of them as one stacked product (forward_gathered, forward_stacked: one parallel
+  // region, not one per expert).
   const auto& gate_up = weights_[{layer, model::WeightId::expert_gate_up}].experts;
   const auto& down = weights_[{layer, model::WeightId::expert_down}].experts;
+  r.gate_up_linears.clear();
+  r.down_linears.clear();
+  r.expert_rows.clear();
+  const std::int32_t slot_begin = r.first[static_cast<std::size_t>(expert_begin)];
+  const std::int64_t m = r.first[static_cast<std::size_t>(expert_end)] - slot_begin;
   for (int e = expert_begin; e < expert_end; ++e) {
-    const std::int32_t begin = r.first[static_cast<std::size_t>(e)], end = r.first[static_cast<std::size_t>(e) + 1];
-    const std::int64_t m = end - begin;
-    if (m == 0) continue;  // an expert no row chose: its weights are not read
+    const std::int32_t rows = r.first[static_cast<std::size_t>(e) + 1] - r.first[static_cast<std::size_t>(e)];
+    if (rows == 0) continue;  // an expert no row chose: its weights are not read
     ++experts_run_;
-    grow(r.in, m * d);
-    grow(r.gate_up, m * 2 * f);
-    grow(r.act, m * f);
-    for (std::int64_t i = 0; i < m; ++i) {
-      const std::int64_t row = r.slots[static_cast<std::size_t>(begin + i)] / used;
-      std::copy(h + row * d, h + (row + 1) * d, r.in.data() + i * d);
-    }
-    gate_up[static_cast<std::size_t>(e)]->forward(ctx_, r.in.data(), m, r.gate_up.data());
-    if (kind == model::FeedForward::geglu)
-      k::gelu_mul(r.gate_up.data(), m, f, r.act.data(), ctx_.threads);
-    else
-      k::silu_mul(r.gate_up.data(), m, f, r.act.data(), ctx_.threads);
-    // Straight into each slot's row of r.out: in place, in gather order, no scatter copy.
-    if (m == 1) {
-      down[static_cast<std::size_t>(e)]->forward(
-          ctx_, r.act.data(), 1, r.out.data() + std::int64_t{r.slots[static_cast<std::size_t>(begin)]} * d);
-      continue;
-    }
-    down[static_cast<std::size_t>(e)]->forward(ctx_, r.act.data(), m, r.in.data());  // r.in holds m * d
-    for (std::int64_t i = 0; i < m; ++i)
-      std::copy(r.in.data() + i * d, r.in.data() + (i + 1) * d,
-                r.out.data() + std::int64_t{r.slots[static_cast<std::size_t>(begin + i)]} * d);
+    r.gate_up_linears.push_back(gate_up[static_cast<std::size_t>(e)].get());
+    r.down_linears.push_back(down[static_cast<std::size_t>(e)].get());
+    r.expert_rows.push_back(rows);
   }
+  if (m == 0) return finish_routed(out, accumulate, expert_end);
+  grow(r.in, m * d);
+  grow(r.gate_up, m * 2 * f);
+  grow(r.act, m * f);
+  grow(r.gather, m);
+  for (std::int64_t i = 0; i < m; ++i)
+    r.gather[static_cast<std::size_t>(i)] = r.slots[static_cast<std::size_t>(slot_begin + i)] / used;
+  const auto count = static_cast<std::int64_t>(r.expert_rows.size());
+  // gate|up reads each row of h once, quantized once for all of its experts.
+  k::forward_gathered(ctx_, r.gate_up_linears.data(), r.expert_rows.data(), count, h, rows_, r.gather.data(),
+                      r.gate_up.data(), r.stacked);
+  if (kind == model::FeedForward::geglu)
+    k::gelu_mul(r.gate_up.data(), m, f, r.act.data(), ctx_.threads);
+  else
+    k::silu_mul(r.gate_up.data(), m, f, r.act.data(), ctx_.threads);
+  k::forward_stacked(ctx_, r.down_linears.data(), r.expert_rows.data(), count, r.act.data(), r.in.data(), r.stacked);
+  // Each slot's row of r.out, in the row's rank order for the sum below.
+  for (std::int64_t i = 0; i < m; ++i)
+    std::copy(r.in.data() + i * d, r.in.data() + (i + 1) * d,
+              r.out.data() + std::int64_t{r.slots[static_cast<std::size_t>(slot_begin + i)]} * d);
+  finish_routed(out, accumulate, expert_end);
+}
+
+// After the last range of experts: each row's sum over its experts in rank order, into the
+// residual (or out).
+void CpuOps::finish_routed(model::Activation out, bool accumulate, int expert_end) {
+  const int used = config_.experts_used;
+  const std::int64_t d = config_.embedding;
+  Routing& r = routing_;
   if (expert_end < config_.experts) return;
-  // Each row: the sum over its experts in rank order, then into the residual (or out).
+  routed_layers_run_.fetch_add(1, std::memory_order_relaxed);
+  experts_run_total_.fetch_add(static_cast<std::uint64_t>(experts_run_), std::memory_order_relaxed);
   float* y = at(out);
   for (std::int64_t row = 0; row < rows_; ++row) {
     float* dst = y + row * d;

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <string_view>
 
@@ -350,12 +351,13 @@ class Preparer {
   void build_experts(const GraphWeight& w) {
     std::vector<std::unique_ptr<k::Linear>>& experts = weights_[w.ref].experts;
     experts.clear();
+    experts.resize(static_cast<std::size_t>(w.experts));
+    if (form(w).bits > 0) {
+      build_grouped_experts(w, experts);
+      return;
+    }
     std::vector<float> values;
     for (int e = 0; e < w.experts; ++e) {
-      if (form(w).bits > 0) {
-        experts.push_back(make_grouped(w, e));
-        continue;
-      }
       values.resize(static_cast<std::size_t>(w.rows * w.cols));
       float* dst = values.data();
       for (const model::GgufTensor* t : w.sources) {
@@ -363,20 +365,51 @@ class Preparer {
         model::dequantize_rows(*t, e * rows, rows, dst);
         dst += rows * w.cols;
       }
-      experts.push_back(gemm_ == Precision::fp32
-                            ? k::make_fp32_linear(ctx_, values.data(), w.rows, w.cols)
-                            : k::make_int8_linear(ctx_, values.data(), w.rows, w.cols, activations_for(w.ref.id)));
+      experts[static_cast<std::size_t>(e)] =
+          gemm_ == Precision::fp32
+              ? k::make_fp32_linear(ctx_, values.data(), w.rows, w.cols)
+              : k::make_int8_linear(ctx_, values.data(), w.rows, w.cols, activations_for(w.ref.id));
+      release_expert(w, e);
     }
   }
 
-  std::unique_ptr<k::Linear> make_grouped(const GraphWeight& w, int expert = 0) {
+  // Experts kept in the file's groups, one expert per thread: an expert is small, and with each
+  // one's rows split between the threads instead, a Qwen3-30B-A3B-shaped file opened through
+  // thousands of short parallel regions, each waiting at its barrier for a thread that a busy
+  // machine had descheduled.
+  void build_grouped_experts(const GraphWeight& w, std::vector<std::unique_ptr<k::Linear>>& experts) {
+    std::exception_ptr error;
+#pragma omp parallel for num_threads(ctx_.threads) schedule(dynamic)
+    for (int e = 0; e < w.experts; ++e) {
+      try {
+        experts[static_cast<std::size_t>(e)] = make_grouped(w, e, /*pack_threads=*/1);
+        release_expert(w, e);
+      } catch (...) {
+#pragma omp critical(ember_build_experts)
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+  }
+
+  // The expert's file pages leave resident memory as soon as it is packed, not with its layer:
+  // the experts are most of a layer's bytes, and a whole layer of them resident beside the
+  // packed copies is what a large model cannot spare while it opens.
+  void release_expert(const GraphWeight& w, int e) const {
+    for (const model::GgufTensor* t : w.sources) {
+      const std::int64_t rows = t->rows() / w.experts;
+      file_.release_rows(*t, e * rows, rows);
+    }
+  }
+
+  std::unique_ptr<k::Linear> make_grouped(const GraphWeight& w, int expert = 0, int pack_threads = 0) {
     // Q4_0 and Q8_0 groups have no offset of their own (o = -bias * d), nor those quantized here.
     const bool offsets = std::any_of(w.sources.begin(), w.sources.end(), [](const model::GgufTensor* t) {
       return t->type != model::GgmlType::Q4_0 && t->type != model::GgmlType::Q8_0 && model::group_bits(t->type) != 0;
     });
     const GroupedForm f = form(w);
     return k::make_grouped_linear(ctx_, w.rows, w.cols, k::GroupFormat{f.bits, offsets}, group_rows(w, expert),
-                                  f.activations);
+                                  f.activations, pack_threads);
   }
 
   // Whether smoothing may rescale matrix `id` of layer l: the factors are folded into the
