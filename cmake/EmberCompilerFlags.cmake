@@ -1,4 +1,5 @@
-# Warnings and sanitizers, applied per target (no global add_definitions / add_compile_options).
+# Warnings and sanitizers, applied per target; the one global option is the floating-point
+# contraction rule below, which every object must share.
 
 function(ember_target_warnings target)
   if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
@@ -8,6 +9,17 @@ function(ember_target_warnings target)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:/W4>)
   endif()
 endfunction()
+
+# No FMA contraction anywhere: GCC fuses a * b + c by default (-ffp-contract=fast in its GNU
+# modes) wherever the target has FMA, which the x86-64 baseline lacks and AArch64 has, so the
+# same source rounded differently on arm64 than on x86 (every float expression of the files
+# outside the kernels' -ffp-contract=off list) and the logits differed. Kernels fuse only where they say so (an
+# explicit fused_multiply_add or FMA intrinsic, the same on every tier), and a model's logits
+# are memcmp-equal on x86 and arm64 (tests/backend/test_isa_invariance.cpp). One global option
+# so that no file is forgotten, the tests' references included.
+if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX,C>:-ffp-contract=off>")
+endif()
 
 # EMBER_SANITIZE=address,undefined or thread: every target of this tree gets the flags, so the
 # library, the tests and the examples agree on the runtime.

@@ -47,6 +47,9 @@ esac
 
 # The header-only dependencies come from the build machine's packages (install-deps.sh).
 scripts/install-deps.sh
+# The default model, for platform_tokens_test (its greedy tokens on this platform equal the
+# committed ones); under Wine its Unix path is read through the Z: drive.
+export EMBER_MODEL=${EMBER_MODEL:-$(scripts/fetch-model.sh)}
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -83,7 +86,8 @@ if [[ $target == windows-dll ]]; then
   exit 0
 fi
 tests=(kernels_test backend_equivalence_test engine_test batch_invariance_test test_model_gguf
-       tokenizer_unit_test grammar_gbnf runtime_block_pool robustness_files_test)
+       tokenizer_unit_test grammar_gbnf runtime_block_pool robustness_files_test
+       platform_tokens_test)
 # The same logits at every arm64 tier the CPU model has (the test reruns itself under qemu).
 [[ $target == arm64 ]] && tests+=(isa_invariance_test)
 # EMBER_CROSS_TESTS="a b" runs those tests instead (CI's shorter set).

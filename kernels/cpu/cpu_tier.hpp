@@ -21,7 +21,8 @@
 //  * neon: Advanced SIMD, the AArch64 baseline: smull/sadalp products (Cortex-A53/A57/A72).
 //  * dotprod: neon plus sdot/udot (FEAT_DotProd: Apple M1 and later, Cortex-A55/A76 and later).
 //  * i8mm: dotprod plus smmla/usdot (FEAT_I8MM: Apple M2 and later, Cortex-A510/A710/X2 and
-//    later). ember's kernels have no smmla form yet: this tier runs the dotprod kernels.
+//    later). The INT8 GEMV multiplies row pairs with smmla; the grouped kernel has no smmla
+//    form yet and runs the dotprod one.
 //
 // EMBER_CPU_ISA caps the tier (never raises it above the hardware), so one machine runs and
 // times every tier at or below its own: scalar|avx2|avx_vnni|avx512_vnni|amx on x86,

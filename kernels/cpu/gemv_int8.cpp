@@ -53,7 +53,7 @@ GemvTileFn tile_fn(CpuTier tier) {
 #endif
 #if EMBER_GEMV_ARM
   switch (tier) {
-    case CpuTier::i8mm:  // no smmla form: sdot is the GEMV's product
+    case CpuTier::i8mm: return &gemv_tile_i8mm;
     case CpuTier::dotprod: return &gemv_tile_dotprod;
     case CpuTier::neon: return &gemv_tile_neon;
     default: break;

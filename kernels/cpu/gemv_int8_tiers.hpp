@@ -41,5 +41,6 @@ void gemv_tile_avx_vnni_evex(const GemvTileArgs& a);  // the same kernel, EVEX (
 void gemv_tile_avx512_vnni(const GemvTileArgs& a);
 void gemv_tile_neon(const GemvTileArgs& a);     // arm64: smull + sadalp
 void gemv_tile_dotprod(const GemvTileArgs& a);  // arm64: sdot
+void gemv_tile_i8mm(const GemvTileArgs& a);     // arm64: smmla for row pairs, sdot for a lone row
 
 }  // namespace ember::kernels::cpu

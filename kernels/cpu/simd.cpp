@@ -285,6 +285,9 @@ const VecOps& vec_ops(CpuTier tier) {
   if (tier >= CpuTier::avx512_vnni && tier_available(tier)) return kAvx512;
   if (tier >= CpuTier::avx2 && tier_available(tier)) return kAvx2;
 #endif
+#if EMBER_ARM_DISPATCH
+  if (is_arm_tier(tier) && tier_available(tier)) return vec_ops_neon();
+#endif
   (void)tier;
   return kScalar;
 }

@@ -3,9 +3,9 @@
 // Two mechanisms, both chosen when the program runs, never at configure time only:
 //  * EMBER_CLONES on a plain loop: GCC/Clang compile AVX-512, AVX2 and baseline copies and the
 //    loader picks one (ifunc). Used for loops the compiler vectorises well on its own.
-//  * VecOps: explicit AVX-512 / AVX2+F16C / scalar implementations of the attention inner
-//    loops, because f16 K/V conversion needs the F16C/AVX-512 conversion instructions and the
-//    score reduction must keep one fixed order.
+//  * VecOps: explicit AVX-512 / AVX2+F16C / NEON / scalar implementations of the attention
+//    inner loops, because f16 K/V conversion needs the F16C/AVX-512 (or AArch64) conversion
+//    instructions and the score reduction must keep one fixed order.
 #pragma once
 
 #include "kernels/cpu/cpu_tier.hpp"
@@ -28,6 +28,13 @@
 #else
 #define EMBER_CLONES
 #define EMBER_X86_DISPATCH 0
+#endif
+
+// arm64: the NEON form (kernels/cpu/arch/arm/attention_neon.cpp) serves every arm64 tier.
+#if defined(__aarch64__) || defined(_M_ARM64)
+#define EMBER_ARM_DISPATCH 1
+#else
+#define EMBER_ARM_DISPATCH 0
 #endif
 
 namespace ember::kernels::cpu {
@@ -56,5 +63,10 @@ struct VecOps {
 const VecOps& vec_ops(CpuTier tier);
 // The implementation of active_tier().
 const VecOps& vec_ops();
+
+#if EMBER_ARM_DISPATCH
+// The NEON loops (kernels/cpu/arch/arm/attention_neon.cpp); vec_ops picks them.
+const VecOps& vec_ops_neon();
+#endif
 
 }  // namespace ember::kernels::cpu
