@@ -483,34 +483,6 @@ nlohmann::json run_edit(const Args& args) {
 }
 
 // f16 against int8 KV at a long context (speculation_workload.hpp).
-nlohmann::json run_longctx(const Args& args) {
-  constexpr int kPromptTokens = 4096;
-  const auto rows = ember::bench::run_long_context(args.model, args.threads, args.repeats, kPromptTokens);
-  std::printf("longctx: tg128 after a %d-token prompt (int8 weights, %d threads, %d repeats)\n", kPromptTokens,
-              args.threads, args.repeats);
-  std::printf("%-6s %10s %10s %10s %8s %14s\n", "kv", "median", "min", "max", "vs f16", "pool tokens");
-  nlohmann::json out = nlohmann::json::array();
-  const double f16 = rows.front().decode_tokens_per_s.median;
-  for (const auto& r : rows) {
-    const char* kv = r.kv_type == ember::KvCacheType::int8 ? "int8" : "f16";
-    std::printf("%-6s %10.2f %10.2f %10.2f %7.2fx %14d (%zu MiB)\n", kv, r.decode_tokens_per_s.median,
-                r.decode_tokens_per_s.min, r.decode_tokens_per_s.max, r.decode_tokens_per_s.median / f16, r.pool_tokens,
-                r.kv_cache_bytes >> 20);
-    out.push_back({{"engine", "ember"},
-                   {"workload", "longctx"},
-                   {"kv_type", kv},
-                   {"threads", args.threads},
-                   {"prompt_tokens", kPromptTokens},
-                   {"decode_tokens_per_s",
-                    {{"median", r.decode_tokens_per_s.median},
-                     {"min", r.decode_tokens_per_s.min},
-                     {"max", r.decode_tokens_per_s.max}}},
-                   {"pool_tokens", r.pool_tokens},
-                   {"kv_cache_bytes", r.kv_cache_bytes}});
-  }
-  return out;
-}
-
 // Prefill time of new lengths, first and repeated (the workload list at the top).
 nlohmann::json run_new_lengths(const Args& args) {
   const int lengths[] = {281, 283, 301, 347, 389, 433};
@@ -555,14 +527,15 @@ int main(int argc, char** argv) {
       (first == "shared" || first == "chat" || first == "load" || first == "frames" || first == "json" ||
        first == "edit" || first == "longctx" || first == "newlen" || first == "embed")) {
     try {
-      const nlohmann::json out = first == "load"      ? run_load(args)
-                                 : first == "frames"  ? run_frames(args)
-                                 : first == "json"    ? run_json(args)
-                                 : first == "embed"   ? run_embed(args)
-                                 : first == "edit"    ? run_edit(args)
-                                 : first == "longctx" ? run_longctx(args)
-                                 : first == "newlen"  ? run_new_lengths(args)
-                                                      : run_serving(args, first);
+      const nlohmann::json out = first == "load"     ? run_load(args)
+                                 : first == "frames" ? run_frames(args)
+                                 : first == "json"   ? run_json(args)
+                                 : first == "embed"  ? run_embed(args)
+                                 : first == "edit"   ? run_edit(args)
+                                 : first == "longctx"
+                                     ? ember::bench::long_context_report(args.model, args.threads, args.repeats)
+                                 : first == "newlen" ? run_new_lengths(args)
+                                                     : run_serving(args, first);
       if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
       return 0;
     } catch (const ember::Error& e) {

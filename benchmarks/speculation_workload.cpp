@@ -1,6 +1,9 @@
 #include "speculation_workload.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <utility>
 
@@ -157,6 +160,35 @@ std::vector<LongContextRow> run_long_context(const std::string& model, int threa
     rows.push_back(engines[e].first);
   }
   return rows;
+}
+
+// The longctx workload: run_long_context printed as a table, and as ember-bench's JSON rows.
+nlohmann::json long_context_report(const std::string& model, int threads, int repeats) {
+  constexpr int kPromptTokens = 4096;
+  const auto rows = run_long_context(model, threads, repeats, kPromptTokens);
+  std::printf("longctx: tg128 after a %d-token prompt (int8 weights, %d threads, %d repeats)\n", kPromptTokens, threads,
+              repeats);
+  std::printf("%-6s %10s %10s %10s %8s %14s\n", "kv", "median", "min", "max", "vs f16", "pool tokens");
+  nlohmann::json out = nlohmann::json::array();
+  const double f16 = rows.front().decode_tokens_per_s.median;
+  for (const auto& r : rows) {
+    const char* kv = r.kv_type == ember::KvCacheType::int8 ? "int8" : "f16";
+    std::printf("%-6s %10.2f %10.2f %10.2f %7.2fx %14d (%zu MiB)\n", kv, r.decode_tokens_per_s.median,
+                r.decode_tokens_per_s.min, r.decode_tokens_per_s.max, r.decode_tokens_per_s.median / f16, r.pool_tokens,
+                r.kv_cache_bytes >> 20);
+    out.push_back({{"engine", "ember"},
+                   {"workload", "longctx"},
+                   {"kv_type", kv},
+                   {"threads", threads},
+                   {"prompt_tokens", kPromptTokens},
+                   {"decode_tokens_per_s",
+                    {{"median", r.decode_tokens_per_s.median},
+                     {"min", r.decode_tokens_per_s.min},
+                     {"max", r.decode_tokens_per_s.max}}},
+                   {"pool_tokens", r.pool_tokens},
+                   {"kv_cache_bytes", r.kv_cache_bytes}});
+  }
+  return out;
 }
 
 }  // namespace ember::bench

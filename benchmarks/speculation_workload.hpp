@@ -17,6 +17,8 @@
 
 #include <ember/ember.hpp>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -50,5 +52,7 @@ struct LongContextRow {
 };
 
 std::vector<LongContextRow> run_long_context(const std::string& model, int threads, int repeats, int prompt_tokens);
+// The longctx workload of ember-bench: run_long_context at 4,096 tokens, printed as a table, as JSON rows.
+nlohmann::json long_context_report(const std::string& model, int threads, int repeats);
 
 }  // namespace ember::bench
