@@ -103,7 +103,7 @@ mount --bind "$cache/apt-archives" "$root/var/cache/apt/archives"
 
 # The subset: model, tokenizer, engine and C API tests, and only the targets they run.
 targets="test_model_gguf test_model_real tokenizer_unit_test tokenizer_golden_test engine_test
-         make_capi_model test_capi ember-c-api"
+         make_capi_model test_capi ember-c-api make_capi_rerank_model test_capi_rerank"
 tests='^(test_model_gguf|test_model_real|tokenizer_unit_test|tokenizer_golden_test|engine_test|capi_.*)$'
 
 note "running scripts/demo.sh --max-tokens 8, then scripts/test.sh -R '$tests' in $root"
