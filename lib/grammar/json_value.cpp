@@ -282,4 +282,11 @@ std::string JsonValue::dump() const {
 
 JsonValue parse_json(std::string_view text, std::string_view what) { return Reader(text, what).document(); }
 
+JsonValue json_bool(bool b) {
+  JsonValue v;
+  v.type = JsonValue::Type::boolean;
+  v.boolean = b;
+  return v;
+}
+
 }  // namespace ember::grammar

@@ -37,6 +37,9 @@ struct JsonMember {
   JsonValue second;
 };
 
+// The JSON literal true or false.
+JsonValue json_bool(bool b);
+
 // Parses one JSON document (RFC 8259; nesting at most 512 deep). Throws Error(invalid_argument)
 // naming the line and column of the first error. `what` names the document in messages.
 JsonValue parse_json(std::string_view text, std::string_view what = "JSON");

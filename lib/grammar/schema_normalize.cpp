@@ -58,12 +58,6 @@ JsonValue make_object() {
   v.type = Type::object;
   return v;
 }
-JsonValue make_bool(bool b) {
-  JsonValue v;
-  v.type = Type::boolean;
-  v.boolean = b;
-  return v;
-}
 JsonValue make_string(const std::string& s) {
   JsonValue v;
   v.type = Type::string;
@@ -108,7 +102,7 @@ JsonValue union_of(std::vector<JsonValue> branches) {
     else
       out.push_back(std::move(b));
   }
-  if (out.empty()) return make_bool(false);
+  if (out.empty()) return json_bool(false);
   if (out.size() == 1) return std::move(out[0]);
   return any_of(std::move(out));
 }
@@ -297,7 +291,7 @@ JsonValue SchemaNormalizer::normalize(const JsonValue& s, const std::string& pat
     for (const auto& [name, dep] : d->members) set(schema_deps, name, dep);
   const auto absent = [](const std::string& name) {
     JsonValue props = make_object(), v = make_object();
-    set(props, name, make_bool(false));
+    set(props, name, json_bool(false));
     set(v, "properties", std::move(props));
     return v;
   };
@@ -329,14 +323,14 @@ JsonValue SchemaNormalizer::normalize(const JsonValue& s, const std::string& pat
 
 JsonValue SchemaNormalizer::conditional(const JsonValue& s, const std::string& path) {
   const JsonValue cond = normalize(*s.find("if"), path + "/if");
-  const JsonValue then = s.find("then") ? normalize(*s.find("then"), path + "/then") : make_bool(true);
-  const JsonValue other = s.find("else") ? normalize(*s.find("else"), path + "/else") : make_bool(true);
+  const JsonValue then = s.find("then") ? normalize(*s.find("then"), path + "/then") : json_bool(true);
+  const JsonValue other = s.find("else") ? normalize(*s.find("else"), path + "/else") : json_bool(true);
   JsonValue when = conj(cond, then, path);
   if (auto neg = negate(cond, path)) {
     JsonValue otherwise = conj(*neg, other, path);
     return union_of({std::move(when), std::move(otherwise)});
   }
-  if (is_true(then)) return make_bool(true);  // if without then: nothing to enforce
+  if (is_true(then)) return json_bool(true);  // if without then: nothing to enforce
   // not-if cannot be written: generate the then side only (narrower), unless that is impossible.
   JsonValue marked = make_object();
   set(marked, "x-ember-forced-if", make_array({std::move(when)}));
@@ -362,7 +356,7 @@ JsonValue SchemaNormalizer::inline_ref(const JsonValue& ref_schema, const std::s
 }
 
 JsonValue SchemaNormalizer::conj(const JsonValue& a, const JsonValue& b, const std::string& path) {
-  if (is_false(a) || is_false(b)) return make_bool(false);
+  if (is_false(a) || is_false(b)) return json_bool(false);
   if (is_true(a)) return b;
   if (is_true(b)) return a;
   // A $ref already being inlined stays an allOf, merged when the converter visits it (its
@@ -397,7 +391,7 @@ JsonValue SchemaNormalizer::merge_flat(const JsonValue& a, const JsonValue& b, c
       set(out, key, vb);
     } else if (key == "type") {
       const std::vector<std::string> t = intersect_types(types_of(a), types_of(b));
-      if (t.empty()) return make_bool(false);
+      if (t.empty()) return json_bool(false);
       set(out, key, type_value(t));
     } else if (key == "required") {
       JsonValue r = *va;
@@ -410,7 +404,7 @@ JsonValue SchemaNormalizer::merge_flat(const JsonValue& a, const JsonValue& b, c
     } else if (key == "items" || key == "additionalProperties" || key == "propertyNames" || key == "contains") {
       set(out, key, all_of(*va, vb));
     } else if (key == "uniqueItems") {
-      set(out, key, make_bool(va->boolean || vb.boolean));
+      set(out, key, json_bool(va->boolean || vb.boolean));
     } else if (key == "prefixItems" || key == "patternProperties") {
       JsonValue m = *va;
       for (std::size_t i = 0; i < vb.items.size(); ++i)  // arrays: position by position
@@ -439,7 +433,7 @@ JsonValue SchemaNormalizer::merge_flat(const JsonValue& a, const JsonValue& b, c
       for (const JsonValue& v : *xa)
         if (std::any_of(xb->begin(), xb->end(), [&](const JsonValue& w) { return w.dump() == v.dump(); }))
           values.push_back(v);
-      if (values.empty()) return make_bool(false);
+      if (values.empty()) return json_bool(false);
     } else {
       values = xa ? *xa : *xb;
     }
@@ -455,7 +449,7 @@ JsonValue SchemaNormalizer::merge_flat(const JsonValue& a, const JsonValue& b, c
         const auto has = [&](const char* x) { return std::find(t.begin(), t.end(), x) != t.end(); };
         return !(has(vt.c_str()) || (vt == "number" && has("integer") && v.is_integer()));
       });
-    if (values.empty()) return make_bool(false);
+    if (values.empty()) return json_bool(false);
     erase(out, "const");
     set(out, "enum", make_array(std::move(values)));
   }
@@ -509,18 +503,18 @@ JsonValue SchemaNormalizer::merge_flat(const JsonValue& a, const JsonValue& b, c
   if (!props.members.empty()) set(out, "properties", props);
   if (const JsonValue* r = out.find("required"))
     for (const JsonValue& n : r->items)
-      if (const JsonValue* p = props.find(n.text); p && is_false(*p)) return make_bool(false);
+      if (const JsonValue* p = props.find(n.text); p && is_false(*p)) return json_bool(false);
   return out;
 }
 
 std::optional<JsonValue> SchemaNormalizer::negate(const JsonValue& s, const std::string& path, int depth) {
   static const std::vector<std::string> kAllTypes = {"null", "boolean", "object", "array", "number", "string"};
   if (depth > 8) return std::nullopt;
-  if (s.type == Type::boolean) return make_bool(!s.boolean);
-  if (s.members.empty()) return make_bool(false);
+  if (s.type == Type::boolean) return json_bool(!s.boolean);
+  if (s.members.empty()) return json_bool(false);
   if (s.find("$ref")) return negate(inline_ref(s, path), path, depth + 1);
   if (const JsonValue* u = s.find("anyOf")) {  // not (A or B) = not A and not B
-    JsonValue out = make_bool(true);
+    JsonValue out = json_bool(true);
     for (const JsonValue& b : u->items) {
       auto n = negate(b, path, depth + 1);
       if (!n) return std::nullopt;
@@ -578,7 +572,7 @@ std::optional<JsonValue> SchemaNormalizer::negate(const JsonValue& s, const std:
       return v;
     };
     if (const JsonValue* r = s.find("required"))
-      for (const JsonValue& n : r->items) branches.push_back(object_with(n.text, make_bool(false), false));
+      for (const JsonValue& n : r->items) branches.push_back(object_with(n.text, json_bool(false), false));
     if (const JsonValue* p = s.find("properties"))  // a branch that cannot be written is left out: narrower
       for (const auto& [name, v] : p->members)
         if (auto n = negate(normalize(v, path), path, depth + 1))

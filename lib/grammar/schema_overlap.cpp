@@ -235,13 +235,6 @@ std::optional<std::set<std::string>> required_only(const JsonValue& branch) {
   return names;
 }
 
-JsonValue bool_value(bool b) {
-  JsonValue v;
-  v.type = Type::boolean;
-  v.boolean = b;
-  return v;
-}
-
 }  // namespace
 
 std::optional<JsonValue> exclusive_required(const JsonValue& one_of) {
@@ -266,7 +259,7 @@ std::optional<JsonValue> exclusive_required(const JsonValue& one_of) {
       absent.insert(extra.begin(), extra.end());
     }
     if (subsumed) {
-      out.items.push_back(bool_value(false));
+      out.items.push_back(json_bool(false));
       continue;
     }
     JsonValue b, type, required, properties;
@@ -280,7 +273,7 @@ std::optional<JsonValue> exclusive_required(const JsonValue& one_of) {
       name.text = n;
       required.items.push_back(std::move(name));
     }
-    for (const std::string& n : absent) properties.members.push_back({n, bool_value(false)});
+    for (const std::string& n : absent) properties.members.push_back({n, json_bool(false)});
     b.members.push_back({"type", std::move(type)});
     b.members.push_back({"required", std::move(required)});
     b.members.push_back({"properties", std::move(properties)});

@@ -1,6 +1,7 @@
 #include "model_writer/synthetic_adapter.hpp"
 
 #include "model_writer/gguf_writer.hpp"
+#include "model_writer/splitmix_random.hpp"
 #include "util/check.hpp"
 
 #include <algorithm>
@@ -24,23 +25,6 @@ std::string kind_of(const GgufTensor& t) {
   if (kind.ends_with("_exps") || kind == "ffn_gate_inp") return {};
   return std::string(kind);
 }
-
-struct Random {
-  std::uint64_t state;
-  float uniform(float a) {  // in [-a, a)
-    state += 0x9e3779b97f4a7c15ull;
-    std::uint64_t z = state;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (2.0f * static_cast<float>(z >> 40) * (1.0f / 16777216.0f) - 1.0f) * a;
-  }
-  std::vector<float> values(std::int64_t n, float a) {
-    std::vector<float> v(static_cast<std::size_t>(n));
-    for (float& x : v) x = uniform(a);
-    return v;
-  }
-};
 
 }  // namespace
 
@@ -66,7 +50,7 @@ GgufWriter adapter_writer(const GgufFile& base, const SyntheticAdapterSpec& spec
   w.set_string("general.type", "adapter");
   w.set_string("adapter.type", "lora");
   w.set_f32("adapter.lora.alpha", spec.alpha);
-  Random rng{spec.seed};
+  SplitMixRandom rng(spec.seed);
   for (const std::string& name : names) {
     const GgufTensor& t = base.tensor(name);
     const std::int64_t in = t.shape[0], out = t.shape[1], r = spec.rank;

@@ -1,6 +1,7 @@
 #include "model_writer/synthetic_bert.hpp"
 
 #include "model_writer/gguf_writer.hpp"
+#include "model_writer/splitmix_random.hpp"
 #include "util/check.hpp"
 
 #include <cmath>
@@ -45,28 +46,6 @@ BertVocab make_vocab() {
   }
   return v;
 }
-
-// splitmix64, as the Llama-family writer draws (a generator of this file's own).
-class BertRandom {
- public:
-  explicit BertRandom(std::uint64_t seed) : state_(seed) {}
-  std::vector<float> values(std::int64_t n, float a, float center = 0.0f) {
-    std::vector<float> v(static_cast<std::size_t>(n));
-    for (float& x : v) {
-      state_ += 0x9e3779b97f4a7c15ull;
-      std::uint64_t z = state_;
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      z ^= z >> 31;
-      const float unit = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
-      x = center + (2.0f * unit - 1.0f) * a;
-    }
-    return v;
-  }
-
- private:
-  std::uint64_t state_;
-};
 
 void check(const SyntheticBertSpec& s) {
   if (s.layers <= 0 || s.embedding <= 0 || s.ffn <= 0 || s.heads <= 0 || s.context <= 0 || s.embedding % s.heads != 0)
@@ -113,7 +92,7 @@ void write_metadata(GgufWriter& w, const SyntheticBertSpec& s, const BertVocab& 
 
 // Matrices uniform in +-1/sqrt(fan_in), norm weights 1 +- 0.1, biases +-0.1.
 void write_tensors(GgufWriter& w, const SyntheticBertSpec& s, std::int64_t vocab) {
-  BertRandom rng(s.seed);
+  SplitMixRandom rng(s.seed);
   const std::int64_t e = s.embedding, f = s.ffn;
   const auto matrix = [&](const std::string& name, std::int64_t in, std::int64_t out) {
     w.add_tensor(name, s.type, {in, out}, rng.values(in * out, 1.0f / std::sqrt(static_cast<float>(in))));

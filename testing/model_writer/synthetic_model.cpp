@@ -2,6 +2,7 @@
 // tokenizer (GPT-2 byte symbols + merges learned from a built-in English sample), so tests can
 // run the whole pipeline without downloading a model.
 #include "model_writer/gguf_writer.hpp"
+#include "model_writer/splitmix_random.hpp"
 
 #include "util/check.hpp"
 
@@ -269,29 +270,6 @@ Vocabulary make_vocabulary(int vocab) {
   return v;
 }
 
-// splitmix64: a tiny seeded generator whose output is the same on every platform.
-class Random {
- public:
-  explicit Random(std::uint64_t seed) : state_(seed) {}
-  float uniform(float a) {  // in [-a, a)
-    state_ += 0x9e3779b97f4a7c15ull;
-    std::uint64_t z = state_;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    const float unit = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
-    return (2.0f * unit - 1.0f) * a;
-  }
-  std::vector<float> values(std::int64_t n, float a, float center = 0.0f) {
-    std::vector<float> v(static_cast<std::size_t>(n));
-    for (float& x : v) x = center + uniform(a);
-    return v;
-  }
-
- private:
-  std::uint64_t state_;
-};
-
 // Experts as the architecture takes them (ArchitectureTraits::experts, expert_ffn_key).
 void check_experts(ModelConfig& c, const ArchitectureTraits& arch) {
   if (c.experts == 0) {
@@ -407,7 +385,7 @@ void write_metadata(GgufWriter& w, const ModelConfig& c, const Vocabulary& v) {
 // A routed layer's router and experts, with llama.cpp's names and 3-D shapes. The router is F32
 // (llama.cpp's quantizer leaves ffn_gate_inp unquantized too) and four times the usual scale,
 // so a row's experts are chosen by clear margins, not by rounding.
-void write_experts(GgufWriter& w, const ModelConfig& c, const std::string& p, GgmlType type, Random& rng) {
+void write_experts(GgufWriter& w, const ModelConfig& c, const std::string& p, GgmlType type, SplitMixRandom& rng) {
   const std::int64_t e = c.embedding, f = c.expert_ffn, n = c.experts;
   const auto values = [&rng](std::int64_t count, float a) { return [&rng, count, a] { return rng.values(count, a); }; };
   w.add_tensor(p + "ffn_gate_inp.weight", GgmlType::F32, {e, n}, values(e * n, 4.0f / std::sqrt(float(e))));
@@ -419,7 +397,7 @@ void write_experts(GgufWriter& w, const ModelConfig& c, const std::string& p, Gg
 // Weights uniform in +-1/sqrt(fan_in) (unit-variance activations stay O(1) through the layers).
 // Every random tensor is made when the file is written (GgufWriter's lazy add_tensor), in the
 // order added: the same draws as making them here, a tensor in memory at a time.
-void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, Random& rng) {
+void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, SplitMixRandom& rng) {
   const std::int64_t e = c.embedding, q = std::int64_t{c.heads} * c.head_dim;
   const std::int64_t kv = std::int64_t{c.kv_heads} * c.head_dim;
   const auto values = [&rng](std::int64_t count, float a, float center = 0.0f) {
@@ -510,7 +488,7 @@ std::vector<std::uint8_t> make_synthetic_model(const SyntheticModelSpec& spec) {
   const ModelConfig c = checked_config(spec);
   GgufWriter w;
   write_spec_metadata(w, c, spec);
-  Random rng(spec.seed);
+  SplitMixRandom rng(spec.seed);
   write_weights(w, c, spec.weight_type, rng);
   return w.bytes();
 }
@@ -519,7 +497,7 @@ void write_synthetic_model(const SyntheticModelSpec& spec, const std::string& pa
   const ModelConfig c = checked_config(spec);
   GgufWriter w;
   write_spec_metadata(w, c, spec);
-  Random rng(spec.seed);
+  SplitMixRandom rng(spec.seed);
   write_weights(w, c, spec.weight_type, rng);
   w.write(path);
 }
