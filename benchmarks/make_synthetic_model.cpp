@@ -22,6 +22,8 @@
 // bert-rerank: a small F32 BERT cross-encoder with a classification head (pooling_type rank),
 // for the rerank golden (tests/reference/make_embed_goldens.py --rerank); bert: the same
 // encoder without the head.
+// --tensor-per-expert writes a mixture of experts' matrices one tensor per expert, the layout of
+// older llama.cpp Mixtral conversions (blk.N.ffn_gate.E.weight), with the same weights.
 // --adapter FILE also writes a LoRA adapter for the model (llama.cpp's adapter GGUF: random
 // lora_a/lora_b pairs at --adapter-rank, --adapter-alpha, on --adapter-tensors), as the LoRA
 // goldens (tests/reference/make_lora_goldens.py) and the server's --lora take.
@@ -148,6 +150,10 @@ int main(int argc, char** argv) {
   cli.flag("--reasoning-tokens", reasoning_tokens,
            "end the vocabulary with <think> and </think>, as a thinking model's (Qwen3-shaped with qwen3 "
            "and --chat-template qwen3.jinja)");
+  bool tensor_per_expert = false;
+  cli.flag("--tensor-per-expert", tensor_per_expert,
+           "write each expert's matrices as tensors of their own (blk.N.ffn_gate.E.weight: older llama.cpp's "
+           "Mixtral layout) instead of the stacked ffn_gate_exps; the same weights");
   std::string adapter_path, adapter_tensors;
   ember::model::SyntheticAdapterSpec adapter;
   cli.option("--adapter", "FILE", adapter_path, "also write a LoRA adapter for the model to FILE", "none");
@@ -173,6 +179,8 @@ int main(int argc, char** argv) {
     cli.fail("--type applies to the Llama and mixture-of-experts shapes, not to " + shape_name);
   if (type) spec.weight_type = *type;
   spec.reasoning_tokens = reasoning_tokens;
+  if (tensor_per_expert && !spec.config.routed()) cli.fail("--tensor-per-expert applies to mixture-of-experts shapes");
+  spec.tensor_per_expert = tensor_per_expert;
   if (!template_path.empty()) {
     std::ifstream in(template_path, std::ios::binary);
     if (!in) cli.fail("cannot read --chat-template " + template_path);

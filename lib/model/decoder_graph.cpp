@@ -113,10 +113,19 @@ std::vector<GraphWeight> layer_weights(const DecoderTensors& t, const ModelConfi
   if (c.routed()) {
     const std::int64_t f = c.expert_ffn;
     out.push_back(weight(layer, WeightId::router, c.experts, d, {w.router}));
-    out.push_back(weight(layer, WeightId::expert_gate_up, 2 * f, d, {w.gate_exps, w.up_exps}));
-    out.push_back(weight(layer, WeightId::expert_down, d, f, {w.down_exps}));
-    out[out.size() - 2].experts = c.experts;
-    out.back().experts = c.experts;
+    if (w.gate_experts.empty()) {
+      out.push_back(weight(layer, WeightId::expert_gate_up, 2 * f, d, {w.gate_exps, w.up_exps}));
+      out.push_back(weight(layer, WeightId::expert_down, d, f, {w.down_exps}));
+    } else {
+      std::vector<const GgufTensor*> gate_up = w.gate_experts;
+      gate_up.insert(gate_up.end(), w.up_experts.begin(), w.up_experts.end());
+      out.push_back(weight(layer, WeightId::expert_gate_up, 2 * f, d, std::move(gate_up)));
+      out.push_back(weight(layer, WeightId::expert_down, d, f, w.down_experts));
+    }
+    for (GraphWeight* g : {&out[out.size() - 2], &out.back()}) {
+      g->experts = c.experts;
+      g->tensor_per_expert = !w.gate_experts.empty();
+    }
     return out;
   }
   out.push_back(weight(layer, WeightId::gate_up, c.gate_up_rows(), d,
@@ -154,10 +163,29 @@ void begin_step(const ModelConfig& c, DecoderOps& ops) {
   }
 }
 
-SourceRow expert_row(const GraphWeight& w, int expert, std::int64_t row) {
+std::vector<SourceRows> expert_sources(const GraphWeight& w, int expert) {
+  EMBER_ASSERT(w.experts > 0 && expert >= 0 && expert < w.experts);
+  std::vector<SourceRows> out;
+  if (w.tensor_per_expert) {
+    for (std::size_t at = static_cast<std::size_t>(expert); at < w.sources.size();
+         at += static_cast<std::size_t>(w.experts))
+      out.push_back({w.sources[at], 0, w.sources[at]->rows()});
+    return out;
+  }
   for (const GgufTensor* t : w.sources) {
     const std::int64_t per_expert = t->rows() / w.experts;
-    if (row < per_expert) return {t, expert * per_expert + row};
+    out.push_back({t, expert * per_expert, per_expert});
+  }
+  return out;
+}
+
+// Called for every row while experts are packed: no allocation (expert_sources makes a vector).
+SourceRow expert_row(const GraphWeight& w, int expert, std::int64_t row) {
+  const std::size_t step = w.tensor_per_expert ? static_cast<std::size_t>(w.experts) : 1;
+  for (std::size_t at = w.tensor_per_expert ? static_cast<std::size_t>(expert) : 0; at < w.sources.size(); at += step) {
+    const GgufTensor* t = w.sources[at];
+    const std::int64_t per_expert = w.tensor_per_expert ? t->rows() : t->rows() / w.experts;
+    if (row < per_expert) return {t, (w.tensor_per_expert ? 0 : expert * per_expert) + row};
     row -= per_expert;
   }
   EMBER_ASSERT(false);

@@ -93,12 +93,15 @@ class WeightTable {
 // One weight of the graph: what it is, its shape ([rows, cols]; a vector has rows == 1) and the
 // file's tensors it is made of, stacked row-wise. An expert weight is `experts` matrices of
 // [rows, cols]; its sources are 3-D, and expert e's rows are rows [e * r, (e + 1) * r) of each
-// source of r rows a expert (expert_row()).
+// source of r rows a expert (expert_row()). With tensor_per_expert (Mixtral-style files of older
+// conversions) its sources are 2-D instead, each part's experts in order (gate_0 .. gate_n-1,
+// then up_0 .. up_n-1): stacked row-wise, the same rows as the 3-D tensors give.
 struct GraphWeight {
   WeightRef ref;
   std::int64_t rows = 0, cols = 0;
   std::vector<const GgufTensor*> sources;
   int experts = 0;  // 0: one matrix or vector
+  bool tensor_per_expert = false;
   bool is_matrix() const {
     return ref.id == WeightId::qkv || ref.id == WeightId::wo || ref.id == WeightId::gate_up ||
            ref.id == WeightId::down || ref.id == WeightId::lm_head || ref.id == WeightId::router || experts > 0;
@@ -114,6 +117,13 @@ struct SourceRow {
   std::int64_t row = 0;
 };
 SourceRow expert_row(const GraphWeight& weight, int expert, std::int64_t row);
+// Expert `expert`'s rows of an expert weight, part by part (gate, up): rows [first, first +
+// count) of each tensor's 2-D view, in the order they stack.
+struct SourceRows {
+  const GgufTensor* tensor = nullptr;
+  std::int64_t first = 0, count = 0;
+};
+std::vector<SourceRows> expert_sources(const GraphWeight& weight, int expert);
 
 // Layer `layer`'s weights (those its architecture has), in the order the graph first reads them.
 std::vector<GraphWeight> layer_weights(const DecoderTensors& tensors, const ModelConfig& config, int layer);

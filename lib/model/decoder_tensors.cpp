@@ -97,6 +97,18 @@ DecoderTensors map_decoder_tensors(const GgufFile& file, const ModelConfig& c) {
     if (c.routed()) {
       const std::int64_t n = c.experts, f = c.expert_ffn;
       l.router = w.get(p + "ffn_gate_inp.weight", {e, n});
+      if (file.find_tensor(p + "ffn_gate_exps.weight") == nullptr &&
+          file.find_tensor(p + "ffn_gate.0.weight") != nullptr) {
+        for (int x = 0; x < c.experts; ++x) {  // one tensor per expert
+          l.gate_experts.push_back(w.get(fmt::format("{}ffn_gate.{}.weight", p, x), {e, f}));
+          l.up_experts.push_back(w.get(fmt::format("{}ffn_up.{}.weight", p, x), {e, f}));
+          l.down_experts.push_back(w.get(fmt::format("{}ffn_down.{}.weight", p, x), {f, e}));
+        }
+        if (file.find_tensor(fmt::format("{}ffn_gate.{}.weight", p, c.experts)) != nullptr)
+          fail(ErrorCode::invalid_model, "{}: layer {} has more expert tensors than its {} expert_count ({})",
+               file.path(), i, c.architecture, c.experts);
+        continue;
+      }
       l.gate_exps = w.get(p + "ffn_gate_exps.weight", {e, f, n});
       l.up_exps = w.get(p + "ffn_up_exps.weight", {e, f, n});
       l.down_exps = w.get(p + "ffn_down_exps.weight", {f, e, n});

@@ -47,6 +47,10 @@ struct LayerWeights {
   const GgufTensor* gate_exps = nullptr;  // [embedding, expert_ffn, experts]
   const GgufTensor* up_exps = nullptr;    // [embedding, expert_ffn, experts]
   const GgufTensor* down_exps = nullptr;  // [expert_ffn, embedding, experts]
+  // Or, in Mixtral-style files of older llama.cpp conversions, one tensor per expert
+  // (blk.N.ffn_gate.E.weight [embedding, expert_ffn], ffn_up.E, ffn_down.E [expert_ffn,
+  // embedding]), expert E at index E; then the three stacked pointers are nullptr.
+  std::vector<const GgufTensor*> gate_experts, up_experts, down_experts;
 };
 
 struct DecoderTensors {

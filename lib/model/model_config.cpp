@@ -200,6 +200,12 @@ void read_rope_freq_factors(ModelConfig& c, const GgufFile& file, const ConfigRe
 
 // {arch}.expert_count, expert_used_count and (qwen3moe) expert_feed_forward_length, as llama.cpp
 // reads them; an architecture that is always routed refuses a file without experts.
+// {arch}.expert_weights_scale and expert_weights_norm are not read, as llama.cpp does not read
+// them for these architectures: its qwen3moe, olmoe and llama graphs fix norm_w per
+// architecture and pass hparams.expert_weights_scale, which only other architectures'
+// load_arch_hparams set (0 for these: no scaling; llama.cpp as vendored by llama-cpp-python
+// 0.3.36, src/models/{qwen3moe,olmoe,llama}.cpp), and their converters write neither key. A
+// file that carries them runs as llama.cpp runs it (moe_test checks the logits are unchanged).
 void read_experts(ModelConfig& c, const ArchitectureTraits& arch, const ConfigReader& r) {
   if (arch.experts == 0) return;
   c.experts = r.optional(".expert_count", 0, kMaxExperts);

@@ -82,6 +82,12 @@ struct SyntheticModelSpec {
   // Control tokens the vocabulary ends with (after <think> and </think>), e.g. gpt-oss's
   // <|start|>, <|channel|>, <|message|>, <|end|>, <|return|>, <|call|>.
   std::vector<std::string> control_tokens;
+  // Experts as one tensor each (blk.N.ffn_gate.E.weight, older llama.cpp's Mixtral layout)
+  // instead of stacked ffn_gate_exps: the same weights for the same seed.
+  bool tensor_per_expert = false;
+  // Called after the metadata is written, to add keys or tensors of a test's own (what ember
+  // ignores or refuses); unset: none.
+  std::function<void(GgufWriter&)> extras;
 
   // 2 layers, width 64, ffn 128, 4 heads, 2 KV heads, vocab 512, context 256, tied.
   static ModelConfig tiny_config();

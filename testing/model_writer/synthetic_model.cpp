@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <set>
 #include <utility>
 
@@ -385,19 +386,46 @@ void write_metadata(GgufWriter& w, const ModelConfig& c, const Vocabulary& v) {
 // A routed layer's router and experts, with llama.cpp's names and 3-D shapes. The router is F32
 // (llama.cpp's quantizer leaves ffn_gate_inp unquantized too) and four times the usual scale,
 // so a row's experts are chosen by clear margins, not by rounding.
-void write_experts(GgufWriter& w, const ModelConfig& c, const std::string& p, GgmlType type, SplitMixRandom& rng) {
+// With tensor_per_expert, each expert's matrices are tensors of their own, as older llama.cpp
+// conversions wrote Mixtral (blk.N.ffn_gate.E.weight, ...): the same draws, so the same weights
+// as the stacked file of the same seed (a Q4/Q8 block never spans two experts: rows are whole
+// blocks).
+void write_experts(GgufWriter& w, const ModelConfig& c, const std::string& p, GgmlType type, SplitMixRandom& rng,
+                   bool tensor_per_expert) {
   const std::int64_t e = c.embedding, f = c.expert_ffn, n = c.experts;
   const auto values = [&rng](std::int64_t count, float a) { return [&rng, count, a] { return rng.values(count, a); }; };
   w.add_tensor(p + "ffn_gate_inp.weight", GgmlType::F32, {e, n}, values(e * n, 4.0f / std::sqrt(float(e))));
-  for (const char* name : {"ffn_gate_exps.weight", "ffn_up_exps.weight"})
-    w.add_tensor(p + name, type, {e, f, n}, values(e * f * n, 1.0f / std::sqrt(static_cast<float>(e))));
-  w.add_tensor(p + "ffn_down_exps.weight", type, {f, e, n}, values(f * e * n, 1.0f / std::sqrt(static_cast<float>(f))));
+  const struct {
+    const char* stacked;
+    const char* per_expert;
+    std::int64_t in, out;
+  } parts[] = {
+      {"ffn_gate_exps", "ffn_gate", e, f}, {"ffn_up_exps", "ffn_up", e, f}, {"ffn_down_exps", "ffn_down", f, e}};
+  for (const auto& part : parts) {
+    const float a = 1.0f / std::sqrt(static_cast<float>(part.in));
+    const std::int64_t count = part.in * part.out;
+    if (!tensor_per_expert) {
+      w.add_tensor(p + part.stacked + ".weight", type, {part.in, part.out, n}, values(count * n, a));
+      continue;
+    }
+    // The part's draw is made with its first expert's tensor and sliced for the others.
+    auto drawn = std::make_shared<std::vector<float>>();
+    for (std::int64_t x = 0; x < n; ++x) {
+      w.add_tensor(fmt::format("{}{}.{}.weight", p, part.per_expert, x), type, {part.in, part.out},
+                   [&rng, drawn, count, n, a, x] {
+                     if (x == 0) *drawn = rng.values(count * n, a);
+                     std::vector<float> slice(drawn->begin() + x * count, drawn->begin() + (x + 1) * count);
+                     if (x == n - 1) *drawn = {};
+                     return slice;
+                   });
+    }
+  }
 }
 
 // Weights uniform in +-1/sqrt(fan_in) (unit-variance activations stay O(1) through the layers).
 // Every random tensor is made when the file is written (GgufWriter's lazy add_tensor), in the
 // order added: the same draws as making them here, a tensor in memory at a time.
-void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, SplitMixRandom& rng) {
+void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, SplitMixRandom& rng, bool tensor_per_expert) {
   const std::int64_t e = c.embedding, q = std::int64_t{c.heads} * c.head_dim;
   const std::int64_t kv = std::int64_t{c.kv_heads} * c.head_dim;
   const auto values = [&rng](std::int64_t count, float a, float center = 0.0f) {
@@ -451,7 +479,7 @@ void write_weights(GgufWriter& w, const ModelConfig& c, GgmlType type, SplitMixR
     }
     norm(p + "ffn_norm.weight", e);
     if (c.experts > 0) {
-      write_experts(w, c, p, type, rng);
+      write_experts(w, c, p, type, rng, tensor_per_expert);
       continue;
     }
     if (arch.fused_gate_up) {
@@ -480,6 +508,7 @@ void write_spec_metadata(GgufWriter& w, const ModelConfig& c, const SyntheticMod
   }
   write_metadata(w, c, v);
   if (!spec.chat_template.empty()) w.set_string("tokenizer.chat_template", spec.chat_template);
+  if (spec.extras) spec.extras(w);
 }
 
 }  // namespace
@@ -489,7 +518,7 @@ std::vector<std::uint8_t> make_synthetic_model(const SyntheticModelSpec& spec) {
   GgufWriter w;
   write_spec_metadata(w, c, spec);
   SplitMixRandom rng(spec.seed);
-  write_weights(w, c, spec.weight_type, rng);
+  write_weights(w, c, spec.weight_type, rng, spec.tensor_per_expert);
   return w.bytes();
 }
 
@@ -498,7 +527,7 @@ void write_synthetic_model(const SyntheticModelSpec& spec, const std::string& pa
   GgufWriter w;
   write_spec_metadata(w, c, spec);
   SplitMixRandom rng(spec.seed);
-  write_weights(w, c, spec.weight_type, rng);
+  write_weights(w, c, spec.weight_type, rng, spec.tensor_per_expert);
   w.write(path);
 }
 

@@ -126,6 +126,101 @@ TEST_CASE("inconsistent expert counts are refused at open, naming the key") {
   CHECK_THROWS_AS(model::map_decoder_tensors(*file, c), Error);
 }
 
+std::shared_ptr<const model::GgufFile> from_spec(const model::SyntheticModelSpec& spec, const std::string& name) {
+  const auto bytes = model::make_synthetic_model(spec);
+  return model::GgufFile::parse(bytes.data(), bytes.size(), name);
+}
+
+model::SyntheticModelSpec spec_of(const std::string& name, model::GgmlType type, std::uint64_t seed = 7) {
+  model::SyntheticModelSpec spec;
+  spec.config = model::SyntheticModelSpec::architecture_config(name);
+  spec.weight_type = type;
+  spec.seed = seed;
+  return spec;
+}
+
+// Older llama.cpp conversions of Mixtral hold each expert's matrices as tensors of their own
+// (blk.N.ffn_gate.E.weight): stacked at preparation, they give the stacked file's logits bit for
+// bit, on the reference and on every CPU path.
+TEST_CASE("mixture of experts: one tensor per expert gives the stacked file's logits") {
+  for (const std::string name : kMoeArchitectures) {
+    for (const auto type : {model::GgmlType::F32, model::GgmlType::Q4_0, model::GgmlType::Q4_1}) {
+      model::SyntheticModelSpec spec = spec_of(name, type);
+      const auto stacked = from_spec(spec, "stacked");
+      spec.tensor_per_expert = true;
+      const auto split = from_spec(spec, "split");
+      CAPTURE(name);
+      CAPTURE(model::ggml_type_info(type).name);
+      REQUIRE(split->find_tensor("blk.1.ffn_down.3.weight") != nullptr);
+      REQUIRE(split->find_tensor("blk.1.ffn_down_exps.weight") == nullptr);
+      const model::ModelConfig c = model::read_model_config(*split);
+      const model::DecoderTensors t = model::map_decoder_tensors(*split, c);
+      CHECK(t.layers[1].gate_experts.size() == static_cast<std::size_t>(c.experts));
+      CHECK(t.layers[1].gate_exps == nullptr);
+      const auto tokens = test::random_tokens(24, c.vocab, 2);
+      const auto compare_on = [&](auto make, Precision precision) {
+        auto a = make(stacked, c, options_at(precision));
+        auto b = make(split, c, options_at(precision));
+        CHECK(a->weight_format() == b->weight_format());
+        const auto la = run(*a, tokens, 24), lb = run(*b, tokens, 24);
+        REQUIRE(la.size() == lb.size());
+        CHECK(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)) == 0);
+      };
+      compare_on(backend::cpu::make_cpu_backend, Precision::int8);
+      if (type != model::GgmlType::F32) continue;  // the float paths once, on the F32 file
+      compare_on(backend::cpu::make_cpu_backend, Precision::fp32);
+      compare_on(backend::cpu::make_reference_backend, Precision::fp32);
+    }
+  }
+}
+
+TEST_CASE("one tensor per expert: an expert tensor past expert_count is refused") {
+  model::SyntheticModelSpec spec = spec_of("mixtral", model::GgmlType::F32);
+  spec.tensor_per_expert = true;
+  const model::ModelConfig c = spec.config;
+  spec.extras = [&c](model::GgufWriter& w) {  // a fifth expert's gate in layer 1 of a 4-expert file
+    w.add_tensor("blk.1.ffn_gate.4.weight", model::GgmlType::F32, {c.embedding, c.expert_ffn},
+                 std::vector<float>(static_cast<std::size_t>(c.embedding * c.expert_ffn), 0.0f));
+  };
+  const auto file = from_spec(spec, "extra");
+  const model::ModelConfig read = model::read_model_config(*file);
+  REQUIRE(read.experts == 4);
+  try {
+    (void)model::map_decoder_tensors(*file, read);
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::invalid_model);
+    CHECK(std::string(e.what()).find("layer 1 has more expert tensors") != std::string::npos);
+  }
+}
+
+// llama.cpp reads neither {arch}.expert_weights_scale nor expert_weights_norm for qwen3moe,
+// olmoe or llama (model_config.cpp, read_experts): a file carrying them, with values that would
+// change the logits if they were applied, runs as the same file without them.
+TEST_CASE("mixture of experts: expert_weights_scale and expert_weights_norm change nothing, as in llama.cpp") {
+  for (const std::string name : kMoeArchitectures) {
+    model::SyntheticModelSpec spec = spec_of(name, model::GgmlType::Q4_0);
+    const auto plain = from_spec(spec, "plain");
+    const model::ModelConfig c = model::read_model_config(*plain);
+    const std::string arch = c.architecture;
+    spec.extras = [arch, norm = c.expert_weights_norm](model::GgufWriter& w) {
+      w.set_f32(arch + ".expert_weights_scale", 2.5f);
+      w.set_bool(arch + ".expert_weights_norm", !norm);
+    };
+    const auto keyed = from_spec(spec, "keyed");
+    REQUIRE(keyed->find(arch + ".expert_weights_scale") != nullptr);
+    CAPTURE(name);
+    const model::ModelConfig k = model::read_model_config(*keyed);
+    CHECK(k.expert_weights_norm == c.expert_weights_norm);
+    const auto tokens = test::random_tokens(16, c.vocab, 9);
+    auto a = backend::cpu::make_cpu_backend(plain, c, options_at(Precision::int8));
+    auto b = backend::cpu::make_cpu_backend(keyed, k, options_at(Precision::int8));
+    const auto la = run(*a, tokens, 16), lb = run(*b, tokens, 16);
+    REQUIRE(la.size() == lb.size());
+    CHECK(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)) == 0);
+  }
+}
+
 // The reference, the FP32 kernels and the INT8 kernels (w8a8 from Q8_0, w4a8 from Q4_0 and
 // Q4_1) on each architecture.
 TEST_CASE("mixture of experts: every CPU path matches the reference") {

@@ -22,7 +22,7 @@ class CpuBackend final : public Backend {
     if (gemm_ == Precision::fp16)
       fail(ErrorCode::unsupported, "precision fp16 runs on CUDA only; on the CPU use int8 or fp32");
     const model::DecoderTensors tensors = model::map_decoder_tensors(*file_, config_);
-    check_fits(plan_memory(config_, gemm_, four_bit_share(config_, tensors, gemm_, options.weight_format)),
+    check_fits(plan_memory(config_, gemm_, four_bit_shares(config_, tensors, gemm_, options.weight_format)),
                available_memory(), config_);
     PreparedWeights prepared = prepare_cpu_weights(*file_, config_, tensors, ctx_, options, gemm_);
     weights_ = std::move(prepared.weights);

@@ -8,7 +8,7 @@
 
 namespace ember::backend::cpu {
 
-MemoryPlan plan_memory(const model::ModelConfig& c, Precision gemm, double four_bit_share) {
+MemoryPlan plan_memory(const model::ModelConfig& c, Precision gemm, FourBitShares four_bit) {
   const std::uint64_t d = static_cast<std::uint64_t>(c.embedding), ffn = static_cast<std::uint64_t>(c.ffn);
   const std::uint64_t q = static_cast<std::uint64_t>(c.heads) * static_cast<std::uint64_t>(c.head_dim);
   const std::uint64_t kv = static_cast<std::uint64_t>(c.kv_heads) * static_cast<std::uint64_t>(c.head_dim);
@@ -23,9 +23,10 @@ MemoryPlan plan_memory(const model::ModelConfig& c, Precision gemm, double four_
   const std::uint64_t weights = layer * static_cast<std::uint64_t>(c.layers) + lm_head;
   MemoryPlan plan;
   if (gemm == Precision::int8) {
-    // Two layouts of one byte a weight (scales are noise), or one of 5/8 of a byte.
-    const auto four_bit = static_cast<std::uint64_t>(four_bit_share * static_cast<double>(weights));
-    plan.prepared_bytes = 2 * (weights - four_bit) + four_bit / 8 * 5;
+    // Two layouts of one byte a weight (scales are noise), or one of 9/16 or 5/8 of a byte.
+    const auto share = [&](double s) { return static_cast<std::uint64_t>(s * static_cast<double>(weights)); };
+    const std::uint64_t scale_only = share(four_bit.scale_only), with_offsets = share(four_bit.with_offsets);
+    plan.prepared_bytes = 2 * (weights - scale_only - with_offsets) + scale_only / 16 * 9 + with_offsets / 8 * 5;
     plan.transient_bytes = std::max(2 * 4 * prepared_at_once, lm_head);
   } else {
     plan.prepared_bytes = 4 * weights;

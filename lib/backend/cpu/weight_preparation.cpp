@@ -109,6 +109,14 @@ GroupedForm grouped_form(const GraphWeight& w, Precision gemm, WeightFormat form
   return {};
 }
 
+// Whether grouped matrix w keeps an offset per group: Q4_0 and Q8_0 groups have none of their
+// own (o = -bias * d), nor those quantized here.
+bool group_offsets(const GraphWeight& w) {
+  return std::any_of(w.sources.begin(), w.sources.end(), [](const model::GgufTensor* t) {
+    return t->type != model::GgmlType::Q4_0 && t->type != model::GgmlType::Q8_0 && model::group_bits(t->type) != 0;
+  });
+}
+
 // One float row quantized to 8-bit groups of 32 with no offset of their own (Q8_0's form: the
 // scale max|x| / 127 rounded to FP16, as the kernel holds it, before the values are rounded).
 void quantize_float_row(const model::GgufTensor& t, std::int64_t row, std::int64_t cols, std::uint8_t* values,
@@ -360,10 +368,9 @@ class Preparer {
     for (int e = 0; e < w.experts; ++e) {
       values.resize(static_cast<std::size_t>(w.rows * w.cols));
       float* dst = values.data();
-      for (const model::GgufTensor* t : w.sources) {
-        const std::int64_t rows = t->rows() / w.experts;
-        model::dequantize_rows(*t, e * rows, rows, dst);
-        dst += rows * w.cols;
+      for (const model::SourceRows& part : model::expert_sources(w, e)) {
+        model::dequantize_rows(*part.tensor, part.first, part.count, dst);
+        dst += part.count * w.cols;
       }
       experts[static_cast<std::size_t>(e)] =
           gemm_ == Precision::fp32
@@ -396,19 +403,13 @@ class Preparer {
   // the experts are most of a layer's bytes, and a whole layer of them resident beside the
   // packed copies is what a large model cannot spare while it opens.
   void release_expert(const GraphWeight& w, int e) const {
-    for (const model::GgufTensor* t : w.sources) {
-      const std::int64_t rows = t->rows() / w.experts;
-      file_.release_rows(*t, e * rows, rows);
-    }
+    for (const model::SourceRows& part : model::expert_sources(w, e))
+      file_.release_rows(*part.tensor, part.first, part.count);
   }
 
   std::unique_ptr<k::Linear> make_grouped(const GraphWeight& w, int expert = 0, int pack_threads = 0) {
-    // Q4_0 and Q8_0 groups have no offset of their own (o = -bias * d), nor those quantized here.
-    const bool offsets = std::any_of(w.sources.begin(), w.sources.end(), [](const model::GgufTensor* t) {
-      return t->type != model::GgmlType::Q4_0 && t->type != model::GgmlType::Q8_0 && model::group_bits(t->type) != 0;
-    });
     const GroupedForm f = form(w);
-    return k::make_grouped_linear(ctx_, w.rows, w.cols, k::GroupFormat{f.bits, offsets}, group_rows(w, expert),
+    return k::make_grouped_linear(ctx_, w.rows, w.cols, k::GroupFormat{f.bits, group_offsets(w)}, group_rows(w, expert),
                                   f.activations, pack_threads);
   }
 
@@ -619,18 +620,20 @@ class Preparer {
 
 }  // namespace
 
-double four_bit_share(const model::ModelConfig& config, const model::DecoderTensors& tensors, Precision gemm,
-                      WeightFormat format) {
-  double all = 0, four = 0;
+FourBitShares four_bit_shares(const model::ModelConfig& config, const model::DecoderTensors& tensors, Precision gemm,
+                              WeightFormat format) {
+  double all = 0, scale_only = 0, with_offsets = 0;
   for (int l = -1; l < config.layers; ++l)
     for (const GraphWeight& w :
          l < 0 ? model::head_weights(tensors, config) : model::layer_weights(tensors, config, l)) {
       if (!w.is_matrix()) continue;
       const double n = static_cast<double>(w.elements());
       all += n;
-      if (grouped_form(w, gemm, format, config.norm_after_residual).bits == 4) four += n;
+      if (grouped_form(w, gemm, format, config.norm_after_residual).bits == 4)
+        (group_offsets(w) ? with_offsets : scale_only) += n;
     }
-  return all > 0 ? four / all : 0.0;
+  if (all == 0) return {};
+  return {scale_only / all, with_offsets / all};
 }
 
 PreparedWeights prepare_cpu_weights(const model::GgufFile& file, const model::ModelConfig& config,

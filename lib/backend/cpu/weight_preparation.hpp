@@ -17,6 +17,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/cpu/cpu_ops.hpp"
+#include "backend/cpu/memory_plan.hpp"
 #include "model/decoder_tensors.hpp"
 
 namespace ember::backend::cpu {
@@ -25,9 +26,10 @@ namespace ember::backend::cpu {
 // options.weight_cache_dir has a valid one (INT8 only, for its w8a8 matrices), else prepared
 // from `tensors`: what options.tokenize makes of the calibration text is what the w8a8 matrices
 // are calibrated on (no tokenize: no smoothing). Reports options.progress; throws Error(cancelled) when it says so.
-// The share of the model's matrix weights (0..1) that prepare_cpu_weights keeps as w4a8.
-double four_bit_share(const model::ModelConfig& config, const model::DecoderTensors& tensors, Precision gemm,
-                      WeightFormat format);
+// The shares of the model's matrix weights (0..1) that prepare_cpu_weights keeps as w4a8, by
+// layout (with an offset per group or not).
+FourBitShares four_bit_shares(const model::ModelConfig& config, const model::DecoderTensors& tensors, Precision gemm,
+                              WeightFormat format);
 
 struct PreparedWeights {
   CpuWeights weights;
