@@ -126,14 +126,15 @@ class CpuOps final : public model::DecoderOps {
 
   // Routing scratch (routed_ffn.cpp), reused step to step.
   struct Routing {
-    std::vector<float> logits;            // [rows, experts]
-    std::vector<std::int32_t> expert;     // [rows, experts_used]: each row's experts by rank
-    std::vector<float> weight;            // [rows, experts_used]: their weights
-    std::vector<std::int32_t> slots;      // row * experts_used + rank, grouped by expert
-    std::vector<std::int32_t> first;      // [experts + 1]: each expert's range of slots
-    std::vector<std::int32_t> next;       // [experts]: the counting sort's cursors
-    std::vector<float> in, gate_up, act;  // a range of experts' rows, one expert after another
-    std::vector<float> out;               // [rows, experts_used, embedding]
+    std::vector<float> logits;           // [rows, experts]
+    std::vector<std::int32_t> expert;    // [rows, experts_used]: each row's experts by rank
+    std::vector<float> weight;           // [rows, experts_used]: their weights
+    std::vector<std::int32_t> slots;     // row * experts_used + rank, grouped by expert
+    std::vector<std::int32_t> first;     // [experts + 1]: each expert's range of slots
+    std::vector<std::int32_t> next;      // [experts]: the counting sort's cursors
+    std::vector<std::int32_t> position;  // [rows, experts_used]: each slot's index in `slots`
+    std::vector<float> gate_up, act;     // a range of experts' rows, one expert after another
+    std::vector<float> out;              // [rows * experts_used, embedding]: in `slots` order
     // The range's chosen experts' linears and row counts, for forward_stacked.
     std::vector<kernels::cpu::Linear*> gate_up_linears, down_linears;
     std::vector<std::int64_t> expert_rows;

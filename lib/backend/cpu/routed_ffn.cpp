@@ -6,6 +6,7 @@
 // the row's own, so a row's result is the same in any batch.
 #include "backend/cpu/cpu_ops.hpp"
 
+#include "kernels/cpu/parallel.hpp"
 #include "util/check.hpp"
 
 #include <algorithm>
@@ -82,9 +83,13 @@ void CpuOps::route(int layer, const float* h) {
   for (std::int64_t s = 0; s < rows_ * used; ++s) ++r.first[static_cast<std::size_t>(r.expert[s]) + 1];
   std::partial_sum(r.first.begin(), r.first.end(), r.first.begin());
   grow(r.slots, rows_ * used);
+  grow(r.position, rows_ * used);
   r.next.assign(r.first.begin(), r.first.end() - 1);
-  for (std::int64_t s = 0; s < rows_ * used; ++s)
-    r.slots[static_cast<std::size_t>(r.next[static_cast<std::size_t>(r.expert[s])]++)] = static_cast<std::int32_t>(s);
+  for (std::int64_t s = 0; s < rows_ * used; ++s) {
+    const std::int32_t at = r.next[static_cast<std::size_t>(r.expert[s])]++;
+    r.slots[static_cast<std::size_t>(at)] = static_cast<std::int32_t>(s);
+    r.position[static_cast<std::size_t>(s)] = at;
+  }
 }
 
 void CpuOps::routed_feed_forward(int layer, model::FeedForward kind, model::Activation in, model::Activation out,
@@ -118,7 +123,6 @@ void CpuOps::routed_feed_forward(int layer, model::FeedForward kind, model::Acti
     r.expert_rows.push_back(rows);
   }
   if (m == 0) return finish_routed(out, accumulate, expert_end);
-  grow(r.in, m * d);
   grow(r.gate_up, m * 2 * f);
   grow(r.act, m * f);
   grow(r.gather, m);
@@ -132,11 +136,10 @@ void CpuOps::routed_feed_forward(int layer, model::FeedForward kind, model::Acti
     k::gelu_mul(r.gate_up.data(), m, f, r.act.data(), ctx_.threads);
   else
     k::silu_mul(r.gate_up.data(), m, f, r.act.data(), ctx_.threads);
-  k::forward_stacked(ctx_, r.down_linears.data(), r.expert_rows.data(), count, r.act.data(), r.in.data(), r.stacked);
-  // Each slot's row of r.out, in the row's rank order for the sum below.
-  for (std::int64_t i = 0; i < m; ++i)
-    std::copy(r.in.data() + i * d, r.in.data() + (i + 1) * d,
-              r.out.data() + std::int64_t{r.slots[static_cast<std::size_t>(slot_begin + i)]} * d);
+  // The range's down outputs land in r.out where its slots are (slots order): no copy; the sum
+  // below finds each slot through r.position.
+  k::forward_stacked(ctx_, r.down_linears.data(), r.expert_rows.data(), count, r.act.data(),
+                     r.out.data() + std::int64_t{slot_begin} * d, r.stacked);
   finish_routed(out, accumulate, expert_end);
 }
 
@@ -150,16 +153,22 @@ void CpuOps::finish_routed(model::Activation out, bool accumulate, int expert_en
   routed_layers_run_.fetch_add(1, std::memory_order_relaxed);
   experts_run_total_.fetch_add(static_cast<std::uint64_t>(experts_run_), std::memory_order_relaxed);
   float* y = at(out);
-  for (std::int64_t row = 0; row < rows_; ++row) {
+  // Each output value's sum in rank order (the same operations whatever the split of rows).
+  k::for_rows(rows_, ctx_.threads, rows_ * used * d >= (1 << 16), [&](std::int64_t row) {
     float* dst = y + row * d;
     const float* w = r.weight.data() + row * used;
-    const float* o = r.out.data() + row * used * d;
-    for (std::int64_t i = 0; i < d; ++i) {
-      float sum = 0;
-      for (int j = 0; j < used; ++j) sum += w[j] * o[j * d + i];
-      dst[i] = accumulate ? dst[i] + sum : sum;
+    const std::int32_t* at = r.position.data() + row * used;
+    float sum[256];
+    for (std::int64_t i0 = 0; i0 < d; i0 += 256) {
+      const std::int64_t n = std::min<std::int64_t>(256, d - i0);
+      for (std::int64_t i = 0; i < n; ++i) sum[i] = 0.0f;
+      for (int j = 0; j < used; ++j) {
+        const float* o = r.out.data() + std::int64_t{at[j]} * d + i0;
+        for (std::int64_t i = 0; i < n; ++i) sum[i] += w[j] * o[i];
+      }
+      for (std::int64_t i = 0; i < n; ++i) dst[i0 + i] = accumulate ? dst[i0 + i] + sum[i] : sum[i];
     }
-  }
+  });
 }
 
 }  // namespace ember::backend::cpu
