@@ -33,11 +33,18 @@ struct Shape {
 };
 
 constexpr Shape kShapes[] = {
-    {"qkv_576x960", 576, 960},         {"o_576x576", 576, 576},
-    {"gate_up_576x3072", 576, 3072},   {"down_1536x576", 1536, 576},
-    {"lm_head_576x49152", 576, 49152}, {"1b_qkv_2048x3072", 2048, 3072},
-    {"1b_o_2048x2048", 2048, 2048},    {"1b_gate_up_2048x16384", 2048, 16384},
+    {"qkv_576x960", 576, 960},
+    {"o_576x576", 576, 576},
+    {"gate_up_576x3072", 576, 3072},
+    {"down_1536x576", 1536, 576},
+    {"lm_head_576x49152", 576, 49152},
+    {"1b_qkv_2048x3072", 2048, 3072},
+    {"1b_o_2048x2048", 2048, 2048},
+    {"1b_gate_up_2048x16384", 2048, 16384},
     {"1b_down_8192x2048", 8192, 2048},
+    // A Qwen3-30B-A3B expert's gate|up and down: prefill gives each a few dozen rows.
+    {"30b_expert_gate_up_2048x1536", 2048, 1536},
+    {"30b_expert_down_768x2048", 768, 2048},
 };
 
 int bench_threads() {
@@ -153,7 +160,9 @@ const bool registered = [] {
     for (const auto& [kind, prefix] : kKinds) {
       auto* b = benchmark::RegisterBenchmark((std::string(prefix) + s.name).c_str(),
                                              [s, kind = kind](benchmark::State& st) { bm_linear(st, s, kind); });
-      if (kind == Kind::int8_onednn) {
+      if (std::string(s.name).rfind("30b_", 0) == 0) {
+        for (int m : {24, 32, 40, 48}) b->Arg(m);  // 512 rows x top-8 over 128 experts: 32 a expert
+      } else if (kind == Kind::int8_onednn) {
         for (int m : {1, 8, 32, 64, 128}) b->Arg(m);  // the GEMV's range and just above it
       } else {
         for (int m : {1, 2, 4, 8, 16, 32, 64, 128, 512}) b->Arg(m);

@@ -60,10 +60,10 @@ grouped::TileJob job_of(const GroupedWeights& w, const GroupedActivations& x, st
   job.terms = x.terms;
   job.prefetch_ahead = kWeightPrefetchAhead;
   const std::int64_t first_term_row = first_row * x.terms;
-  job.q = x.q.data() + first_term_row * x.padded_in;
+  job.q = x.q.data() + first_term_row * x.q_stride();
   job.scales = x.scales.data() + first_term_row * x.groups();
   job.sums = x.sums.data() + first_term_row * x.groups();
-  job.padded_in = x.padded_in;
+  job.q_stride = x.q_stride();
   job.groups = x.groups();
   job.term_rows = rows * x.terms;
   job.y = y;
@@ -135,20 +135,20 @@ void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_
   a.rows = rows;
   a.padded_in = padded_in;
   a.terms = terms;
-  const std::int64_t groups = a.groups(), in_groups = in / kWeightGroup;
-  a.q.resize(static_cast<std::size_t>(a.term_rows() * padded_in));
+  const std::int64_t groups = a.groups(), in_groups = in / kWeightGroup, stride = a.q_stride();
+  a.q.resize(static_cast<std::size_t>(a.term_rows() * stride));
   a.scales.resize(static_cast<std::size_t>(a.term_rows() * groups));
   a.sums.resize(static_cast<std::size_t>(a.term_rows() * groups));
   for_rows(rows, threads, rows * in >= kQuantizeParallelElements, [&](std::int64_t r) {
-    std::int8_t* q = a.q.data() + r * terms * padded_in;
+    std::int8_t* q = a.q.data() + r * terms * stride;
     float* scales = a.scales.data() + r * terms * groups;
     if (terms == 1)
       quantize_rows_s8(x + r * ldx, in_groups, kWeightGroup, kWeightGroup, q, scales);
     else  // each group is a "row" of the two-term quantizer: its own two scales
-      quantize_rows_s8_residual(x + r * ldx, in_groups, kWeightGroup, kWeightGroup, q, scales, q + padded_in,
+      quantize_rows_s8_residual(x + r * ldx, in_groups, kWeightGroup, kWeightGroup, q, scales, q + stride,
                                 scales + groups);
     for (int term = 0; term < terms; ++term) {
-      std::int8_t* tq = q + term * padded_in;
+      std::int8_t* tq = q + term * stride;
       std::int32_t* sums = a.sums.data() + (r * terms + term) * groups;
       for (std::int64_t g = 0; g < groups; ++g) {
         std::int32_t s = 0;
@@ -156,7 +156,7 @@ void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_
           for (std::int64_t k = 0; k < kWeightGroup; ++k) s += tq[g * kWeightGroup + k];
         sums[g] = s;
       }
-      std::fill(tq + in, tq + padded_in, std::int8_t{0});
+      std::fill(tq + in, tq + stride, std::int8_t{0});
       std::fill(scales + term * groups + in_groups, scales + (term + 1) * groups, 0.0f);
     }
   });

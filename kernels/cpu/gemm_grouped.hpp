@@ -109,11 +109,15 @@ class GroupedWeights {
 };
 
 // Activations quantized per group of kWeightGroup, the form gemm_grouped takes: q [rows][terms]
-// [padded_in] (zero past `in`), and per group its scale and the sum of its q.
+// [q_stride()] (zero from `in` to padded_in), and per group its scale and the sum of its q.
 struct GroupedActivations {
   std::int64_t rows = 0, padded_in = 0;
   int terms = 1;  // 1, or 2: a second INT8 term per row holding the first's rounding error
   std::vector<std::int8_t> q;
+  // Bytes from one term row of q to the next: padded_in, made an odd number of 64-byte lines.
+  // A prefill panel reads the same group of 16 rows at once; 2048 bytes apart (a width of 2048),
+  // every other row fell in one L1 set, and more rows than the set's ways evicted each other.
+  std::int64_t q_stride() const { return padded_in / 64 % 2 == 0 ? padded_in + 64 : padded_in; }
   std::vector<float> scales;       // [rows][terms][padded_in / kWeightGroup]
   std::vector<std::int32_t> sums;  // [rows][terms][padded_in / kWeightGroup]
 

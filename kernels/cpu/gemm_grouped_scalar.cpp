@@ -43,7 +43,7 @@ std::int32_t group_dot(const TileJob& job, const std::uint8_t* span, int h, int 
 void term_row_sums(const TileJob& job, std::int64_t row, float* s) {
   const int nb = job.blocks, lines = 2 * job.bits;
   const std::int32_t bias = 1 << (job.bits - 1);
-  const std::int8_t* xq = job.q + row * job.padded_in;
+  const std::int8_t* xq = job.q + row * job.q_stride;
   const float* xs = job.scales + row * job.groups;
   const std::int32_t* xsum = job.sums + row * job.groups;
   for (int n = 0; n < nb * kBlockRows; ++n) s[n] = 0.0f;

@@ -31,10 +31,11 @@ struct TileJob {
   bool accumulate = false;                // y = y_old + product
   int terms = 1;                          // INT8 terms per activation row: 1 or 2
   std::int64_t prefetch_ahead = 0;        // bytes ahead of the first pass to prefetch
-  const std::int8_t* q = nullptr;         // [term_rows][padded_in]
+  const std::int8_t* q = nullptr;         // [term_rows][q_stride]
   const float* scales = nullptr;          // [term_rows][groups]
   const std::int32_t* sums = nullptr;     // [term_rows][groups]
-  std::int64_t padded_in = 0, groups = 0, term_rows = 0;
+  // q_stride: GroupedActivations::q_stride(), bytes from one term row of q to the next.
+  std::int64_t q_stride = 0, groups = 0, term_rows = 0;
   float* y = nullptr;             // [term_rows / terms][out]
   std::int64_t out = 0;           // y's row length
   std::int64_t first_output = 0;  // the tile's first output

@@ -153,7 +153,7 @@ void forward_gathered(CpuContext& ctx, Linear* const* linears, const std::int64_
   a.rows = total;
   a.padded_in = padded_in;
   a.terms = d.terms;
-  const std::int64_t q_row = d.terms * padded_in, g_row = d.terms * d.groups();
+  const std::int64_t q_row = d.terms * d.q_stride(), g_row = d.terms * d.groups();
   a.q.resize(static_cast<std::size_t>(total * q_row));
   a.scales.resize(static_cast<std::size_t>(total * g_row));
   a.sums.resize(static_cast<std::size_t>(total * g_row));

@@ -84,7 +84,7 @@ std::vector<float> reference(const GroupMatrix& w, const GroupedActivations& x) 
           std::int32_t acc = 0;
           for (std::int64_t k = 0; k < kWeightGroup; ++k)
             acc += w.u[static_cast<std::size_t>(n * w.in + g * kWeightGroup + k)] *
-                   x.q[static_cast<std::size_t>(t * x.padded_in + g * kWeightGroup + k)];
+                   x.q[static_cast<std::size_t>(t * x.q_stride() + g * kWeightGroup + k)];
           const auto wg = static_cast<std::size_t>(n * groups + g), xg = static_cast<std::size_t>(t * x.groups() + g);
           float v;
           if (w.format.offsets) {
@@ -327,7 +327,7 @@ TEST_CASE("grouped gemm: activations per group of 32, zero past the inputs; shap
       std::int32_t sum = 0;
       for (std::int64_t k = 0; k < kWeightGroup; ++k) {
         const auto i = static_cast<std::size_t>(r * in + g * kWeightGroup + k);
-        const std::int8_t q = a.q[static_cast<std::size_t>(r * padded + g * kWeightGroup + k)];
+        const std::int8_t q = a.q[static_cast<std::size_t>(r * a.q_stride() + g * kWeightGroup + k)];
         const float s = a.scales[static_cast<std::size_t>(r * 4 + g)];
         CHECK(std::fabs(q * s - x[i]) <= s / 2 * 1.0001f);
         sum += q;
@@ -338,8 +338,10 @@ TEST_CASE("grouped gemm: activations per group of 32, zero past the inputs; shap
   for (std::int64_t r = 0; r < 2; ++r) {
     CHECK(a.scales[static_cast<std::size_t>(r * 4 + 3)] == 0.0f);
     CHECK(a.sums[static_cast<std::size_t>(r * 4 + 3)] == 0);
-    for (std::int64_t k = in; k < padded; ++k) CHECK(a.q[static_cast<std::size_t>(r * padded + k)] == 0);
+    for (std::int64_t k = in; k < padded; ++k) CHECK(a.q[static_cast<std::size_t>(r * a.q_stride() + k)] == 0);
   }
+  // 128 inputs are two 64-byte lines: the rows are three lines apart (q_stride()).
+  CHECK(a.q_stride() == 192);
   CHECK_THROWS(quantize_grouped_activations(x.data(), 2, 90, 90, 96, a, 1));
   auto arena = std::make_shared<WeightArena>();
   const GroupMatrix m(16, 64, GroupFormat{4, false}, 1);

@@ -42,7 +42,7 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
   const std::int32_t* xsum[M];
 #pragma GCC unroll 4
   for (int i = 0; i < M; ++i) {
-    xq[i] = job.q + (row0 + i) * job.padded_in;
+    xq[i] = job.q + (row0 + i) * job.q_stride;
     xs[i] = job.scales + (row0 + i) * groups;
     xsum[i] = job.sums + (row0 + i) * groups;
   }

@@ -88,7 +88,7 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
   const std::int32_t* xsum[M];
 #pragma GCC unroll 4
   for (int i = 0; i < M; ++i) {
-    xq[i] = job.q + (row0 + i) * job.padded_in;
+    xq[i] = job.q + (row0 + i) * job.q_stride;
     xs[i] = job.scales + (row0 + i) * groups;
     xsum[i] = job.sums + (row0 + i) * groups;
   }
@@ -192,7 +192,7 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
         if constexpr (kOffsets) o = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + NB * 64)));
 #pragma GCC unroll 1
         for (int i = 0; i < rows; ++i) {
-          const std::int8_t* x = job.q + (row0 + i) * job.padded_in + g * 32;
+          const std::int8_t* x = job.q + (row0 + i) * job.q_stride + g * 32;
           __m256i part_lo = _mm256_setzero_si256(), part_hi = _mm256_setzero_si256();
 #pragma GCC unroll 4
           for (int j = 0; j < 4; ++j) {
