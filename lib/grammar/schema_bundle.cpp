@@ -226,7 +226,9 @@ class Bundler {
     if (ref.rfind(docs, 0) != 0) return resolve_pointer(root_, ref) != nullptr;
     const std::size_t slash = ref.find('/', docs.size());
     const std::size_t n = std::stoul(ref.substr(docs.size(), slash - docs.size()));
-    return resolve_pointer(documents_[n], "#" + (slash == std::string::npos ? "" : ref.substr(slash))) != nullptr;
+    std::string inside = "#";
+    if (slash != std::string::npos) inside.append(ref, slash, std::string::npos);
+    return resolve_pointer(documents_[n], inside) != nullptr;
   }
 
   JsonValue& root_;
