@@ -1,7 +1,9 @@
 // ember-schema-compile: compiles JSON Schema files the way a request's json_schema is compiled
 // (schema -> GBNF -> grammar -> matcher start state) and prints one JSON line per file:
 // {"file", "status": "compiled" | "refused", "reason", "relaxed": [...], "compile_ms", "rules"}.
-// benchmarks/schema_coverage.py runs it over SchemaStore's schemas.
+// benchmarks/schema_coverage.py runs it over SchemaStore's schemas. `--schema-dir DIR` (first)
+// resolves remote $refs from the documents in DIR, as ember-server --schema-dir does.
+#include "../examples/common/schema_dir.hpp"
 #include "grammar/grammar.hpp"
 #include "grammar/json_schema.hpp"
 #include "grammar/matcher.hpp"
@@ -16,14 +18,20 @@
 
 int main(int argc, char** argv) {
   using namespace ember::grammar;
-  for (int i = 1; i < argc; ++i) {
+  ember::SchemaResolver resolver;
+  int first = 1;
+  if (argc > 2 && std::string(argv[1]) == "--schema-dir") {
+    resolver = ember_examples::schema_dir_resolver(argv[2]);
+    first = 3;
+  }
+  for (int i = first; i < argc; ++i) {
     std::ifstream in(argv[i], std::ios::binary);
     std::stringstream text;
     text << in.rdbuf();
     nlohmann::json out = {{"file", argv[i]}};
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      const SchemaGrammar g = compile_json_schema(text.str());
+      const SchemaGrammar g = compile_json_schema(text.str(), "root", resolver);
       const auto grammar = std::make_shared<const Grammar>(parse_gbnf(g.gbnf));
       Matcher matcher(grammar);
       out["status"] = "compiled";

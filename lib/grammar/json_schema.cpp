@@ -1,6 +1,7 @@
 #include "grammar/json_schema.hpp"
 
 #include "grammar/grammar.hpp"
+#include "grammar/schema_bundle.hpp"
 #include "grammar/schema_converter.hpp"
 #include "grammar/schema_formats.hpp"
 #include "grammar/schema_numbers.hpp"
@@ -415,8 +416,10 @@ std::string SchemaConverter::resolve(const std::string& ref, const std::string& 
   return name;
 }
 
-SchemaGrammar compile_json_schema(std::string_view schema_json, std::string_view root_rule) {
-  const JsonValue schema = parse_json(schema_json, "json_schema");
+SchemaGrammar compile_json_schema(std::string_view schema_json, std::string_view root_rule,
+                                  const SchemaResolver& resolver) {
+  JsonValue schema = parse_json(schema_json, "json_schema");
+  bundle_schema(schema, resolver);
   if (root_rule.empty() || root_rule.rfind("json-", 0) == 0 || root_rule == "ws" ||
       !std::all_of(root_rule.begin(), root_rule.end(),
                    [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; }))

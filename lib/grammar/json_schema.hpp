@@ -6,7 +6,8 @@
 // a schema), minProperties (up to the required count), maxProperties (bounding the extra
 // members), items, prefixItems, minItems/maxItems, uniqueItems (in the grammar over up to 6
 // values, otherwise checked while decoding: SchemaGrammar::unique_rules), enum, const, anyOf, oneOf (exactly one: only
-// branches shown disjoint, see schema_overlap.hpp), $ref to "#", "#/$defs/..." or any local JSON pointer, $defs /
+// branches shown disjoint, see schema_overlap.hpp), $ref to "#", "#/$defs/..." or any local JSON pointer, to
+// embedded resources ($id) and anchors, or to other documents (a SchemaResolver: schema_bundle.hpp), $defs /
 // definitions, minLength/maxLength, minimum/maximum/exclusiveMinimum/exclusiveMaximum on
 // integers, pattern (the subset in schema_regex.hpp), format date, time, date-time and uuid,
 // and the annotations (title, description, examples, default, $schema, $id, $comment,
@@ -24,6 +25,8 @@
 //   * whitespace between tokens is "", " ", or a newline and up to 20 spaces or tabs.
 #pragma once
 
+#include <ember/ember.hpp>
+
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,7 +43,9 @@ struct SchemaGrammar {
   // set): the grammar cannot say it, the decoder checks it (CompiledGrammar::mark_unique_items).
   std::vector<std::string> unique_rules;
 };
-SchemaGrammar compile_json_schema(std::string_view schema_json, std::string_view root_rule = "root");
+// `resolver` supplies the documents of remote $refs (schema_bundle.hpp); without one they are refused.
+SchemaGrammar compile_json_schema(std::string_view schema_json, std::string_view root_rule = "root",
+                                  const SchemaResolver& resolver = {});
 
 // Translates a schema (JSON text) to a GBNF grammar whose rule `root_rule` is the document; its
 // other rules are named `root_rule-...` (or, for root, after the property paths), `ws` and

@@ -197,6 +197,25 @@ std::string SchemaConverter::object(const JsonValue& s, const std::string& path,
   const auto is_required = [&](const std::string& n) {
     return std::find(required.begin(), required.end(), n) != required.end();
   };
+  // A name is validated by every patternProperties pattern it matches, beside `properties`:
+  // the patterns' schemas (not trivially true) a known name must satisfy; nullopt when some
+  // pattern cannot be tested (pattern_matches).
+  const JsonValue* patterns = s.find("patternProperties");
+  const auto matching = [&](const std::string& name) -> std::optional<std::vector<const JsonValue*>> {
+    std::vector<const JsonValue*> out;
+    if (!patterns || patterns->type != Type::object) return out;
+    for (const auto& [pattern, schema] : patterns->members) {
+      const std::optional<bool> m = pattern_matches(pattern, name);
+      if (!m) return std::nullopt;
+      if (*m) out.push_back(&schema);
+    }
+    return out;
+  };
+  const auto with_patterns = [&](JsonValue schema, const std::vector<const JsonValue*>& ms) {
+    for (const JsonValue* m : ms)
+      if (!trivially_true(*m)) schema = trivially_true(schema) ? *m : both(schema, *m);
+    return schema;
+  };
   if (props)
     for (const auto& [name, schema] : props->members) {
       names.push_back(name);
@@ -206,18 +225,23 @@ std::string SchemaConverter::object(const JsonValue& s, const std::string& path,
           unsatisfiable(path, fmt::format("a required property '{}' that no value satisfies", name));
         continue;
       }
-      listed.push_back({name, schema, is_required(name)});
+      const auto ms = matching(name);
+      if (!ms) note(path, fmt::format("whether '{}' matches a patternProperties pattern is not checked", name));
+      listed.push_back({name, ms ? with_patterns(schema, *ms) : schema, is_required(name)});
     }
-  // A required name `properties` does not list takes the schema of extra members.
+  // A required name `properties` does not list takes the schemas of the patterns it matches, or
+  // of extra members when it matches none.
   for (const std::string& name : required) {
     if (props && props->find(name)) continue;
-    if (closed && !s.find("patternProperties"))
-      unsatisfiable(path, fmt::format("'required' naming '{}', which 'additionalProperties' forbids", name));
-    if (s.find("patternProperties"))
+    const auto ms = matching(name);
+    if (!ms)
       note(path, fmt::format("whether the required '{}' matches a patternProperties pattern is not checked", name));
+    if (closed && ms && ms->empty())
+      unsatisfiable(path, fmt::format("'required' naming '{}', which 'additionalProperties' forbids", name));
     names.push_back(name);
-    listed.push_back(
-        {name, additional && additional->type == Type::object ? *additional : value_of(Type::boolean, true), true});
+    const JsonValue extra =
+        additional && additional->type == Type::object ? *additional : value_of(Type::boolean, true);
+    listed.push_back({name, ms && !ms->empty() ? with_patterns(value_of(Type::boolean, true), *ms) : extra, true});
   }
   std::size_t required_count = required.size();
   // minProperties: optional ones become required, in order (narrower).

@@ -2,6 +2,7 @@
 
 #include "grammar/schema_numbers.hpp"
 #include "grammar/schema_overlap.hpp"
+#include "grammar/schema_regex.hpp"
 #include "util/check.hpp"
 
 namespace ember::grammar {
@@ -454,17 +455,26 @@ JsonValue SchemaNormalizer::merge_flat(const JsonValue& a, const JsonValue& b, c
     set(out, "enum", make_array(std::move(values)));
   }
   // properties by name; one side's property the other does not list must also satisfy the
-  // other's additionalProperties (when that side has no patternProperties to decide it).
+  // other's patternProperties schemas it matches, or its additionalProperties if none.
   const JsonValue* pa = a.find("properties");
   const JsonValue* pb = b.find("properties");
   const auto extra_of = [&](const JsonValue& side, const std::string& name) -> std::optional<JsonValue> {
+    std::optional<JsonValue> matched;
+    if (const JsonValue* pp = side.find("patternProperties"); pp && pp->type == Type::object)
+      for (const auto& [pattern, schema] : pp->members) {
+        const std::optional<bool> m = pattern_matches(pattern, name);
+        if (!m) {
+          notes_.add(fmt::format(
+              "'additionalProperties' at {}: whether '{}' matches a patternProperties pattern is not checked", at,
+              name));
+          return std::nullopt;
+        }
+        if (*m && !is_true(schema)) matched = matched ? all_of(*matched, schema) : schema;
+        if (*m && !matched) matched = json_bool(true);
+      }
+    if (matched) return is_true(*matched) ? std::nullopt : matched;
     const JsonValue* ap = side.find("additionalProperties");
     if (!ap || is_true(*ap)) return std::nullopt;
-    if (side.find("patternProperties")) {
-      notes_.add(fmt::format(
-          "'additionalProperties' at {}: whether '{}' matches a patternProperties pattern is not checked", at, name));
-      return std::nullopt;
-    }
     return *ap;
   };
   // Merged at once (not left as allOf), so that a property no value satisfies shows here.
@@ -607,8 +617,10 @@ const JsonValue* SchemaNormalizer::resolve(const std::string& ref_in, const std:
     }
   if (ref.empty()) ref = "#";
   if (ref[0] != '#')
-    fail(ErrorCode::invalid_argument, "json_schema: the remote $ref \"{}\" at {} is not supported", ref_in,
-         path.empty() ? "/" : path);
+    fail(ErrorCode::invalid_argument,
+         "json_schema: the remote $ref \"{}\" at {} is not available (ember fetches nothing: "
+         "EngineOptions::schema_resolver supplies documents, and has none for it)",
+         ref_in, path.empty() ? "/" : path);
   std::string decoded;  // %XX escapes of the URI fragment
   for (std::size_t i = 0; i < ref.size(); ++i) {
     if (ref[i] == '%' && i + 2 < ref.size() && std::isxdigit(static_cast<unsigned char>(ref[i + 1])) &&

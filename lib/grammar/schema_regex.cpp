@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <regex>
 #include <unordered_map>
 #include <vector>
 
@@ -584,5 +585,19 @@ std::string gbnf_literal(std::string_view s) {
 }
 
 std::string pattern_to_gbnf(std::string_view pattern) { return emit(RegexParser(pattern).run()); }
+
+std::optional<bool> pattern_matches(std::string_view pattern, std::string_view text) {
+  // std::regex works on bytes: with ASCII on both sides its ECMAScript grammar is the validators'.
+  const auto ascii = [](std::string_view v) {
+    return std::all_of(v.begin(), v.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+  };
+  if (!ascii(pattern) || !ascii(text) || pattern.size() > 1000) return std::nullopt;
+  try {
+    const std::regex re(pattern.begin(), pattern.end(), std::regex::ECMAScript);
+    return std::regex_search(text.begin(), text.end(), re);
+  } catch (const std::regex_error&) {
+    return std::nullopt;
+  }
+}
 
 }  // namespace ember::grammar

@@ -33,6 +33,11 @@ std::string pattern_to_gbnf(std::string_view pattern);
 std::optional<std::vector<std::string>> pattern_length_rules(std::string_view pattern, int min, std::optional<int> max,
                                                              const std::string& base, std::size_t max_alternatives);
 
+// Whether a validator finds `pattern` in `text` (ECMA-262 search, as JSON Schema's `pattern` and
+// `patternProperties` do): for a property name known when the schema is compiled. nullopt when
+// it cannot tell (a non-ASCII text or pattern, or a pattern std::regex refuses).
+std::optional<bool> pattern_matches(std::string_view pattern, std::string_view text);
+
 // `s` as a GBNF string literal, quotes included.
 std::string gbnf_literal(std::string_view s);
 

@@ -79,7 +79,41 @@ bool TokenTrie::is_end_of_generation(std::int32_t id) const {
 }
 
 CompiledGrammar::CompiledGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie)
-    : matcher_(std::move(grammar)), trie_(std::move(trie)) {}
+    : grammar_(grammar), matcher_(std::move(grammar)), trie_(std::move(trie)) {
+  shortest_bytes_ = matcher_.closing_cost(matcher_.start());
+}
+
+int CompiledGrammar::shortest_document_tokens() {
+  if (const int known = shortest_tokens_.load(); known >= 0) return known;
+  CompiledGrammar own(grammar_, trie_);
+  Matcher& m = own.matcher_;
+  Matcher::State s = own.start();
+  int tokens = 0;
+  // Every step takes at least one byte off the closing cost (a byte-level vocabulary has a
+  // token per byte), so the walk ends within shortest_bytes_ steps; the bound guards others.
+  while (!m.accepting(s) && tokens <= shortest_bytes_) {
+    bool computed = false;
+    const TokenMask& mask = own.mask(s, computed);
+    Matcher::State best = Matcher::kDead;
+    int best_cost = Matcher::kUnreachable;
+    std::size_t best_length = 0;
+    for (std::size_t w = 0; w < mask.size(); ++w)
+      for (std::uint64_t bits = mask[w]; bits != 0; bits &= bits - 1) {
+        const auto id = static_cast<std::int32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(bits)));
+        const std::string& piece = trie_->piece(id);
+        const Matcher::State next = m.advance(s, piece);
+        const int cost = m.closing_cost(next);
+        if (cost < best_cost || (cost == best_cost && piece.size() > best_length))
+          best = next, best_cost = cost, best_length = piece.size();
+      }
+    if (best_cost >= Matcher::kUnreachable) break;
+    s = best;
+    ++tokens;
+  }
+  if (!m.accepting(s)) tokens = Matcher::kUnreachable;
+  shortest_tokens_.store(tokens);
+  return tokens;
+}
 
 void CompiledGrammar::mark_unique_items(const std::vector<std::string>& rules) {
   const Grammar& g = matcher_.grammar();

@@ -30,6 +30,7 @@
 #include "grammar/matcher.hpp"
 #include "grammar/unique_items.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -88,13 +89,25 @@ class CompiledGrammar {
   void mark_unique_items(const std::vector<std::string>& rules);
   // Per grammar element: the `[` that opens such an array. Empty when there are none.
   const std::vector<bool>& unique_opens() const { return unique_opens_; }
+  // The bytes of the grammar's shortest document (Matcher::closing_cost of the start), fixed at
+  // construction: a request whose max_tokens is at least this always closes in time.
+  int shortest_document_bytes() const { return shortest_bytes_; }
+  // The tokens of a shortest document: the walk from the start that takes, at each step, the
+  // token leaving the fewest closing bytes (the longest of those), which is what closing at the
+  // limit does once the budget is below the closing cost. Memoised; computed on matcher tables
+  // of its own, so any thread may call it beside the engine's step. Matcher::kUnreachable when
+  // no document can be finished.
+  int shortest_document_tokens();
 
  private:
+  std::shared_ptr<const Grammar> grammar_;
   Matcher matcher_;
   std::shared_ptr<const TokenTrie> trie_;
   std::unordered_map<Matcher::State, TokenMask> masks_;
   std::vector<Matcher::State> walk_;  // scratch: the state at each trie node
   std::vector<bool> unique_opens_;
+  int shortest_bytes_ = 0;
+  std::atomic<int> shortest_tokens_{-1};
 };
 
 class TokenConstraint {

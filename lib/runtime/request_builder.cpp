@@ -27,7 +27,8 @@ RequestBuilder::RequestBuilder(const EngineOptions& options, const tokenizer::To
       vocab_(vocab),
       context_length_(context_length),
       chat_template_(std::move(chat_template)),
-      chat_template_error_(std::move(template_error)) {
+      chat_template_error_(std::move(template_error)),
+      schema_resolver_(options.schema_resolver) {
   // The markers the template writes around reasoning, else the usual ones where the vocabulary
   // has them as tokens of their own: reasoning is told apart by token, not by text. The closing
   // marker must be one token (it is recognised as the model writes it); the opening one and the
@@ -130,7 +131,7 @@ std::shared_ptr<grammar::CompiledGrammar> RequestBuilder::compiled_grammar(const
   // Compiled without the lock (a large schema takes a while); two requests racing here each
   // compile, and the later one's is kept for the next.
   grammar::SchemaGrammar schema;
-  if (sp.grammar.empty()) schema = grammar::compile_json_schema(sp.json_schema);
+  if (sp.grammar.empty()) schema = grammar::compile_json_schema(sp.json_schema, "root", schema_resolver_);
   auto g = std::make_shared<const grammar::Grammar>(grammar::parse_gbnf(sp.grammar.empty() ? schema.gbnf : sp.grammar));
   auto compiled = std::make_shared<grammar::CompiledGrammar>(std::move(g), token_trie());
   compiled->relaxed = std::move(schema.relaxed);
@@ -186,6 +187,17 @@ std::shared_ptr<Sequence> RequestBuilder::make_sequence(const Request& request, 
   auto seq = std::make_shared<Sequence>(0, sampling, vocab_, tokenizer_, std::move(on_chunk));
   place_after_prompt(prompt, seq->reasoning);
   if (auto compiled = compiled_grammar(request.sampling)) {
+    // Closing at the limit cannot make a document shorter than the grammar's shortest: such a
+    // max_tokens would end unterminated, so it is refused (0 still returns at once).
+    const int max_tokens = request.sampling.max_tokens;
+    if (request.sampling.close_at_limit && max_tokens > 0 && max_tokens < compiled->shortest_document_bytes())
+      if (const int shortest = compiled->shortest_document_tokens(); max_tokens < shortest)
+        fail(
+            ErrorCode::invalid_argument,
+            "max_tokens = {} is below the shortest document the {} allows ({} tokens): the output could not be "
+            "closed in time (close_at_limit = false lets it end unterminated)",
+            max_tokens, request.sampling.grammar.empty() ? "json_schema" : "grammar",
+            shortest >= grammar::Matcher::kUnreachable ? std::string("no finite number of") : std::to_string(shortest));
     seq->completion.schema_relaxed = compiled->relaxed;
     seq->constraint = std::make_unique<grammar::TokenConstraint>(std::move(compiled));
   }

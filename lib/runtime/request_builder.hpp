@@ -66,6 +66,7 @@ class RequestBuilder {
   const int context_length_;
   const std::optional<tokenizer::ChatTemplate> chat_template_;
   const std::string chat_template_error_;
+  const SchemaResolver schema_resolver_;  // EngineOptions::schema_resolver
   // A thinking model's reasoning markers as tokens (open empty: reasoning is not separated);
   // ReasoningTrack says what each is.
   std::vector<std::int32_t> reasoning_open_, reasoning_answer_;

@@ -81,6 +81,10 @@ TEST_CASE("GBNF grammars: the text is a whole string of the language") {
 TEST_CASE("max_tokens cutting a value short finishes with length") {
   Request r = npc_request("A thief", 0.0f, 0);
   r.sampling.max_tokens = 5;
+  // Below the schema's shortest document closing early cannot help: refused at submit, unless
+  // the request accepts an unterminated text.
+  CHECK_THROWS_WITH_AS(engine().submit(r), doctest::Contains("below the shortest document"), Error);
+  r.sampling.close_at_limit = false;
   const Completion c = engine().generate(r);
   CHECK(c.finish_reason == FinishReason::length);
   CHECK(c.generated_tokens == 5);

@@ -347,3 +347,23 @@ TEST_CASE("a counted repeat beside lengths stays small: winget's PackageIdentifi
   CHECK(full.exact());
   CHECK(full(R"("Microsoft.VisualStudioCode")"));
 }
+
+TEST_CASE("a listed or required name takes the schemas of the patternProperties patterns it matches") {
+  Schema s(R"({"type": "object", "properties": {"x-a": {"type": "integer"}}, "required": ["y-b"],
+               "patternProperties": {"^x-": {"minimum": 3}, "^y-": {"type": "string"}},
+               "additionalProperties": false})");
+  CHECK(s(R"({"y-b": "s"})"));
+  CHECK(s(R"({"x-a": 4, "y-b": "s"})"));
+  CHECK_FALSE(s(R"({"x-a": 2, "y-b": "s"})"));  // x-a matches ^x-: at least 3
+  CHECK_FALSE(s(R"({"y-b": 1})"));              // y-b matches ^y-: a string
+  CHECK(s.exact());
+  // A required name no pattern matches, with additionalProperties false: nothing validates.
+  CHECK_THROWS_WITH_AS(compile_json_schema(R"({"required": ["z"], "patternProperties": {"^x-": {}},
+                                               "additionalProperties": false})"),
+                       doctest::Contains("'required' naming 'z'"), ember::Error);
+  // allOf: a name one side lists must satisfy the other's pattern it matches.
+  Schema merged(R"({"allOf": [{"properties": {"x-n": {"type": "integer"}}, "required": ["x-n"]},
+                              {"patternProperties": {"^x-": {"maximum": 5}}}]})");
+  CHECK(merged(R"({"x-n": 5})"));
+  CHECK_FALSE(merged(R"({"x-n": 6})"));
+}

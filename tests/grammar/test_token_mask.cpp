@@ -169,3 +169,16 @@ TEST_CASE("real vocabularies: masks match brute force and cost little") {
     CHECK(worst_ms < 500);  // generous: the machine is shared; typical figures are in docs
   }
 }
+
+TEST_CASE("the shortest document in bytes and in tokens") {
+  // {"name":true} is the shortest, 13 bytes; the toy vocabulary writes it in 5 tokens:
+  // "{\"", "name", "\":", "true", "}".
+  CompiledGrammar g(compile(R"(root ::= "{\"" ("name" | "longer-name") "\":" " "? ("true" | "false") "}")"),
+                    toy_trie());
+  CHECK(g.shortest_document_bytes() == 13);
+  CHECK(g.shortest_document_tokens() == 5);
+  CHECK(g.shortest_document_tokens() == 5);  // memoised, the same
+  CompiledGrammar empty(compile(R"(root ::= "x"?)"), toy_trie());
+  CHECK(empty.shortest_document_bytes() == 0);
+  CHECK(empty.shortest_document_tokens() == 0);
+}
