@@ -427,6 +427,11 @@ struct EngineStats {
   // its experts' weights a step's layer read on average.
   std::uint64_t routed_layers = 0;
   std::uint64_t experts_run = 0;
+  // Embeddings (embed(), rerank()): the texts and pairs computed, each one sequence, and the
+  // steps whose one forward pass carried rows of generating requests and of embedding sequences
+  // both (they share the scheduler's steps).
+  std::uint64_t embedding_sequences = 0;
+  std::uint64_t mixed_steps = 0;
 };
 
 struct StepResult {
