@@ -17,8 +17,7 @@ namespace {
   switch (c.finish_reason) {
     case FinishReason::context:
       fail(ErrorCode::out_of_memory, "embed: the KV cache cannot hold {} tokens", seq.tokens.size());
-    case FinishReason::cancelled:
-      fail(ErrorCode::cancelled, "embed: {}", c.error.empty() ? "cancelled" : c.error);
+    case FinishReason::cancelled: fail(ErrorCode::cancelled, "embed: {}", c.error.empty() ? "cancelled" : c.error);
     default: fail(ErrorCode::internal, "embed: {}", c.error.empty() ? "the sequence did not finish" : c.error);
   }
 }

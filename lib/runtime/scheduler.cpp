@@ -45,8 +45,8 @@ std::vector<ScheduledSequence> Scheduler::schedule(backend::Batch& batch,
 void Scheduler::schedule_running(backend::Batch& batch, std::vector<ScheduledSequence>& step, int& budget,
                                  std::vector<std::shared_ptr<Sequence>>& finished) {
   const auto running = running_;  // preemption below edits running_
-  const auto decodes =
-      std::count_if(running.begin(), running.end(), [](const auto& s) { return s->uncomputed() == 1; });
+  const auto decodes = std::count_if(running.begin(), running.end(),
+                                     [](const auto& s) { return !s->embedding && s->uncomputed() == 1; });
   const bool speculate = decodes <= kSpeculationMaxDecodes;
   int generating = 0;  // generating sequences in the step
   for (const auto& seq : running) {

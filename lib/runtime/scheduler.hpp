@@ -31,9 +31,9 @@
 namespace ember::runtime {
 
 struct SchedulerLimits {
-  int max_batch_tokens = 512;  // rows per step
-  int max_sequences = 16;      // sequences in one step
-  int context_length = 0;      // positions per sequence (drafts stay inside it); 0 = no limit
+  int max_batch_tokens = 512;     // rows per step
+  int max_sequences = 16;         // sequences in one step
+  int context_length = 0;         // positions per sequence (drafts stay inside it); 0 = no limit
   bool whole_embeddings = false;  // attention is not causal: an embedding sequence runs in one step
 };
 

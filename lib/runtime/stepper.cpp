@@ -71,8 +71,8 @@ int Stepper::run_step(Clock::time_point deadline) {
 int Stepper::finish_step() {
   const std::vector<ScheduledSequence> step = std::exchange(step_, {});
   ++steps_;
-  const auto embeddings =
-      std::count_if(step.begin(), step.end(), [](const ScheduledSequence& s) { return s.sequence->embedding != nullptr; });
+  const auto embeddings = std::count_if(step.begin(), step.end(),
+                                        [](const ScheduledSequence& s) { return s.sequence->embedding != nullptr; });
   if (embeddings > 0 && embeddings < static_cast<std::ptrdiff_t>(step.size())) ++mixed_steps_;
   const int context_length = scheduler_.limits().context_length;
   try {

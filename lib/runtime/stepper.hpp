@@ -50,7 +50,7 @@ class Stepper {
   // Returns the rows computed, kPaused or kIdle. Nothing escapes: a failure ends requests with
   // FinishReason::error instead.
   int step(Clock::time_point deadline = Clock::time_point::max());
-  std::uint64_t steps() const { return steps_; }                    // finished steps
+  std::uint64_t steps() const { return steps_; }  // finished steps
   // Finished steps that carried rows of generating and of embedding sequences both
   // (EngineStats::mixed_steps).
   std::uint64_t mixed_steps() const { return mixed_steps_; }
@@ -72,8 +72,8 @@ class Stepper {
   void set_fault_hook(std::function<void(FaultPoint)> hook) { fault_hook_ = std::move(hook); }
 
  private:
-  int run_step(Clock::time_point deadline);  // step()'s body; may throw
-  int finish_step();                         // commits and samples the step whose forward pass is done
+  int run_step(Clock::time_point deadline);      // step()'s body; may throw
+  int finish_step();                             // commits and samples the step whose forward pass is done
   void take_hidden(const ScheduledSequence& s);  // an embedding sequence's rows of the step
   void fail_step(const std::vector<ScheduledSequence>& step, const std::string& why);
   void abort_all(const std::string& why);

@@ -49,8 +49,7 @@ class CpuBackend final : public Backend {
     advance_forward(std::chrono::steady_clock::time_point::max());
   }
 
-  void begin_forward(const Batch& batch, KvCache& kv, std::vector<float>& logits,
-                     std::vector<float>* hidden) override {
+  void begin_forward(const Batch& batch, KvCache& kv, std::vector<float>& logits, std::vector<float>* hidden) override {
     const KvGeometry& g = kv.geometry();
     validate_batch(batch, g.block_count, g.block_size, config_.vocab);
     check_hidden(batch, hidden);
