@@ -462,6 +462,8 @@ typedef struct ember_stats {
   uint64_t speculative_accepted; /* of them, accepted */
   uint64_t routed_layers;        /* mixture-of-experts models: routed layers run (per layer and step) */
   uint64_t experts_run;          /* the distinct experts they ran, summed */
+  uint64_t embedding_sequences;  /* texts and rerank pairs embedded (ember_embed, ember_rerank) */
+  uint64_t mixed_steps;          /* steps that carried generating and embedding rows both */
 } ember_stats;
 
 EMBER_API ember_status ember_engine_stats(const ember_engine* engine, ember_stats* stats);

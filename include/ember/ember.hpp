@@ -433,6 +433,11 @@ struct EngineStats {
   // its experts' weights a step's layer read on average.
   std::uint64_t routed_layers = 0;
   std::uint64_t experts_run = 0;
+  // Embeddings (embed(), rerank()): the texts and pairs computed, each one sequence, and the
+  // steps whose one forward pass carried rows of generating requests and of embedding sequences
+  // both (they share the scheduler's steps).
+  std::uint64_t embedding_sequences = 0;
+  std::uint64_t mixed_steps = 0;
 };
 
 struct StepResult {
@@ -566,11 +571,13 @@ class EMBER_API Engine {
   // architecture's default); empty when the model has none.
   std::string chat_template_source() const;
 
-  // Embeddings of `texts` (one per text, in order), computed in batches of up to
-  // EngineOptions::max_batch_tokens tokens between the engine's generation steps. Encoders
-  // (BERT) and decoders (the final norm's output) both work. Throws Error(invalid_argument) for
-  // an empty text list entry, (context_overflow) when truncate is off and a text does not fit,
-  // (out_of_memory) when the KV cache has no room for a batch now, (unsupported) for rank
+  // Embeddings of `texts` (one per text, in order). Each text is a sequence in the engine's
+  // scheduler that is prefilled and never sampled: it shares steps (one forward pass) with
+  // generation requests and other threads' embed calls, under the same token budget
+  // (docs/api.md#embeddings); the call waits as RequestHandle::wait() does. Encoders (BERT) and
+  // decoders (the final norm's output) both work. Throws Error(invalid_argument) for an empty
+  // text list entry, (context_overflow) when truncate is off and a text does not fit,
+  // (out_of_memory) when a text needs more KV blocks than the pool has, (unsupported) for rank
   // pooling without a classification head or on a decoder, or a device without embeddings (CUDA).
   std::vector<Embedding> embed(const std::vector<std::string>& texts, const EmbedOptions& options = {});
   // The same from token ids (EmbedOptions::add_special ignored: the ids are used as given).

@@ -38,11 +38,16 @@ class Backend {
   // product or of attention: model::Stage) until the pass is done (true: the logits are written)
   // or the next piece would end past `deadline` (false: call again). Every call runs at least one
   // piece, so the pass always progresses, and the result is bit-identical to forward(). batch,
-  // kv and logits must stay untouched until the pass is done, and no other forward may start in
-  // between. A device whose ops can stop inside a pass hands both to a model::PassRunner
-  // (model/decoder_runner.hpp); the default runs the whole pass in the first call (a device that
-  // records the pass as one graph cannot stop inside it).
-  virtual void begin_forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) {
+  // kv, logits and hidden must stay untouched until the pass is done, and no other forward may
+  // start in between. A device whose ops can stop inside a pass hands both to a
+  // model::PassRunner (model/decoder_runner.hpp); the default runs the whole pass in the first
+  // call (a device that records the pass as one graph cannot stop inside it).
+  // `hidden`: where the hidden states of batch.hidden_rows go (embedding sequences, in that
+  // order; after the final norm where the model has one; [hidden rows, embedding] floats,
+  // resized), from the same pass that computes the logit rows' logits; null when the batch has
+  // none. Hidden rows on a device without them (computes_hidden() false): Error(unsupported).
+  virtual void begin_forward(const Batch& batch, KvCache& kv, std::vector<float>& logits, std::vector<float>* hidden) {
+    check_hidden(batch, hidden);
     staged_ = {&batch, &kv, &logits};
   }
   virtual bool advance_forward(std::chrono::steady_clock::time_point deadline) {
@@ -50,17 +55,8 @@ class Backend {
     forward(*staged_.batch, *staged_.kv, *staged_.logits);
     return true;
   }
-
-  // An embedding pass (model::run_hidden): writes each row's K/V as forward() does, and the
-  // hidden states of `batch.logit_rows` (in that order; after the final norm where the model has
-  // one) into `hidden` ([n, embedding] floats, resized). A sequence of a model whose attention
-  // is not causal must be whole in the batch. Throws Error(unsupported) on a device without it.
-  virtual void forward_hidden(const Batch& batch, KvCache& kv, std::vector<float>& hidden) {
-    (void)batch;
-    (void)kv;
-    (void)hidden;
-    fail(ErrorCode::unsupported, "backend '{}' does not compute embeddings; use the CPU", name());
-  }
+  // Whether begin_forward() returns hidden states (embedding sequences run on this device).
+  virtual bool computes_hidden() const { return false; }
 
   // A LoRA adapter in the form this backend's forward() applies (SequenceSlice::adapters):
   // what the backend changed in its weights at load (the CPU's INT8 smoothing) applied to the
@@ -90,6 +86,14 @@ class Backend {
   // memory on a GPU. Throws Error(out_of_memory) when it cannot be allocated.
   virtual std::unique_ptr<KvCache> make_kv_cache(const KvGeometry& geometry) const {
     return std::make_unique<KvCache>(geometry);
+  }
+
+ protected:
+  void check_hidden(const Batch& batch, const std::vector<float>* hidden) const {
+    if (batch.hidden_rows.empty()) return;
+    if (!computes_hidden())
+      fail(ErrorCode::unsupported, "backend '{}' does not compute embeddings; use the CPU", name());
+    if (hidden == nullptr) fail(ErrorCode::internal, "a batch with hidden rows but nowhere to write them");
   }
 
  private:

@@ -34,6 +34,12 @@ void validate_batch(const Batch& batch, std::int32_t block_count, std::int32_t b
   if (next_row != rows) fail(ErrorCode::internal, "batch: {} rows but sequences cover {}", rows, next_row);
   for (std::int32_t r : batch.logit_rows)
     if (r < 0 || r >= rows) fail(ErrorCode::internal, "batch: logit row {} out of range", r);
+  for (std::int32_t r : batch.hidden_rows)
+    if (r < 0 || r >= rows) fail(ErrorCode::internal, "batch: hidden row {} out of range", r);
+  // The head gathers both lists into one buffer of the step's rows (DecoderOps::gather_logit_rows).
+  if (batch.logit_rows.size() + batch.hidden_rows.size() > static_cast<std::size_t>(rows))
+    fail(ErrorCode::internal, "batch: {} logit and {} hidden rows in a batch of {}", batch.logit_rows.size(),
+         batch.hidden_rows.size(), rows);
 }
 
 }  // namespace ember::backend

@@ -33,6 +33,9 @@ struct Batch {
   std::vector<std::int32_t> slots;      // KV slot every row writes: block * block_size + offset
   std::vector<SequenceSlice> sequences;
   std::vector<std::int32_t> logit_rows;  // rows that need logits, in the order they are returned
+  // Rows whose hidden states are returned instead (embedding sequences: they never sample), in
+  // the order they are returned; never a logit row too.
+  std::vector<std::int32_t> hidden_rows;
 
   std::int32_t rows() const { return static_cast<std::int32_t>(tokens.size()); }
   void clear() {
@@ -41,12 +44,13 @@ struct Batch {
     slots.clear();
     sequences.clear();
     logit_rows.clear();
+    hidden_rows.clear();
   }
 };
 
 // Checks a batch against the pool's geometry before a backend trusts its indices: every slot
 // inside the pool and inside its sequence's block table, positions consecutive per sequence,
-// logit rows in range. Throws Error(internal) naming the first violation.
+// logit and hidden rows in range and no more of them than rows. Throws Error(internal) naming the first violation.
 void validate_batch(const Batch& batch, std::int32_t block_count, std::int32_t block_size, std::int32_t vocab_size);
 
 }  // namespace ember::backend

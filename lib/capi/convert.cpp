@@ -394,6 +394,8 @@ void write_stats(ember_stats* out, const EngineStats& s) {
   v.speculative_accepted = s.speculative_accepted;
   v.routed_layers = s.routed_layers;
   v.experts_run = s.experts_run;
+  v.embedding_sequences = s.embedding_sequences;
+  v.mixed_steps = s.mixed_steps;
   write_sized(out, v, "ember_stats");
 }
 

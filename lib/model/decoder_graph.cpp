@@ -201,8 +201,10 @@ StageWork stage_work(const ModelConfig& c, int layer, Stage stage, std::int64_t 
     if (stage != Stage::gate_up) return {StageWork::Split::whole, 0};
     return {StageWork::Split::experts, c.experts, {layer, WeightId::expert_gate_up}};
   }
-  if (stage == Stage::final_norm || stage == Stage::lm_head) {
-    if (rows == 0) return {StageWork::Split::whole, 0};  // no logits wanted: no head
+  if (stage == Stage::final_norm || stage == Stage::hidden_output || stage == Stage::lm_head) {
+    if (rows == 0) return {StageWork::Split::whole, 0};  // no logits (or hidden states) wanted
+    if (stage == Stage::lm_head && !c.has_lm_head) return {StageWork::Split::whole, 0};
+    if (stage == Stage::hidden_output) return {};
   }
   if (is_product(stage)) {
     const Product p = product(c, layer, stage);
@@ -270,7 +272,11 @@ void run_stage(const ModelConfig& c, int l, Stage stage, DecoderOps& ops, std::i
     case Stage::final_norm:
       if (rows == 0) return;
       ops.gather_logit_rows();
-      ops.rmsnorm({-1, WeightId::output_norm}, A::logit_input, A::h, rows);
+      // An encoder's last norm ended its last layer.
+      if (c.has_lm_head) ops.rmsnorm({-1, WeightId::output_norm}, A::logit_input, A::h, rows);
+      return;
+    case Stage::hidden_output:
+      if (rows > 0) ops.write_hidden(c.has_lm_head ? A::h : A::logit_input);
       return;
     default: return;
   }
@@ -296,27 +302,23 @@ void run_layer(const ModelConfig& c, int l, DecoderOps& ops, std::int64_t rows) 
   for (const Stage stage : kLayerStages) run_whole(c, l, stage, ops, rows);
 }
 
-void run_head(const ModelConfig& c, DecoderOps& ops, std::int64_t logit_rows) {
-  for (const Stage stage : kHeadStages) run_whole(c, -1, stage, ops, logit_rows);
-}
-
-void run_decoder(const ModelConfig& c, DecoderOps& ops, std::int64_t rows, std::int64_t logit_rows) {
-  begin_step(c, ops);
-  for (int l = 0; l < c.layers; ++l) run_layer(c, l, ops, rows);
-  run_head(c, ops, logit_rows);
-}
-
-void run_hidden(const ModelConfig& c, DecoderOps& ops, std::int64_t rows, std::int64_t output_rows) {
-  begin_step(c, ops);
-  for (int l = 0; l < c.layers; ++l) run_layer(c, l, ops, rows);
-  if (output_rows == 0) return;
-  if (!c.has_lm_head) {  // an encoder's last norm ended its last layer
-    ops.gather_logit_rows();
-    ops.write_hidden(Activation::logit_input);
-    return;
+std::int64_t head_rows(Stage stage, std::int64_t logit_rows, std::int64_t hidden_rows) {
+  switch (stage) {
+    case Stage::final_norm: return logit_rows + hidden_rows;
+    case Stage::hidden_output: return hidden_rows;
+    default: return logit_rows;
   }
-  run_stage(c, -1, Stage::final_norm, ops, output_rows, 0, 1);  // gathers the rows, then the final norm
-  ops.write_hidden(Activation::h);
+}
+
+void run_head(const ModelConfig& c, DecoderOps& ops, std::int64_t logit_rows, std::int64_t hidden_rows) {
+  for (const Stage stage : kHeadStages) run_whole(c, -1, stage, ops, head_rows(stage, logit_rows, hidden_rows));
+}
+
+void run_decoder(const ModelConfig& c, DecoderOps& ops, std::int64_t rows, std::int64_t logit_rows,
+                 std::int64_t hidden_rows) {
+  begin_step(c, ops);
+  for (int l = 0; l < c.layers; ++l) run_layer(c, l, ops, rows);
+  run_head(c, ops, logit_rows, hidden_rows);
 }
 
 void DecoderOps::layer_norm(WeightRef, WeightRef, Activation, Activation, std::int64_t) {

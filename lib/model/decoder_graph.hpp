@@ -14,6 +14,7 @@
 //                 or, in a routed (mixture-of-experts) layer, the same three steps per expert
 //                 over the rows the router sends it, weighted: x += Σ_k w_k down_k(...)
 //   logits = rmsnorm(x[logit rows], output_norm) W_lm_headᵀ
+//   hidden = rmsnorm(x[hidden rows], output_norm)      (embedding sequences in the same step)
 //
 // An encoder (BERT: ModelConfig::norm_after_residual) is the same graph with attention that is
 // not causal, LayerNorms after the residual adds instead of norms before the branches, learned
@@ -23,7 +24,7 @@
 //   per layer:  qkv = x Wqkvᵀ + qkv_bias;  store k, v;  attn = attention of q over the sequence
 //               x = layernorm(x + attn Woᵀ + wo_bias, attn_norm)
 //               x = layernorm(x + gelu(x Wupᵀ + up_bias) Wdownᵀ + down_bias, ffn_norm)
-//   hidden = x[output rows]          (no lm_head: run_hidden)
+//   hidden = x[hidden rows]          (no lm_head, no logit rows)
 #pragma once
 
 #include "model/decoder_tensors.hpp"
@@ -163,8 +164,9 @@ class DecoderOps {
   // x += the rows of the `positions` table at the step's positions + row 0 of `types` (absent
   // in the file: nothing). Encoders only.
   virtual void add_position_embeddings(WeightRef positions, WeightRef types);
-  // The step's hidden-state output ([output rows, embedding], run_hidden) = the rows of `from`
-  // ([output rows, embedding], logit_input or h). Embedding passes only.
+  // The step's hidden-state output ([hidden rows, embedding]) = the hidden rows' part of `from`
+  // (logit_input or h: rows [logit rows, logit rows + hidden rows), gather_logit_rows' order).
+  // Only in a step with hidden rows (Stage::hidden_output).
   virtual void write_hidden(Activation from);
   // The same over each head_dim slice of the q or k part of qkv, in place.
   virtual void rmsnorm_heads(WeightRef weight, QkvPart part) = 0;
@@ -206,7 +208,7 @@ class DecoderOps {
   // Default: Error(unsupported).
   virtual void routed_feed_forward(int layer, FeedForward kind, Activation in, Activation out, bool accumulate,
                                    int expert_begin, int expert_end);
-  // logit_input = the rows of x that need logits.
+  // logit_input = the rows of x that need logits, then the hidden rows (Batch::hidden_rows).
   virtual void gather_logit_rows() = 0;
 
   // How finely a host that stops inside a pass (decoder_runner.hpp) may split a stage on this
@@ -226,7 +228,9 @@ class DecoderOps {
 // product by ranges of its outputs, attention by ranges of its query rows. The rest (norms, rope,
 // the KV store, residual adds: cheap, row by row) run whole. The ops promise that a part equals
 // the same part of the whole stage bit for bit, so every split gives the same pass. The head is
-// two stages after the last layer (layer -1), over the logit rows.
+// three stages after the last layer (layer -1): the final norm over the logit and hidden rows
+// together (a norm is row by row: each row's result is the one it gets alone), the hidden rows'
+// copy out, and the lm_head over the logit rows only (head_rows()).
 enum class Stage {
   attention_norm,
   qkv,
@@ -239,12 +243,16 @@ enum class Stage {
   down,
   layer_end,
   final_norm,
-  lm_head,
+  hidden_output,
+  lm_head,  // last: PassRunner sizes its table by it
 };
 inline constexpr Stage kLayerStages[] = {
     Stage::attention_norm, Stage::qkv,     Stage::qkv_finish, Stage::attention, Stage::wo,
     Stage::ffn_norm,       Stage::gate_up, Stage::activation, Stage::down,      Stage::layer_end};
-inline constexpr Stage kHeadStages[] = {Stage::final_norm, Stage::lm_head};
+inline constexpr Stage kHeadStages[] = {Stage::final_norm, Stage::hidden_output, Stage::lm_head};
+
+// The rows a head stage runs over, of a step with `logit_rows` and `hidden_rows`.
+std::int64_t head_rows(Stage stage, std::int64_t logit_rows, std::int64_t hidden_rows);
 
 // How a stage may be split: into `units` (a product's outputs, attention's rows, a routed
 // feed-forward's experts; 1 for a stage that runs whole, 0 for one with nothing to do).
@@ -257,7 +265,7 @@ struct StageWork {
   WeightRef weight{};
 };
 
-// `rows`: the step's rows for a layer's stage, its logit rows for the head's.
+// `rows`: the step's rows for a layer's stage, head_rows() for the head's.
 StageWork stage_work(const ModelConfig& config, int layer, Stage stage, std::int64_t rows);
 // Units [begin, end) of `stage` of layer `layer` (-1: the head).
 void run_stage(const ModelConfig& config, int layer, Stage stage, DecoderOps& ops, std::int64_t rows,
@@ -266,10 +274,10 @@ void run_stage(const ModelConfig& config, int layer, Stage stage, DecoderOps& op
 // Whole pieces: the step's start (embeddings, rotation angles), a layer, the head, all of it.
 void begin_step(const ModelConfig& config, DecoderOps& ops);
 void run_layer(const ModelConfig& config, int layer, DecoderOps& ops, std::int64_t rows);
-void run_head(const ModelConfig& config, DecoderOps& ops, std::int64_t logit_rows);
-void run_decoder(const ModelConfig& config, DecoderOps& ops, std::int64_t rows, std::int64_t logit_rows);
-// An embedding pass: the layers, then the hidden states of the output rows (the step's logit
-// rows; after the final norm where the model has one) through DecoderOps::write_hidden.
-void run_hidden(const ModelConfig& config, DecoderOps& ops, std::int64_t rows, std::int64_t output_rows);
+// `hidden_rows`: rows whose hidden states the step returns (after the final norm where the
+// model has one) through DecoderOps::write_hidden, beside the logits of `logit_rows`.
+void run_head(const ModelConfig& config, DecoderOps& ops, std::int64_t logit_rows, std::int64_t hidden_rows = 0);
+void run_decoder(const ModelConfig& config, DecoderOps& ops, std::int64_t rows, std::int64_t logit_rows,
+                 std::int64_t hidden_rows = 0);
 
 }  // namespace ember::model

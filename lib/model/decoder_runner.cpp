@@ -18,15 +18,17 @@ void PassRunner::StageCost::learn(const StageWork& work, bool first, double seco
     unit = seconds / weight;
 }
 
-void PassRunner::begin(DecoderOps& ops, std::span<const std::int32_t> positions, std::int64_t logit_rows) {
+void PassRunner::begin(DecoderOps& ops, std::span<const std::int32_t> positions, std::int64_t logit_rows,
+                       std::int64_t hidden_rows) {
   const auto rows = static_cast<std::int64_t>(positions.size());
   // What a unit costs depends on the rows; attention's also on the context, new every pass.
-  if (rows != rows_ || logit_rows != logit_rows_) costs_.fill({});
+  if (rows != rows_ || logit_rows != logit_rows_ || hidden_rows != hidden_rows_) costs_.fill({});
   costs_[static_cast<std::size_t>(Stage::attention)] = {};
   ops_ = &ops;
   positions_ = positions;
   rows_ = rows;
   logit_rows_ = logit_rows;
+  hidden_rows_ = hidden_rows;
   layer_ = 0;
   stage_ = 0;
   next_unit_ = 0;
@@ -46,7 +48,7 @@ bool PassRunner::next_part(Part& part) {
     }
     part.stage = stages[stage_];
     part.layer = head ? -1 : layer_;
-    part.rows = head ? logit_rows_ : rows_;
+    part.rows = head ? head_rows(part.stage, logit_rows_, hidden_rows_) : rows_;
     part.work = stage_work(config_, part.layer, part.stage, part.rows);
     if (next_unit_ < part.work.units) return true;
     ++stage_;

@@ -26,8 +26,10 @@ class PassRunner {
 
   // Starts a pass over `ops`, which the device has set up for the step already: `positions` holds
   // each row's position (what a row of attention costs grows with it) and must stay valid until the
-  // pass is done; `logit_rows` rows need logits. Runs the step's start (model::begin_step).
-  void begin(DecoderOps& ops, std::span<const std::int32_t> positions, std::int64_t logit_rows);
+  // pass is done; `logit_rows` rows need logits, `hidden_rows` their hidden states (run_head).
+  // Runs the step's start (model::begin_step).
+  void begin(DecoderOps& ops, std::span<const std::int32_t> positions, std::int64_t logit_rows,
+             std::int64_t hidden_rows = 0);
 
   // Runs the pass's stages in order, the splittable ones (StageWork) in parts sized to end by
   // `deadline`, from what a unit of the stage last cost in this pass (or the last of as many rows).
@@ -60,7 +62,7 @@ class PassRunner {
   const ModelConfig& config_;
   DecoderOps* ops_ = nullptr;
   std::span<const std::int32_t> positions_;
-  std::int64_t rows_ = -1, logit_rows_ = -1;
+  std::int64_t rows_ = -1, logit_rows_ = -1, hidden_rows_ = -1;
   int layer_ = 0;               // the next stage's layer; config_.layers: the head
   std::size_t stage_ = 0;       // the next stage, in kLayerStages or kHeadStages
   std::int64_t next_unit_ = 0;  // the next stage's first unit not run yet

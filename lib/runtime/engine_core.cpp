@@ -115,6 +115,7 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options)
   limits.max_batch_tokens = options.max_batch_tokens;
   limits.max_sequences = options.max_sequences;
   limits.context_length = context_length_;
+  limits.whole_embeddings = !config_.causal;
   scheduler_ = std::make_unique<Scheduler>(*pool_, limits);
   response_cache_ = std::make_unique<ResponseCache>(options.response_cache_bytes);
   output_ =
@@ -255,6 +256,7 @@ EngineStats EngineCore::stats() const {
   EngineStats s;
   s.requests_submitted = requests_submitted_;
   s.steps = stepper_->steps();
+  s.mixed_steps = stepper_->mixed_steps();
   output_->add_totals(s);
   const BlockPool::Stats p = pool_->stats();
   s.prefix_lookups = p.lookups;

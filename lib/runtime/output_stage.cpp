@@ -248,6 +248,11 @@ void OutputStage::serve_from_response_cache(const std::shared_ptr<Sequence>& seq
 
 void OutputStage::finalize(const std::shared_ptr<Sequence>& seq) {
   scheduler_.remove(seq);  // releases its blocks; published ones stay in the prefix cache
+  if (seq->embedding) {    // not a request: no text, no callback, no request totals
+    if (seq->completion.finish_reason == FinishReason::stop) ++totals_.embedding_sequences;
+    mark_done(*seq);
+    return;
+  }
   Completion& c = seq->completion;
   while (!c.reasoning.empty() && is_space(c.reasoning.back())) c.reasoning.pop_back();
   ++totals_.requests_finished;
@@ -280,9 +285,13 @@ void OutputStage::finalize(const std::shared_ptr<Sequence>& seq) {
   seq->on_chunk = nullptr;
   t.response_ms += ms_between(t0, Clock::now());
   t.total_ms = std::max(ms_between(seq->submitted, Clock::now()), 1e-6);
+  mark_done(*seq);
+}
+
+void OutputStage::mark_done(Sequence& seq) {
   {
     std::lock_guard lock(finished_mutex_);
-    seq->done.store(true, std::memory_order_release);
+    seq.done.store(true, std::memory_order_release);
   }
   finished_cv_.notify_all();
 }
@@ -299,6 +308,7 @@ void OutputStage::add_totals(EngineStats& stats) const {
   stats.generated_tokens = totals_.generated_tokens;
   stats.speculative_proposed = totals_.speculative_proposed;
   stats.speculative_accepted = totals_.speculative_accepted;
+  stats.embedding_sequences = totals_.embedding_sequences;
 }
 
 }  // namespace ember::runtime

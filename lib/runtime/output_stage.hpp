@@ -47,11 +47,13 @@ class OutputStage {
   void serve_from_response_cache(const std::shared_ptr<Sequence>& seq, Completion hit);
   // Blocks until `seq` has been finalized; from any thread, without the engine's lock.
   void wait_done(const Sequence& seq);
-  // The totals of finished requests: requests_finished and the token counters of EngineStats.
+  // The totals of finished requests: requests_finished and the token counters of EngineStats,
+  // and the embedding sequences computed.
   void add_totals(EngineStats& stats) const;
 
  private:
   void on_token(Sequence& seq, float* logits);
+  void mark_done(Sequence& seq);  // wakes the sequence's waiters
   void emit(Sequence& seq, const std::string& text, const std::int32_t* tokens, std::size_t token_count, bool last,
             const float* logprobs = nullptr, const std::vector<TokenLogprob>* top_logprobs = nullptr,
             ChunkStream stream = ChunkStream::answer);

@@ -10,6 +10,10 @@ namespace {
 
 int blocks_for(int tokens, int block_size) { return (tokens + block_size - 1) / block_size; }
 
+// The tokens a sequence's blocks must hold once admitted: its prompt and, when it generates,
+// the first generated token, so that an admitted request does not immediately preempt others.
+int tokens_to_hold(const Sequence& seq) { return static_cast<int>(seq.tokens.size()) + (seq.embedding ? 0 : 1); }
+
 // Waiting order: higher priority first, then earlier arrival.
 bool runs_before(const Sequence& a, const Sequence& b) {
   return a.priority != b.priority ? a.priority > b.priority : a.id < b.id;
@@ -32,17 +36,27 @@ std::vector<ScheduledSequence> Scheduler::schedule(backend::Batch& batch,
   batch.clear();
   std::vector<ScheduledSequence> step;
   int budget = limits_.max_batch_tokens;
+  schedule_running(batch, step, budget, finished);
+  admit_waiting(batch, step, budget, finished);
+  return step;
+}
 
-  // 1. Running sequences, oldest first: their decode tokens and the next chunks of their prompts.
+// 1. Running sequences, oldest first: their decode tokens and the next chunks of their prompts.
+void Scheduler::schedule_running(backend::Batch& batch, std::vector<ScheduledSequence>& step, int& budget,
+                                 std::vector<std::shared_ptr<Sequence>>& finished) {
   const auto running = running_;  // preemption below edits running_
-  const auto decodes =
-      std::count_if(running.begin(), running.end(), [](const auto& s) { return s->uncomputed() == 1; });
+  const auto decodes = std::count_if(running.begin(), running.end(),
+                                     [](const auto& s) { return !s->embedding && s->uncomputed() == 1; });
   const bool speculate = decodes <= kSpeculationMaxDecodes;
+  int generating = 0;  // generating sequences in the step
   for (const auto& seq : running) {
     if (seq->state != SequenceState::running) continue;  // preempted earlier in this pass
-    if (budget == 0 || static_cast<int>(step.size()) == limits_.max_sequences) break;
+    if (budget == 0) break;
+    const bool embedding = seq->embedding != nullptr;
+    if (!embedding && generating == limits_.max_sequences) continue;
     const int rows = std::min(seq->uncomputed(), budget);
     if (rows <= 0) continue;
+    if (embedding && limits_.whole_embeddings && rows < seq->uncomputed()) continue;  // (admitted whole)
     if (!reserve_blocks(*seq, seq->computed + rows, step)) {
       // No newer sequence left to preempt. Alone, it can never grow: it ends with `context`;
       // otherwise it yields its blocks to the older ones and is recomputed later.
@@ -56,41 +70,67 @@ std::vector<ScheduledSequence> Scheduler::schedule(backend::Batch& batch,
       continue;
     }
     std::vector<std::int32_t> draft;
-    if (speculate && seq->uncomputed() == 1 && seq->sampling.speculative_tokens > 0)
+    if (speculate && seq->uncomputed() == 1 && seq->sampling.speculative_tokens > 0 && !embedding)
       draft = draft_for(*seq, budget - rows);
     budget -= rows + static_cast<int>(draft.size());
     append_rows(seq, rows, std::move(draft), batch, step);
+    generating += embedding ? 0 : 1;
   }
+}
 
-  // 2. Waiting requests in priority order, while the budget, the sequence limit and the free
-  //    blocks allow. Admission never preempts: only running sequences grow by preemption.
-  while (!waiting_.empty() && budget > 0 && static_cast<int>(step.size()) < limits_.max_sequences &&
-         static_cast<int>(running_.size()) < limits_.max_sequences) {
-    const auto seq = waiting_.front();
-    const int needed = blocks_for(static_cast<int>(seq->tokens.size()) + 1, pool_.block_size());
+// 2. Waiting requests in priority order, while the budget, the sequence limit and the free
+//    blocks allow. Admission never preempts: only running sequences grow by preemption.
+void Scheduler::admit_waiting(backend::Batch& batch, std::vector<ScheduledSequence>& step, int& budget,
+                              std::vector<std::shared_ptr<Sequence>>& finished) {
+  int generating = static_cast<int>(
+      std::count_if(step.begin(), step.end(), [](const ScheduledSequence& s) { return !s.sequence->embedding; }));
+  int running_generating = running();
+  for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0;) {
+    const auto seq = *it;
+    const bool embedding = seq->embedding != nullptr;
+    if (!embedding && (generating >= limits_.max_sequences || running_generating >= limits_.max_sequences)) {
+      ++it;  // held by the sequence limit, which embedding sequences behind it do not count in
+      continue;
+    }
+    const int needed = blocks_for(tokens_to_hold(*seq), pool_.block_size());
     if (needed > pool_.block_count()) {  // could not fit even in an empty pool
-      waiting_.pop_front();
+      it = waiting_.erase(it);
       seq->state = SequenceState::finished;
       seq->completion.finish_reason = FinishReason::context;
       finished.push_back(seq);
       continue;
     }
+    int rows = std::min(seq->uncomputed(), budget);
+    if (embedding && limits_.whole_embeddings && rows < seq->uncomputed()) {
+      if (!step.empty()) break;  // whole in a later step, alone if it must be
+      rows = seq->uncomputed();
+    }
     if (!admit(seq)) break;  // keep arrival order: wait for blocks rather than skip ahead
-    waiting_.pop_front();
+    it = waiting_.erase(it);
     running_.push_back(seq);
     seq->state = SequenceState::running;
     if (!seq->first_scheduled) seq->first_scheduled = Clock::now();
-    const int rows = std::min(seq->uncomputed(), budget);
     append_rows(seq, rows, {}, batch, step);
-    budget -= rows;
+    budget = std::max(0, budget - rows);
+    if (!embedding) {
+      ++generating;
+      ++running_generating;
+    }
   }
-  return step;
+}
+
+int Scheduler::running() const {
+  return static_cast<int>(std::count_if(running_.begin(), running_.end(), [](const auto& s) { return !s->embedding; }));
+}
+
+int Scheduler::waiting() const {
+  return static_cast<int>(std::count_if(waiting_.begin(), waiting_.end(), [](const auto& s) { return !s->embedding; }));
 }
 
 bool Scheduler::admit(const std::shared_ptr<Sequence>& seq) {
   const int bs = pool_.block_size();
   if (seq->blocks.empty()) {
-    seq->blocks = pool_.match_prefix(seq->tokens, seq->prefix_root);
+    if (!seq->embedding) seq->blocks = pool_.match_prefix(seq->tokens, seq->prefix_root);
     seq->published_blocks = static_cast<int>(seq->blocks.size());
     seq->computed = seq->published_blocks * bs;
     seq->last_block_hash = seq->prefix_root;
@@ -100,14 +140,13 @@ bool Scheduler::admit(const std::shared_ptr<Sequence>& seq) {
           std::span(seq->tokens).subspan(static_cast<std::size_t>(b * bs), static_cast<std::size_t>(bs)));
     if (!seq->first_scheduled) seq->completion.cached_prompt_tokens = std::min(seq->computed, seq->prompt_tokens);
   }
-  // Room for the whole remaining prompt and the first generated token, so that an admitted
-  // request does not immediately preempt others.
-  const int needed = blocks_for(static_cast<int>(seq->tokens.size()) + 1, bs) - static_cast<int>(seq->blocks.size());
+  const int needed = blocks_for(tokens_to_hold(*seq), bs) - static_cast<int>(seq->blocks.size());
   if (needed > pool_.free_blocks()) {
     release_blocks(*seq);
     return false;
   }
-  const int first_chunk = std::min(seq->uncomputed(), limits_.max_batch_tokens);
+  const bool whole = seq->embedding && limits_.whole_embeddings;
+  const int first_chunk = whole ? seq->uncomputed() : std::min(seq->uncomputed(), limits_.max_batch_tokens);
   const bool ok = reserve_blocks(*seq, seq->computed + first_chunk, {});
   EMBER_ASSERT(ok);
   return true;
@@ -142,6 +181,7 @@ std::vector<std::shared_ptr<Sequence>> Scheduler::sequences() const {
 void Scheduler::preempt(const std::shared_ptr<Sequence>& victim, bool count) {
   if (count) ++preemptions_;
   release_blocks(*victim);
+  if (victim->embedding) victim->embedding->restart();
   running_.erase(std::find(running_.begin(), running_.end(), victim));
   add(victim);  // recomputed later; its published blocks are likely still cached
 }
@@ -185,6 +225,15 @@ void Scheduler::append_rows(const std::shared_ptr<Sequence>& seq, int rows, std:
     batch.slots.push_back(seq->blocks[static_cast<std::size_t>(pos / bs)] * bs + pos % bs);
   }
   batch.sequences.push_back({s.row_begin, rows + drafted, seq->blocks, seq->adapters});
+  if (seq->embedding) {  // hidden states instead of logits, of the rows its pooling reads
+    s.hidden_index = static_cast<int>(batch.hidden_rows.size());
+    for (int i = 0; i < rows; ++i)
+      if (seq->embedding->wants(seq->computed + i, static_cast<int>(seq->tokens.size())))
+        batch.hidden_rows.push_back(s.row_begin + i);
+    s.hidden_count = static_cast<int>(batch.hidden_rows.size()) - s.hidden_index;
+    step.push_back(std::move(s));
+    return;
+  }
   if (seq->computed + rows == static_cast<int>(seq->tokens.size())) {
     s.logit_index = static_cast<int>(batch.logit_rows.size());
     for (int i = rows - 1; i < rows + drafted; ++i) batch.logit_rows.push_back(s.row_begin + i);
@@ -199,6 +248,7 @@ void Scheduler::commit(const std::vector<ScheduledSequence>& step) {
 void Scheduler::advance(Sequence& seq, int rows) {
   const int bs = pool_.block_size();
   seq.computed += rows;
+  if (seq.embedding) return;  // never published (the class comment says why)
   while ((seq.published_blocks + 1) * bs <= seq.computed) {
     const auto block_tokens =
         std::span(seq.tokens)

@@ -5,6 +5,7 @@
 #include "backend/batch.hpp"
 #include "grammar/token_mask.hpp"
 #include "model/lora_adapter.hpp"
+#include "runtime/embedding_task.hpp"
 #include "runtime/sampler.hpp"
 #include "runtime/stop_matcher.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -66,6 +67,9 @@ struct Sequence {
   // depends only on this sequence's generated tokens, never on the batch it runs in.
   std::unique_ptr<grammar::TokenConstraint> constraint;
   ReasoningTrack reasoning;
+  // An embedding sequence (Engine::embed, rerank): its prompt is computed and pooled, nothing is
+  // sampled, and its KV blocks never enter the prefix cache (Scheduler). Null: it generates.
+  std::unique_ptr<EmbeddingTask> embedding;
 
   std::vector<std::int32_t> tokens;  // prompt, then every generated token
   int prompt_tokens = 0;

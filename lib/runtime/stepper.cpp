@@ -1,5 +1,6 @@
 #include "runtime/stepper.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace ember::runtime {
@@ -54,7 +55,7 @@ int Stepper::run_step(Clock::time_point deadline) {
   try {
     if (!step_paused_) {
       inject(FaultPoint::forward);
-      backend_.begin_forward(batch_, kv_, logits_);
+      backend_.begin_forward(batch_, kv_, logits_, &hidden_);
     }
     step_paused_ = !backend_.advance_forward(deadline);
     if (step_paused_) return kPaused;
@@ -70,11 +71,15 @@ int Stepper::run_step(Clock::time_point deadline) {
 int Stepper::finish_step() {
   const std::vector<ScheduledSequence> step = std::exchange(step_, {});
   ++steps_;
+  const auto embeddings = std::count_if(step.begin(), step.end(),
+                                        [](const ScheduledSequence& s) { return s.sequence->embedding != nullptr; });
+  if (embeddings > 0 && embeddings < static_cast<std::ptrdiff_t>(step.size())) ++mixed_steps_;
   const int context_length = scheduler_.limits().context_length;
   try {
     inject(FaultPoint::sample);
     scheduler_.commit(step);
     for (const ScheduledSequence& s : step) {
+      if (s.sequence->embedding) take_hidden(s);
       if (s.logit_index < 0) continue;
       output_.sample_rows(s, logits_.data());
       if (s.sequence->state == SequenceState::running && static_cast<int>(s.sequence->tokens.size()) >= context_length)
@@ -87,6 +92,16 @@ int Stepper::finish_step() {
   for (const ScheduledSequence& s : step)
     if (s.sequence->state == SequenceState::finished) output_.finalize(s.sequence);
   return batch_.rows();
+}
+
+void Stepper::take_hidden(const ScheduledSequence& s) {
+  Sequence& seq = *s.sequence;
+  seq.embedding->take(hidden_.data() + static_cast<std::ptrdiff_t>(s.hidden_index) * backend_.config().embedding,
+                      s.hidden_count);
+  if (seq.uncomputed() > 0) return;
+  seq.embedding->finish(static_cast<int>(seq.tokens.size()));
+  seq.completion.finish_reason = FinishReason::stop;
+  seq.state = SequenceState::finished;  // finalized with the step's other finished sequences
 }
 
 void Stepper::fail_step(const std::vector<ScheduledSequence>& step, const std::string& why) {

@@ -50,7 +50,10 @@ class Stepper {
   // Returns the rows computed, kPaused or kIdle. Nothing escapes: a failure ends requests with
   // FinishReason::error instead.
   int step(Clock::time_point deadline = Clock::time_point::max());
-  std::uint64_t steps() const { return steps_; }                    // finished steps
+  std::uint64_t steps() const { return steps_; }  // finished steps
+  // Finished steps that carried rows of generating and of embedding sequences both
+  // (EngineStats::mixed_steps).
+  std::uint64_t mixed_steps() const { return mixed_steps_; }
   bool idle() const { return !step_paused_ && scheduler_.idle(); }  // no request left
   bool paused() const { return step_paused_; }                      // a step stopped inside its pass
 
@@ -69,8 +72,9 @@ class Stepper {
   void set_fault_hook(std::function<void(FaultPoint)> hook) { fault_hook_ = std::move(hook); }
 
  private:
-  int run_step(Clock::time_point deadline);  // step()'s body; may throw
-  int finish_step();                         // commits and samples the step whose forward pass is done
+  int run_step(Clock::time_point deadline);      // step()'s body; may throw
+  int finish_step();                             // commits and samples the step whose forward pass is done
+  void take_hidden(const ScheduledSequence& s);  // an embedding sequence's rows of the step
   void fail_step(const std::vector<ScheduledSequence>& step, const std::string& why);
   void abort_all(const std::string& why);
   void shift(const std::shared_ptr<Sequence>& seq);  // ContextPolicy::shift on a full window
@@ -84,10 +88,12 @@ class Stepper {
   OutputStage& output_;
   const Logger& logger_;
   std::uint64_t steps_ = 0;
+  std::uint64_t mixed_steps_ = 0;
   bool cancel_pending_ = false;                   // a running request was cancelled since the last step
   std::atomic<bool> cancel_soon_pending_{false};  // cancel_soon() flagged a request since then
   backend::Batch batch_;
   std::vector<float> logits_;
+  std::vector<float> hidden_;  // the embedding sequences' rows (Batch::hidden_rows)
   // The step whose forward pass is under way (step_paused_: it stopped inside it).
   std::vector<ScheduledSequence> step_;
   bool step_paused_ = false;

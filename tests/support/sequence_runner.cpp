@@ -45,7 +45,7 @@ std::vector<float> SequenceRunner::append(const std::vector<std::int32_t>& token
     if (pieces == nullptr) {
       backend_.forward(batch, *kv_, logits);
     } else {
-      backend_.begin_forward(batch, *kv_, logits);
+      backend_.begin_forward(batch, *kv_, logits, nullptr);
       const auto deadline = [&] {
         return piece_budget == std::chrono::steady_clock::duration::zero()
                    ? std::chrono::steady_clock::time_point::min()

@@ -45,25 +45,21 @@ class CpuBackend final : public Backend {
   }
 
   void forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) override {
-    begin_forward(batch, kv, logits);
+    begin_forward(batch, kv, logits, nullptr);
     advance_forward(std::chrono::steady_clock::time_point::max());
   }
 
-  void begin_forward(const Batch& batch, KvCache& kv, std::vector<float>& logits) override {
+  void begin_forward(const Batch& batch, KvCache& kv, std::vector<float>& logits, std::vector<float>* hidden) override {
     const KvGeometry& g = kv.geometry();
     validate_batch(batch, g.block_count, g.block_size, config_.vocab);
-    ops_->begin(batch, kv, &logits);
-    runner_.begin(*ops_, batch.positions, static_cast<std::int64_t>(batch.logit_rows.size()));
+    check_hidden(batch, hidden);
+    ops_->begin(batch, kv, &logits, hidden);
+    runner_.begin(*ops_, batch.positions, static_cast<std::int64_t>(batch.logit_rows.size()),
+                  static_cast<std::int64_t>(batch.hidden_rows.size()));
   }
 
   bool advance_forward(std::chrono::steady_clock::time_point deadline) override { return runner_.advance(deadline); }
-
-  void forward_hidden(const Batch& batch, KvCache& kv, std::vector<float>& hidden) override {
-    const KvGeometry& g = kv.geometry();
-    validate_batch(batch, g.block_count, g.block_size, config_.vocab);
-    ops_->begin(batch, kv, &hidden, /*hidden=*/true);
-    model::run_hidden(config_, *ops_, batch.rows(), static_cast<std::int64_t>(batch.logit_rows.size()));
-  }
+  bool computes_hidden() const override { return true; }
 
  private:
   std::uint64_t linear_bytes(int layer) const {

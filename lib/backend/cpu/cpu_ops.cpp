@@ -21,15 +21,19 @@ CpuOps::CpuOps(const model::ModelConfig& config, const CpuWeights& weights, cons
       kv_dim_(std::int64_t{config.kv_heads} * config.head_dim),
       qkv_dim_(q_dim_ + 2 * kv_dim_) {}
 
-void CpuOps::begin(const Batch& batch, KvCache& kv, std::vector<float>* logits, bool hidden) {
+void CpuOps::begin(const Batch& batch, KvCache& kv, std::vector<float>* logits, std::vector<float>* hidden) {
   const KvGeometry& g = kv.geometry();
   batch_ = &batch;
   kv_ = &kv;
   logits_ = logits;
+  hidden_ = hidden;
   rows_ = batch.rows();
   resize_scratch(rows_);
-  if (logits_ != nullptr)
-    logits_->resize(batch.logit_rows.size() * static_cast<std::size_t>(hidden ? config_.embedding : config_.vocab));
+  if (logits_ != nullptr) logits_->resize(batch.logit_rows.size() * static_cast<std::size_t>(config_.vocab));
+  if (!batch.hidden_rows.empty()) {
+    EMBER_ASSERT(hidden_ != nullptr);
+    hidden_->resize(batch.hidden_rows.size() * static_cast<std::size_t>(config_.embedding));
+  }
   seqs_.clear();
   lora_ = false;
   for (const SequenceSlice& s : batch.sequences) lora_ |= !s.adapters.empty();
@@ -136,10 +140,10 @@ void CpuOps::add_position_embeddings(model::WeightRef positions, model::WeightRe
 }
 
 void CpuOps::write_hidden(Activation from) {
-  EMBER_ASSERT(logits_ != nullptr);
-  const std::size_t n = batch_->logit_rows.size() * static_cast<std::size_t>(config_.embedding);
-  logits_->resize(n);
-  std::copy(at(from), at(from) + n, logits_->data());
+  EMBER_ASSERT(hidden_ != nullptr);
+  const auto d = static_cast<std::size_t>(config_.embedding);
+  const float* first = at(from) + batch_->logit_rows.size() * d;  // after the logit rows (gather_logit_rows)
+  std::copy(first, first + batch_->hidden_rows.size() * d, hidden_->data());
 }
 
 void CpuOps::linear(model::WeightRef weight, Activation in, Activation out, std::int64_t rows, bool accumulate) {
@@ -214,10 +218,11 @@ std::int64_t CpuOps::output_granule(model::WeightRef weight, std::int64_t rows) 
 void CpuOps::gather_logit_rows() {
   const std::int64_t d = config_.embedding;
   float* dst = at(Activation::logit_input);
-  for (std::size_t i = 0; i < batch_->logit_rows.size(); ++i) {
-    const float* src = x_.data() + batch_->logit_rows[i] * d;
-    std::copy(src, src + d, dst + static_cast<std::int64_t>(i) * d);
-  }
+  for (const std::vector<std::int32_t>* rows : {&batch_->logit_rows, &batch_->hidden_rows})
+    for (const std::int32_t r : *rows) {
+      const float* src = x_.data() + r * d;
+      dst = std::copy(src, src + d, dst);
+    }
 }
 
 // Scratch grows to the largest batch seen and is reused: no allocation per step.

@@ -49,9 +49,10 @@ class CpuOps final : public model::DecoderOps {
          kernels::cpu::CpuContext& ctx, LinearInputObserver* observer = nullptr);
 
   // Starts a step over `batch` (validated against kv by the caller): K/V go to kv, logits to
-  // `logits` (resized to [logit rows, vocab]; null when the step computes none), or with
-  // `hidden` the hidden states of the logit rows ([logit rows, embedding], write_hidden).
-  void begin(const Batch& batch, KvCache& kv, std::vector<float>* logits, bool hidden = false);
+  // `logits` (resized to [logit rows, vocab]; null when the step computes none), the hidden
+  // states of the hidden rows to `hidden` ([hidden rows, embedding], write_hidden; null when the
+  // step has none).
+  void begin(const Batch& batch, KvCache& kv, std::vector<float>* logits, std::vector<float>* hidden = nullptr);
   // A step's activation (after the op that writes it), e.g. the lm_head's input for calibration.
   const float* data(model::Activation a) const;
 
@@ -109,6 +110,7 @@ class CpuOps final : public model::DecoderOps {
   const Batch* batch_ = nullptr;
   KvCache* kv_ = nullptr;
   std::vector<float>* logits_ = nullptr;
+  std::vector<float>* hidden_ = nullptr;
   std::int64_t rows_ = 0;
   kernels::cpu::KvLayout layout_{};
   std::array<kernels::cpu::RopeAngles, 2> angles_;  // by RopeAngleSet
