@@ -15,8 +15,10 @@
 // The float epilogue is gemm_grouped_tiers.hpp's, lane by lane: equal to the other tiers.
 //
 // Decode's few term rows (up to four) go through tile_rows, which holds their sums in registers;
-// prefill's many through panel_rows, which holds a group's unpacked weights in registers and
-// streams up to 16 rows past them (docs/benchmarks.md#grouped-x86-tiers has the two measured).
+// more (prefill, many streams decoding, the two-term lm_head of a batch) through panel_rows (4
+// bits) or panel_rows8, which hold a group's unpacked weights in registers and stream up to 16
+// rows past them (docs/benchmarks.md#grouped-x86-tiers and #x86-tiers-session21 have them
+// measured).
 //
 // Compiled with -mavx2 -mfma -mf16c -ffp-contract=off (kernels/CMakeLists.txt); raw pointers
 // and intrinsics only (gemm_grouped_tiers.hpp says why).
@@ -242,6 +244,94 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
   }
 }
 
+// Many term rows of 8-bit weights: term rows [row0, row0 + rows), rows <= kPanelRows. The sign
+// trick needs two registers a line (q and |q|), so a group's 8 lines do not fit the 16 registers
+// at once: its two halves (inputs 0-15, 16-31) are unpacked in turn, each streamed past every
+// row, the rows' INT32 sums of the first half kept in a small array (L1) for the second. The
+// float operations on each output are tile_rows', in the same order.
+template <int NB, bool kOffsets, int kTerms>
+void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
+  constexpr int C = 2 * NB;
+  constexpr std::int32_t kBias = 128;
+  const std::int64_t record = job.record_bytes, groups = job.groups;
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi16(1);
+  alignas(32) float sum[kPanelRows][C][8];
+  alignas(32) std::int32_t half_acc[kPanelRows][8];
+  for (int i = 0; i < rows; ++i)
+    for (int c = 0; c < C; ++c) _mm256_store_ps(sum[i][c], _mm256_setzero_ps());
+
+  for (std::int64_t s = 0; s < job.spans; ++s) {
+    const std::uint8_t* rec = job.weights + s * NB * record;
+    if (row0 == 0)  // the first pass over the tile; past its end it is the next tile's
+      for (std::int64_t at = 0; at < NB * record; at += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(rec + job.prefetch_ahead + at), _MM_HINT_T0);
+    for (int h = 0; h < 2; ++h) {
+      const std::int64_t g = 2 * s + h;
+#pragma GCC unroll 1
+      for (int c = 0; c < C; ++c) {
+        const int b = c / 2;
+        const std::uint8_t* lines = rec + (c % 2) * 32;
+        const std::uint8_t* scales = rec + NB * 16 * 64 + (h * NB + b) * 32 + (c % 2) * 16;
+#pragma GCC unroll 1
+        for (int half = 0; half < 2; ++half) {
+          __m256i q[4], m[4];
+#pragma GCC unroll 4
+          for (int j = 0; j < 4; ++j) {
+            const __m256i u =
+                _mm256_load_si256(reinterpret_cast<const __m256i*>(lines + ((h * 8 + 4 * half + j) * NB + b) * 64));
+            q[j] = _mm256_xor_si256(u, bias);
+            m[j] = _mm256_abs_epi8(q[j]);
+          }
+#pragma GCC unroll 1
+          for (int i = 0; i < rows; ++i) {
+            const std::int8_t* x = job.q + (row0 + i) * job.padded_in + g * 32 + 16 * half;
+            __m256i a0 = _mm256_madd_epi16(_mm256_maddubs_epi16(m[0], _mm256_sign_epi8(broadcast4(x), q[0])), ones);
+            __m256i a1 = _mm256_madd_epi16(_mm256_maddubs_epi16(m[1], _mm256_sign_epi8(broadcast4(x + 4), q[1])), ones);
+            a0 = _mm256_add_epi32(
+                a0, _mm256_madd_epi16(_mm256_maddubs_epi16(m[2], _mm256_sign_epi8(broadcast4(x + 8), q[2])), ones));
+            a1 = _mm256_add_epi32(
+                a1, _mm256_madd_epi16(_mm256_maddubs_epi16(m[3], _mm256_sign_epi8(broadcast4(x + 12), q[3])), ones));
+            __m256i a = _mm256_add_epi32(a0, a1);
+            if (half == 0) {
+              _mm256_store_si256(reinterpret_cast<__m256i*>(half_acc[i]), a);
+              continue;
+            }
+            a = _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(half_acc[i])), a);
+            const std::int32_t xsum = job.sums[(row0 + i) * groups + g];
+            const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
+            __m256 v;
+            if constexpr (kOffsets) {
+              a = _mm256_add_epi32(a, _mm256_set1_epi32(kBias * xsum));
+              const __m256 o = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + NB * 64)));
+              v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
+              v = _mm256_fmadd_ps(o, _mm256_set1_ps(static_cast<float>(xsum)), v);
+            } else {
+              v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
+            }
+            const __m256 xs = _mm256_set1_ps(job.scales[(row0 + i) * groups + g]);
+            _mm256_store_ps(sum[i][c], _mm256_fmadd_ps(v, xs, _mm256_load_ps(sum[i][c])));
+          }
+        }
+      }
+    }
+  }
+
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int c = 0; c < C; ++c) {
+    const std::int64_t n0 = job.first_output + c * 8;
+    if (n0 >= job.out) break;
+    const std::int64_t left = job.out - n0;
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left < 8 ? left : 8)), lane);
+    for (int i = 0; i < rows / kTerms; ++i) {
+      float* yp = job.y + (row0 / kTerms + i) * job.out + n0;
+      __m256 v = _mm256_load_ps(sum[kTerms * i][c]);
+      if constexpr (kTerms == 2) v = _mm256_add_ps(v, _mm256_load_ps(sum[2 * i + 1][c]));
+      if (job.accumulate) v = _mm256_add_ps(_mm256_maskload_ps(yp, mask), v);
+      _mm256_maskstore_ps(yp, mask, v);
+    }
+  }
+}
+
 using RowsFn = void (*)(const TileJob&, std::int64_t);
 
 // The micro-kernel for `rows` term rows (1..kTileRows; with two terms, even) of NB blocks.
@@ -261,17 +351,22 @@ RowsFn rows_kernel(std::int64_t rows) {
 
 template <int kBits, bool kOffsets, int kTerms>
 void run_format(const TileJob& job) {
-  if constexpr (kBits == 4) {
-    if (job.term_rows > kTileRows) {
-      for (std::int64_t i = 0; i < job.term_rows; i += kPanelRows) {
-        const auto rows = static_cast<int>(job.term_rows - i < kPanelRows ? job.term_rows - i : kPanelRows);
+  if (job.term_rows > kTileRows) {
+    for (std::int64_t i = 0; i < job.term_rows; i += kPanelRows) {
+      const auto rows = static_cast<int>(job.term_rows - i < kPanelRows ? job.term_rows - i : kPanelRows);
+      if constexpr (kBits == 4) {
         if (job.blocks == 2)
           panel_rows<2, kOffsets, kTerms>(job, i, rows);
         else
           panel_rows<1, kOffsets, kTerms>(job, i, rows);
+      } else {
+        if (job.blocks == 2)
+          panel_rows8<2, kOffsets, kTerms>(job, i, rows);
+        else
+          panel_rows8<1, kOffsets, kTerms>(job, i, rows);
       }
-      return;
     }
+    return;
   }
   for (std::int64_t i = 0; i < job.term_rows; i += kTileRows) {
     const std::int64_t rows = job.term_rows - i < kTileRows ? job.term_rows - i : kTileRows;
