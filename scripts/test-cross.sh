@@ -85,11 +85,21 @@ if [[ $target == windows-dll ]]; then
   echo "test-cross: the consumer ran against $(cd "$build/prefix/bin" && ls *.dll)"
   exit 0
 fi
-tests=(kernels_test backend_equivalence_test engine_test batch_invariance_test test_model_gguf
-       tokenizer_unit_test grammar_gbnf runtime_block_pool robustness_files_test
-       platform_tokens_test)
-# The same logits at every arm64 tier the CPU model has (the test reruns itself under qemu).
-[[ $target == arm64 ]] && tests+=(isa_invariance_test)
+# The issue's set: ctest's kernel, model, tokenizer, grammar, backend-equivalence and engine
+# tests, and the layers that touch the OS (files, mappings, threads). Left out: the `golden`
+# label (long numeric runs against references, minutes natively), the stress test, the
+# grammar corpus (a Python driver on the build machine) and ember-inspect's tests (examples
+# are not built here).
+tests=(kernels_test isa_invariance_test
+       test_model_dequant test_model_gguf test_model_bad_input test_model_real
+       tokenizer_unit_test chat_template_test tokenizer_golden_test tokenizer_gemma3_test template_test
+       grammar_gbnf grammar_json_schema grammar_schema_coverage grammar_token_mask
+       grammar_unique_items grammar_close_at_limit
+       backend_equivalence_test
+       engine_test engine_async_test engine_background_test batch_invariance_test engine_state_test
+       engine_state_real_model_test platform_tokens_test load_test grammar_engine_test
+       speculation_test thinking_test lora_engine_test
+       runtime_block_pool robustness_files_test)
 # EMBER_CROSS_TESTS="a b" runs those tests instead (CI's shorter set).
 [[ -n ${EMBER_CROSS_TESTS:-} ]] && read -r -a tests <<<"$EMBER_CROSS_TESTS"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
