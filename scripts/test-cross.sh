@@ -50,6 +50,8 @@ scripts/install-deps.sh
 # The default model, for platform_tokens_test (its greedy tokens on this platform equal the
 # committed ones); under Wine its Unix path is read through the Z: drive.
 export EMBER_MODEL=${EMBER_MODEL:-$(scripts/fetch-model.sh)}
+# Gemma 3's tokenizer (tokenizer_gemma3_test), as scripts/test.sh fetches it.
+export EMBER_GEMMA3_MODEL=${EMBER_GEMMA3_MODEL:-$(scripts/fetch-model.sh gemma3)}
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -82,7 +84,20 @@ if [[ $target == windows-dll ]]; then
         -DCMAKE_TOOLCHAIN_FILE="$PWD/$toolchain" -Dember_DIR="$PWD/$build/prefix/lib/cmake/ember"
   cmake --build "$build/consumer"
   WINEPATH="$PWD/$build/prefix/bin;$WINEPATH" wine "$build/consumer/ember-consumer.exe"
-  echo "test-cross: the consumer ran against $(cd "$build/prefix/bin" && ls *.dll)"
+  # The C ABI example (C11, examples/c_api) against the same package, in a project of its own,
+  # then run on the default model: a C program through the DLL's C ABI end to end.
+  rm -rf "$build/c_api_project" "$build/c_api"
+  mkdir -p "$build/c_api_project"
+  printf '%s\n' 'cmake_minimum_required(VERSION 3.22)' 'project(ember_c_api LANGUAGES C CXX)' \
+         'find_package(ember 0.1 REQUIRED)' "add_subdirectory(\"$PWD/examples/c_api\" c_api)" \
+         >"$build/c_api_project/CMakeLists.txt"
+  cmake -S "$build/c_api_project" -B "$build/c_api" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_TOOLCHAIN_FILE="$PWD/$toolchain" -Dember_DIR="$PWD/$build/prefix/lib/cmake/ember"
+  cmake --build "$build/c_api"
+  WINEPATH="$PWD/$build/prefix/bin;$WINEPATH" wine "$build/c_api/c_api/ember-c-api.exe" "$EMBER_MODEL" \
+    "Name one colour." | tee "$build/c_api/answer.txt"
+  grep -q "^finish: " "$build/c_api/answer.txt"
+  echo "test-cross: the consumer and the C ABI example ran against $(cd "$build/prefix/bin" && ls *.dll)"
   exit 0
 fi
 # The issue's set: ctest's kernel, model, tokenizer, grammar, backend-equivalence and engine
