@@ -46,8 +46,8 @@ for tier in neon dotprod i8mm; do
   EMBER_CPU_ISA=$tier "$qemu" -cpu max -L /usr/aarch64-linux-gnu -plugin "$plugin,out=$PWD/$out" "$exe" >/dev/null
   printf '%-8s' "$tier"
   for f in "${!families[@]}"; do
-    printf '%20s' "$(awk -F'\t' 'NR == FNR {want[$1]; next} $2 in want {s += $1} END {printf "%d", s}' \
+    printf '%20s' "$(awk -F'\t' 'NR == FNR {want[$1]; next} $2 in want {s += $1} END {printf "%.0f", s}' \
                         <(symbols "${families[$f]}") "$out")"
   done
-  printf '%20s\n' "$(awk -F'\t' '{s += $1} END {printf "%d", s}' "$out")"
+  printf '%20s\n' "$(awk -F'\t' '{s += $1} END {printf "%.0f", s}' "$out")"
 done

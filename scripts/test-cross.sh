@@ -115,6 +115,14 @@ tests=(kernels_test isa_invariance_test
        engine_state_real_model_test platform_tokens_test load_test grammar_engine_test
        speculation_test thinking_test lora_engine_test
        runtime_block_pool robustness_files_test)
+# grammar_close_at_limit runs a real model through many constrained completions (minutes
+# natively, past 15 minutes under qemu): on arm64, grammar_engine_test is the real-model grammar
+# check and the grammar code itself is CPU-independent.
+if [[ $target == arm64 ]]; then
+  kept=()
+  for t in "${tests[@]}"; do [[ $t == grammar_close_at_limit ]] || kept+=("$t"); done
+  tests=("${kept[@]}")
+fi
 # EMBER_CROSS_TESTS="a b" runs those tests instead (CI's shorter set).
 [[ -n ${EMBER_CROSS_TESTS:-} ]] && read -r -a tests <<<"$EMBER_CROSS_TESTS"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$toolchain" \

@@ -36,8 +36,8 @@ void qemu_plugin_register_vcpu_tb_exec_cb(qemu_plugin_tb* tb, vcpu_udata_cb cb, 
 void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, udata_cb cb, void* userdata);
 
 __attribute__((visibility("default"))) extern const int qemu_plugin_version;
-__attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info,
-                                                               int argc, char** argv);
+__attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t* info, int argc,
+                                                               char** argv);
 }
 
 const int qemu_plugin_version = 1;
@@ -79,7 +79,8 @@ void on_exit(qemu_plugin_id_t, void*) {
     if (count > 0) rows.emplace_back(count, symbol);
   std::sort(rows.rbegin(), rows.rend());
   if (std::FILE* f = std::fopen(out_path.c_str(), "w")) {
-    for (const auto& [count, symbol] : rows) std::fprintf(f, "%llu\t%s\n", static_cast<unsigned long long>(count), symbol.c_str());
+    for (const auto& [count, symbol] : rows)
+      std::fprintf(f, "%llu\t%s\n", static_cast<unsigned long long>(count), symbol.c_str());
     std::fclose(f);
   }
 }
