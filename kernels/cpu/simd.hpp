@@ -22,12 +22,18 @@
 #endif
 #endif
 
-#if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__) && !defined(EMBER_NO_CLONES)
-#define EMBER_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+// target_clones needs the loader's ifunc, which only ELF has: a MinGW-w64 (PE) build gets the
+// baseline copies of those loops. VecOps' AVX2 and AVX-512 forms are plain functions with a
+// target attribute, picked by the tier: every x86-64 GCC/Clang build has them, Windows included.
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(EMBER_NO_CLONES)
 #define EMBER_X86_DISPATCH 1
 #else
-#define EMBER_CLONES
 #define EMBER_X86_DISPATCH 0
+#endif
+#if EMBER_X86_DISPATCH && defined(__ELF__)
+#define EMBER_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define EMBER_CLONES
 #endif
 
 // arm64: the NEON form (kernels/cpu/arch/arm/attention_neon.cpp) serves every arm64 tier.

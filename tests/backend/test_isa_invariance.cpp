@@ -15,6 +15,9 @@
 #include <doctest/doctest.h>
 
 #include <unistd.h>
+#if defined(_WIN32)
+#include <windows.h>  // GetModuleFileNameA
+#endif
 
 #include <cstdint>
 #include <cstdio>
@@ -95,6 +98,30 @@ std::uint64_t fnv1a(const std::vector<char>& bytes) {
 // failure message of a native run; a digest that differs on one platform only is the bug.
 constexpr std::uint64_t kLogitsDigest = 0xb3454edc8bd6a721ull;
 
+// This test's executable, which the case below reruns once per tier.
+std::string self_path() {
+#if defined(_WIN32)
+  char path[MAX_PATH];
+  const DWORD n = GetModuleFileNameA(nullptr, path, MAX_PATH);
+  return std::string(path, n);
+#else
+  return std::filesystem::read_symlink("/proc/self/exe").string();
+#endif
+}
+
+// Set in this process, inherited by the child std::system starts (no shell syntax needed, so
+// cmd.exe on Windows runs the same command as sh elsewhere).
+void set_env(const char* name, const std::string& value) {
+#if defined(_WIN32)
+  _putenv_s(name, value.c_str());
+#else
+  if (value.empty())
+    unsetenv(name);
+  else
+    setenv(name, value.c_str(), 1);
+#endif
+}
+
 std::vector<char> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -113,7 +140,7 @@ TEST_CASE("isa invariance: dump this tier's logits") {
 TEST_CASE("isa invariance: the logits are the same bit for bit at every available tier") {
   if (std::getenv("EMBER_ISA_DUMP") != nullptr) return;
   const auto dir = std::filesystem::temp_directory_path();
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string self = self_path();
   const char* emulator = std::getenv("EMBER_TEST_EMULATOR");
   const std::string prefix = emulator != nullptr && *emulator != '\0' ? std::string(emulator) + " " : "";
   std::vector<char> scalar;
@@ -125,9 +152,19 @@ TEST_CASE("isa invariance: the logits are the same bit for bit at every availabl
     }
     CAPTURE(std::string(k::to_string(tier)));
     const std::string path = (dir / ("ember_isa_" + std::to_string(::getpid()) + "_" + k::to_string(tier))).string();
-    const std::string command = std::string("EMBER_CPU_ISA=") + k::to_string(tier) + " EMBER_ISA_DUMP=" + path + " " +
-                                prefix + "'" + self + "' -tc='isa invariance: dump*' > /dev/null";
-    REQUIRE(std::system(command.c_str()) == 0);
+    set_env("EMBER_CPU_ISA", k::to_string(tier));
+    set_env("EMBER_ISA_DUMP", path);
+#if defined(_WIN32)
+    // A Windows program starts another directly, under Wine too (the emulator prefix is the
+    // host's command). cmd /c drops the first and last quote of the line: the outer pair.
+    const std::string command = "\"\"" + self + "\" \"-tc=isa invariance: dump*\" > NUL\"";
+#else
+    const std::string command = prefix + "'" + self + "' -tc='isa invariance: dump*' > /dev/null";
+#endif
+    const int status = std::system(command.c_str());
+    set_env("EMBER_ISA_DUMP", "");
+    set_env("EMBER_CPU_ISA", "");
+    REQUIRE(status == 0);
     const std::vector<char> bytes = read_file(path);
     std::filesystem::remove(path);
     REQUIRE(bytes.size() > 1000);

@@ -453,3 +453,17 @@ TEST_CASE("int8 KV: the Hadamard rotation keeps norms, undoes itself and spreads
   }
   CHECK(error_rotated < 0.25 * error_plain);
 }
+
+// The vector forms serve every tier that has them: MinGW-w64 builds ran the scalar loops on AVX2
+// CPUs while the vector forms hid behind the ELF-only target_clones condition, and the tests
+// above, comparing every form they get with scalar, could not see it.
+TEST_CASE("attention's vector loops serve each tier the CPU has, on every GCC/Clang build") {
+  CHECK(vec_ops(CpuTier::scalar).tier == CpuTier::scalar);
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(EMBER_NO_CLONES)
+  if (tier_available(CpuTier::avx2)) CHECK(vec_ops(CpuTier::avx2).tier == CpuTier::avx2);
+  if (tier_available(CpuTier::avx512_vnni)) CHECK(vec_ops(CpuTier::avx512_vnni).tier == CpuTier::avx512_vnni);
+#endif
+#if defined(__aarch64__)
+  CHECK(vec_ops(CpuTier::neon).tier == CpuTier::neon);
+#endif
+}

@@ -13,6 +13,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <system_error>
 
 using namespace ember::model;
 using namespace ember::test;
@@ -260,7 +261,14 @@ TEST_CASE("open errors are io errors naming the path and the reason") {
     FAIL("opened without an error");
     return std::string();
   };
-  CHECK(open_error((dir / "missing.gguf").string()).find("No such file") != std::string::npos);
+  // The OS's own words for a missing file: strerror's on POSIX, FormatMessage's for
+  // ERROR_FILE_NOT_FOUND (2) on Windows.
+#if defined(_WIN32)
+  const std::string missing_text = std::system_category().message(2);
+#else
+  const std::string missing_text = "No such file";
+#endif
+  CHECK(open_error((dir / "missing.gguf").string()).find(missing_text) != std::string::npos);
   CHECK(open_error(dir.string()).find("directory") != std::string::npos);
   const auto empty = dir / "empty.gguf";
   std::ofstream(empty).close();
@@ -274,6 +282,8 @@ TEST_CASE("open errors are io errors naming the path and the reason") {
   } else {
     CHECK(open_error(locked.string()).find("Permission denied") != std::string::npos);
   }
+  // Windows keeps a read-only file from being deleted with its folder.
+  std::filesystem::permissions(locked, std::filesystem::perms::owner_all);
   // A broken file on disk reports its path too.
   const auto broken = dir / "broken.gguf";
   auto image = valid_raw_gguf();
