@@ -284,7 +284,7 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
           }
 #pragma GCC unroll 1
           for (int i = 0; i < rows; ++i) {
-            const std::int8_t* x = job.q + (row0 + i) * job.padded_in + g * 32 + 16 * half;
+            const std::int8_t* x = job.q + (row0 + i) * job.q_stride + g * 32 + 16 * half;
             __m256i a0 = _mm256_madd_epi16(_mm256_maddubs_epi16(m[0], _mm256_sign_epi8(broadcast4(x), q[0])), ones);
             __m256i a1 = _mm256_madd_epi16(_mm256_maddubs_epi16(m[1], _mm256_sign_epi8(broadcast4(x + 4), q[1])), ones);
             a0 = _mm256_add_epi32(
