@@ -100,16 +100,15 @@ void Scheduler::admit_waiting(backend::Batch& batch, std::vector<ScheduledSequen
       finished.push_back(seq);
       continue;
     }
-    int rows = std::min(seq->uncomputed(), budget);
-    if (embedding && limits_.whole_embeddings && rows < seq->uncomputed()) {
-      if (!step.empty()) break;  // whole in a later step, alone if it must be
-      rows = seq->uncomputed();
-    }
+    const bool whole = embedding && limits_.whole_embeddings;
+    if (whole && budget < seq->uncomputed() && !step.empty()) break;  // whole in a later step, alone if it must be
     if (!admit(seq)) break;  // keep arrival order: wait for blocks rather than skip ahead
     it = waiting_.erase(it);
     running_.push_back(seq);
     seq->state = SequenceState::running;
     if (!seq->first_scheduled) seq->first_scheduled = Clock::now();
+    // After admit(): a prefix-cache hit has already computed the start of the prompt.
+    const int rows = whole ? seq->uncomputed() : std::min(seq->uncomputed(), budget);
     append_rows(seq, rows, {}, batch, step);
     budget = std::max(0, budget - rows);
     if (!embedding) {

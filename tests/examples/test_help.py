@@ -24,7 +24,7 @@ PROGRAMS = {
                    "--temperature", "--step-tokens"], ENGINE, []),
     "ember-server": (["--host", "--port", "--http-threads", "--max-body-bytes",
                       "--max-prompt-tokens", "--max-requests", "--batch-min", "--batch-wait-ms",
-                      "--max-connections", "--header-timeout-ms", "--body-timeout-ms", "--lora"],
+                      "--max-connections", "--header-timeout-ms", "--body-timeout-ms", "--lora", "--schema-dir"],
                      ENGINE, []),
     "ember-inspect": (["--template"], [], ["MODEL.gguf"]),
     "ember-bench": (["--device", "--precision", "--workload", "--repeats", "--requests",
@@ -33,7 +33,7 @@ PROGRAMS = {
     "ember-logits": (["--tokens", "--out", "--positions"],
                      ["--model", "--precision", "--weights", "--threads", "--kv-type"], []),
     "ember-make-synthetic": (["--type", "--chat-template", "--reasoning-tokens", "--adapter", "--adapter-rank",
-                              "--adapter-alpha", "--adapter-seed", "--adapter-tensors"],
+                              "--adapter-alpha", "--adapter-seed", "--adapter-tensors", "--tensor-per-expert"],
                              [], ["SHAPE", "OUT.gguf", "OUT.json"]),
 }
 
