@@ -129,9 +129,8 @@ EMBER_API const char* to_string(LoadPhase phase) noexcept;
 // per layer. Return false to cancel: open() releases everything and throws Error(cancelled).
 using LoadProgressCallback = std::function<bool(LoadPhase phase, float fraction)>;
 
-// The JSON text of a document a JSON Schema's $ref names outside itself, given its absolute URI
-// without fragment (or a relative one, for a schema without `$id`); nullopt: not available.
-// ember never fetches a schema itself. Called on the thread that compiles the schema.
+// The JSON text of the document a schema's remote $ref names (absolute URI without fragment, or
+// relative without `$id`); nullopt: unavailable. ember never fetches one; called while compiling.
 using SchemaResolver = std::function<std::optional<std::string>(const std::string& uri)>;
 
 // What happens when a conversation or a generation outgrows the context window.
@@ -192,23 +191,22 @@ struct EngineOptions {
                                           // prefix cache at open; "" = none. A corrupt, truncated or
                                           // foreign store makes open() throw, naming the problem
   LoadProgressCallback on_load_progress;  // loading bar and cancellation of open(); may be empty
-  std::string chat_template;              // a Jinja chat template to use instead of the model file's
-                                          // (for a file without one, or with a wrong one): recognised
-                                          // as the file's would be (ChatML, Llama 3, Gemma, Llama 2,
-                                          // Mistral); one ember does not render makes open() throw
-                                          // Error(unsupported) naming it. "" = the file's own
-  std::string weight_cache_dir;           // INT8 only: a directory where open() keeps the prepared INT8
-                                          // weights (one file per model, ember version and CPU weight
-                                          // range), so the next open of the same model skips dequantize,
-                                          // calibration and quantization; created if missing. A damaged
-                                          // or foreign file is logged, ignored and rewritten. "" = off
+  std::string chat_template;              // a Jinja chat template instead of the file's (none, or a
+                                          // wrong one), recognised as the file's would be (ChatML,
+                                          // Llama 3, Gemma, Llama 2, Mistral); one ember does not
+                                          // render: open() throws Error(unsupported). "" = the file's
+  std::string weight_cache_dir;           // INT8 only: where open() keeps the prepared INT8 weights
+                                          // (a file per model, ember version and CPU weight range): the
+                                          // next open skips dequantize, calibration and quantization;
+                                          // created if missing; a damaged or foreign file is logged,
+                                          // ignored and rewritten. "" = off
   SchemaResolver schema_resolver;         // documents for json_schema's remote $refs; empty: refused
 };
 
 // ---- requests ------------------------------------------------------------------------------
 
-// An additive bias on one token's logit, applied to the raw logits before anything else
-// (OpenAI's logit_bias: -100 in practice bans a token, +100 forces it among the allowed ones).
+// An additive bias on one token's raw logit, before anything else (OpenAI's logit_bias: -100 in
+// practice bans a token, +100 forces it among the allowed ones).
 struct LogitBias {
   std::int32_t token = 0;  // must be inside the vocabulary
   float bias = 0;          // finite, or -infinity to ban the token
@@ -428,16 +426,12 @@ struct EngineStats {
   int queued = 0;                          // requests now waiting
   int kv_blocks_total = 0;
   int kv_blocks_free = 0;
-  // Mixture-of-experts models (zeros for a dense one): routed layers run, once per layer and
-  // step, and the distinct experts they ran, summed. experts_run / routed_layers is how many of
-  // its experts' weights a step's layer read on average.
+  // Mixture of experts (dense: zeros): routed layers run (per layer and step) and the distinct
+  // experts they ran; experts_run / routed_layers: experts whose weights a layer read on average.
   std::uint64_t routed_layers = 0;
   std::uint64_t experts_run = 0;
-  // Embeddings (embed(), rerank()): the texts and pairs computed, each one sequence, and the
-  // steps whose one forward pass carried rows of generating requests and of embedding sequences
-  // both (they share the scheduler's steps).
-  std::uint64_t embedding_sequences = 0;
-  std::uint64_t mixed_steps = 0;
+  std::uint64_t embedding_sequences = 0;  // texts and pairs embed() and rerank() computed
+  std::uint64_t mixed_steps = 0;          // steps carrying generating and embedding rows both
 };
 
 struct StepResult {
