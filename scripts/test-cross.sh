@@ -129,5 +129,8 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FIL
       -DEMBER_TESTS=ON -DEMBER_EXAMPLES=OFF -DEMBER_BENCHMARKS=OFF -DEMBER_CUDA=OFF "${extra[@]}" \
       ${EMBER_CMAKE_ARGS:-}
 cmake --build "$build" -j "${EMBER_JOBS:-$(nproc)}" $(printf -- '--target %s ' "${tests[@]}")
+# Wine makes its prefix on its first start; two tests starting it at once on a new prefix race
+# (one fails: "chdir to /tmp/wine-...: No such file"), so make it before ctest starts any.
+[[ $target == windows ]] && wineboot --init >/dev/null 2>&1
 regex="^($(IFS='|'; echo "${tests[*]}"))\$"
 ctest --test-dir "$build" --output-on-failure -j "${EMBER_JOBS:-$(nproc)}" -R "$regex" --timeout 900
