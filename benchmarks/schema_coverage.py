@@ -176,6 +176,21 @@ def llama_compile(schemas, python=None):
     return out
 
 
+def validator(schema, schema_dir):
+    """jsonschema's validator for `schema`, its remote $refs read from `schema_dir` (DIR/HOST/PATH)."""
+    import jsonschema
+    import referencing
+
+    def retrieve(uri):
+        rest = uri.split("://", 1)[-1].split("#")[0]
+        for f in (pathlib.Path(schema_dir or "/nonexistent") / rest, pathlib.Path(schema_dir or "/nonexistent") / (rest + ".json")):
+            if ".." not in rest and f.is_file():
+                return referencing.Resource.from_contents(json.loads(f.read_text(encoding="utf-8-sig")))
+        raise referencing.exceptions.NoSuchResource(uri)
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema, registry=referencing.Registry(retrieve=retrieve))
+
+
 def generate(url, schema, max_tokens, seed):
     body = {"seed": seed, "temperature": 0 if seed == 0 else 0.8, "max_tokens": max_tokens,
             "messages": [{"role": "user", "content": "Write an example JSON document for this configuration file."}],
@@ -204,6 +219,7 @@ def main():
     ap.add_argument("--sample-seed", type=int, default=0, help="shuffles the schemas the sample is drawn from")
     ap.add_argument("--schema-dir", help="documents for remote $refs (written here first; give ember-server the same)")
     ap.add_argument("--prepare-only", action="store_true", help="write --schema-dir and stop")
+    ap.add_argument("--sample-schemas", nargs="+", help="sample these schema files (names), not a draw of those both accept")
     ap.add_argument("--llama-rows", help="reuse llama.cpp's statuses from an earlier run's --out rows "
                     "(its converter takes minutes; the rows name each schema's file)")
     args = ap.parse_args()
@@ -265,9 +281,12 @@ def main():
         rows.append(row)
     if args.server:
         import jsonschema
+        import referencing.exceptions
         # Schemas both accept, small enough to generate from quickly (a grammar of < 200 kB), and
         # whose outputs jsonschema can check (Python's re compiles every pattern).
         both = [p for p in ok if (llama is None or llama[p][0] == "compiled") and ember[p].get("gbnf_bytes", 0) < 200_000]
+        if args.sample_schemas:  # these (compiled by ember), whatever llama.cpp does with them
+            both = [p for p in ok if pathlib.Path(p).name in args.sample_schemas]
         uncheckable = [p for p in both if not python_can_check(schemas[p])]
         both = [p for p in both if p not in uncheckable]
         random.Random(args.sample_seed).shuffle(both)
@@ -293,7 +312,7 @@ def main():
                     try:
                         doc = json.loads(text)
                         parsed += 1
-                        jsonschema.validate(doc, schemas[p])
+                        validator(schemas[p], args.schema_dir).validate(doc)
                         valid += 1
                         status = "valid"
                     except json.JSONDecodeError:
@@ -302,6 +321,8 @@ def main():
                         status = "invalid: " + e.message[:80]
                     except jsonschema.SchemaError as e:
                         status = "schema error: " + e.message[:80]
+                    except referencing.exceptions.Unresolvable as e:  # a document nobody has: not checked
+                        status = "unchecked: " + str(e)[:80]
                     rows.append({"schema": pathlib.Path(p).name, "max_tokens": max_tokens, "seed": seed,
                                  "finish_reason": finish, "closed_early": reply["choices"][0].get("closed_early", False),
                                  "status": status})

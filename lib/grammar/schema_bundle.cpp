@@ -346,5 +346,4 @@ const JsonValue* SchemaNormalizer::resolve(const std::string& ref_in, const std:
   return resolve_pointer(root_, decoded, last);
 }
 
-
 }  // namespace ember::grammar

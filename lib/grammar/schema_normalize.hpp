@@ -101,8 +101,8 @@ class SchemaNormalizer {
   int depth_ = 0;
   int eager_ = 0;
   std::size_t inline_count_ = 0;
-  std::size_t steps_ = 0;               // normalize() calls so far, against kMaxSteps
-  int negating_ = 0;                    // inside not, if or negate(): a remote $ref is refused
+  std::size_t steps_ = 0;  // normalize() calls so far, against kMaxSteps
+  int negating_ = 0;       // inside not, if or negate(): a remote $ref is refused
   std::string unavailable_;
   std::set<const JsonValue*> in_root_;  // every value of the root document
   std::map<const JsonValue*, Normalized> cache_;

@@ -106,8 +106,8 @@ TEST_CASE("what needs an unsupplied document is never generated, and says so; in
   Matcher u = matcher_of(R"({"anyOf": [{"$ref": "https://nowhere.example/u.json"}, {"type": "boolean"}]})");
   CHECK(u.matches("true"));
   CHECK_FALSE(u.matches("1"));
-  const SchemaGrammar one =
-      compile_json_schema(R"({"oneOf": [{"$ref": "https://nowhere.example/u.json"}, {"type": "boolean"}]})", "root", {});
+  const SchemaGrammar one = compile_json_schema(
+      R"({"oneOf": [{"$ref": "https://nowhere.example/u.json"}, {"type": "boolean"}]})", "root", {});
   CHECK(std::any_of(one.relaxed.begin(), one.relaxed.end(),
                     [](const std::string& n) { return n.find("generated as anyOf") != std::string::npos; }));
   // A `then` that needs it: only values that fail the `if` are generated.
