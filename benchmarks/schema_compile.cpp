@@ -1,6 +1,7 @@
 // ember-schema-compile: compiles JSON Schema files the way a request's json_schema is compiled
 // (schema -> GBNF -> grammar -> matcher start state) and prints one JSON line per file:
-// {"file", "status": "compiled" | "refused", "reason", "relaxed": [...], "compile_ms", "rules"}.
+// {"file", "status": "compiled" | "refused", "reason", "relaxed": [...], "compile_ms", "rules",
+// "gbnf_bytes", "gbnf_fnv1a" (a hash of the grammar, to compare builds)}.
 // benchmarks/schema_coverage.py runs it over SchemaStore's schemas. `--schema-dir DIR` (first)
 // resolves remote $refs from the documents in DIR, as ember-server --schema-dir does.
 #include "../examples/common/schema_dir.hpp"
@@ -11,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -39,6 +42,11 @@ int main(int argc, char** argv) {
       out["unique_rules"] = g.unique_rules.size();
       out["rules"] = grammar->rules.size();
       out["gbnf_bytes"] = g.gbnf.size();
+      std::uint64_t fnv = 14695981039346656037ULL;  // FNV-1a: is the grammar the same as another build's
+      for (const char c : g.gbnf) fnv = (fnv ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv));
+      out["gbnf_fnv1a"] = hex;
     } catch (const std::exception& e) {
       out["status"] = "refused";
       out["reason"] = e.what();

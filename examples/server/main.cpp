@@ -110,7 +110,8 @@ Options parse_flags(int argc, char** argv) {
   cli.option("--schema-dir", "DIR", o.schema_dir,
              "JSON Schema documents for remote $refs of json_schema requests, found by their $id or "
              "file name (examples/common/schema_dir.hpp); nothing is fetched from a network. Without "
-             "it a remote $ref is a 400 naming its URI",
+             "a document, what needs it is never generated (a relaxation naming its URI), or a 400 where "
+             "every value needs it",
              "none");
   engine_flags.declare(cli);
   cli.parse(argc, argv);

@@ -200,7 +200,7 @@ struct EngineOptions {
                                           // next open skips dequantize, calibration and quantization;
                                           // created if missing; a damaged or foreign file is logged,
                                           // ignored and rewritten. "" = off
-  SchemaResolver schema_resolver;         // documents for json_schema's remote $refs; empty: refused
+  SchemaResolver schema_resolver;         // documents for json_schema's remote $refs (docs/api.md)
 };
 
 // ---- requests ------------------------------------------------------------------------------

@@ -31,7 +31,13 @@ SchemaConverter::SchemaConverter(const JsonValue& root, std::string root_rule)
       normalizer_(root, notes_) {}
 
 std::string SchemaConverter::run() {
-  const std::string body = visit(root_, "", root_rule_);
+  std::string body;
+  try {
+    body = visit(root_, "", root_rule_);
+  } catch (const Unsatisfiable&) {  // every value would need a document nobody supplied
+    if (normalizer_.unavailable().empty()) throw;
+    fail(kBadSchema, "json_schema: {} is not available{}", normalizer_.unavailable(), kFetchesNothing);
+  }
   rules_.insert(rules_.begin(), {root_rule_, body});
   std::string out;
   for (const auto& [name, rule] : rules_) out += name + " ::= " + rule + "\n";

@@ -43,7 +43,8 @@ struct SchemaGrammar {
   // set): the grammar cannot say it, the decoder checks it (CompiledGrammar::mark_unique_items).
   std::vector<std::string> unique_rules;
 };
-// `resolver` supplies the documents of remote $refs (schema_bundle.hpp); without one they are refused.
+// `resolver` supplies the documents of remote $refs (schema_bundle.hpp); what needs one it lacks
+// is never generated (noted in `relaxed`), and refused where every value needs it.
 SchemaGrammar compile_json_schema(std::string_view schema_json, std::string_view root_rule = "root",
                                   const SchemaResolver& resolver = {});
 

@@ -1,5 +1,6 @@
 #include "grammar/schema_bundle.hpp"
 
+#include "grammar/schema_normalize.hpp"
 #include "grammar/schema_overlap.hpp"
 #include "util/check.hpp"
 
@@ -105,6 +106,12 @@ bool data_keyword(std::string_view key) {
   return key == "enum" || key == "const" || key == "default" || key == "examples" || key == "example";
 }
 
+// Keywords whose values map names (of properties, patterns, definitions) to schemas.
+bool name_map(std::string_view key) {
+  return key == "properties" || key == "patternProperties" || key == "definitions" || key == "$defs" ||
+         key == "dependentSchemas" || key == "dependencies";
+}
+
 // Which keyword sets a base URI in a document, by its $schema: draft-03/04 `id` only; draft-06
 // and 07 `$id`, ignored beside `$ref` (whose siblings those drafts ignore); 2019-09 and later
 // `$id` anywhere. A document that does not say is read as draft-07.
@@ -146,13 +153,18 @@ class Bundler {
   };
 
   // `s` sits at `pointer` in the bundle with base URI `base`; `ids` is its document's draft.
-  void index(JsonValue& s, std::string base, const std::string& pointer, Ids ids, bool resource) {
+  // `names`: `s` maps names to schemas (name_map), so "default" or "enum" in it names a property.
+  void index(JsonValue& s, std::string base, const std::string& pointer, Ids ids, bool resource, bool names = false) {
     if (s.type == Type::array) {
       for (std::size_t i = 0; i < s.items.size(); ++i)
         index(s.items[i], base, pointer + "/" + std::to_string(i), ids, false);
       return;
     }
     if (s.type != Type::object) return;
+    if (names) {
+      for (JsonMember& m : s.members) index(m.second, base, pointer + "/" + pointer_token(m.first), ids, false);
+      return;
+    }
     const JsonValue* id = ids == Ids::draft04 ? nullptr : s.find("$id");
     if (id && ids == Ids::draft07 && s.find("$ref")) id = nullptr;
     if (!id && (ids == Ids::draft04 || resource)) id = s.find("id");  // a root's `id` is its base in any draft
@@ -178,7 +190,7 @@ class Bundler {
         refs_.push_back({&m.second, resolve_uri(base, m.second.text), pointer.empty() ? "/" : pointer});
         continue;
       }
-      index(m.second, base, pointer + "/" + pointer_token(m.first), ids, false);
+      index(m.second, base, pointer + "/" + pointer_token(m.first), ids, false, name_map(m.first));
     }
   }
 
@@ -280,5 +292,58 @@ std::string resolve_uri(std::string_view base_text, std::string_view ref_text) {
 }
 
 void bundle_schema(JsonValue& root, const SchemaResolver& resolver) { Bundler(root, resolver).run(); }
+
+// The normaliser's side of $refs (schema_normalize.hpp): what a bundled $ref names.
+void SchemaNormalizer::find_anchors(const JsonValue& s) {
+  if (s.type == Type::object) {
+    if (const JsonValue* a = s.find("$anchor"); a && a->type == Type::string) anchors_.emplace(a->text, &s);
+    if (const JsonValue* id = s.find("$id"); id && id->type == Type::string && !id->text.empty() && id->text[0] == '#')
+      anchors_.emplace(id->text.substr(1), &s);
+    if (const JsonValue* id = s.find("id"); id && id->type == Type::string && !id->text.empty() && id->text[0] == '#')
+      anchors_.emplace(id->text.substr(1), &s);
+    for (const auto& m : s.members) find_anchors(m.second);
+  } else if (s.type == Type::array) {
+    for (const JsonValue& v : s.items) find_anchors(v);
+  }
+}
+
+const JsonValue* SchemaNormalizer::resolve(const std::string& ref_in, const std::string& path, std::string* last) {
+  std::string ref = ref_in;
+  // The root's own $id (or draft-04 id) in front of the fragment names this document.
+  for (const char* key : {"$id", "id"})
+    if (const JsonValue* id = root_.find(key); id && id->type == Type::string && !id->text.empty()) {
+      std::string base = id->text;
+      if (!base.empty() && base.back() == '#') base.pop_back();
+      if (ref.rfind(base, 0) == 0) ref = ref.substr(base.size());
+    }
+  if (ref.empty()) ref = "#";
+  if (ref[0] != '#') {  // a document nobody supplied (schema_bundle.hpp)
+    const std::string what = fmt::format("the remote $ref \"{}\" at {}", ref_in, path.empty() ? "/" : path);
+    if (negating_ > 0) fail(ErrorCode::invalid_argument, "json_schema: {} is not available{}", what, kFetchesNothing);
+    // Nothing is known to satisfy it, so it is read as false: what needs it is never generated
+    // (narrower, never looser). Where every value needs it, SchemaConverter::run refuses.
+    if (unavailable_.empty()) unavailable_ = what;
+    notes_.add(what + " is not available: what needs it is never generated");
+    static const JsonValue never = json_bool(false);
+    return &never;
+  }
+  std::string decoded;  // %XX escapes of the URI fragment
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    if (ref[i] == '%' && i + 2 < ref.size() && std::isxdigit(static_cast<unsigned char>(ref[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(ref[i + 2]))) {
+      decoded += static_cast<char>(std::stoi(ref.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      decoded += ref[i];
+    }
+  }
+  if (decoded.size() > 1 && decoded[1] != '/') {
+    if (!anchors_found_) find_anchors(root_), anchors_found_ = true;
+    if (last) *last = decoded.substr(1);
+    const auto it = anchors_.find(decoded.substr(1));
+    return it == anchors_.end() ? nullptr : it->second;
+  }
+  return resolve_pointer(root_, decoded, last);
+}
 
 }  // namespace ember::grammar

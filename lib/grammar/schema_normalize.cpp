@@ -54,6 +54,12 @@ const std::set<std::string, std::less<>> kCombinators = {"allOf",
 const std::set<std::string, std::less<>> kUnenforced = {"minContains",      "maxContains", "unevaluatedProperties",
                                                         "unevaluatedItems", "$dynamicRef", "$recursiveRef"};
 
+struct Count {  // one more for the scope's life
+  int& n;
+  explicit Count(int& c) : n(++c) {}
+  ~Count() { --n; }
+};
+
 JsonValue make_object() {
   JsonValue v;
   v.type = Type::object;
@@ -278,6 +284,7 @@ JsonValue SchemaNormalizer::normalize(const JsonValue& s, const std::string& pat
     }
   }
   if (const JsonValue* n = s.find("not")) {
+    const Count negating{negating_};
     if (auto neg = negate(normalize(*n, path + "/not"), path))
       parts.push_back(std::move(*neg));
     else
@@ -323,7 +330,10 @@ JsonValue SchemaNormalizer::normalize(const JsonValue& s, const std::string& pat
 }
 
 JsonValue SchemaNormalizer::conditional(const JsonValue& s, const std::string& path) {
-  const JsonValue cond = normalize(*s.find("if"), path + "/if");
+  const JsonValue cond = [&] {
+    const Count negating{negating_};  // `if` is read both ways
+    return normalize(*s.find("if"), path + "/if");
+  }();
   const JsonValue then = s.find("then") ? normalize(*s.find("then"), path + "/then") : json_bool(true);
   const JsonValue other = s.find("else") ? normalize(*s.find("else"), path + "/else") : json_bool(true);
   JsonValue when = conj(cond, then, path);
@@ -519,6 +529,7 @@ JsonValue SchemaNormalizer::merge_flat(const JsonValue& a, const JsonValue& b, c
 
 std::optional<JsonValue> SchemaNormalizer::negate(const JsonValue& s, const std::string& path, int depth) {
   static const std::vector<std::string> kAllTypes = {"null", "boolean", "object", "array", "number", "string"};
+  const Count negating{negating_};
   if (depth > 8) return std::nullopt;
   if (s.type == Type::boolean) return json_bool(!s.boolean);
   if (s.members.empty()) return json_bool(false);
@@ -591,53 +602,6 @@ std::optional<JsonValue> SchemaNormalizer::negate(const JsonValue& s, const std:
     return union_of(std::move(branches));
   }
   return std::nullopt;
-}
-
-void SchemaNormalizer::find_anchors(const JsonValue& s) {
-  if (s.type == Type::object) {
-    if (const JsonValue* a = s.find("$anchor"); a && a->type == Type::string) anchors_.emplace(a->text, &s);
-    if (const JsonValue* id = s.find("$id"); id && id->type == Type::string && !id->text.empty() && id->text[0] == '#')
-      anchors_.emplace(id->text.substr(1), &s);
-    if (const JsonValue* id = s.find("id"); id && id->type == Type::string && !id->text.empty() && id->text[0] == '#')
-      anchors_.emplace(id->text.substr(1), &s);
-    for (const auto& m : s.members) find_anchors(m.second);
-  } else if (s.type == Type::array) {
-    for (const JsonValue& v : s.items) find_anchors(v);
-  }
-}
-
-const JsonValue* SchemaNormalizer::resolve(const std::string& ref_in, const std::string& path, std::string* last) {
-  std::string ref = ref_in;
-  // The root's own $id (or draft-04 id) in front of the fragment names this document.
-  for (const char* key : {"$id", "id"})
-    if (const JsonValue* id = root_.find(key); id && id->type == Type::string && !id->text.empty()) {
-      std::string base = id->text;
-      if (!base.empty() && base.back() == '#') base.pop_back();
-      if (ref.rfind(base, 0) == 0) ref = ref.substr(base.size());
-    }
-  if (ref.empty()) ref = "#";
-  if (ref[0] != '#')
-    fail(ErrorCode::invalid_argument,
-         "json_schema: the remote $ref \"{}\" at {} is not available (ember fetches nothing: "
-         "EngineOptions::schema_resolver supplies documents, and has none for it)",
-         ref_in, path.empty() ? "/" : path);
-  std::string decoded;  // %XX escapes of the URI fragment
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    if (ref[i] == '%' && i + 2 < ref.size() && std::isxdigit(static_cast<unsigned char>(ref[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(ref[i + 2]))) {
-      decoded += static_cast<char>(std::stoi(ref.substr(i + 1, 2), nullptr, 16));
-      i += 2;
-    } else {
-      decoded += ref[i];
-    }
-  }
-  if (decoded.size() > 1 && decoded[1] != '/') {
-    if (!anchors_found_) find_anchors(root_), anchors_found_ = true;
-    if (last) *last = decoded.substr(1);
-    const auto it = anchors_.find(decoded.substr(1));
-    return it == anchors_.end() ? nullptr : it->second;
-  }
-  return resolve_pointer(root_, decoded, last);
 }
 
 }  // namespace ember::grammar

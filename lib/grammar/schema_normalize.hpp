@@ -48,6 +48,10 @@ struct SchemaNotes {
   }
 };
 
+// What a refusal for a remote $ref whose document nobody supplied adds.
+inline constexpr const char* kFetchesNothing =
+    " (ember fetches nothing: EngineOptions::schema_resolver supplies documents, and has none for it)";
+
 class SchemaNormalizer {
  public:
   static constexpr std::size_t kMaxBranches = 64;
@@ -59,9 +63,11 @@ class SchemaNormalizer {
   SchemaNormalizer(const JsonValue& root, SchemaNotes& notes) : root_(root), notes_(notes) {}
 
   // `s` (found at `path`) in one of the four shapes. Throws Error(invalid_argument) for a
-  // malformed schema, a remote $ref or a $ref cycle without a value in between.
+  // malformed schema, a remote $ref in a negation or a $ref cycle without a value in between.
   JsonValue normalize(const JsonValue& s, const std::string& path);
   std::size_t inline_count() const { return inline_count_; }  // $refs inlined so far
+  // The first remote $ref reached whose document was not supplied ("" if none), read as false.
+  const std::string& unavailable() const { return unavailable_; }
   // The same for a schema inside the root document, computed once (with the $refs it inlined).
   struct Normalized {
     JsonValue value;
@@ -69,8 +75,9 @@ class SchemaNormalizer {
   };
   const Normalized& normalize_once(const JsonValue& s, const std::string& path);
   // The schema a local $ref names: "#", a JSON pointer, an $anchor ("#name", or a draft-07
-  // "$id": "#name"), with the root's $id in front allowed. nullptr when it names nothing;
-  // throws Error(invalid_argument) for a remote one. `last` receives a name for its rule.
+  // "$id": "#name"), with the root's $id in front allowed. nullptr when it names nothing; a
+  // remote one (its document not supplied) is `false`, noted, and refused inside a negation
+  // (not, if), where false would loosen the schema. `last` receives a name for its rule.
   const JsonValue* resolve(const std::string& ref, const std::string& path, std::string* last = nullptr);
 
   // The $refs inlined (merged with siblings) since the caller last cleared it: the converter
@@ -94,7 +101,9 @@ class SchemaNormalizer {
   int depth_ = 0;
   int eager_ = 0;
   std::size_t inline_count_ = 0;
-  std::size_t steps_ = 0;               // normalize() calls so far, against kMaxSteps
+  std::size_t steps_ = 0;  // normalize() calls so far, against kMaxSteps
+  int negating_ = 0;       // inside not, if or negate(): a remote $ref is refused
+  std::string unavailable_;
   std::set<const JsonValue*> in_root_;  // every value of the root document
   std::map<const JsonValue*, Normalized> cache_;
   std::deque<Normalized>

@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -73,18 +74,67 @@ TEST_CASE("a remote $ref resolves through the resolver, relative to the document
   CHECK(docs.asked == std::vector<std::string>{"https://example.com/schemas/common.json"});
 }
 
-TEST_CASE("a remote $ref nobody supplies is refused naming its absolute URI, only where it is reached") {
+TEST_CASE("a remote $ref nobody supplies is refused naming its absolute URI where every value needs it") {
   const std::string schema = R"({"$id": "https://example.com/s/main.json",
-      "properties": {"a": {"$ref": "other.json#/x"}}})";
+      "properties": {"a": {"$ref": "other.json#/x"}}, "required": ["a"]})";
   const std::string e = error_of(schema);
   CHECK(e.find("remote $ref \"https://example.com/s/other.json#/x\"") != std::string::npos);
   CHECK(e.find("/properties/a") != std::string::npos);
   Documents empty;
   CHECK(error_of(schema, empty.resolver()).find("https://example.com/s/other.json#/x") != std::string::npos);
+  CHECK(error_of(R"({"$ref": "https://nowhere.example/x.json"})").find("is not available") != std::string::npos);
   // An unused definition's remote $ref refuses nothing.
   Matcher m =
       matcher_of(R"({"definitions": {"unused": {"$ref": "https://nowhere.example/x.json"}}, "type": "integer"})");
   CHECK(m.matches("12"));
+}
+
+TEST_CASE("what needs an unsupplied document is never generated, and says so; inside not or if it is refused") {
+  // An optional property: left out, so every document generated still validates.
+  const std::string optional = R"({"type": "object", "properties": {"a": {"$ref": "https://nowhere.example/a.json"},
+      "b": {"type": "integer"}}, "additionalProperties": false})";
+  const SchemaGrammar g = compile_json_schema(optional, "root", {});
+  REQUIRE(g.relaxed.size() == 1);
+  CHECK(g.relaxed[0].find("\"https://nowhere.example/a.json\" at /properties/a is not available: what needs it is "
+                          "never generated") != std::string::npos);
+  Matcher m = matcher_of(optional);
+  CHECK(m.matches(R"({"b": 1})"));
+  CHECK_FALSE(m.matches(R"({"a": 1, "b": 1})"));
+  CHECK_FALSE(m.matches(R"({"a": {}})"));
+  // A union keeps the branches it knows; an oneOf with an unknown branch is reported as anyOf
+  // (a value of the known branch might also match the unknown one).
+  Matcher u = matcher_of(R"({"anyOf": [{"$ref": "https://nowhere.example/u.json"}, {"type": "boolean"}]})");
+  CHECK(u.matches("true"));
+  CHECK_FALSE(u.matches("1"));
+  const SchemaGrammar one = compile_json_schema(
+      R"({"oneOf": [{"$ref": "https://nowhere.example/u.json"}, {"type": "boolean"}]})", "root", {});
+  CHECK(std::any_of(one.relaxed.begin(), one.relaxed.end(),
+                    [](const std::string& n) { return n.find("generated as anyOf") != std::string::npos; }));
+  // A `then` that needs it: only values that fail the `if` are generated.
+  Matcher t = matcher_of(R"({"type": "object", "properties": {"v": {"enum": [1, 2]}}, "required": ["v"],
+      "if": {"properties": {"v": {"const": 1}}}, "then": {"$ref": "https://nowhere.example/t.json"}})");
+  CHECK(t.matches(R"({"v": 2})"));
+  CHECK_FALSE(t.matches(R"({"v": 1})"));
+  // Read as false inside a negation it would loosen the schema: refused.
+  CHECK(error_of(R"({"not": {"$ref": "https://nowhere.example/n.json"}})").find("https://nowhere.example/n.json") !=
+        std::string::npos);
+  CHECK(error_of(R"({"if": {"$ref": "https://nowhere.example/i.json"}, "then": {"type": "string"}})")
+            .find("https://nowhere.example/i.json") != std::string::npos);
+  CHECK(error_of(R"({"type": "object", "properties": {"k": {"not": {"properties": {"z":
+      {"$ref": "https://nowhere.example/z.json"}}, "required": ["z"]}}}})")
+            .find("https://nowhere.example/z.json") != std::string::npos);
+}
+
+TEST_CASE("a property named like a data keyword (default, enum) has its remote $refs resolved") {
+  Documents docs;
+  docs.texts["https://example.com/meta.json"] = R"({"definitions": {"small": {"type": "integer", "maximum": 3}}})";
+  const std::string schema = R"({"type": "object", "additionalProperties": false, "required": ["default", "enum"],
+      "properties": {"default": {"$ref": "https://example.com/meta.json#/definitions/small"},
+                     "enum": {"$ref": "https://example.com/meta.json#/definitions/small"}}})";
+  Matcher m = matcher_of(schema, docs.resolver());
+  CHECK(m.matches(R"({"default": 2, "enum": 3})"));
+  CHECK_FALSE(m.matches(R"({"default": 4, "enum": 3})"));
+  CHECK_FALSE(m.matches(R"({"default": 2, "enum": 4})"));
 }
 
 TEST_CASE("embedded resources: a $ref resolves against the enclosing $id, and $anchor names a schema") {
