@@ -44,11 +44,14 @@ unsigned long long xcr0() {
 
 struct Features {
   bool avx2 = false, avx_vnni_vex = false, avx512_vnni = false, amx = false;
+  bool amd = false;
   platform::ArmFeatures arm;
 };
 
 Features read_features() {
   Features f;
+  const Cpuid l0 = cpuid(0, 0);                                                     // the vendor string: ebx, edx, ecx
+  f.amd = l0.ebx == 0x68747541u && l0.edx == 0x69746e65u && l0.ecx == 0x444d4163u;  // "AuthenticAMD"
   const Cpuid l1 = cpuid(1, 0);
   const bool osxsave = bit(l1.ecx, 27);
   if (!osxsave || !bit(l1.ecx, 28) /*AVX*/) return f;
@@ -70,6 +73,7 @@ Features read_features() {
 
 struct Features {
   bool avx2 = false, avx_vnni_vex = false, avx512_vnni = false, amx = false;
+  bool amd = false;
   platform::ArmFeatures arm;
 };
 
@@ -193,6 +197,8 @@ bool tier_available(CpuTier tier) {
 }
 
 bool cpu_has_avx_vnni_vex() { return features().avx_vnni_vex; }
+
+bool cpu_vendor_amd() { return features().amd; }
 
 std::string_view cpu_tier_cap_error() { return decision().cap_error; }
 

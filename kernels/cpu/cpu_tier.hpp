@@ -65,6 +65,9 @@ bool tier_available(CpuTier tier);
 // Whether this CPU executes 256-bit vpdpbusd in its VEX form (AVX-VNNI); otherwise the avx_vnni
 // tier's kernels use the EVEX (AVX512-VL VNNI) form. Meaningful when avx_vnni is available.
 bool cpu_has_avx_vnni_vex();
+// Whether the CPU is AMD's (cpuid vendor "AuthenticAMD"): the weight streams prefetch
+// differently there (weight_arena.hpp, weight_prefetch_ahead()).
+bool cpu_vendor_amd();
 
 // The EMBER_CPU_ISA value that was not understood (and so capped nothing); empty if none.
 std::string_view cpu_tier_cap_error();

@@ -58,7 +58,7 @@ grouped::TileJob job_of(const GroupedWeights& w, const GroupedActivations& x, st
   job.offsets = w.format().offsets;
   job.accumulate = accumulate;
   job.terms = x.terms;
-  job.prefetch_ahead = kWeightPrefetchAhead;
+  job.prefetch_ahead = grouped_prefetch_ahead();
   const std::int64_t first_term_row = first_row * x.terms;
   job.q = x.q.data() + first_term_row * x.q_stride();
   job.scales = x.scales.data() + first_term_row * x.groups();
@@ -195,15 +195,22 @@ void gemm_grouped(const GroupedWeights& w, const GroupedActivations& x, float* y
 void gemm_grouped_batch(const GroupedProduct* products, std::int64_t count, int threads, CpuTier tier) {
   if (!tier_available(tier))
     fail(ErrorCode::invalid_argument, "grouped gemm: tier {} is not available on this CPU", to_string(tier));
-  // first[p]: the first of product p's tiles in the batch's numbering (on the stack for the few
-  // products of a decode step: no allocation per call).
+  // first[p]: the first of product p's tiles in the batch's numbering; jobs[p]: what its tiles
+  // share, built before the region (each tile read its product's weights object, a cache miss
+  // once the tile before had streamed through L1). On the stack for the few products of a decode
+  // step: no allocation per call.
   constexpr std::int64_t kInline = 16;
   std::array<std::int64_t, kInline + 1> inline_first{};
+  std::array<grouped::TileJob, kInline> inline_jobs{};
   std::vector<std::int64_t> heap_first;
+  std::vector<grouped::TileJob> heap_jobs;
   std::int64_t* first = inline_first.data();
+  grouped::TileJob* jobs = inline_jobs.data();
   if (count > kInline) {
     heap_first.resize(static_cast<std::size_t>(count + 1));
+    heap_jobs.resize(static_cast<std::size_t>(count));
     first = heap_first.data();
+    jobs = heap_jobs.data();
   }
   first[0] = 0;
   std::int64_t work = 0;
@@ -218,15 +225,18 @@ void gemm_grouped_batch(const GroupedProduct* products, std::int64_t count, int 
     const std::int64_t tiles = g.rows == 0 ? 0 : g.w->tiles();
     first[p + 1] = first[p] + tiles;
     work += tile_work(*g.w, g.rows * g.x->terms) * tiles;
+    jobs[p] = job_of(*g.w, *g.x, g.first_row, g.rows, g.y, g.accumulate);
+    jobs[p].weights = g.w->tile(0);
+    // The last tile's blocks (every other tile has kTileBlocks).
+    jobs[p].blocks = tiles == 0 ? 0 : static_cast<int>(g.w->blocks_in(tiles - 1));
   }
   const grouped::TileFn fn = tile_fn(tier);
   for_tiles(first[count], team_for(work, threads), [&](std::int64_t i) {
     const std::int64_t p = std::upper_bound(first, first + count + 1, i) - first - 1;
-    const GroupedProduct& g = products[p];
     const std::int64_t t = i - first[p];
-    grouped::TileJob job = job_of(*g.w, *g.x, g.first_row, g.rows, g.y, g.accumulate);
-    job.weights = g.w->tile(t);
-    job.blocks = static_cast<int>(g.w->blocks_in(t));
+    grouped::TileJob job = jobs[p];
+    job.weights += t * GroupedWeights::kTileBlocks * job.spans * job.record_bytes;
+    if (i + 1 < first[p + 1]) job.blocks = static_cast<int>(GroupedWeights::kTileBlocks);
     job.first_output = t * GroupedWeights::kTileOutputs;
     fn(job);
   });

@@ -30,7 +30,7 @@ struct TileJob {
   bool offsets = false;                   // each group has its own offset
   bool accumulate = false;                // y = y_old + product
   int terms = 1;                          // INT8 terms per activation row: 1 or 2
-  std::int64_t prefetch_ahead = 0;        // bytes ahead of the first pass to prefetch
+  std::int64_t prefetch_ahead = 0;        // bytes ahead of the first pass to prefetch; 0: none
   const std::int8_t* q = nullptr;         // [term_rows][q_stride]
   const float* scales = nullptr;          // [term_rows][groups]
   const std::int32_t* sums = nullptr;     // [term_rows][groups]

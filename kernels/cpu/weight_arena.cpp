@@ -1,5 +1,6 @@
 #include "kernels/cpu/weight_arena.hpp"
 
+#include "kernels/cpu/cpu_tier.hpp"
 #include "util/check.hpp"
 #include "util/platform.hpp"
 
@@ -34,6 +35,12 @@ std::int8_t* WeightArena::allocate(std::size_t bytes) {
   std::int8_t* p = c.begin + c.used;
   c.used += bytes;
   return p;
+}
+
+std::int64_t grouped_prefetch_ahead() {
+  static const std::int64_t ahead =
+      cpu_vendor_amd() && active_tier() != CpuTier::avx2 ? 0 : kWeightPrefetchAhead;
+  return ahead;
 }
 
 }  // namespace ember::kernels::cpu

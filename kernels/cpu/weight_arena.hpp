@@ -23,8 +23,15 @@ namespace ember::kernels::cpu {
 // How far ahead of what they multiply the streaming kernels (the GEMV, the grouped kernel)
 // prefetch a weight tile on its first pass. Huge pages are advice, not a promise: where the
 // kernel gives 4 KiB pages the hardware prefetcher stops at each of them. A few KiB of lead
-// helped a decode step; much more helped no more (docs/benchmarks.md#weight-prefetch).
+// helped a decode step on an Intel Xeon; much more helped no more (docs/benchmarks.md#weight-prefetch).
 constexpr std::int64_t kWeightPrefetchAhead = 4096;
+
+// The grouped kernel's lead, in bytes (0: no software prefetch): kWeightPrefetchAhead, except
+// on AMD CPUs above the AVX2 tier, where the prefetches slowed decode's weight stream on Zen 4
+// at every model size measured (docs/benchmarks.md#moe-decode-prefetch). The AVX2 tier's
+// kernel, slower per byte, gained from its L2 prefetch on the same CPU
+// (docs/benchmarks.md#x86-tiers-session22), so it keeps the lead.
+std::int64_t grouped_prefetch_ahead();
 
 class WeightArena {
  public:

@@ -113,7 +113,7 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
   // multiplies, so the first pass asks for the weights into L2 (prefetcht1) twice
   // prefetch_ahead ahead: measured faster than prefetcht0 at prefetch_ahead, likely because more
   // lines can be in flight to L2 than to L1 (docs/benchmarks.md#x86-tiers-session22).
-  const bool prefetch = row0 == 0;
+  const bool prefetch = row0 == 0 && job.prefetch_ahead > 0;
   const std::int64_t ahead = 2 * job.prefetch_ahead;
   for (std::int64_t s = 0; s < job.spans; ++s) {
     const std::uint8_t* rec = job.weights + s * NB * record;
@@ -206,7 +206,7 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
 
   for (std::int64_t s = 0; s < job.spans; ++s) {
     const std::uint8_t* rec = job.weights + s * NB * record;
-    if (row0 == 0)  // the first pass over the tile; past its end it is the next tile's
+    if (row0 == 0 && job.prefetch_ahead > 0)  // the first pass over the tile; past its end the next tile's
       for (std::int64_t at = 0; at < NB * record; at += 64)
         _mm_prefetch(reinterpret_cast<const char*>(rec + job.prefetch_ahead + at), _MM_HINT_T0);
     for (int h = 0; h < 2; ++h) {
@@ -274,7 +274,7 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
 
   for (std::int64_t s = 0; s < job.spans; ++s) {
     const std::uint8_t* rec = job.weights + s * NB * record;
-    if (row0 == 0)  // the first pass over the tile; past its end it is the next tile's
+    if (row0 == 0 && job.prefetch_ahead > 0)  // the first pass over the tile; past its end the next tile's
       for (std::int64_t at = 0; at < NB * record; at += 64)
         _mm_prefetch(reinterpret_cast<const char*>(rec + job.prefetch_ahead + at), _MM_HINT_T0);
     for (int h = 0; h < 2; ++h) {

@@ -34,9 +34,15 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
   // vpdpbusd chains hide the instruction's latency; INT32 sums are exact, so this changes no
   // result.
   constexpr int U = M * NB <= 4 ? 2 : 1;
+  // With separate sums, a 4-bit weight's high nibble is multiplied in place (16 times its value:
+  // one AND instead of a shift and an AND) and its sum shifted back once per group; 16 u times x
+  // is exact in vpdpbusd's INT32 sums, so the result is the same integer. At one row the loop's
+  // instructions, not only memory, set how fast decode streams (docs/benchmarks.md#moe-decode-kernel).
+  constexpr bool kHighInPlace = kBits == 4 && U == 2;
   const std::int64_t record = job.record_bytes, groups = job.groups;
   const std::uint8_t* wt = job.weights;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i high4 = _mm512_set1_epi8(static_cast<char>(0xF0));
   const std::int8_t* xq[M];
   const float* xs[M];
   const std::int32_t* xsum[M];
@@ -52,7 +58,7 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
 #pragma GCC unroll 4
     for (int b = 0; b < NB; ++b) sum[i][b] = _mm512_setzero_ps();
 
-  const bool prefetch = row0 == 0;
+  const bool prefetch = row0 == 0 && job.prefetch_ahead > 0;
   for (std::int64_t s = 0; s < job.spans; ++s) {
     const std::uint8_t* rec = wt + s * NB * record;
     if (prefetch)  // past the tile's end it is the next tile's, which this thread likely takes
@@ -61,22 +67,29 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
+      // Without offsets, the first sum starts at -bias * sum(x) (the term it would subtract last:
+      // the same integer).
       __m512i acc[U][M][NB];
-#pragma GCC unroll 2
-      for (int u = 0; u < U; ++u)
 #pragma GCC unroll 4
-        for (int i = 0; i < M; ++i)
+      for (int i = 0; i < M; ++i) {
+        const __m512i first = kOffsets ? _mm512_setzero_si512() : _mm512_set1_epi32(-kBias * xsum[i][g]);
 #pragma GCC unroll 4
-          for (int b = 0; b < NB; ++b) acc[u][i][b] = _mm512_setzero_si512();
+        for (int b = 0; b < NB; ++b) {
+          acc[0][i][b] = first;
+          acc[U - 1][i][b] = U == 2 ? _mm512_setzero_si512() : first;
+        }
+      }
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
         __m512i lo[NB], hi[NB];
 #pragma GCC unroll 4
         for (int b = 0; b < NB; ++b) {
           if constexpr (kBits == 4) {
-            const __m512i v = _mm512_load_si512(rec + ((h * 4 + j) * NB + b) * 64);
+            __m512i v = _mm512_load_si512(rec + ((h * 4 + j) * NB + b) * 64);
+            // One load of the line for both nibbles (GCC would fold it into each AND: two loads).
+            if constexpr (kHighInPlace) __asm__("" : "+v"(v));
             lo[b] = _mm512_and_si512(v, low4);
-            hi[b] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+            hi[b] = kHighInPlace ? _mm512_and_si512(v, high4) : _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
           } else {
             lo[b] = _mm512_load_si512(rec + ((h * 8 + j) * NB + b) * 64);
             hi[b] = _mm512_load_si512(rec + ((h * 8 + 4 + j) * NB + b) * 64);
@@ -104,7 +117,10 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
 #pragma GCC unroll 4
         for (int i = 0; i < M; ++i) {
           __m512i a = acc[0][i][b];
-          if constexpr (U == 2) a = _mm512_add_epi32(a, acc[1][i][b]);
+          if constexpr (kHighInPlace)
+            a = _mm512_add_epi32(a, _mm512_maskz_srai_epi32(0xFFFF, acc[1][i][b], 4));
+          else if constexpr (U == 2)
+            a = _mm512_add_epi32(a, acc[1][i][b]);
           __m512 v;
           if constexpr (kOffsets) {
             const __m512 o =
@@ -112,7 +128,6 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
             v = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, a), d);
             v = _mm512_fmadd_ps(o, _mm512_set1_ps(static_cast<float>(xsum[i][g])), v);
           } else {
-            a = _mm512_sub_epi32(a, _mm512_set1_epi32(kBias * xsum[i][g]));
             v = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, a), d);
           }
           sum[i][b] = _mm512_fmadd_ps(v, _mm512_set1_ps(xs[i][g]), sum[i][b]);

@@ -98,7 +98,7 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) sum[i][c] = _mm256_setzero_ps();
 
-  const bool prefetch = row0 == 0;
+  const bool prefetch = row0 == 0 && job.prefetch_ahead > 0;
   for (std::int64_t s = 0; s < job.spans; ++s) {
     const std::uint8_t* rec = job.weights + s * NB * record;
     if (prefetch)  // past the tile's end it is the next tile's, which this thread likely takes
@@ -170,7 +170,7 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
 
   for (std::int64_t s = 0; s < job.spans; ++s) {
     const std::uint8_t* rec = job.weights + s * NB * record;
-    if (row0 == 0)  // the first pass over the tile; past its end it is the next tile's
+    if (row0 == 0 && job.prefetch_ahead > 0)  // the first pass over the tile; past its end the next tile's
       for (std::int64_t at = 0; at < NB * record; at += 64)
         _mm_prefetch(reinterpret_cast<const char*>(rec + job.prefetch_ahead + at), _MM_HINT_T0);
     for (int h = 0; h < 2; ++h) {
