@@ -38,8 +38,7 @@ std::int8_t* WeightArena::allocate(std::size_t bytes) {
 }
 
 std::int64_t grouped_prefetch_ahead() {
-  static const std::int64_t ahead =
-      cpu_vendor_amd() && active_tier() != CpuTier::avx2 ? 0 : kWeightPrefetchAhead;
+  static const std::int64_t ahead = cpu_vendor_amd() && active_tier() != CpuTier::avx2 ? 0 : kWeightPrefetchAhead;
   return ahead;
 }
 
