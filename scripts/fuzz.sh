@@ -3,9 +3,9 @@
 #   scripts/fuzz.sh SECONDS [TARGET...]      (targets: gguf tokenizer chat_template template capi kv_snapshot server grammar)
 # Builds the targets in build-asan (the suite's ASan + UBSan build, Clang's, with -DEMBER_FUZZ=ON;
 # scripts/sanitizer-build.sh configures it here if scripts/test-sanitizers.sh has not, installing
-# clang and libomp through apt when needed) and runs them one after another, starting from
+# clang and libomp through apt when needed) and runs them, starting from
 # tests/fuzz/corpus/<target> (read only: new interesting inputs go to a scratch copy under
-# build-asan/corpus). Prints the executions per target and
+# build-asan/corpus), as many at a time as there are cores. Prints the executions per target and
 # exits non-zero when any target crashes, leaks, trips a sanitizer or a fuzz check, or goes over
 # the memory caps; the crashing input is left in build-asan/findings/<target>/ — copy it to
 # tests/fuzz/corpus/<target>/crash-<what> once fixed, so the replay tests keep it fixed.
@@ -35,18 +35,32 @@ fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1
-status=0
-summary=()
-for t in "${targets[@]}"; do
-  scratch=$build/corpus/$t
-  findings=$build/findings/$t
+# One target: its log and exit status in build-asan; the targets run as many at a time as there
+# are cores (each fuzzer is one thread).
+fuzz_one() {
+  local t=$1 scratch=$build/corpus/$1 findings=$build/findings/$1 log=$build/fuzz_$1.log rc=0
   mkdir -p "$scratch" "$findings"
-  log=$build/fuzz_$t.log
   echo "fuzz: $t for ${seconds}s" >&2
-  rc=0
   "$build/tests/fuzz/fuzz_$t" "$scratch" "$root/tests/fuzz/corpus/$t" \
     -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="$findings/" >"$log" 2>&1 || rc=$?
+  echo "$rc" >"$log.rc"
+}
+running=0
+for t in "${targets[@]}"; do
+  if ((running >= jobs)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+wait
+status=0
+summary=()
+for t in "${targets[@]}"; do
+  log=$build/fuzz_$t.log findings=$build/findings/$t
+  rc=$(cat "$log.rc")
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   summary+=("$t: ${execs:-?} executions, exit $rc")
   if [[ $rc -ne 0 ]]; then

@@ -5,7 +5,10 @@
 #
 #   scripts/test-cross.sh windows        Windows x64: MinGW-w64, tests under Wine
 #   scripts/test-cross.sh windows-dll    ember as a DLL (BUILD_SHARED_LIBS=ON), installed, and
-#                                        examples/consumer built against it and run under Wine
+#                                        examples/consumer and the C ABI example built against
+#                                        it and run under Wine
+#   scripts/test-cross.sh arm64-shared   the same for Linux arm64 (a shared libember.so), run
+#                                        under qemu-user
 #   scripts/test-cross.sh arm64 [CPU]    Linux arm64: tests under qemu-user with CPU model CPU
 #                                        (default max: NEON, dotprod, i8mm: the i8mm tier;
 #                                        cortex-a57: NEON alone, the neon tier)
@@ -30,7 +33,7 @@ case $target in
     # through WINEPATH, as an app ships it beside its executable.
     export WINEPREFIX=${WINEPREFIX:-$PWD/$build/wineprefix} WINEDEBUG=-all
     ;;
-  arm64)
+  arm64 | arm64-shared)
     cpu=${2:-max}
     packages=(g++-aarch64-linux-gnu qemu-user-static)
     toolchain=cmake/toolchains/aarch64-linux-gnu.cmake
@@ -38,9 +41,13 @@ case $target in
     # with another one reconfigures and rebuilds nothing.
     build=build-cross-arm64
     extra=(-DEMBER_QEMU_CPU="$cpu")
+    if [[ $target == arm64-shared ]]; then
+      build=build-cross-arm64-shared
+      extra=(-DBUILD_SHARED_LIBS=ON)
+    fi
     ;;
   *)
-    echo "usage: $0 windows | windows-dll | arm64 [QEMU_CPU]" >&2
+    echo "usage: $0 windows | windows-dll | arm64 [QEMU_CPU] | arm64-shared" >&2
     exit 2
     ;;
 esac
@@ -64,28 +71,35 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
+exe=""
 if [[ $target == windows* ]]; then
+  exe=.exe
   gcc_dlls=$(dirname "$(x86_64-w64-mingw32-g++-posix -print-file-name=libgomp-1.dll)")
   thread_dlls=$(dirname "$(x86_64-w64-mingw32-g++-posix -print-file-name=libwinpthread-1.dll)")
   export WINEPATH="$gcc_dlls;$thread_dlls"
 fi
-if [[ $target == windows-dll ]]; then
-  # The shared library alone (tests reach internal symbols a DLL does not export), installed as
-  # a Windows package; then a separate project finds it, links its import library and runs
-  # through the DLL's C++ API and C ABI (an exception thrown in the DLL, caught in the program).
+if [[ $target == windows-dll || $target == arm64-shared ]]; then
+  # The shared library alone (tests reach internal symbols a shared library does not export),
+  # installed as a package; then separate projects find it, link it and run through its C++
+  # API and C ABI (an exception thrown in the library, caught in the program).
+  if [[ $target == windows-dll ]]; then
+    run_in() { WINEPATH="$PWD/$build/prefix/bin;$WINEPATH" wine "$@"; }
+  else
+    run_in() { qemu-aarch64-static -cpu max -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH="$PWD/$build/prefix/lib" "$@"; }
+  fi
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
         -DEMBER_TESTS=OFF -DEMBER_EXAMPLES=OFF -DEMBER_BENCHMARKS=OFF -DEMBER_CUDA=OFF "${extra[@]}" \
         ${EMBER_CMAKE_ARGS:-}
   cmake --build "$build" -j "${EMBER_JOBS:-$(nproc)}" --target ember
   rm -rf "$build/prefix" "$build/consumer"
   cmake --install "$build" --prefix "$build/prefix" >/dev/null
-  ls "$build"/prefix/bin/*.dll "$build"/prefix/lib/*.dll.a
+  if [[ $target == windows-dll ]]; then ls "$build"/prefix/bin/*.dll "$build"/prefix/lib/*.dll.a; else ls "$build"/prefix/lib/libember.so*; fi
   cmake -S examples/consumer -B "$build/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_TOOLCHAIN_FILE="$PWD/$toolchain" -Dember_DIR="$PWD/$build/prefix/lib/cmake/ember"
   cmake --build "$build/consumer"
-  WINEPATH="$PWD/$build/prefix/bin;$WINEPATH" wine "$build/consumer/ember-consumer.exe"
+  run_in "$build/consumer/ember-consumer$exe"
   # The C ABI example (C11, examples/c_api) against the same package, in a project of its own,
-  # then run on the default model: a C program through the DLL's C ABI end to end.
+  # then run on the default model: a C program through the library's C ABI end to end.
   rm -rf "$build/c_api_project" "$build/c_api"
   mkdir -p "$build/c_api_project"
   printf '%s\n' 'cmake_minimum_required(VERSION 3.22)' 'project(ember_c_api LANGUAGES C CXX)' \
@@ -94,10 +108,9 @@ if [[ $target == windows-dll ]]; then
   cmake -S "$build/c_api_project" -B "$build/c_api" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_TOOLCHAIN_FILE="$PWD/$toolchain" -Dember_DIR="$PWD/$build/prefix/lib/cmake/ember"
   cmake --build "$build/c_api"
-  WINEPATH="$PWD/$build/prefix/bin;$WINEPATH" wine "$build/c_api/c_api/ember-c-api.exe" "$EMBER_MODEL" \
-    "Name one colour." | tee "$build/c_api/answer.txt"
+  run_in "$build/c_api/c_api/ember-c-api$exe" "$EMBER_MODEL" "Name one colour." | tee "$build/c_api/answer.txt"
   grep -q "^finish: " "$build/c_api/answer.txt"
-  echo "test-cross: the consumer and the C ABI example ran against $(cd "$build/prefix/bin" && ls *.dll)"
+  echo "test-cross: the consumer and the C ABI example ran against the installed shared library ($target)"
   exit 0
 fi
 # The issue's set: ctest's kernel, model, tokenizer, grammar, backend-equivalence and engine
