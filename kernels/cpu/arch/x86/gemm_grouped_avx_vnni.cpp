@@ -152,6 +152,8 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
   }
 }
 
+#include "kernels/cpu/arch/x86/gemm_grouped_ymm_store.inc"
+
 // Prefill's many rows of 4-bit weights: term rows [row0, row0 + rows), rows <= kPanelRows. A
 // group's weights for 8 outputs are unpacked into registers once and every row streams past
 // them, its float sums kept in a small array (L1) rather than in registers: one load and store a
@@ -216,20 +218,7 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
     }
   }
 
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  for (int c = 0; c < C; ++c) {
-    const std::int64_t n0 = job.first_output + c * 8;
-    if (n0 >= job.out) break;
-    const std::int64_t left = job.out - n0;
-    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left < 8 ? left : 8)), lane);
-    for (int i = 0; i < rows / kTerms; ++i) {
-      float* yp = job.y + (row0 / kTerms + i) * job.out + n0;
-      __m256 v = _mm256_load_ps(sum[kTerms * i][c]);
-      if constexpr (kTerms == 2) v = _mm256_add_ps(v, _mm256_load_ps(sum[2 * i + 1][c]));
-      if (job.accumulate) v = _mm256_add_ps(_mm256_maskload_ps(yp, mask), v);
-      _mm256_maskstore_ps(yp, mask, v);
-    }
-  }
+  store_panel<C, kTerms>(job, sum, row0, rows);
 }
 
 using RowsFn = void (*)(const TileJob&, std::int64_t);
