@@ -6,6 +6,7 @@
 // about what decode_ctx512 and twice what prefill_512x512 do, not the 8x (decode) or ~15x
 // (prefill) that reading every cached key would.
 // Counter KvBytes: K and V bytes read per second. Threads: $EMBER_BENCH_THREADS, default 2.
+#include "bench_threads.hpp"
 #include "kernels/cpu/attention.hpp"
 
 #include <benchmark/benchmark.h>
@@ -25,10 +26,7 @@ using ember::KvCacheType;
 constexpr int kHeads = 9, kKvHeads = 3, kHeadDim = 64, kBlock = 16, kContext = 512;
 constexpr int kLongContext = 4096, kWindow = 512;
 
-int bench_threads() {
-  const char* env = std::getenv("EMBER_BENCH_THREADS");
-  return env != nullptr ? std::atoi(env) : 2;
-}
+using ember::bench::bench_threads;
 
 // seqs sequences of `context` tokens each in a shuffled pool; rows_per_seq query rows at the
 // last positions of each; window: AttentionOptions::window.

@@ -13,6 +13,7 @@
 // "w4a8/decode_step" is decode_step's sequence of Linears as the engine runs a Q4 file's (w4a8
 // layers, a w8a8-g32 lm_head).
 // Threads: $EMBER_BENCH_THREADS, default 2.
+#include "bench_threads.hpp"
 #include "kernels/cpu/linear.hpp"
 
 #include <benchmark/benchmark.h>
@@ -47,10 +48,7 @@ constexpr Shape kShapes[] = {
     {"30b_expert_down_768x2048", 768, 2048},
 };
 
-int bench_threads() {
-  const char* env = std::getenv("EMBER_BENCH_THREADS");
-  return env != nullptr ? std::atoi(env) : 2;
-}
+using ember::bench::bench_threads;
 
 std::vector<float> random_vector(std::size_t n, unsigned seed) {
   std::mt19937 rng(seed);

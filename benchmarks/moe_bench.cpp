@@ -8,6 +8,7 @@
 // quantized once (gemm_grouped_batch alone).
 // Threads: $EMBER_BENCH_THREADS, default 2.
 #include "bandwidth_probe.hpp"
+#include "bench_threads.hpp"
 #include "kernels/cpu/linear.hpp"
 #include "kernels/cpu/ops.hpp"
 
@@ -24,10 +25,7 @@ namespace {
 
 using namespace ember::kernels::cpu;
 
-int bench_threads() {
-  const char* env = std::getenv("EMBER_BENCH_THREADS");
-  return env != nullptr ? std::atoi(env) : 2;
-}
+using ember::bench::bench_threads;
 
 struct MoeShape {
   const char* name;
