@@ -86,6 +86,21 @@ TEST_CASE("greedy picks the argmax, ties go to the lowest id") {
   const auto expected = std::max_element(big.begin(), big.end()) - big.begin();
   Sampler s2(greedy_params(), 49152);
   CHECK(s2.sample(big.data(), {}) == expected);
+  // Rows longer than the argmax's lanes: the tie is taken at its lowest id whichever lane holds
+  // it, NaN in a lane is passed over, and a maximum in the tail past the last whole lane counts.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const auto& [first, second] : {std::pair{37, 5}, std::pair{5, 37}, std::pair{16, 17}}) {
+    std::vector<float> row(51, 1.0f);
+    row[2] = nan;
+    row[static_cast<std::size_t>(first)] = row[static_cast<std::size_t>(second)] = 4.0f;
+    Sampler s3(greedy_params(), 51);
+    CHECK(s3.sample(row.data(), {}) == std::min(first, second));
+  }
+  std::vector<float> tail(51, 1.0f);
+  tail[50] = 2.0f;
+  tail[0] = nan;
+  Sampler s4(greedy_params(), 51);
+  CHECK(s4.sample(tail.data(), {}) == 50);
 }
 
 TEST_CASE("NaN logits are never chosen; a row without a finite value is an internal error") {
