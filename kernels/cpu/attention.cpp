@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include <omp.h>
@@ -312,11 +313,23 @@ void attend_head(const TaskArgs& a, const Tile& tile, int segment, const RowSpan
     for (int e = 0; e < d; ++e) scaled_q[i * d + e] = qi[e] * a.scale;
     if constexpr (sizeof(T) == 1) rotate_kv_groups(scaled_q + i * d, d);  // into the keys' basis
   }
+  // A lone query (decode without grouped-query heads) reads an f16 chunk in place where the tier
+  // can; several convert it once for all of them.
+  [[maybe_unused]] const bool direct = std::is_same_v<T, std::uint16_t> && queries == 1 &&
+                                       a.ops->dot_keys_f16 != nullptr && a.ops->axpy_rows_f16 != nullptr;
   const std::array<const T*, 2> k_ahead = warm ? std::array<const T*, 2>{} : std::array<const T*, 2>{k_cache, v_cache};
   const std::array<const T*, 2> v_ahead = warm ? std::array<const T*, 2>{} : std::array<const T*, 2>{v_cache, nullptr};
 
   for_each_chunk(k_cache, k_ahead, a.blocks, span.begin, span.end, kv_head, l,
                  [&](std::int64_t t0, const T* k, int keys) {
+                   if constexpr (std::is_same_v<T, std::uint16_t>) {
+                     if (direct) {  // one query: the f16 keys read as they are
+                       const Span r = range_of(0);
+                       if (t0 < r.end && t0 + keys > r.begin)
+                         a.ops->dot_keys_f16(scaled_q, k, stride, keys, d, scores + (t0 - span.begin));
+                       return;
+                     }
+                   }
                    std::int64_t ldk = 0;
                    const float* kf = chunk_as_f32(k, stride, keys, d, chunk, *a.ops, ldk);
                    for (int i = 0; i < queries; ++i) {
@@ -340,21 +353,32 @@ void attend_head(const TaskArgs& a, const Tile& tile, int segment, const RowSpan
   // (f32, 1 thread, old and new code alternating in one process).
   for_each_chunk(v_cache, v_ahead, a.blocks, span.begin, span.end, kv_head, l,
                  [&](std::int64_t t0, const T* v, int keys) {
-                   std::int64_t ldv = 0;
-                   const float* vf = chunk_as_f32(v, stride, keys, d, chunk, *a.ops, ldv);
-                   for (int i = 0; i < queries; ++i) {
+                   // Query i's rows of the chunk added into its sum; row t0 + j is at x + j * ldx
+                   // (f32, or f16 read in place).
+                   const auto add_rows = [&](int i, const auto* x, std::int64_t ldx) {
+                     const auto axpy = [&](const float* p, const auto* rows, int used, float* sum) {
+                       if constexpr (std::is_same_v<std::remove_cv_t<std::remove_pointer_t<decltype(rows)>>, float>)
+                         a.ops->axpy_rows_f32(p, rows, ldx, used, sum, d);
+                       else
+                         a.ops->axpy_rows_f16(p, rows, ldx, used, sum, d);
+                     };
                      const Span r = range_of(i);
-                     if (t0 >= r.end) continue;
+                     if (t0 >= r.end) return;
                      float* sum = a.partials.at(row_of(i), head_of(i), segment) + 2;
                      if (t0 >= r.begin) {
                        const int used = static_cast<int>(std::min<std::int64_t>(keys, r.end - t0));
-                       a.ops->axpy_rows_f32(scores + i * ld + (t0 - span.begin), vf, ldv, used, sum, d);
+                       axpy(scores + i * ld + (t0 - span.begin), x, used, sum);
                      } else if (t0 + keys > r.begin) {
                        const int used = static_cast<int>(std::min<std::int64_t>(t0 + keys, r.end) - r.begin);
-                       a.ops->axpy_rows_f32(scores + i * ld + (r.begin - span.begin), vf + (r.begin - t0) * ldv, ldv,
-                                            used, sum, d);
+                       axpy(scores + i * ld + (r.begin - span.begin), x + (r.begin - t0) * ldx, used, sum);
                      }
+                   };
+                   if constexpr (std::is_same_v<T, std::uint16_t>) {
+                     if (direct) return add_rows(0, v, stride);
                    }
+                   std::int64_t ldv = 0;
+                   const float* vf = chunk_as_f32(v, stride, keys, d, chunk, *a.ops, ldv);
+                   for (int i = 0; i < queries; ++i) add_rows(i, vf, ldv);
                  });
 }
 

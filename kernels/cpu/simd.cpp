@@ -29,12 +29,18 @@ namespace {
 //  * axpy_rows: for each element, the even rows fused-multiply-added onto y, the odd rows onto a
 //    second sum from zero, then the two added.
 
+// A stored key or value as a float: an f16 one converted (exactly), so the f16 entry points give
+// the bits the f32 ones give on the converted chunk.
+inline float value_of(float x) { return x; }
+inline float value_of(std::uint16_t x) { return fp16_to_float(x); }
+
 // Dims [from, n) of `keys` keys added to s one by one, not fused (this file is compiled with
 // -ffp-contract=off, kernels/CMakeLists.txt: the vector functions that inline this have FMA).
-void add_tail_dims(const float* q, const float* k, std::int64_t stride, int keys, int from, int n, float* s) {
+template <class T>
+void add_tail_dims(const float* q, const T* k, std::int64_t stride, int keys, int from, int n, float* s) {
   for (int j = 0; j < keys; ++j)
     for (int i = from; i < n; ++i) {
-      const float product = q[i] * k[j * stride + i];
+      const float product = q[i] * value_of(k[j * stride + i]);
       s[j] = s[j] + product;
     }
 }
@@ -46,27 +52,42 @@ float reduce16(const float* lane) {
   return (e[0] + e[2]) + (e[1] + e[3]);
 }
 
-void dot_keys_f32_scalar(const float* q, const float* k, std::int64_t stride, int keys, int n, float* s) {
+template <class T>
+void dot_keys_scalar(const float* q, const T* k, std::int64_t stride, int keys, int n, float* s) {
   for (int j = 0; j < kKeyChunk; ++j) {
     float lane[16] = {};
     for (int i = 0; j < keys && i + 16 <= n; i += 16)
-      for (int l = 0; l < 16; ++l) lane[l] = fused_multiply_add(q[i + l], k[j * stride + i + l], lane[l]);
+      for (int l = 0; l < 16; ++l) lane[l] = fused_multiply_add(q[i + l], value_of(k[j * stride + i + l]), lane[l]);
     s[j] = j < keys ? reduce16(lane) : 0.0f;
   }
   add_tail_dims(q, k, stride, std::min(keys, kKeyChunk), n & ~15, n, s);
 }
 
-void axpy_rows_f32_scalar(const float* p, const float* x, std::int64_t stride, int rows, float* y, int n) {
+template <class T>
+void axpy_rows_scalar(const float* p, const T* x, std::int64_t stride, int rows, float* y, int n) {
   for (int i = 0; i < n; ++i) {
     float even = y[i], odd = 0.0f;
     int r = 0;
     for (; r + 2 <= rows; r += 2) {
-      even = fused_multiply_add(p[r], x[r * stride + i], even);
-      odd = fused_multiply_add(p[r + 1], x[(r + 1) * stride + i], odd);
+      even = fused_multiply_add(p[r], value_of(x[r * stride + i]), even);
+      odd = fused_multiply_add(p[r + 1], value_of(x[(r + 1) * stride + i]), odd);
     }
-    if (r < rows) even = fused_multiply_add(p[r], x[r * stride + i], even);
+    if (r < rows) even = fused_multiply_add(p[r], value_of(x[r * stride + i]), even);
     y[i] = even + odd;
   }
+}
+
+void dot_keys_f32_scalar(const float* q, const float* k, std::int64_t stride, int keys, int n, float* s) {
+  dot_keys_scalar(q, k, stride, keys, n, s);
+}
+void dot_keys_f16_scalar(const float* q, const std::uint16_t* k, std::int64_t stride, int keys, int n, float* s) {
+  dot_keys_scalar(q, k, stride, keys, n, s);
+}
+void axpy_rows_f32_scalar(const float* p, const float* x, std::int64_t stride, int rows, float* y, int n) {
+  axpy_rows_scalar(p, x, stride, rows, y, n);
+}
+void axpy_rows_f16_scalar(const float* p, const std::uint16_t* x, std::int64_t stride, int rows, float* y, int n) {
+  axpy_rows_scalar(p, x, stride, rows, y, n);
 }
 
 void to_f16_scalar(const float* x, std::uint16_t* y, int n) {
@@ -185,13 +206,22 @@ EMBER_AVX512 inline __m512 sum_each16(__m512 a0, __m512 a1, __m512 a2, __m512 a3
   return _mm512_add_ps(_mm512_shuffle_ps(d0, d1, 0x44), _mm512_shuffle_ps(d0, d1, 0xEE));
 }
 
+// Sixteen stored values as floats: an f16 row is converted as it is loaded (exact), so a decode
+// query reads its chunk once instead of through a converted copy.
+EMBER_AVX512 inline __m512 load16(const float* x) { return _mm512_loadu_ps(x); }
+EMBER_AVX512 inline __m512 load16(const std::uint16_t* x) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+}
+
 // One key's step: acc += q * k, then on to the next key unless this one is the last real one.
-EMBER_AVX512 inline void fma_key(__m512& acc, __m512 q, const float*& k, std::int64_t stride, bool advance) {
-  acc = _mm512_fmadd_ps(q, _mm512_loadu_ps(k), acc);
+template <class T>
+EMBER_AVX512 inline void fma_key(__m512& acc, __m512 q, const T*& k, std::int64_t stride, bool advance) {
+  acc = _mm512_fmadd_ps(q, load16(k), acc);
   if (advance) k += stride;
 }
 
-EMBER_AVX512 void dot_keys_f32_avx512(const float* q, const float* k, std::int64_t stride, int keys, int n, float* s) {
+template <class T>
+EMBER_AVX512 void dot_keys_avx512(const float* q, const T* k, std::int64_t stride, int keys, int n, float* s) {
   // Key j accumulates in a{4 * (j % 4) + j / 4} so that sum_each16 leaves its sum in lane j.
   // Keys past `keys` repeat the last real key (no read past the chunk) and are zeroed. Sixteen
   // named accumulators, not an array, so that they stay in registers; the key loop is innermost:
@@ -200,7 +230,7 @@ EMBER_AVX512 void dot_keys_f32_avx512(const float* q, const float* k, std::int64
          a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0, a15 = a0;
   for (int i = 0; i + 16 <= n; i += 16) {
     const __m512 qi = _mm512_loadu_ps(q + i);
-    const float* kj = k + i;
+    const T* kj = k + i;
     fma_key(a0, qi, kj, stride, 1 < keys);
     fma_key(a4, qi, kj, stride, 2 < keys);
     fma_key(a8, qi, kj, stride, 3 < keys);
@@ -226,7 +256,8 @@ EMBER_AVX512 void dot_keys_f32_avx512(const float* q, const float* k, std::int64
 
 // Sixty-four floats of y stay in registers across the rows, in two sets of four accumulators
 // (even and odd rows, the order of the scalar section) so that two FMA chains run at once.
-EMBER_AVX512 void axpy_rows_f32_avx512(const float* p, const float* x, std::int64_t stride, int rows, float* y, int n) {
+template <class T>
+EMBER_AVX512 void axpy_rows_avx512(const float* p, const T* x, std::int64_t stride, int rows, float* y, int n) {
   int i = 0;
   for (; i + 64 <= n; i += 64) {
     __m512 a[4], b[4];
@@ -237,20 +268,39 @@ EMBER_AVX512 void axpy_rows_f32_avx512(const float* p, const float* x, std::int6
     int r = 0;
     for (; r + 2 <= rows; r += 2) {
       const __m512 p0 = _mm512_set1_ps(p[r]), p1 = _mm512_set1_ps(p[r + 1]);
-      const float* x0 = x + r * stride + i;
-      const float* x1 = x0 + stride;
+      const T* x0 = x + r * stride + i;
+      const T* x1 = x0 + stride;
       for (int c = 0; c < 4; ++c) {
-        a[c] = _mm512_fmadd_ps(p0, _mm512_loadu_ps(x0 + 16 * c), a[c]);
-        b[c] = _mm512_fmadd_ps(p1, _mm512_loadu_ps(x1 + 16 * c), b[c]);
+        a[c] = _mm512_fmadd_ps(p0, load16(x0 + 16 * c), a[c]);
+        b[c] = _mm512_fmadd_ps(p1, load16(x1 + 16 * c), b[c]);
       }
     }
     if (r < rows) {
       const __m512 p0 = _mm512_set1_ps(p[r]);
-      for (int c = 0; c < 4; ++c) a[c] = _mm512_fmadd_ps(p0, _mm512_loadu_ps(x + r * stride + i + 16 * c), a[c]);
+      for (int c = 0; c < 4; ++c) a[c] = _mm512_fmadd_ps(p0, load16(x + r * stride + i + 16 * c), a[c]);
     }
     for (int c = 0; c < 4; ++c) _mm512_storeu_ps(y + i + 16 * c, _mm512_add_ps(a[c], b[c]));
   }
-  axpy_rows_f32_avx2(p, x + i, stride, rows, y + i, n - i);
+  // The rest in the scalar order, which the AVX2 loop of the f32 form also keeps.
+  if constexpr (sizeof(T) == 4)
+    axpy_rows_f32_avx2(p, x + i, stride, rows, y + i, n - i);
+  else
+    axpy_rows_scalar(p, x + i, stride, rows, y + i, n - i);
+}
+
+EMBER_AVX512 void dot_keys_f32_avx512(const float* q, const float* k, std::int64_t stride, int keys, int n, float* s) {
+  dot_keys_avx512(q, k, stride, keys, n, s);
+}
+EMBER_AVX512 void dot_keys_f16_avx512(const float* q, const std::uint16_t* k, std::int64_t stride, int keys, int n,
+                                      float* s) {
+  dot_keys_avx512(q, k, stride, keys, n, s);
+}
+EMBER_AVX512 void axpy_rows_f32_avx512(const float* p, const float* x, std::int64_t stride, int rows, float* y, int n) {
+  axpy_rows_avx512(p, x, stride, rows, y, n);
+}
+EMBER_AVX512 void axpy_rows_f16_avx512(const float* p, const std::uint16_t* x, std::int64_t stride, int rows, float* y,
+                                       int n) {
+  axpy_rows_avx512(p, x, stride, rows, y, n);
 }
 
 EMBER_AVX512 void to_f16_avx512(const float* x, std::uint16_t* y, int n) {
@@ -271,11 +321,12 @@ EMBER_AVX512 void from_f16_avx512(const std::uint16_t* x, float* y, int n) {
 
 #endif  // EMBER_X86_DISPATCH
 
-constexpr VecOps kScalar{CpuTier::scalar, dot_keys_f32_scalar, axpy_rows_f32_scalar, to_f16_scalar, from_f16_scalar};
+constexpr VecOps kScalar{CpuTier::scalar, dot_keys_f32_scalar, axpy_rows_f32_scalar, to_f16_scalar,
+                         from_f16_scalar, dot_keys_f16_scalar, axpy_rows_f16_scalar};
 #if EMBER_X86_DISPATCH
 constexpr VecOps kAvx2{CpuTier::avx2, dot_keys_f32_avx2, axpy_rows_f32_avx2, to_f16_avx2, from_f16_avx2};
 constexpr VecOps kAvx512{CpuTier::avx512_vnni, dot_keys_f32_avx512, axpy_rows_f32_avx512, to_f16_avx512,
-                         from_f16_avx512};
+                         from_f16_avx512,      dot_keys_f16_avx512, axpy_rows_f16_avx512};
 #endif
 
 }  // namespace

@@ -62,6 +62,14 @@ struct VecOps {
   void (*axpy_rows_f32)(const float* p, const float* x, std::int64_t stride, int rows, float* y, int n);
   void (*to_f16)(const float* x, std::uint16_t* y, int n);    // round to nearest even
   void (*from_f16)(const std::uint16_t* x, float* y, int n);  // exact
+  // dot_keys_f32 and axpy_rows_f32 on f16 rows, converted as they are read: the bits the f32
+  // forms give on the rows from_f16 converts. A query that is alone on its chunk (a decode row
+  // without grouped-query heads) saves writing and rereading the converted copy. Null where a
+  // tier has no such form: attention then converts the chunk.
+  void (*dot_keys_f16)(const float* q, const std::uint16_t* k, std::int64_t stride, int keys, int n,
+                       float* s) = nullptr;
+  void (*axpy_rows_f16)(const float* p, const std::uint16_t* x, std::int64_t stride, int rows, float* y,
+                        int n) = nullptr;
 };
 
 // The widest implementation a CPU of `tier` runs (avx2's loops also serve avx_vnni; AVX-512F's

@@ -108,6 +108,45 @@ void check_dot_keys(const VecOps& ops, const VecOps& ref, int n) {
   }
 }
 
+// The f16 entry points (a lone decode query reads its f16 chunk in place) give the bits of the
+// f32 ones on the converted rows, on every tier that has them; the scalar tier has them.
+TEST_CASE("the f16 forms of the attention loops equal the f32 forms on converted rows") {
+  CHECK((vec_ops(CpuTier::scalar).dot_keys_f16 != nullptr && vec_ops(CpuTier::scalar).axpy_rows_f16 != nullptr));
+  int checked = 0;
+  for (CpuTier isa : kAllCpuTiers) {
+    if (!tier_available(isa)) continue;
+    const VecOps& ops = vec_ops(isa);
+    if (ops.dot_keys_f16 == nullptr || ops.axpy_rows_f16 == nullptr) continue;
+    ++checked;
+    for (int n : {0, 1, 16, 33, 64, 80, 128, 131}) {
+      CAPTURE(std::string(to_string(isa)));
+      CAPTURE(n);
+      const std::int64_t stride = n + 3;
+      const auto q = random_floats(static_cast<std::size_t>(n) + 1, 31);
+      const auto kf = random_floats(static_cast<std::size_t>(kKeyChunk * stride), 32);
+      std::vector<std::uint16_t> kh(kf.size());
+      ops.to_f16(kf.data(), kh.data(), static_cast<int>(kf.size()));
+      std::vector<float> k(kh.size());
+      ops.from_f16(kh.data(), k.data(), static_cast<int>(kh.size()));
+      for (int keys : {1, 5, 16}) {
+        CAPTURE(keys);
+        float got[kKeyChunk], want[kKeyChunk];
+        ops.dot_keys_f16(q.data(), kh.data(), stride, keys, n, got);
+        ops.dot_keys_f32(q.data(), k.data(), stride, keys, n, want);
+        REQUIRE(std::memcmp(got, want, sizeof got) == 0);
+      }
+      for (const int rows : {1, 4, 5}) {
+        const auto p = random_floats(rows, 33, 0.0f, 1.0f);
+        auto y1 = random_floats(static_cast<std::size_t>(n), 34), y2 = y1;
+        ops.axpy_rows_f16(p.data(), kh.data(), stride, rows, y1.data(), n);
+        ops.axpy_rows_f32(p.data(), k.data(), stride, rows, y2.data(), n);
+        REQUIRE((y1.empty() || std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)) == 0));
+      }
+    }
+  }
+  CHECK(checked >= 1);
+}
+
 TEST_CASE("every vector ISA path equals the scalar path") {
   const VecOps& ref = vec_ops(CpuTier::scalar);
   MESSAGE("active tier: ", std::string(to_string(active_tier())));

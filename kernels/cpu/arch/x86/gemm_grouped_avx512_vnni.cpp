@@ -152,6 +152,83 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
   }
 }
 
+// Decode's one row of 4-bit weights (one term, no software prefetch): tile_rows<1, NB, 4, ...>'s
+// arithmetic, group by group, with the next group's lines loaded before this group's products.
+// Loaded at the top of the loop they are in flight while this group multiplies; where the
+// compiler placed them, next to their products, fewer misses were outstanding and the one-row
+// stream fell further below the loop that only loads (docs/benchmarks.md#moe-s23).
+template <int NB, bool kOffsets>
+void one_row_4bit(const TileJob& job) {
+  constexpr int kLines = 4 * NB;  // value lines of one group
+  const std::int64_t record = job.record_bytes, groups = 2 * job.spans;
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i high4 = _mm512_set1_epi8(static_cast<char>(0xF0));
+  // Line j * NB + b of group g: inputs 4j.. of block b (the layout of gemm_grouped.hpp).
+  const auto group_lines = [&](std::int64_t g) { return job.weights + (g / 2) * NB * record + (g % 2) * kLines * 64; };
+  __m512i next[kLines];
+#pragma GCC unroll 8
+  for (int k = 0; k < kLines; ++k) next[k] = _mm512_load_si512(group_lines(0) + k * 64);
+  __m512 sum[NB];
+#pragma GCC unroll 2
+  for (int b = 0; b < NB; ++b) sum[b] = _mm512_setzero_ps();
+  for (std::int64_t g = 0; g < groups; ++g) {
+    __m512i v[kLines];
+#pragma GCC unroll 8
+    for (int k = 0; k < kLines; ++k) v[k] = next[k];
+    if (g + 1 < groups) {
+      const std::uint8_t* ahead = group_lines(g + 1);
+#pragma GCC unroll 8
+      for (int k = 0; k < kLines; ++k) {
+        next[k] = _mm512_load_si512(ahead + k * 64);
+        __asm__("" : "+v"(next[k]));  // keeps the load here, ahead of the products below
+      }
+    }
+    // The high nibble multiplied in place (16 times its value) into its own sums, as tile_rows.
+    const __m512i first = kOffsets ? _mm512_setzero_si512() : _mm512_set1_epi32(-8 * job.sums[g]);
+    __m512i lo[NB], hi[NB];
+#pragma GCC unroll 2
+    for (int b = 0; b < NB; ++b) lo[b] = first, hi[b] = _mm512_setzero_si512();
+    const std::int8_t* x = job.q + g * 32;
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      std::int32_t x_lo, x_hi;
+      std::memcpy(&x_lo, x + 4 * j, 4);
+      std::memcpy(&x_hi, x + 16 + 4 * j, 4);
+      const __m512i bl = _mm512_set1_epi32(x_lo), bh = _mm512_set1_epi32(x_hi);
+#pragma GCC unroll 2
+      for (int b = 0; b < NB; ++b) {
+        lo[b] = _mm512_dpbusd_epi32(lo[b], _mm512_and_si512(v[j * NB + b], low4), bl);
+        hi[b] = _mm512_dpbusd_epi32(hi[b], _mm512_and_si512(v[j * NB + b], high4), bh);
+      }
+    }
+    const std::uint8_t* scales = job.weights + (g / 2) * NB * record + NB * 8 * 64 + (g % 2) * NB * 32;
+    const __m512 xs = _mm512_set1_ps(job.scales[g]);
+#pragma GCC unroll 2
+    for (int b = 0; b < NB; ++b) {
+      const __m512 d =
+          _mm512_maskz_cvtph_ps(0xFFFF, _mm256_load_si256(reinterpret_cast<const __m256i*>(scales + b * 32)));
+      const __m512i a = _mm512_add_epi32(lo[b], _mm512_maskz_srai_epi32(0xFFFF, hi[b], 4));
+      __m512 t = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, a), d);
+      if constexpr (kOffsets) {
+        const __m512 o = _mm512_maskz_cvtph_ps(
+            0xFFFF, _mm256_load_si256(reinterpret_cast<const __m256i*>(scales + NB * 64 + b * 32)));
+        t = _mm512_fmadd_ps(o, _mm512_set1_ps(static_cast<float>(job.sums[g])), t);
+      }
+      sum[b] = _mm512_fmadd_ps(t, xs, sum[b]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int b = 0; b < NB; ++b) {
+    const std::int64_t n0 = job.first_output + b * 16;
+    const std::int64_t left = job.out - n0;
+    const auto mask = static_cast<__mmask16>(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
+    float* yp = job.y + n0;
+    __m512 v = sum[b];
+    if (job.accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, yp), v);
+    _mm512_mask_storeu_ps(yp, mask, v);
+  }
+}
+
 using RowsFn = void (*)(const TileJob&, std::int64_t);
 
 // The micro-kernel for `rows` term rows (1..kTileRows; with two terms, even) of NB blocks.
@@ -171,6 +248,10 @@ RowsFn rows_kernel(std::int64_t rows) {
 
 template <int kBits, bool kOffsets, int kTerms>
 void run_format(const TileJob& job) {
+  if constexpr (kBits == 4 && kTerms == 1) {
+    if (job.term_rows == 1 && job.prefetch_ahead == 0)
+      return job.blocks == 2 ? one_row_4bit<2, kOffsets>(job) : one_row_4bit<1, kOffsets>(job);
+  }
   for (std::int64_t i = 0; i < job.term_rows; i += kTileRows) {
     const std::int64_t rows = job.term_rows - i < kTileRows ? job.term_rows - i : kTileRows;
     const RowsFn fn =
