@@ -242,7 +242,9 @@ std::int32_t Sampler::draw(std::size_t count, float max_logit) {
 // few of the scanned candidates are allowed, or the row's maximum is not finite (the plain
 // path's answer, an error or not, then stands).
 std::int32_t Sampler::sample_allowed(const float* logits, grammar::TokenConstraint& constraint) {
-  const auto [max_logit, best] = row_max(logits, vocab_size_);
+  const RowMax peak = row_max(logits, vocab_size_);
+  const float max_logit = peak.logit;
+  const std::int32_t best = peak.id;
   if (best < 0 || !finite(max_logit)) return -1;
   const bool greedy = params_.temperature == 0;
   // Greedy and the row's argmax allowed: it is the masked row's argmax too (ties: every lower
@@ -299,7 +301,11 @@ std::int32_t Sampler::sample(float* logits, const std::vector<std::int32_t>& his
   }
 
   // Argmax (ties -> lowest id); NaN logits are never chosen.
-  const auto [max_logit, best] = row_max(logits, vocab_size_);
+  // Named, not a structured binding: log_p below captures max_logit, which Clang before 16
+  // refuses for a binding.
+  const RowMax peak = row_max(logits, vocab_size_);
+  const float max_logit = peak.logit;
+  const std::int32_t best = peak.id;
   if (best < 0 || !finite(max_logit))
     fail(ErrorCode::internal, "logits row has no finite maximum (max = {})", max_logit);
 
