@@ -104,9 +104,16 @@ void from_f16_scalar(const std::uint16_t* x, float* y, int n) {
 
 #define EMBER_AVX2 __attribute__((target("avx2,f16c,fma")))
 
+// Eight stored values as floats (an f16 row converted as it is loaded, exactly): see load16.
+EMBER_AVX2 inline __m256 load8(const float* x) { return _mm256_loadu_ps(x); }
+EMBER_AVX2 inline __m256 load8(const std::uint16_t* x) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
+}
+
 // Four keys at a time, each in two accumulators (lanes 0-7 and 8-15 of the 16 lanes of the
 // order in the scalar section), reduced with the same additions. Keys past `keys` are zero.
-EMBER_AVX2 void dot_keys4_avx2(const float* q, const float* k, std::int64_t stride, int keys, int n, float* s) {
+template <class T>
+EMBER_AVX2 void dot_keys4_avx2(const float* q, const T* k, std::int64_t stride, int keys, int n, float* s) {
   __m256 lo[4], hi[4];
   for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
   const int real = keys < 4 ? keys : 4;
@@ -114,9 +121,9 @@ EMBER_AVX2 void dot_keys4_avx2(const float* q, const float* k, std::int64_t stri
     const __m256 q0 = _mm256_loadu_ps(q + i), q1 = _mm256_loadu_ps(q + i + 8);
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
-      const float* kj = k + (j < real ? j : real - 1) * stride + i;
-      lo[j] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(kj), lo[j]);
-      hi[j] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(kj + 8), hi[j]);
+      const T* kj = k + (j < real ? j : real - 1) * stride + i;
+      lo[j] = _mm256_fmadd_ps(q0, load8(kj), lo[j]);
+      hi[j] = _mm256_fmadd_ps(q1, load8(kj + 8), hi[j]);
     }
   }
   for (int j = 0; j < 4; ++j) {
@@ -127,7 +134,8 @@ EMBER_AVX2 void dot_keys4_avx2(const float* q, const float* k, std::int64_t stri
   }
 }
 
-EMBER_AVX2 void dot_keys_f32_avx2(const float* q, const float* k, std::int64_t stride, int keys, int n, float* s) {
+template <class T>
+EMBER_AVX2 void dot_keys_avx2(const float* q, const T* k, std::int64_t stride, int keys, int n, float* s) {
   for (int j0 = 0; j0 < kKeyChunk; j0 += 4) {
     if (j0 < keys) {
       dot_keys4_avx2(q, k + j0 * stride, stride, keys - j0, n, s + j0);
@@ -139,7 +147,8 @@ EMBER_AVX2 void dot_keys_f32_avx2(const float* q, const float* k, std::int64_t s
 }
 
 // One element's even and odd sums of the scalar section, 8 (then 1) at a time.
-EMBER_AVX2 void axpy_rows_f32_avx2(const float* p, const float* x, std::int64_t stride, int rows, float* y, int n) {
+template <class T>
+EMBER_AVX2 void axpy_rows_avx2(const float* p, const T* x, std::int64_t stride, int rows, float* y, int n) {
   int i = 0;
   for (; i + 16 <= n; i += 16) {
     __m256 a0 = _mm256_loadu_ps(y + i), a1 = _mm256_loadu_ps(y + i + 8);
@@ -147,22 +156,37 @@ EMBER_AVX2 void axpy_rows_f32_avx2(const float* p, const float* x, std::int64_t 
     int r = 0;
     for (; r + 2 <= rows; r += 2) {
       const __m256 p0 = _mm256_set1_ps(p[r]), p1 = _mm256_set1_ps(p[r + 1]);
-      const float* x0 = x + r * stride + i;
-      const float* x1 = x0 + stride;
-      a0 = _mm256_fmadd_ps(p0, _mm256_loadu_ps(x0), a0);
-      a1 = _mm256_fmadd_ps(p0, _mm256_loadu_ps(x0 + 8), a1);
-      b0 = _mm256_fmadd_ps(p1, _mm256_loadu_ps(x1), b0);
-      b1 = _mm256_fmadd_ps(p1, _mm256_loadu_ps(x1 + 8), b1);
+      const T* x0 = x + r * stride + i;
+      const T* x1 = x0 + stride;
+      a0 = _mm256_fmadd_ps(p0, load8(x0), a0);
+      a1 = _mm256_fmadd_ps(p0, load8(x0 + 8), a1);
+      b0 = _mm256_fmadd_ps(p1, load8(x1), b0);
+      b1 = _mm256_fmadd_ps(p1, load8(x1 + 8), b1);
     }
     if (r < rows) {
       const __m256 p0 = _mm256_set1_ps(p[r]);
-      a0 = _mm256_fmadd_ps(p0, _mm256_loadu_ps(x + r * stride + i), a0);
-      a1 = _mm256_fmadd_ps(p0, _mm256_loadu_ps(x + r * stride + i + 8), a1);
+      a0 = _mm256_fmadd_ps(p0, load8(x + r * stride + i), a0);
+      a1 = _mm256_fmadd_ps(p0, load8(x + r * stride + i + 8), a1);
     }
     _mm256_storeu_ps(y + i, _mm256_add_ps(a0, b0));
     _mm256_storeu_ps(y + i + 8, _mm256_add_ps(a1, b1));
   }
-  axpy_rows_f32_scalar(p, x + i, stride, rows, y + i, n - i);
+  axpy_rows_scalar(p, x + i, stride, rows, y + i, n - i);
+}
+
+EMBER_AVX2 void dot_keys_f32_avx2(const float* q, const float* k, std::int64_t stride, int keys, int n, float* s) {
+  dot_keys_avx2(q, k, stride, keys, n, s);
+}
+EMBER_AVX2 void dot_keys_f16_avx2(const float* q, const std::uint16_t* k, std::int64_t stride, int keys, int n,
+                                  float* s) {
+  dot_keys_avx2(q, k, stride, keys, n, s);
+}
+EMBER_AVX2 void axpy_rows_f32_avx2(const float* p, const float* x, std::int64_t stride, int rows, float* y, int n) {
+  axpy_rows_avx2(p, x, stride, rows, y, n);
+}
+EMBER_AVX2 void axpy_rows_f16_avx2(const float* p, const std::uint16_t* x, std::int64_t stride, int rows, float* y,
+                                   int n) {
+  axpy_rows_avx2(p, x, stride, rows, y, n);
 }
 
 EMBER_AVX2 void to_f16_avx2(const float* x, std::uint16_t* y, int n) {
@@ -324,7 +348,8 @@ EMBER_AVX512 void from_f16_avx512(const std::uint16_t* x, float* y, int n) {
 constexpr VecOps kScalar{CpuTier::scalar, dot_keys_f32_scalar, axpy_rows_f32_scalar, to_f16_scalar,
                          from_f16_scalar, dot_keys_f16_scalar, axpy_rows_f16_scalar};
 #if EMBER_X86_DISPATCH
-constexpr VecOps kAvx2{CpuTier::avx2, dot_keys_f32_avx2, axpy_rows_f32_avx2, to_f16_avx2, from_f16_avx2};
+constexpr VecOps kAvx2{CpuTier::avx2, dot_keys_f32_avx2, axpy_rows_f32_avx2, to_f16_avx2,
+                       from_f16_avx2,   dot_keys_f16_avx2, axpy_rows_f16_avx2};
 constexpr VecOps kAvx512{CpuTier::avx512_vnni, dot_keys_f32_avx512, axpy_rows_f32_avx512, to_f16_avx512,
                          from_f16_avx512,      dot_keys_f16_avx512, axpy_rows_f16_avx512};
 #endif
