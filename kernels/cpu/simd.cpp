@@ -349,7 +349,7 @@ constexpr VecOps kScalar{CpuTier::scalar, dot_keys_f32_scalar, axpy_rows_f32_sca
                          from_f16_scalar, dot_keys_f16_scalar, axpy_rows_f16_scalar};
 #if EMBER_X86_DISPATCH
 constexpr VecOps kAvx2{CpuTier::avx2, dot_keys_f32_avx2, axpy_rows_f32_avx2, to_f16_avx2,
-                       from_f16_avx2,   dot_keys_f16_avx2, axpy_rows_f16_avx2};
+                       from_f16_avx2, dot_keys_f16_avx2, axpy_rows_f16_avx2};
 constexpr VecOps kAvx512{CpuTier::avx512_vnni, dot_keys_f32_avx512, axpy_rows_f32_avx512, to_f16_avx512,
                          from_f16_avx512,      dot_keys_f16_avx512, axpy_rows_f16_avx512};
 #endif
