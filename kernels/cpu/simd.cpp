@@ -77,19 +77,6 @@ void axpy_rows_scalar(const float* p, const T* x, std::int64_t stride, int rows,
   }
 }
 
-void dot_keys_f32_scalar(const float* q, const float* k, std::int64_t stride, int keys, int n, float* s) {
-  dot_keys_scalar(q, k, stride, keys, n, s);
-}
-void dot_keys_f16_scalar(const float* q, const std::uint16_t* k, std::int64_t stride, int keys, int n, float* s) {
-  dot_keys_scalar(q, k, stride, keys, n, s);
-}
-void axpy_rows_f32_scalar(const float* p, const float* x, std::int64_t stride, int rows, float* y, int n) {
-  axpy_rows_scalar(p, x, stride, rows, y, n);
-}
-void axpy_rows_f16_scalar(const float* p, const std::uint16_t* x, std::int64_t stride, int rows, float* y, int n) {
-  axpy_rows_scalar(p, x, stride, rows, y, n);
-}
-
 void to_f16_scalar(const float* x, std::uint16_t* y, int n) {
   for (int i = 0; i < n; ++i) y[i] = float_to_fp16(x[i]);
 }
@@ -172,21 +159,6 @@ EMBER_AVX2 void axpy_rows_avx2(const float* p, const T* x, std::int64_t stride, 
     _mm256_storeu_ps(y + i + 8, _mm256_add_ps(a1, b1));
   }
   axpy_rows_scalar(p, x + i, stride, rows, y + i, n - i);
-}
-
-EMBER_AVX2 void dot_keys_f32_avx2(const float* q, const float* k, std::int64_t stride, int keys, int n, float* s) {
-  dot_keys_avx2(q, k, stride, keys, n, s);
-}
-EMBER_AVX2 void dot_keys_f16_avx2(const float* q, const std::uint16_t* k, std::int64_t stride, int keys, int n,
-                                  float* s) {
-  dot_keys_avx2(q, k, stride, keys, n, s);
-}
-EMBER_AVX2 void axpy_rows_f32_avx2(const float* p, const float* x, std::int64_t stride, int rows, float* y, int n) {
-  axpy_rows_avx2(p, x, stride, rows, y, n);
-}
-EMBER_AVX2 void axpy_rows_f16_avx2(const float* p, const std::uint16_t* x, std::int64_t stride, int rows, float* y,
-                                   int n) {
-  axpy_rows_avx2(p, x, stride, rows, y, n);
 }
 
 EMBER_AVX2 void to_f16_avx2(const float* x, std::uint16_t* y, int n) {
@@ -305,26 +277,7 @@ EMBER_AVX512 void axpy_rows_avx512(const float* p, const T* x, std::int64_t stri
     }
     for (int c = 0; c < 4; ++c) _mm512_storeu_ps(y + i + 16 * c, _mm512_add_ps(a[c], b[c]));
   }
-  // The rest in the scalar order, which the AVX2 loop of the f32 form also keeps.
-  if constexpr (sizeof(T) == 4)
-    axpy_rows_f32_avx2(p, x + i, stride, rows, y + i, n - i);
-  else
-    axpy_rows_scalar(p, x + i, stride, rows, y + i, n - i);
-}
-
-EMBER_AVX512 void dot_keys_f32_avx512(const float* q, const float* k, std::int64_t stride, int keys, int n, float* s) {
-  dot_keys_avx512(q, k, stride, keys, n, s);
-}
-EMBER_AVX512 void dot_keys_f16_avx512(const float* q, const std::uint16_t* k, std::int64_t stride, int keys, int n,
-                                      float* s) {
-  dot_keys_avx512(q, k, stride, keys, n, s);
-}
-EMBER_AVX512 void axpy_rows_f32_avx512(const float* p, const float* x, std::int64_t stride, int rows, float* y, int n) {
-  axpy_rows_avx512(p, x, stride, rows, y, n);
-}
-EMBER_AVX512 void axpy_rows_f16_avx512(const float* p, const std::uint16_t* x, std::int64_t stride, int rows, float* y,
-                                       int n) {
-  axpy_rows_avx512(p, x, stride, rows, y, n);
+  axpy_rows_avx2(p, x + i, stride, rows, y + i, n - i);  // the rest, in the scalar order as well
 }
 
 EMBER_AVX512 void to_f16_avx512(const float* x, std::uint16_t* y, int n) {
@@ -345,13 +298,15 @@ EMBER_AVX512 void from_f16_avx512(const std::uint16_t* x, float* y, int n) {
 
 #endif  // EMBER_X86_DISPATCH
 
-constexpr VecOps kScalar{CpuTier::scalar, dot_keys_f32_scalar, axpy_rows_f32_scalar, to_f16_scalar,
-                         from_f16_scalar, dot_keys_f16_scalar, axpy_rows_f16_scalar};
+// The f32 and f16 forms of each loop are one template's two instantiations.
+constexpr VecOps kScalar{CpuTier::scalar, dot_keys_scalar<float>,         axpy_rows_scalar<float>,        to_f16_scalar,
+                         from_f16_scalar, dot_keys_scalar<std::uint16_t>, axpy_rows_scalar<std::uint16_t>};
 #if EMBER_X86_DISPATCH
-constexpr VecOps kAvx2{CpuTier::avx2, dot_keys_f32_avx2, axpy_rows_f32_avx2, to_f16_avx2,
-                       from_f16_avx2, dot_keys_f16_avx2, axpy_rows_f16_avx2};
-constexpr VecOps kAvx512{CpuTier::avx512_vnni, dot_keys_f32_avx512, axpy_rows_f32_avx512, to_f16_avx512,
-                         from_f16_avx512,      dot_keys_f16_avx512, axpy_rows_f16_avx512};
+constexpr VecOps kAvx2{CpuTier::avx2, dot_keys_avx2<float>,         axpy_rows_avx2<float>,        to_f16_avx2,
+                       from_f16_avx2, dot_keys_avx2<std::uint16_t>, axpy_rows_avx2<std::uint16_t>};
+constexpr VecOps kAvx512{
+    CpuTier::avx512_vnni, dot_keys_avx512<float>,         axpy_rows_avx512<float>,        to_f16_avx512,
+    from_f16_avx512,      dot_keys_avx512<std::uint16_t>, axpy_rows_avx512<std::uint16_t>};
 #endif
 
 }  // namespace
