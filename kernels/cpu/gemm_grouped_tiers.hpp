@@ -30,7 +30,13 @@ struct TileJob {
   bool offsets = false;                   // each group has its own offset
   bool accumulate = false;                // y = y_old + product
   int terms = 1;                          // INT8 terms per activation row: 1 or 2
-  std::int64_t prefetch_ahead = 0;        // bytes ahead of the first pass to prefetch; 0: none
+  // Bytes ahead of a tile's first pass to prefetch; 0: none. Decode's few rows (tile_rows) do too
+  // little work a byte to hide the memory's latency behind the multiplies: every x86 tier asks
+  // for the weights into L2 (prefetcht1) at twice this lead, which read faster than prefetcht0 at
+  // this lead on Zen 4's AVX2 tier and on an Intel Xeon at the AVX-VNNI, AVX-512 and AMX tiers
+  // (likely because more lines can be in flight to L2 than to L1; docs/benchmarks.md
+  // #x86-tiers-session22 and #x86-prefetch-s24). The many-rows panels use prefetcht0 at it.
+  std::int64_t prefetch_ahead = 0;
   const std::int8_t* q = nullptr;         // [term_rows][q_stride]
   const float* scales = nullptr;          // [term_rows][groups]
   const std::int32_t* sums = nullptr;     // [term_rows][groups]

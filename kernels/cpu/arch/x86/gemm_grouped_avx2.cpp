@@ -109,10 +109,7 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) sum[i][c] = _mm256_setzero_ps();
 
-  // Decode's few rows do too little work a byte to hide the memory's latency behind the
-  // multiplies, so the first pass asks for the weights into L2 (prefetcht1) twice
-  // prefetch_ahead ahead: measured faster than prefetcht0 at prefetch_ahead, likely because more
-  // lines can be in flight to L2 than to L1 (docs/benchmarks.md#x86-tiers-session22).
+  // Into L2, twice prefetch_ahead ahead (TileJob::prefetch_ahead says why).
   const bool prefetch = row0 == 0 && job.prefetch_ahead > 0;
   const std::int64_t ahead = 2 * job.prefetch_ahead;
   for (std::int64_t s = 0; s < job.spans; ++s) {

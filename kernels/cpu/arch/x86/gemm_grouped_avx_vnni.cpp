@@ -98,12 +98,14 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) sum[i][c] = _mm256_setzero_ps();
 
+  // Into L2, twice prefetch_ahead ahead (TileJob::prefetch_ahead says why).
   const bool prefetch = row0 == 0 && job.prefetch_ahead > 0;
+  const std::int64_t ahead = 2 * job.prefetch_ahead;
   for (std::int64_t s = 0; s < job.spans; ++s) {
     const std::uint8_t* rec = job.weights + s * NB * record;
     if (prefetch)  // past the tile's end it is the next tile's, which this thread likely takes
       for (std::int64_t at = 0; at < NB * record; at += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(rec + job.prefetch_ahead + at), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(rec + ahead + at), _MM_HINT_T1);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
