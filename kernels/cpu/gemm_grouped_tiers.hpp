@@ -37,9 +37,9 @@ struct TileJob {
   // (likely because more lines can be in flight to L2 than to L1; docs/benchmarks.md
   // #x86-tiers-session22 and #x86-prefetch-s24). The many-rows panels use prefetcht0 at it.
   std::int64_t prefetch_ahead = 0;
-  const std::int8_t* q = nullptr;         // [term_rows][q_stride]
-  const float* scales = nullptr;          // [term_rows][groups]
-  const std::int32_t* sums = nullptr;     // [term_rows][groups]
+  const std::int8_t* q = nullptr;      // [term_rows][q_stride]
+  const float* scales = nullptr;       // [term_rows][groups]
+  const std::int32_t* sums = nullptr;  // [term_rows][groups]
   // q_stride: GroupedActivations::q_stride(), bytes from one term row of q to the next.
   std::int64_t q_stride = 0, groups = 0, term_rows = 0;
   float* y = nullptr;             // [term_rows / terms][out]
