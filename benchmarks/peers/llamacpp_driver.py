@@ -53,6 +53,13 @@ class Context:
     def decode(self, entries):
         """entries: (token, position, seq_id, wants_logits) tuples, at most n_batch of them."""
         b = self.batch
+        outside = max(token for token, _, _, _ in entries)
+        if outside >= self.n_vocab:
+            # The prompts are the default model's token ids (common.py); a file with a smaller
+            # vocabulary, such as ember-make-synthetic's, takes compare_sizes.py's instead.
+            sys.exit(f"llamacpp_driver: token id {outside} is outside this file's vocabulary of {self.n_vocab}; "
+                     "the prompts are the default model's token ids: for synthetic files use "
+                     "benchmarks/compare_sizes.py, which spreads its ids over the file's vocabulary")
         for i, (token, pos, seq, logits) in enumerate(entries):
             b.token[i], b.pos[i], b.n_seq_id[i], b.logits[i] = token, pos, 1, logits
             b.seq_id[i][0] = seq
