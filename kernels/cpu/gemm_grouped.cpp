@@ -182,10 +182,11 @@ void gemm_grouped(const GroupedWeights& w, const GroupedActivations& x, float* y
   // always is.
   const std::int64_t tiles = tile_end - tile_begin;
   const auto team = team_for(tile_work(w, x.term_rows()) * tiles, threads);
-  for_tiles(tiles, team, [&](std::int64_t i) {
+  for_tiles(tiles, team, [&](std::int64_t i, std::int64_t next) {
     const std::int64_t t = tile_begin + i;
     grouped::TileJob job = shared;
     job.weights = w.tile(t);
+    job.next_weights = next < 0 ? nullptr : w.tile(tile_begin + next);
     job.blocks = static_cast<int>(w.blocks_in(t));
     job.first_output = t * GroupedWeights::kTileOutputs;
     fn(job);
@@ -231,11 +232,20 @@ void gemm_grouped_batch(const GroupedProduct* products, std::int64_t count, int 
     jobs[p].blocks = tiles == 0 ? 0 : static_cast<int>(g.w->blocks_in(tiles - 1));
   }
   const grouped::TileFn fn = tile_fn(tier);
-  for_tiles(first[count], team_for(work, threads), [&](std::int64_t i) {
+  // Where tile i of the batch's numbering starts (a product's tiles are one after another).
+  const auto tile_weights = [&](std::int64_t i, std::int64_t p) {
+    return jobs[p].weights + (i - first[p]) * GroupedWeights::kTileBlocks * jobs[p].spans * jobs[p].record_bytes;
+  };
+  for_tiles(first[count], team_for(work, threads), [&](std::int64_t i, std::int64_t next) {
     const std::int64_t p = std::upper_bound(first, first + count + 1, i) - first - 1;
     const std::int64_t t = i - first[p];
     grouped::TileJob job = jobs[p];
-    job.weights += t * GroupedWeights::kTileBlocks * job.spans * job.record_bytes;
+    job.weights = tile_weights(i, p);
+    if (next >= 0) {  // in the next product with tiles when it is past p's last
+      std::int64_t q = p;
+      while (next >= first[q + 1]) ++q;
+      job.next_weights = tile_weights(next, q);
+    }
     if (i + 1 < first[p + 1]) job.blocks = static_cast<int>(GroupedWeights::kTileBlocks);
     job.first_output = t * GroupedWeights::kTileOutputs;
     fn(job);

@@ -37,6 +37,10 @@ struct TileJob {
   // (likely because more lines can be in flight to L2 than to L1; docs/benchmarks.md
   // #x86-tiers-session22 and #x86-prefetch-s24). The many-rows panels use prefetcht0 at it.
   std::int64_t prefetch_ahead = 0;
+  // Where the prefetch goes on past the tile's end: the weights of the tile this thread takes
+  // next, which in a batch of products (the experts of a routed layer) lie elsewhere; null when
+  // none is known (the end of a thread's range), and the prefetch stops at the tile's end.
+  const std::uint8_t* next_weights = nullptr;
   const std::int8_t* q = nullptr;      // [term_rows][q_stride]
   const float* scales = nullptr;       // [term_rows][groups]
   const std::int32_t* sums = nullptr;  // [term_rows][groups]

@@ -135,7 +135,7 @@ void gemv_int8(const GemvWeightsS8& w, const std::uint8_t* xu, const float* x_sc
   const std::int64_t by_size = tiles * w.tile_blocks() * 16 * w.padded_in() / kMinBytesPerThread;
   const auto team =
       static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(threads, by_size), 1, kMaxTileTeam));
-  for_tiles(tiles, team, [&](std::int64_t i) {
+  for_tiles(tiles, team, [&](std::int64_t i, std::int64_t) {
     const std::int64_t t = tile_begin + i, n0 = t * w.tile_blocks() * 16;
     const GemvTileArgs args{w.tile(t),
                             w.padded_in() / 4,

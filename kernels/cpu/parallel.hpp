@@ -28,18 +28,29 @@ void for_rows(std::int64_t rows, int threads, bool parallel, Fn&& fn) {
 // nothing.
 constexpr int kMaxTileTeam = 64;
 
-// fn(t) for every tile t in [0, tiles) on `team` OpenMP threads (at most kMaxTileTeam; one:
-// the calling thread alone). Each thread streams its own contiguous range of tiles (what the
-// hardware prefetcher wants), claiming them one at a time from the range's cursor; a thread
-// that is done takes the remaining tiles of the others' ranges. On a shared VM one core is
-// often slowed for a while, and equal fixed halves left the other waiting ~10 % of each call.
-// Callers make a tile's result independent of the thread that computes it.
+// Tiles a thread claims at once from its own range while more than kClaimTail tiles of it are
+// left. Each claim is a locked instruction, a full barrier the next tile's loads wait behind:
+// claimed one at a time, decode's small tiles spent a visible part of the step on them
+// (docs/benchmarks.md#decode-stream-s25). Near the end tiles go one at a time, so that the
+// threads still finish together.
+constexpr std::int64_t kTileClaim = 4;
+constexpr std::int64_t kClaimTail = 4 * kTileClaim;
+
+// fn(t, next) for every tile t in [0, tiles) on `team` OpenMP threads (at most kMaxTileTeam;
+// one: the calling thread alone), where next is the tile the thread likely takes after t (the
+// next of the range t is in) or -1 at the range's end: a kernel that prefetches ahead goes on
+// into it. Each thread streams its own contiguous range of tiles (what the hardware prefetcher
+// wants), claiming them from the range's cursor (kTileClaim at a time, one at a time near the
+// range's end); a thread that is done takes the remaining tiles of the others' ranges one at a
+// time. On a shared VM one core is often slowed for a while, and equal fixed halves left the
+// other waiting ~10 % of each call. Callers make a tile's result independent of the thread
+// that computes it.
 template <class Fn>
 void for_tiles(std::int64_t tiles, int team, Fn&& fn) {
   team = static_cast<int>(
       std::clamp<std::int64_t>(std::min<std::int64_t>(team, kMaxTileTeam), 1, std::max<std::int64_t>(tiles, 1)));
   if (team == 1) {
-    for (std::int64_t t = 0; t < tiles; ++t) fn(t);
+    for (std::int64_t t = 0; t < tiles; ++t) fn(t, t + 1 < tiles ? t + 1 : -1);
     return;
   }
   // Each cursor has its own cache line: threads claiming tiles from neighbouring cursors in one
@@ -60,9 +71,12 @@ void for_tiles(std::int64_t tiles, int team, Fn&& fn) {
       const int range = (t + k) % team;
       std::atomic<std::int64_t>& next = cursor[static_cast<std::size_t>(range)].next;
       const std::int64_t end = tiles * (range + 1) / team;
-      for (std::int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < end;
-           i = next.fetch_add(1, std::memory_order_relaxed))
-        fn(i);
+      for (;;) {
+        const std::int64_t claim = k == 0 && end - next.load(std::memory_order_relaxed) > kClaimTail ? kTileClaim : 1;
+        const std::int64_t first = next.fetch_add(claim, std::memory_order_relaxed);
+        if (first >= end) break;
+        for (std::int64_t i = first; i < std::min(first + claim, end); ++i) fn(i, i + 1 < end ? i + 1 : -1);
+      }
     }
   }
 }

@@ -20,6 +20,8 @@ namespace ember::kernels::cpu::grouped {
 
 namespace {
 
+#include "kernels/cpu/arch/x86/gemm_grouped_prefetch.inc"
+
 constexpr int kTileRows = 4;  // term rows per micro-kernel call
 
 // Term rows [row0, row0 + M) of the tile (NB blocks): one pass over its inputs. With kTerms = 2,
@@ -60,12 +62,10 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
 
   // Into L2, twice prefetch_ahead ahead (TileJob::prefetch_ahead says why).
   const bool prefetch = row0 == 0 && job.prefetch_ahead > 0;
-  const std::int64_t ahead = 2 * job.prefetch_ahead;
+  const std::int64_t ahead = 2 * job.prefetch_ahead, tile_bytes = job.spans * NB * record;
   for (std::int64_t s = 0; s < job.spans; ++s) {
     const std::uint8_t* rec = wt + s * NB * record;
-    if (prefetch)  // past the tile's end it is the next tile's, which this thread likely takes
-      for (std::int64_t at = 0; at < NB * record; at += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(rec + ahead + at), _MM_HINT_T1);
+    if (prefetch) prefetch_stream(job, s * NB * record + ahead, NB * record, tile_bytes);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
