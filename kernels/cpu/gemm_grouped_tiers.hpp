@@ -38,8 +38,12 @@ struct TileJob {
   // #x86-tiers-session22 and #x86-prefetch-s24). The many-rows panels use prefetcht0 at it.
   std::int64_t prefetch_ahead = 0;
   // Where the prefetch goes on past the tile's end: the weights of the tile this thread takes
-  // next, which in a batch of products (the experts of a routed layer) lie elsewhere; null when
-  // none is known (the end of a thread's range), and the prefetch stops at the tile's end.
+  // next, which in a batch of products (the experts of a routed layer) lie elsewhere; null at
+  // the end of the thread's range, where the prefetch stops. Past that end lie tiles another
+  // thread streams (its own range, or the next product, which the first thread starts): lines
+  // this core prefetched into its L2 then reach the other core from here, slower than from
+  // memory (likely: stopping there, not the continuation itself, is what sped up dense decode
+  // in docs/benchmarks.md#decode-stream-s25).
   const std::uint8_t* next_weights = nullptr;
   const std::int8_t* q = nullptr;      // [term_rows][q_stride]
   const float* scales = nullptr;       // [term_rows][groups]
