@@ -43,7 +43,8 @@ struct TileJob {
   // thread streams (its own range, or the next product, which the first thread starts): lines
   // this core prefetched into its L2 then reach the other core from here, slower than from
   // memory (likely: stopping there, not the continuation itself, is what sped up dense decode
-  // in docs/benchmarks.md#decode-stream-s25).
+  // in docs/benchmarks.md#decode-stream-s25). Read by decode's tile_rows; the many-rows panels,
+  // whose arithmetic hides the memory, prefetch the bytes after the tile whatever they are.
   const std::uint8_t* next_weights = nullptr;
   const std::int8_t* q = nullptr;      // [term_rows][q_stride]
   const float* scales = nullptr;       // [term_rows][groups]
