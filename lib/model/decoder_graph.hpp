@@ -221,6 +221,15 @@ class DecoderOps {
     return 0;
   }
   virtual std::int64_t attention_row_granule() const { return 0; }
+  // The (row, expert) pairs the routed layer being run has sent to experts [expert_begin,
+  // expert_end), once its first part has routed the rows; -1, the default: not known. A host
+  // that splits the experts weighs them by it: in a prefill chunk some experts take many rows
+  // and most few.
+  virtual std::int64_t routed_rows(int expert_begin, int expert_end) const {
+    (void)expert_begin;
+    (void)expert_end;
+    return -1;
+  }
 };
 
 // The graph in pieces, for a host that must stop inside a layer (a frame budget). A layer is

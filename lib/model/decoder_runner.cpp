@@ -8,11 +8,14 @@ namespace {
 constexpr double kCostMargin = 1.25;      // a part is planned at this many times its estimate: a
                                           // part after a frame's sleep meets cold caches
 constexpr double kAttentionRowKeys = 32;  // a row's work beside its keys, in keys (a rough guess)
+constexpr double kExpertRows = 4;         // an expert's weight read, in routed rows (a rough guess)
 
 }  // namespace
 
 void PassRunner::StageCost::learn(const StageWork& work, bool first, double seconds, double weight) {
-  if (work.split == StageWork::Split::outputs && first && unit != kUnknown)
+  if (weight <= 0 && !(first && unit != kUnknown)) return;  // experts no row chose: nothing to learn
+  // The first part of a product holds its setup, and of a routed stage the routing of its rows.
+  if ((work.split == StageWork::Split::outputs || work.split == StageWork::Split::experts) && first && unit != kUnknown)
     first_part = std::max(0.0, seconds - unit * weight);
   else
     unit = seconds / weight;
@@ -100,7 +103,13 @@ std::int64_t PassRunner::units_to_run(const Part& part, Clock::time_point deadli
     return ran && time_left <= 0 ? 0 : g;  // learn a unit's cost from the smallest part
   const double fit = (time_left / kCostMargin - (next_unit_ == 0 ? cost.first_part : 0.0)) / cost.unit;
   std::int64_t n = 0;
-  if (part.work.split == StageWork::Split::rows) {
+  // A routed stage's experts weigh what they were routed, known once its first part has run; that
+  // part, the routing, runs one expert.
+  const bool weighed =
+      part.work.split == StageWork::Split::rows || (part.work.split == StageWork::Split::experts && next_unit_ > 0);
+  if (part.work.split == StageWork::Split::experts && next_unit_ == 0) {
+    n = fit >= 0 ? g : 0;
+  } else if (weighed) {
     for (double weight = 0; n < left;) {
       const std::int64_t next = std::min(g, left - n);
       weight += units_weight(part, next_unit_ + n, next_unit_ + n + next);
@@ -115,8 +124,18 @@ std::int64_t PassRunner::units_to_run(const Part& part, Clock::time_point deadli
 }
 
 // What units [begin, end) of a stage weigh against its others: a product's outputs alike; an
-// attention row by the keys it reads, which grow along a prompt's chunk, plus its own work.
+// attention row by the keys it reads, which grow along a prompt's chunk, plus its own work; an
+// expert by the rows routed to it plus its weights' read (nothing when no row chose it).
 double PassRunner::units_weight(const Part& part, std::int64_t begin, std::int64_t end) const {
+  if (part.work.split == StageWork::Split::experts) {
+    double weight = 0;
+    for (std::int64_t e = begin; e < end; ++e) {
+      const std::int64_t rows = ops_->routed_rows(static_cast<int>(e), static_cast<int>(e) + 1);
+      if (rows < 0) return static_cast<double>(end - begin);
+      weight += rows > 0 ? static_cast<double>(rows) + kExpertRows : 0.0;
+    }
+    return weight;
+  }
   if (part.work.split != StageWork::Split::rows) return static_cast<double>(end - begin);
   const int window = config_.attention_window(part.layer);
   double weight = 0;

@@ -91,6 +91,11 @@ class CpuOps final : public model::DecoderOps {
   // A product splits as its linear's kernel allows; attention in the kernel's tiles of rows.
   std::int64_t output_granule(model::WeightRef weight, std::int64_t rows) const override;
   std::int64_t attention_row_granule() const override { return kAttentionRowGranule; }
+  std::int64_t routed_rows(int expert_begin, int expert_end) const override {
+    const auto& first = routing_.first;
+    if (static_cast<std::int64_t>(first.size()) <= expert_end) return -1;
+    return first[static_cast<std::size_t>(expert_end)] - first[static_cast<std::size_t>(expert_begin)];
+  }
 
  private:
   static constexpr std::int64_t kAttentionRowGranule = 8;  // the attention kernel's tile of rows
