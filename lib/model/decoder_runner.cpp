@@ -13,11 +13,11 @@ constexpr double kExpertRows = 4;         // an expert's weight read, in routed 
 }  // namespace
 
 void PassRunner::StageCost::learn(const StageWork& work, bool first, double seconds, double weight) {
-  if (weight <= 0 && !(first && unit != kUnknown)) return;  // experts no row chose: nothing to learn
   // The first part of a product holds its setup, and of a routed stage the routing of its rows.
-  if ((work.split == StageWork::Split::outputs || work.split == StageWork::Split::experts) && first && unit != kUnknown)
+  const bool has_setup = work.split == StageWork::Split::outputs || work.split == StageWork::Split::experts;
+  if (has_setup && first && unit != kUnknown)
     first_part = std::max(0.0, seconds - unit * weight);
-  else
+  else if (weight > 0)  // 0: experts no row chose, which ran nothing
     unit = seconds / weight;
 }
 
@@ -103,13 +103,9 @@ std::int64_t PassRunner::units_to_run(const Part& part, Clock::time_point deadli
     return ran && time_left <= 0 ? 0 : g;  // learn a unit's cost from the smallest part
   const double fit = (time_left / kCostMargin - (next_unit_ == 0 ? cost.first_part : 0.0)) / cost.unit;
   std::int64_t n = 0;
-  // A routed stage's experts weigh what they were routed, known once its first part has run; that
-  // part, the routing, runs one expert.
-  const bool weighed =
-      part.work.split == StageWork::Split::rows || (part.work.split == StageWork::Split::experts && next_unit_ > 0);
   if (part.work.split == StageWork::Split::experts && next_unit_ == 0) {
-    n = fit >= 0 ? g : 0;
-  } else if (weighed) {
+    n = fit >= 0 ? g : 0;  // the routing, with one expert: what the others weigh is not known yet
+  } else if (part.work.split == StageWork::Split::rows || part.work.split == StageWork::Split::experts) {
     for (double weight = 0; n < left;) {
       const std::int64_t next = std::min(g, left - n);
       weight += units_weight(part, next_unit_ + n, next_unit_ + n + next);

@@ -25,10 +25,10 @@ void grow(std::vector<T>& v, std::int64_t n) {
   if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
 }
 
-// The dot products of x with N rows of w, each in one fixed order:
-// eight lanes, summed in order. The rows share each load of x, and their lanes are independent
-// chains of adds: one row's 256 dependent adds (d = 2048) kept the router, a megabyte a layer
-// in FP32, from reading at the speed the experts' weights stream. The lanes' multiplies and adds
+// The dot products of x with N rows of w, each in one fixed order: eight lanes, summed in order.
+// The rows share each load of x, and their lanes are independent chains of adds: one row at a
+// time, its d / 8 dependent adds kept the router's FP32 rows from reading at the speed the
+// experts' weights stream (docs/benchmarks.md#decode-stream-s25). The lanes' multiplies and adds
 // are the same IEEE operations at any vector width, so the clones agree bit for bit.
 constexpr int kRouterRowsAtOnce = 4;
 
