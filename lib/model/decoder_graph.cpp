@@ -192,14 +192,14 @@ SourceRow expert_row(const GraphWeight& w, int expert, std::int64_t row) {
   return {};
 }
 
-void DecoderOps::routed_feed_forward(int, FeedForward, Activation, Activation, bool, int, int) {
+void DecoderOps::routed_feed_forward(int, FeedForward, Activation, Activation, bool, std::int64_t, std::int64_t) {
   fail(ErrorCode::unsupported, "this device does not run mixture-of-experts layers");
 }
 
 StageWork stage_work(const ModelConfig& c, int layer, Stage stage, std::int64_t rows) {
   if (routed_stage(c, layer, stage)) {
     if (stage != Stage::gate_up) return {StageWork::Split::whole, 0};
-    return {StageWork::Split::experts, c.experts, {layer, WeightId::expert_gate_up}};
+    return {StageWork::Split::slots, rows * c.experts_used, {layer, WeightId::expert_gate_up}};
   }
   if (stage == Stage::final_norm || stage == Stage::hidden_output || stage == Stage::lm_head) {
     if (rows == 0) return {StageWork::Split::whole, 0};  // no logits (or hidden states) wanted
@@ -221,8 +221,7 @@ void run_stage(const ModelConfig& c, int l, Stage stage, DecoderOps& ops, std::i
   using A = Activation;
   if (routed_stage(c, l, stage)) {
     if (stage == Stage::gate_up)
-      ops.routed_feed_forward(l, c.feed_forward, A::h, c.post_norms ? A::h : A::x, !c.post_norms,
-                              static_cast<int>(begin), static_cast<int>(end));
+      ops.routed_feed_forward(l, c.feed_forward, A::h, c.post_norms ? A::h : A::x, !c.post_norms, begin, end);
     return;
   }
   if (is_product(stage)) {

@@ -202,12 +202,15 @@ class DecoderOps {
   // experts of weight * down(act(gate h) * up h), h = `in`, with layer `layer`'s router,
   // expert_gate_up and expert_down (out += that when accumulate; out may be in). A row's sum
   // runs over its experts in rank order (most probable first), so its result does not depend
-  // on the other rows of the batch. It may come in parts, experts [expert_begin, expert_end)
-  // each, in order and nothing writing `in` in between: the rows are routed in the part that
-  // begins at 0 and `out` is written by the part that ends at the last expert.
+  // on the other rows of the batch. It may come in parts, in order and nothing writing `in` in
+  // between, each a range [slot_begin, slot_end) of the layer's slots: its (row, expert) pairs,
+  // rows x experts_used of them, ordered by expert and each expert's rows in row order. The part
+  // that begins at 0 routes the rows (so only it knows the order) and the part that ends at the
+  // last slot writes `out`. A part may end inside an expert's rows: a prefill chunk sends some
+  // experts more rows than a frame's budget fits.
   // Default: Error(unsupported).
   virtual void routed_feed_forward(int layer, FeedForward kind, Activation in, Activation out, bool accumulate,
-                                   int expert_begin, int expert_end);
+                                   std::int64_t slot_begin, std::int64_t slot_end);
   // logit_input = the rows of x that need logits, then the hidden rows (Batch::hidden_rows).
   virtual void gather_logit_rows() = 0;
 
@@ -221,13 +224,12 @@ class DecoderOps {
     return 0;
   }
   virtual std::int64_t attention_row_granule() const { return 0; }
-  // The (row, expert) pairs the routed layer being run has sent to experts [expert_begin,
-  // expert_end), once its first part has routed the rows; -1, the default: not known. A host
-  // that splits the experts weighs them by it: in a prefill chunk some experts take many rows
-  // and most few.
-  virtual std::int64_t routed_rows(int expert_begin, int expert_end) const {
-    (void)expert_begin;
-    (void)expert_end;
+  // How many experts the slots [slot_begin, slot_end) of the routed layer being run fall in,
+  // once its first part has routed the rows; -1, the default: not known. A host that splits the
+  // slots weighs a part by its slots and the expert weights it reads.
+  virtual std::int64_t routed_experts(std::int64_t slot_begin, std::int64_t slot_end) const {
+    (void)slot_begin;
+    (void)slot_end;
     return -1;
   }
 };
@@ -264,11 +266,11 @@ inline constexpr Stage kHeadStages[] = {Stage::final_norm, Stage::hidden_output,
 std::int64_t head_rows(Stage stage, std::int64_t logit_rows, std::int64_t hidden_rows);
 
 // How a stage may be split: into `units` (a product's outputs, attention's rows, a routed
-// feed-forward's experts; 1 for a stage that runs whole, 0 for one with nothing to do).
+// feed-forward's (row, expert) slots; 1 for a stage that runs whole, 0 for one with nothing to do).
 // `weight`: the product's matrix, whose device kernel says in which units its outputs may be
 // split.
 struct StageWork {
-  enum class Split { whole, outputs, rows, experts };
+  enum class Split { whole, outputs, rows, slots };
   Split split = Split::whole;
   std::int64_t units = 1;
   WeightRef weight{};

@@ -1,6 +1,7 @@
 #include "model/decoder_runner.hpp"
 
 #include <algorithm>
+#include <bit>
 
 namespace ember::model {
 namespace {
@@ -8,16 +9,16 @@ namespace {
 constexpr double kCostMargin = 1.25;      // a part is planned at this many times its estimate: a
                                           // part after a frame's sleep meets cold caches
 constexpr double kAttentionRowKeys = 32;  // a row's work beside its keys, in keys (a rough guess)
-constexpr double kExpertRows = 4;         // an expert's weight read, in routed rows (a rough guess)
+constexpr double kExpertSlots = 4;        // an expert's weight read, in slots (a rough guess)
 
 }  // namespace
 
 void PassRunner::StageCost::learn(const StageWork& work, bool first, double seconds, double weight) {
   // The first part of a product holds its setup, and of a routed stage the routing of its rows.
-  const bool has_setup = work.split == StageWork::Split::outputs || work.split == StageWork::Split::experts;
+  const bool has_setup = work.split == StageWork::Split::outputs || work.split == StageWork::Split::slots;
   if (has_setup && first && unit != kUnknown)
     first_part = std::max(0.0, seconds - unit * weight);
-  else if (weight > 0)  // 0: experts no row chose, which ran nothing
+  else if (weight > 0)
     unit = seconds / weight;
 }
 
@@ -85,7 +86,7 @@ std::int64_t PassRunner::granule(const Part& part, std::int64_t left) const {
     g = ops_->output_granule(part.work.weight, part.rows);
   else if (part.work.split == StageWork::Split::rows)
     g = ops_->attention_row_granule();
-  else if (part.work.split == StageWork::Split::experts)
+  else if (part.work.split == StageWork::Split::slots)
     g = 1;
   return g <= 0 ? left : std::min(g, left);
 }
@@ -103,9 +104,14 @@ std::int64_t PassRunner::units_to_run(const Part& part, Clock::time_point deadli
     return ran && time_left <= 0 ? 0 : g;  // learn a unit's cost from the smallest part
   const double fit = (time_left / kCostMargin - (next_unit_ == 0 ? cost.first_part : 0.0)) / cost.unit;
   std::int64_t n = 0;
-  if (part.work.split == StageWork::Split::experts && next_unit_ == 0) {
-    n = fit >= 0 ? g : 0;  // the routing, with one expert: what the others weigh is not known yet
-  } else if (part.work.split == StageWork::Split::rows || part.work.split == StageWork::Split::experts) {
+  if (part.work.split == StageWork::Split::slots) {
+    if (next_unit_ == 0) {
+      n = fit >= 0 ? g : 0;  // the routing, with one slot: where the others' experts change is not known yet
+    } else {                 // the most slots that fit: a part's weight grows with its slots
+      for (auto step = static_cast<std::int64_t>(std::bit_floor(static_cast<std::uint64_t>(left))); step > 0; step /= 2)
+        if (n + step <= left && units_weight(part, next_unit_, next_unit_ + n + step) <= fit) n += step;
+    }
+  } else if (part.work.split == StageWork::Split::rows) {
     for (double weight = 0; n < left;) {
       const std::int64_t next = std::min(g, left - n);
       weight += units_weight(part, next_unit_ + n, next_unit_ + n + next);
@@ -120,17 +126,12 @@ std::int64_t PassRunner::units_to_run(const Part& part, Clock::time_point deadli
 }
 
 // What units [begin, end) of a stage weigh against its others: a product's outputs alike; an
-// attention row by the keys it reads, which grow along a prompt's chunk, plus its own work; an
-// expert by the rows routed to it plus its weights' read (nothing when no row chose it).
+// attention row by the keys it reads, which grow along a prompt's chunk, plus its own work; a
+// routed stage's slots alike, plus a weight read for each expert they fall in.
 double PassRunner::units_weight(const Part& part, std::int64_t begin, std::int64_t end) const {
-  if (part.work.split == StageWork::Split::experts) {
-    double weight = 0;
-    for (std::int64_t e = begin; e < end; ++e) {
-      const std::int64_t rows = ops_->routed_rows(static_cast<int>(e), static_cast<int>(e) + 1);
-      if (rows < 0) return static_cast<double>(end - begin);
-      weight += rows > 0 ? static_cast<double>(rows) + kExpertRows : 0.0;
-    }
-    return weight;
+  if (part.work.split == StageWork::Split::slots) {
+    const std::int64_t experts = ops_->routed_experts(begin, end);
+    return static_cast<double>(end - begin) + (experts < 0 ? 0.0 : kExpertSlots * static_cast<double>(experts));
   }
   if (part.work.split != StageWork::Split::rows) return static_cast<double>(end - begin);
   const int window = config_.attention_window(part.layer);

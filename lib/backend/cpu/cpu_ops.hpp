@@ -75,9 +75,9 @@ class CpuOps final : public model::DecoderOps {
   void attention(int layer, int window, float scale, std::int64_t row_begin, std::int64_t row_end) override;
   void gated_activation(model::FeedForward kind) override;
   void gather_logit_rows() override;
-  // routed_ffn.cpp: rows grouped by expert, each expert's rows one product.
+  // routed_ffn.cpp: rows grouped by expert, each expert's rows (of the part's slots) one product.
   void routed_feed_forward(int layer, model::FeedForward kind, model::Activation in, model::Activation out,
-                           bool accumulate, int expert_begin, int expert_end) override;
+                           bool accumulate, std::int64_t slot_begin, std::int64_t slot_end) override;
   // lora_ops.cpp: adds the step's sequences' LoRA updates to columns [begin, end) of out =
   // in Wᵀ (`rows` rows: the step's, or its logit rows for the lm_head).
   void apply_lora(model::WeightRef weight, model::Activation in, model::Activation out, std::int64_t rows,
@@ -91,10 +91,11 @@ class CpuOps final : public model::DecoderOps {
   // A product splits as its linear's kernel allows; attention in the kernel's tiles of rows.
   std::int64_t output_granule(model::WeightRef weight, std::int64_t rows) const override;
   std::int64_t attention_row_granule() const override { return kAttentionRowGranule; }
-  std::int64_t routed_rows(int expert_begin, int expert_end) const override {
-    const auto& first = routing_.first;
-    if (static_cast<std::int64_t>(first.size()) <= expert_end) return -1;
-    return first[static_cast<std::size_t>(expert_end)] - first[static_cast<std::size_t>(expert_begin)];
+  std::int64_t routed_experts(std::int64_t slot_begin, std::int64_t slot_end) const override {
+    const auto& group = routing_.group;
+    if (slot_begin >= slot_end) return 0;
+    if (static_cast<std::int64_t>(group.size()) < slot_end) return -1;
+    return group[static_cast<std::size_t>(slot_end - 1)] - group[static_cast<std::size_t>(slot_begin)] + 1;
   }
 
  private:
@@ -138,20 +139,23 @@ class CpuOps final : public model::DecoderOps {
     std::vector<float> weight;           // [rows, experts_used]: their weights
     std::vector<std::int32_t> slots;     // row * experts_used + rank, grouped by expert
     std::vector<std::int32_t> first;     // [experts + 1]: each expert's range of slots
+    std::vector<std::int32_t> group;     // [rows, experts_used]: in `slots` order, each slot's
+                                         // expert's index among the experts some row chose
     std::vector<std::int32_t> next;      // [experts]: the counting sort's cursors
     std::vector<std::int32_t> position;  // [rows, experts_used]: each slot's index in `slots`
-    std::vector<float> gate_up, act;     // a range of experts' rows, one expert after another
+    std::vector<float> gate_up, act;     // a part's slots' rows, one expert after another
     std::vector<float> out;              // [rows * experts_used, embedding]: in `slots` order
-    // The range's chosen experts' linears and row counts, for forward_stacked.
+    // The experts of a part's slots: their linears and row counts, for forward_stacked.
     std::vector<kernels::cpu::Linear*> gate_up_linears, down_linears;
     std::vector<std::int64_t> expert_rows;
-    std::vector<std::int32_t> gather;  // the h row of each of the range's slots
+    std::vector<std::int32_t> gather;  // the h row of each of the part's slots
     kernels::cpu::StackedScratch stacked;
   } routing_;
   int experts_run_ = 0;
   std::atomic<std::uint64_t> routed_layers_run_{0}, experts_run_total_{0};
   void route(int layer, const float* h);
-  void finish_routed(model::Activation out, bool accumulate, int expert_end);
+  void run_slots(int layer, model::FeedForward kind, const float* h, std::int64_t slot_begin, std::int64_t slot_end);
+  void finish_routed(model::Activation out, bool accumulate);
 };
 
 }  // namespace ember::backend::cpu

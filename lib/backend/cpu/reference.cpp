@@ -215,9 +215,9 @@ class ReferenceOps final : public model::DecoderOps {
   // chosen probabilities' sum when expert_weights_norm), summed in rank order.
   // (All at the last part: nothing writes `in` before it.)
   void routed_feed_forward(int layer, model::FeedForward kind, model::Activation in, model::Activation out,
-                           bool accumulate, int, int expert_end) override {
-    if (expert_end < config_.experts) return;
+                           bool accumulate, std::int64_t, std::int64_t slot_end) override {
     const Matrix h = act(in);  // a copy: out may be in
+    if (slot_end < h.rows() * config_.experts_used) return;
     const Matrix& router = weights_[{layer, model::WeightId::router}];
     const Matrix& gate_up = weights_[{layer, model::WeightId::expert_gate_up}];  // all gates, then all ups
     const Matrix& down = weights_[{layer, model::WeightId::expert_down}];

@@ -3,7 +3,8 @@
 // product of its gate|up and down linears (a decode row reads only its own experts' weights;
 // a batch reads each routed expert once), and each row's expert outputs summed in rank order.
 // Every linear's row results are independent of the rows beside them, and the sum's order is
-// the row's own, so a row's result is the same in any batch.
+// the row's own, so a row's result is the same in any batch, and in any split of the slots into
+// parts (a budgeted step's, which may cut an expert's rows in two).
 #include "backend/cpu/cpu_ops.hpp"
 
 #include "kernels/cpu/parallel.hpp"
@@ -132,39 +133,59 @@ void CpuOps::route(int layer, const float* h) {
     r.slots[static_cast<std::size_t>(at)] = static_cast<std::int32_t>(s);
     r.position[static_cast<std::size_t>(s)] = at;
   }
+  grow(r.group, rows_ * used);
+  std::int32_t chosen = 0;
+  for (int e = 0; e < n; ++e) {
+    const auto begin = r.group.begin() + r.first[static_cast<std::size_t>(e)];
+    const auto end = r.group.begin() + r.first[static_cast<std::size_t>(e) + 1];
+    if (begin == end) continue;
+    std::fill(begin, end, chosen++);
+  }
 }
 
 void CpuOps::routed_feed_forward(int layer, model::FeedForward kind, model::Activation in, model::Activation out,
-                                 bool accumulate, int expert_begin, int expert_end) {
+                                 bool accumulate, std::int64_t slot_begin, std::int64_t slot_end) {
   const int used = config_.experts_used;
-  const std::int64_t d = config_.embedding, f = config_.expert_ffn;
   const float* h = at(in);
-  Routing& r = routing_;
-  if (expert_begin == 0) {
-    if (observer_ != nullptr) observer_->observe({layer, model::WeightId::router}, h, rows_, d);
+  if (slot_begin == 0) {
+    if (observer_ != nullptr) observer_->observe({layer, model::WeightId::router}, h, rows_, config_.embedding);
     route(layer, h);
-    grow(r.out, rows_ * used * d);
+    grow(routing_.out, rows_ * used * config_.embedding);
     experts_run_ = 0;
   }
-  // The range's chosen experts, their rows gathered one expert after another, and each linear
-  // of all of them as one stacked product (forward_gathered, forward_stacked: one parallel
-  // region, not one per expert).
+  EMBER_ASSERT(0 <= slot_begin && slot_begin <= slot_end && slot_end <= rows_ * used);
+  if (slot_begin < slot_end) run_slots(layer, kind, h, slot_begin, slot_end);
+  if (slot_end == rows_ * used) finish_routed(out, accumulate);
+}
+
+// Slots [slot_begin, slot_end) of the routed rows: the experts they fall in (the first and last
+// perhaps cut by the part's ends), each one's rows gathered after the other's, and each linear
+// of all of them as one stacked product (forward_gathered, forward_stacked: one parallel region,
+// not one per expert). Their down outputs land in r.out at the slots' places.
+void CpuOps::run_slots(int layer, model::FeedForward kind, const float* h, std::int64_t slot_begin,
+                       std::int64_t slot_end) {
+  const int used = config_.experts_used;
+  const std::int64_t d = config_.embedding, f = config_.expert_ffn;
+  Routing& r = routing_;
   const auto& gate_up = weights_[{layer, model::WeightId::expert_gate_up}].experts;
   const auto& down = weights_[{layer, model::WeightId::expert_down}].experts;
   r.gate_up_linears.clear();
   r.down_linears.clear();
   r.expert_rows.clear();
-  const std::int32_t slot_begin = r.first[static_cast<std::size_t>(expert_begin)];
-  const std::int64_t m = r.first[static_cast<std::size_t>(expert_end)] - slot_begin;
-  for (int e = expert_begin; e < expert_end; ++e) {
-    const std::int32_t rows = r.first[static_cast<std::size_t>(e) + 1] - r.first[static_cast<std::size_t>(e)];
-    if (rows == 0) continue;  // an expert no row chose: its weights are not read
-    ++experts_run_;
+  const auto expert_of = [&](std::int64_t slot) {
+    return r.expert[static_cast<std::size_t>(r.slots[static_cast<std::size_t>(slot)])];
+  };
+  for (int e = expert_of(slot_begin); e <= expert_of(slot_end - 1); ++e) {
+    const std::int64_t first = r.first[static_cast<std::size_t>(e)];
+    const std::int64_t rows =
+        std::min<std::int64_t>(r.first[static_cast<std::size_t>(e) + 1], slot_end) - std::max(first, slot_begin);
+    if (rows <= 0) continue;                  // an expert no row chose: its weights are not read
+    if (first >= slot_begin) ++experts_run_;  // counted in the part that holds its first slot
     r.gate_up_linears.push_back(gate_up[static_cast<std::size_t>(e)].get());
     r.down_linears.push_back(down[static_cast<std::size_t>(e)].get());
     r.expert_rows.push_back(rows);
   }
-  if (m == 0) return finish_routed(out, accumulate, expert_end);
+  const std::int64_t m = slot_end - slot_begin;
   grow(r.gate_up, m * 2 * f);
   grow(r.act, m * f);
   grow(r.gather, m);
@@ -178,20 +199,16 @@ void CpuOps::routed_feed_forward(int layer, model::FeedForward kind, model::Acti
     k::gelu_mul(r.gate_up.data(), m, f, r.act.data(), ctx_.threads);
   else
     k::silu_mul(r.gate_up.data(), m, f, r.act.data(), ctx_.threads);
-  // The range's down outputs land in r.out where its slots are (slots order): no copy; the sum
-  // below finds each slot through r.position.
+  // In slots order, so no copy: finish_routed finds each slot through r.position.
   k::forward_stacked(ctx_, r.down_linears.data(), r.expert_rows.data(), count, r.act.data(),
-                     r.out.data() + std::int64_t{slot_begin} * d, r.stacked);
-  finish_routed(out, accumulate, expert_end);
+                     r.out.data() + slot_begin * d, r.stacked);
 }
 
-// After the last range of experts: each row's sum over its experts in rank order, into the
-// residual (or out).
-void CpuOps::finish_routed(model::Activation out, bool accumulate, int expert_end) {
+// After the last part: each row's sum over its experts in rank order, into the residual (or out).
+void CpuOps::finish_routed(model::Activation out, bool accumulate) {
   const int used = config_.experts_used;
   const std::int64_t d = config_.embedding;
   Routing& r = routing_;
-  if (expert_end < config_.experts) return;
   routed_layers_run_.fetch_add(1, std::memory_order_relaxed);
   experts_run_total_.fetch_add(static_cast<std::uint64_t>(experts_run_), std::memory_order_relaxed);
   float* y = at(out);
