@@ -9,17 +9,29 @@ namespace {
 constexpr double kCostMargin = 1.25;      // a part is planned at this many times its estimate: a
                                           // part after a frame's sleep meets cold caches
 constexpr double kAttentionRowKeys = 32;  // a row's work beside its keys, in keys (a rough guess)
-constexpr double kExpertSlots = 4;        // an expert's weight read, in slots (a rough guess)
+constexpr double kExpertSlots = 2;        // an expert's weight read, in slots (a rough guess)
+constexpr double kCostDecay = 0.5;        // how much an older part counts in a stage's cost
 
 }  // namespace
 
-void PassRunner::StageCost::learn(const StageWork& work, bool first, double seconds, double weight) {
-  // The first part of a product holds its setup, and of a routed stage the routing of its rows.
+void PassRunner::StageCost::learn(const StageWork& work, bool first, bool last, double part_seconds,
+                                  double part_weight) {
   const bool has_setup = work.split == StageWork::Split::outputs || work.split == StageWork::Split::slots;
-  if (has_setup && first && unit != kUnknown)
-    first_part = std::max(0.0, seconds - unit * weight);
-  else if (weight > 0)
-    unit = seconds / weight;
+  const bool has_finish = work.split == StageWork::Split::slots;
+  // A unit's cost is learnt from parts without the setup or the finish.
+  if (has_setup && first) {
+    if (known()) first_part = std::max(0.0, part_seconds - unit() * part_weight);
+    return;
+  }
+  if (has_finish && last) {
+    if (known()) last_part = std::max(0.0, part_seconds - unit() * part_weight);
+    return;
+  }
+  // Counted by weight, a part of a few units (a frame's last, or the smallest part that learns a
+  // stage) moves the estimate little: its fixed costs (a parallel region's start) weigh more
+  // against its work than a large part's, and a large part planned from it overran.
+  seconds = kCostDecay * seconds + part_seconds;
+  weight = kCostDecay * weight + part_weight;
 }
 
 void PassRunner::begin(DecoderOps& ops, std::span<const std::int32_t> positions, std::int64_t logit_rows,
@@ -70,8 +82,8 @@ bool PassRunner::advance(Clock::time_point deadline) {
     const auto start = Clock::now();
     run_stage(config_, part.layer, part.stage, *ops_, part.rows, next_unit_, next_unit_ + n);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    costs_[static_cast<std::size_t>(part.stage)].learn(part.work, next_unit_ == 0, seconds,
-                                                       units_weight(part, next_unit_, next_unit_ + n));
+    costs_[static_cast<std::size_t>(part.stage)].learn(part.work, next_unit_ == 0, next_unit_ + n == part.work.units,
+                                                       seconds, units_weight(part, next_unit_, next_unit_ + n));
     next_unit_ += n;
     ran = true;
   }
@@ -100,16 +112,17 @@ std::int64_t PassRunner::units_to_run(const Part& part, Clock::time_point deadli
   const StageCost& cost = costs_[static_cast<std::size_t>(part.stage)];
   const auto now = Clock::now();  // (deadline - now overflows for time_point::min())
   const double time_left = deadline <= now ? 0.0 : std::chrono::duration<double>(deadline - now).count();
-  if (cost.unit == StageCost::kUnknown)
-    return ran && time_left <= 0 ? 0 : g;  // learn a unit's cost from the smallest part
-  const double fit = (time_left / kCostMargin - (next_unit_ == 0 ? cost.first_part : 0.0)) / cost.unit;
+  if (!cost.known()) return ran && time_left <= 0 ? 0 : g;  // learn a unit's cost from the smallest part
+  const double fit = (time_left / kCostMargin - (next_unit_ == 0 ? cost.first_part : 0.0)) / cost.unit();
   std::int64_t n = 0;
   if (part.work.split == StageWork::Split::slots) {
     if (next_unit_ == 0) {
       n = fit >= 0 ? g : 0;  // the routing, with one slot: where the others' experts change is not known yet
-    } else {                 // the most slots that fit: a part's weight grows with its slots
+    } else if (units_weight(part, next_unit_, part.work.units) + cost.last_part / cost.unit() <= fit) {
+      n = left;  // the rest, with the rows' sums
+    } else {     // the most slots that fit short of the last: a part's weight grows with its slots
       for (auto step = static_cast<std::int64_t>(std::bit_floor(static_cast<std::uint64_t>(left))); step > 0; step /= 2)
-        if (n + step <= left && units_weight(part, next_unit_, next_unit_ + n + step) <= fit) n += step;
+        if (n + step < left && units_weight(part, next_unit_, next_unit_ + n + step) <= fit) n += step;
     }
   } else if (part.work.split == StageWork::Split::rows) {
     for (double weight = 0; n < left;) {

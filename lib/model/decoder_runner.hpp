@@ -45,13 +45,17 @@ class PassRunner {
     std::int64_t rows = 0;
     StageWork work;
   };
-  // What a stage's parts cost, as last measured: seconds per unit of weight (units_weight), and
-  // for a product the extra of its first part, which also quantizes the product's input.
+  // What a stage's parts cost: seconds per unit of weight (units_weight), from the parts run so
+  // far in this pass (or the last of as many rows), each counted by its weight and the older
+  // ones less; the extra of a product's first part, which also quantizes the product's input
+  // (of a routed stage's: routes the rows); and the extra of a routed stage's last part, which
+  // sums each row's experts.
   struct StageCost {
-    static constexpr double kUnknown = -1;
-    double unit = kUnknown;  // kUnknown: not measured at these rows yet
-    double first_part = 0;
-    void learn(const StageWork& work, bool first, double seconds, double weight);
+    double seconds = 0, weight = 0;  // decayed sums over the parts measured
+    double first_part = 0, last_part = 0;
+    bool known() const { return weight > 0; }
+    double unit() const { return seconds / weight; }
+    void learn(const StageWork& work, bool first, bool last, double seconds, double weight);
   };
 
   bool next_part(Part& part);
