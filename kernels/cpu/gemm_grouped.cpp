@@ -63,6 +63,7 @@ grouped::TileJob job_of(const GroupedWeights& w, const GroupedActivations& x, st
   job.q = x.q.data() + first_term_row * x.q_stride();
   job.scales = x.scales.data() + first_term_row * x.groups();
   job.sums = x.sums.data() + first_term_row * x.groups();
+  if (x.terms == 2) job.wide = x.wide.data() + first_row * x.q_stride();
   job.q_stride = x.q_stride();
   job.groups = x.groups();
   job.term_rows = rows * x.terms;
@@ -139,6 +140,7 @@ void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_
   a.q.resize(static_cast<std::size_t>(a.term_rows() * stride));
   a.scales.resize(static_cast<std::size_t>(a.term_rows() * groups));
   a.sums.resize(static_cast<std::size_t>(a.term_rows() * groups));
+  a.wide.resize(terms == 2 ? static_cast<std::size_t>(rows * stride) : 0);
   for_rows(rows, threads, rows * in >= kQuantizeParallelElements, [&](std::int64_t r) {
     std::int8_t* q = a.q.data() + r * terms * stride;
     float* scales = a.scales.data() + r * terms * groups;
@@ -159,6 +161,9 @@ void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_
       std::fill(tq + in, tq + stride, std::int8_t{0});
       std::fill(scales + term * groups + in_groups, scales + (term + 1) * groups, 0.0f);
     }
+    if (terms == 2)
+      for (std::int64_t k = 0; k < stride; ++k)
+        a.wide[static_cast<std::size_t>(r * stride + k)] = static_cast<std::int16_t>(256 * q[k] + q[stride + k]);
   });
 }
 

@@ -112,8 +112,13 @@ class GroupedWeights {
 // [q_stride()] (zero from `in` to padded_in), and per group its scale and the sum of its q.
 struct GroupedActivations {
   std::int64_t rows = 0, padded_in = 0;
-  int terms = 1;  // 1, or 2: a second INT8 term per row holding the first's rounding error
+  // 1, or 2: each row a 16-bit quantization in two INT8 term rows (quantize_rows_s8_residual),
+  // the high plane then the low, whose products the kernels join in INT32 as 256 hi + lo.
+  int terms = 1;
   std::vector<std::int8_t> q;
+  // With two terms: the 16-bit values 256 hi + lo, [rows][q_stride], for kernels that multiply
+  // 16 bits at once (the AVX2 tier's panels).
+  std::vector<std::int16_t> wide;
   // Bytes from one term row of q to the next: padded_in, made an odd number of 64-byte lines.
   // A prefill panel reads the same group of 16 rows at once; 2048 bytes apart (a width of 2048),
   // every other row fell in one L1 set, and more rows than the set's ways evicted each other.

@@ -39,29 +39,35 @@ std::int32_t group_dot(const TileJob& job, const std::uint8_t* span, int h, int 
   return acc;
 }
 
-// Term row `row`'s sums over all groups for the tile's outputs, into s[blocks * 16].
-void term_row_sums(const TileJob& job, std::int64_t row, float* s) {
+// Activation row `row`'s sums over all groups for the tile's outputs, into s[blocks * 16]: with
+// two terms, each group's dot products of the two planes joined as 256 hi + lo.
+void row_sums(const TileJob& job, std::int64_t row, float* s) {
   const int nb = job.blocks, lines = 2 * job.bits;
   const std::int32_t bias = 1 << (job.bits - 1);
-  const std::int8_t* xq = job.q + row * job.q_stride;
-  const float* xs = job.scales + row * job.groups;
-  const std::int32_t* xsum = job.sums + row * job.groups;
+  const std::int64_t term0 = row * job.terms;
+  const float* xs = job.scales + (term0 + job.terms - 1) * job.groups;  // with two terms, the low plane's
   for (int n = 0; n < nb * kBlockRows; ++n) s[n] = 0.0f;
   for (std::int64_t sp = 0; sp < job.spans; ++sp) {
     const std::uint8_t* span = job.weights + sp * nb * job.record_bytes;
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * sp + h;
+      const auto joined = [&](auto of_term) {
+        std::int32_t v = of_term(term0);
+        return job.terms == 2 ? 256 * v + of_term(term0 + 1) : v;
+      };
+      const std::int32_t xsum = joined([&](std::int64_t t) { return job.sums[t * job.groups + g]; });
       for (int b = 0; b < nb; ++b) {
         const std::uint8_t* scales = span + nb * lines * 64 + (h * nb + b) * 32;
         for (int r = 0; r < kBlockRows; ++r) {
-          const std::int32_t acc = group_dot(job, span, h, b, r, xq + g * 32);
+          const std::int32_t acc =
+              joined([&](std::int64_t t) { return group_dot(job, span, h, b, r, job.q + t * job.q_stride + g * 32); });
           const float d = half_at(scales + 2 * r);
           float v;
           if (job.offsets) {
             v = static_cast<float>(acc) * d;
-            v = fused_multiply_add(half_at(scales + nb * 64 + 2 * r), static_cast<float>(xsum[g]), v);
+            v = fused_multiply_add(half_at(scales + nb * 64 + 2 * r), static_cast<float>(xsum), v);
           } else {
-            v = static_cast<float>(acc - bias * xsum[g]) * d;
+            v = static_cast<float>(acc - bias * xsum) * d;
           }
           float& out = s[b * kBlockRows + r];
           out = fused_multiply_add(v, xs[g], out);
@@ -74,15 +80,12 @@ void term_row_sums(const TileJob& job, std::int64_t row, float* s) {
 }  // namespace
 
 void tile_scalar(const TileJob& job) {
-  float s[2][2 * kBlockRows];
+  float s[2 * kBlockRows];
   for (std::int64_t row = 0; row < job.term_rows / job.terms; ++row) {
-    for (int term = 0; term < job.terms; ++term) term_row_sums(job, row * job.terms + term, s[term]);
+    row_sums(job, row, s);
     float* y = job.y + row * job.out + job.first_output;
-    for (int n = 0; n < job.blocks * kBlockRows && job.first_output + n < job.out; ++n) {
-      float v = s[0][n];
-      if (job.terms == 2) v = v + s[1][n];
-      y[n] = job.accumulate ? y[n] + v : v;
-    }
+    for (int n = 0; n < job.blocks * kBlockRows && job.first_output + n < job.out; ++n)
+      y[n] = job.accumulate ? y[n] + s[n] : s[n];
   }
 }
 

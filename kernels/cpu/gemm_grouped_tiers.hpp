@@ -9,11 +9,13 @@
 //
 // Every tier performs the same float operations on each output in the same order, which makes
 // the tiers bit-identical (the INT8 products are exact integers on every tier):
-//   per term row, for each group g in input order, with acc the group's INT32 dot product,
+//   per activation row, for each group g in input order, with acc the group's INT32 dot product
+//   and sum the sum of its activations (with two terms, a 16-bit activation's two INT8 planes:
+//   acc = 256 acc_hi + acc_lo, sum = 256 sum_hi + sum_lo, and scale the low plane's),
 //     with offsets:    v = float(acc) * d;  v = fma(o, float(sum), v)
 //     without:         v = float(acc - bias * sum) * d
 //     s = fma(v, scale, s)                       (s starts at +0)
-//   then y = s (one term) or s_0 + s_1 (two), and y = y_old + y when accumulating.
+//   then y = s, and y = y_old + y when accumulating.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +51,7 @@ struct TileJob {
   const std::int8_t* q = nullptr;      // [term_rows][q_stride]
   const float* scales = nullptr;       // [term_rows][groups]
   const std::int32_t* sums = nullptr;  // [term_rows][groups]
+  const std::int16_t* wide = nullptr;  // terms 2: [term_rows / 2][q_stride] (GroupedActivations::wide)
   // q_stride: GroupedActivations::q_stride(), bytes from one term row of q to the next.
   std::int64_t q_stride = 0, groups = 0, term_rows = 0;
   float* y = nullptr;             // [term_rows / terms][out]

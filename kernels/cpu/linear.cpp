@@ -94,6 +94,7 @@ class Int8Linear final : public LockedLinear {
   }
 
   std::int64_t decode_bytes() const override { return out_features() * in_features(); }
+  bool rows_independent() const override { return true; }  // the GEMV equals oneDNN's rows (kernels_test)
 
   std::string implementation(CpuContext& ctx, std::int64_t m, bool accumulate) override {
     if (uses_gemv(m)) return fmt::format("{}:{}", m <= kGemvMaxRows ? "gemv" : "ember_gemm", to_string(active_tier()));

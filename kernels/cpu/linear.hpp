@@ -45,6 +45,11 @@ class Linear {
   // path multiplies, scales included where they are per group.
   virtual std::int64_t decode_bytes() const = 0;
 
+  // Whether a row's result is the same bits in any call, whatever m and the other rows: so for
+  // the INT8 kernels (exact integer products, then each output's float epilogue on its own), not
+  // for oneDNN's FP32 matmul, whose blocking, and so the order of its sums, depends on m.
+  virtual bool rows_independent() const { return false; }
+
   // Columns [begin, end) of y = x·Wᵀ (y += x·Wᵀ when accumulating), y dense [m, out] with its
   // other columns left as they are: a long product in pieces, as a budgeted step runs it across
   // frames. begin is a multiple of output_granule(m), end one too or out_features(). The columns
@@ -75,8 +80,8 @@ enum class ActivationQuant {
   per_row,   // one INT8 term per row (scale = max|x| / 127): the fast default; per group of
              // 32 for grouped weights
   residual,  // two INT8 terms per row, the second quantizing the first's rounding error
-             // (quantize_rows_s8_residual): twice the GEMM work for ~14-bit activations. Decode
-             // rows stream the weights once for both terms, so it costs little there.
+             // (quantize_rows_s8_residual): 16-bit activations for twice the INT8 GEMM work.
+             // Decode rows stream the weights once for both terms, so it costs little there.
 };
 
 // w: FP32 [out, in] (row = output channel), copied/packed, not kept. Throws

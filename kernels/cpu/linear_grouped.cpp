@@ -27,6 +27,7 @@ class GroupedLinear final : public Linear {
     return std::string(weights_.format().bits == 4 ? "w4a8:" : "w8a8-g32:") + to_string(grouped_gemm_tier());
   }
   std::int64_t decode_bytes() const override { return weights_.bytes(); }
+  bool rows_independent() const override { return true; }
   const GroupedWeights& weights() const { return weights_; }
   int terms() const { return terms_; }
   std::int64_t output_granule(std::int64_t) const override { return GroupedWeights::kTileOutputs; }
@@ -157,11 +158,14 @@ void forward_gathered(CpuContext& ctx, Linear* const* linears, const std::int64_
   a.q.resize(static_cast<std::size_t>(total * q_row));
   a.scales.resize(static_cast<std::size_t>(total * g_row));
   a.sums.resize(static_cast<std::size_t>(total * g_row));
+  const std::int64_t wide_row = d.terms == 2 ? d.q_stride() : 0;
+  a.wide.resize(static_cast<std::size_t>(total * wide_row));
   for (std::int64_t i = 0; i < total; ++i) {
     const std::int64_t k = scratch.position[static_cast<std::size_t>(gather[i])];
     std::copy_n(d.q.data() + k * q_row, q_row, a.q.data() + i * q_row);
     std::copy_n(d.scales.data() + k * g_row, g_row, a.scales.data() + i * g_row);
     std::copy_n(d.sums.data() + k * g_row, g_row, a.sums.data() + i * g_row);
+    std::copy_n(d.wide.data() + k * wide_row, wide_row, a.wide.data() + i * wide_row);
   }
   run_stacked(ctx, linears, rows, count, y, scratch);
 }

@@ -45,18 +45,7 @@ void quantize_one(const float* x, std::int64_t n, float qmax, std::int8_t* q, fl
   quantize_row(x, n, qmax / m, qmax, q);
 }
 
-// The rounding error of x ~= q * scale, quantized in turn: a second INT8 term with its own
-// scale (|error| <= scale / 2, so its scale is ~254x finer).
-EMBER_CLONES float max_abs_error(const float* x, const std::int8_t* q, float scale, std::int64_t n) {
-  float m = 0.0f;
-#pragma omp simd reduction(max : m)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float a = std::fabs(x[i] - static_cast<float>(q[i]) * scale);
-    m = a > m ? a : m;  // not std::fmax: see max_abs
-  }
-  return m;
-}
-
+// The rounding error of x ~= q_hi * s_hi in steps of s_hi / 256 (quantize_rows_s8_residual).
 EMBER_CLONES void quantize_error_row(const float* x, const std::int8_t* q_hi, float s_hi, std::int64_t n, float inv,
                                      std::int8_t* q) {
 #pragma omp simd
@@ -68,14 +57,13 @@ EMBER_CLONES void quantize_error_row(const float* x, const std::int8_t* q_hi, fl
 }
 
 void quantize_error(const float* x, std::int64_t n, const std::int8_t* q_hi, float s_hi, std::int8_t* q, float* scale) {
-  const float m = s_hi > 0.0f ? max_abs_error(x, q_hi, s_hi, n) : 0.0f;
-  if (!(m > 0.0f) || !std::isfinite(m)) {
+  if (!(s_hi > 0.0f)) {
     for (std::int64_t i = 0; i < n; ++i) q[i] = 0;
     *scale = 0.0f;
     return;
   }
-  *scale = m / 127.0f;
-  quantize_error_row(x, q_hi, s_hi, n, 127.0f / m, q);
+  *scale = s_hi / 256.0f;  // exact: a power of two
+  quantize_error_row(x, q_hi, s_hi, n, 256.0f / s_hi, q);
 }
 
 void check_shape(std::int64_t rows, std::int64_t cols, std::int64_t ld) {

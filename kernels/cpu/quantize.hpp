@@ -19,8 +19,11 @@ void quantize_rows_s8(const float* x, std::int64_t rows, std::int64_t cols, std:
                       float* scales, int threads = 1);
 
 // Two INT8 terms per row for the layers where one loses too much (see linear.hpp): x ~= q_hi *
-// s_hi + q_lo * s_lo, where q_lo quantizes the rounding error of the first term (|error| <=
-// s_hi / 2), so the pair resolves x about 250 times more finely than q_hi alone.
+// s_hi + q_lo * s_lo, where q_hi is the row's INT8 quantization and q_lo quantizes its rounding
+// error (at most s_hi / 2) in steps of s_lo = s_hi / 256, clamped to [-127, 127] (only the last
+// step at the edge is clipped). So 256 q_hi + q_lo is a 16-bit quantization of x with scale s_lo:
+// a kernel may form 256 (q_hi . w) + (q_lo . w) in INT32, exactly the dot product with those
+// 16-bit values, and a kernel with 16-bit multiplies forms it directly.
 void quantize_rows_s8_residual(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx,
                                std::int8_t* q_hi, float* s_hi, std::int8_t* q_lo, float* s_lo, int threads = 1);
 

@@ -207,7 +207,8 @@ class DecoderOps {
   // rows x experts_used of them, ordered by expert and each expert's rows in row order. The part
   // that begins at 0 routes the rows (so only it knows the order) and the part that ends at the
   // last slot writes `out`. A part may end inside an expert's rows: a prefill chunk sends some
-  // experts more rows than a frame's budget fits.
+  // experts more rows than a frame's budget fits. (Ops whose products of a row depend on the rows
+  // beside it run each expert's rows in the part that holds its first slot.)
   // Default: Error(unsupported).
   virtual void routed_feed_forward(int layer, FeedForward kind, Activation in, Activation out, bool accumulate,
                                    std::int64_t slot_begin, std::int64_t slot_end);

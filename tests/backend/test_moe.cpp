@@ -323,6 +323,7 @@ TEST_CASE("mixture of experts: a pass in pieces (a slot per call) equals the who
   CHECK(model::stage_work(c, 0, model::Stage::gate_up, 20).units == 20 * c.experts_used);
   CHECK(model::stage_work(c, 0, model::Stage::down, 20).units == 0);
   for (const Precision precision : {Precision::fp32, Precision::int8}) {
+    CAPTURE(precision == Precision::fp32 ? "fp32" : "int8");
     auto b = backend::cpu::make_cpu_backend(file, c, options_at(precision));
     const auto tokens = test::random_tokens(21, c.vocab, 4);
     test::SequenceRunner whole_runner(*b, 64), piece_runner(*b, 64);

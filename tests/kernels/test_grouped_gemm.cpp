@@ -76,28 +76,28 @@ std::vector<float> reference(const GroupMatrix& w, const GroupedActivations& x) 
   std::vector<float> y(static_cast<std::size_t>(x.rows * w.out));
   for (std::int64_t i = 0; i < x.rows; ++i)
     for (std::int64_t n = 0; n < w.out; ++n) {
-      float total = 0.0f;
-      for (int term = 0; term < x.terms; ++term) {
-        const std::int64_t t = i * x.terms + term;
-        float sum = 0.0f;
-        for (std::int64_t g = 0; g < groups; ++g) {
-          std::int32_t acc = 0;
-          for (std::int64_t k = 0; k < kWeightGroup; ++k)
-            acc += w.u[static_cast<std::size_t>(n * w.in + g * kWeightGroup + k)] *
-                   x.q[static_cast<std::size_t>(t * x.q_stride() + g * kWeightGroup + k)];
-          const auto wg = static_cast<std::size_t>(n * groups + g), xg = static_cast<std::size_t>(t * x.groups() + g);
-          float v;
-          if (w.format.offsets) {
-            v = static_cast<float>(acc) * w.d[wg];
-            v = fused_multiply_add(w.o[wg], static_cast<float>(x.sums[xg]), v);
-          } else {
-            v = static_cast<float>(acc - w.format.bias() * x.sums[xg]) * w.d[wg];
-          }
-          sum = fused_multiply_add(v, x.scales[xg], sum);
+      float sum = 0.0f;
+      for (std::int64_t g = 0; g < groups; ++g) {
+        // Two terms: the 16-bit values whose planes the kernels join, and the low plane's scale.
+        std::int32_t acc = 0, x_sum = 0;
+        for (std::int64_t k = 0; k < kWeightGroup; ++k) {
+          const auto at = static_cast<std::size_t>(i * x.terms * x.q_stride() + g * kWeightGroup + k);
+          const std::int32_t xv =
+              x.terms == 2 ? x.wide[static_cast<std::size_t>(i * x.q_stride() + g * kWeightGroup + k)] : x.q[at];
+          acc += w.u[static_cast<std::size_t>(n * w.in + g * kWeightGroup + k)] * xv;
+          x_sum += xv;
         }
-        total = term == 0 ? sum : total + sum;
+        const auto wg = static_cast<std::size_t>(n * groups + g);
+        float v;
+        if (w.format.offsets) {
+          v = static_cast<float>(acc) * w.d[wg];
+          v = fused_multiply_add(w.o[wg], static_cast<float>(x_sum), v);
+        } else {
+          v = static_cast<float>(acc - w.format.bias() * x_sum) * w.d[wg];
+        }
+        sum = fused_multiply_add(v, x.scales[static_cast<std::size_t>(((i + 1) * x.terms - 1) * x.groups() + g)], sum);
       }
-      y[static_cast<std::size_t>(i * w.out + n)] = total;
+      y[static_cast<std::size_t>(i * w.out + n)] = sum;
     }
   return y;
 }

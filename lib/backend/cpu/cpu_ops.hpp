@@ -141,6 +141,7 @@ class CpuOps final : public model::DecoderOps {
     std::vector<std::int32_t> first;     // [experts + 1]: each expert's range of slots
     std::vector<std::int32_t> group;     // [rows, experts_used]: in `slots` order, each slot's
                                          // expert's index among the experts some row chose
+    bool rows_independent = true;        // the experts' linears (Linear::rows_independent)
     std::vector<std::int32_t> next;      // [experts]: the counting sort's cursors
     std::vector<std::int32_t> position;  // [rows, experts_used]: each slot's index in `slots`
     std::vector<float> gate_up, act;     // a part's slots' rows, one expert after another
@@ -154,6 +155,7 @@ class CpuOps final : public model::DecoderOps {
   int experts_run_ = 0;
   std::atomic<std::uint64_t> routed_layers_run_{0}, experts_run_total_{0};
   void route(int layer, const float* h);
+  std::int64_t expert_boundary(std::int64_t slot) const;
   void run_slots(int layer, model::FeedForward kind, const float* h, std::int64_t slot_begin, std::int64_t slot_end);
   void finish_routed(model::Activation out, bool accumulate);
 };

@@ -133,6 +133,9 @@ void CpuOps::route(int layer, const float* h) {
     r.slots[static_cast<std::size_t>(at)] = static_cast<std::int32_t>(s);
     r.position[static_cast<std::size_t>(s)] = at;
   }
+  const auto& gate_up = weights_[{layer, model::WeightId::expert_gate_up}].experts;
+  const auto& down = weights_[{layer, model::WeightId::expert_down}].experts;
+  r.rows_independent = gate_up[0]->rows_independent() && down[0]->rows_independent();
   grow(r.group, rows_ * used);
   std::int32_t chosen = 0;
   for (int e = 0; e < n; ++e) {
@@ -154,8 +157,23 @@ void CpuOps::routed_feed_forward(int layer, model::FeedForward kind, model::Acti
     experts_run_ = 0;
   }
   EMBER_ASSERT(0 <= slot_begin && slot_begin <= slot_end && slot_end <= rows_ * used);
+  const bool last = slot_end == rows_ * used;
+  if (!routing_.rows_independent) {
+    // Linears whose rows depend on their company (FP32) run an expert's rows together: a part
+    // runs the experts whose first slot it holds, whole, so any split gives the same bits.
+    slot_begin = expert_boundary(slot_begin);
+    slot_end = expert_boundary(slot_end);
+  }
   if (slot_begin < slot_end) run_slots(layer, kind, h, slot_begin, slot_end);
-  if (slot_end == rows_ * used) finish_routed(out, accumulate);
+  if (last) finish_routed(out, accumulate);
+}
+
+// The first slot of the expert that holds `slot`, when it is that; else the next expert's.
+std::int64_t CpuOps::expert_boundary(std::int64_t slot) const {
+  const Routing& r = routing_;
+  if (slot >= rows_ * config_.experts_used) return slot;
+  const auto e = static_cast<std::size_t>(r.expert[static_cast<std::size_t>(r.slots[static_cast<std::size_t>(slot)])]);
+  return r.first[e] == slot ? slot : r.first[e + 1];
 }
 
 // Slots [slot_begin, slot_end) of the routed rows: the experts they fall in (the first and last

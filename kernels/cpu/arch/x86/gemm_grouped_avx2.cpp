@@ -17,8 +17,8 @@
 // Decode's few term rows (up to four) go through tile_rows, which holds their sums in registers;
 // more (prefill, many streams decoding, the two-term lm_head of a batch) through panel_rows (4
 // bits) or panel_rows8, which hold a group's unpacked weights in registers and stream up to 16
-// rows past them (docs/benchmarks.md#grouped-x86-tiers and #x86-tiers-session21 have them
-// measured).
+// rows past them (docs/benchmarks.md#grouped-x86-tiers,
+// #x86-tiers-session21 and #lm-head-16bit-s26 have them measured).
 //
 // Compiled with -mavx2 -mfma -mf16c -ffp-contract=off (kernels/CMakeLists.txt); raw pointers
 // and intrinsics only (gemm_grouped_tiers.hpp says why).
@@ -105,9 +105,10 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
     xs[i] = job.scales + (row0 + i) * groups;
     xsum[i] = job.sums + (row0 + i) * groups;
   }
-  __m256 sum[M][C];
+  constexpr int R = M / kTerms;  // activation rows
+  __m256 sum[R][C];
 #pragma GCC unroll 4
-  for (int i = 0; i < M; ++i)
+  for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) sum[i][c] = _mm256_setzero_ps();
 
@@ -130,19 +131,25 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
         const std::uint8_t* scales = rec + NB * kLines * 64 + (h * NB + c / 2) * 32 + (c % 2) * 16;
         const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
 #pragma GCC unroll 4
-        for (int i = 0; i < M; ++i) {
-          __m256i a = acc[i];
+        for (int i = 0; i < R; ++i) {
+          const int t = kTerms * i;  // the row's first term row; with two, a 16-bit value's planes
+          __m256i a = acc[t];
+          std::int32_t x_sum = xsum[t][g];
+          if constexpr (kTerms == 2) {
+            a = _mm256_add_epi32(_mm256_slli_epi32(a, 8), acc[t + 1]);
+            x_sum = 256 * x_sum + xsum[t + 1][g];
+          }
           __m256 v;
           if constexpr (kOffsets) {
-            if constexpr (kBits == 8) a = _mm256_add_epi32(a, _mm256_set1_epi32(kBias * xsum[i][g]));
+            if constexpr (kBits == 8) a = _mm256_add_epi32(a, _mm256_set1_epi32(kBias * x_sum));
             const __m256 o = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + NB * 64)));
             v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
-            v = _mm256_fmadd_ps(o, _mm256_set1_ps(static_cast<float>(xsum[i][g])), v);
+            v = _mm256_fmadd_ps(o, _mm256_set1_ps(static_cast<float>(x_sum)), v);
           } else {
-            if constexpr (kBits == 4) a = _mm256_sub_epi32(a, _mm256_set1_epi32(kBias * xsum[i][g]));
+            if constexpr (kBits == 4) a = _mm256_sub_epi32(a, _mm256_set1_epi32(kBias * x_sum));
             v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
           }
-          sum[i][c] = _mm256_fmadd_ps(v, _mm256_set1_ps(xs[i][g]), sum[i][c]);
+          sum[i][c] = _mm256_fmadd_ps(v, _mm256_set1_ps(xs[t + kTerms - 1][g]), sum[i][c]);
         }
       }
     }
@@ -156,10 +163,9 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
     const std::int64_t left = job.out - n0;
     const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left < 8 ? left : 8)), lane);
 #pragma GCC unroll 4
-    for (int i = 0; i < M / kTerms; ++i) {
+    for (int i = 0; i < R; ++i) {
       float* yp = job.y + (row0 / kTerms + i) * job.out + n0;
-      __m256 v = sum[kTerms * i][c];
-      if constexpr (kTerms == 2) v = _mm256_add_ps(v, sum[2 * i + 1][c]);
+      __m256 v = sum[i][c];
       if (job.accumulate) v = _mm256_add_ps(_mm256_maskload_ps(yp, mask), v);
       _mm256_maskstore_ps(yp, mask, v);
     }
@@ -173,7 +179,7 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
 // them, its float sums kept in a small array (L1) rather than in registers: one load and store a
 // row and group against 8 multiplies, where holding more rows' sums in the 16 registers spills
 // more. The float operations on each output are tile_rows', in the same order.
-template <int NB, bool kOffsets, int kTerms>
+template <int NB, bool kOffsets>
 void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
   constexpr int C = 2 * NB;
   constexpr std::int32_t kBias = 8;
@@ -232,24 +238,52 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
     }
   }
 
-  store_panel<C, kTerms>(job, sum, row0, rows);
+  store_panel<C>(job, sum, row0, rows);
 }
 
-// Many term rows of 8-bit weights: term rows [row0, row0 + rows), rows <= kPanelRows. The sign
-// trick needs two registers a line (q and |q|), so a group's 8 lines do not fit the 16 registers
-// at once: its two halves (inputs 0-15, 16-31) are unpacked in turn, each streamed past every
-// row, the rows' INT32 sums of the first half kept in a small array (L1) for the second. The
-// float operations on each output are tile_rows', in the same order.
-template <int NB, bool kOffsets, int kTerms>
+// A panel's 8-bit group into its float sum (8 outputs), tile_rows' operations: a holds the
+// group's INT32 dot products with the signed weights, xsum the sum of its activations.
+template <int NB, bool kOffsets>
+[[gnu::always_inline]] inline void add_group8(const std::uint8_t* scales, __m256i a, std::int32_t xsum, float xs,
+                                              float* sum) {
+  const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
+  __m256 v;
+  if constexpr (kOffsets) {
+    a = _mm256_add_epi32(a, _mm256_set1_epi32(128 * xsum));  // the dot products with the stored bytes
+    const __m256 o = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + NB * 64)));
+    v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
+    v = _mm256_fmadd_ps(o, _mm256_set1_ps(static_cast<float>(xsum)), v);
+  } else {
+    v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
+  }
+  _mm256_store_ps(sum, _mm256_fmadd_ps(v, _mm256_set1_ps(xs), _mm256_load_ps(sum)));
+}
+
+// Many rows of 8-bit weights: rows [row0, row0 + rows), rows <= kPanelRows (term rows with one
+// term, activation rows with two). A group's 8 lines do not fit the 16 registers at once as the
+// products need them, so its two halves (inputs 0-15, 16-31) are unpacked in turn, each streamed
+// past every row, the rows' INT32 sums of the first half kept in a small array (L1) for the
+// second. The float operations on each output are tile_rows', in the same order.
+//  * One term (kWide false): the sign trick, two registers a line (q and |q|).
+//  * Two terms (kWide): each row's 16-bit values (TileJob::wide) times the weights widened to 16
+//    bits, one vpmaddwd where the two INT8 terms took two sign-trick products. Its INT32 sum is
+//    the dot product with the 16-bit values, the integer the other tiers join from the terms
+//    (256 hi + lo; at most 32 * 32,639 * 128 in magnitude). A line widens into two registers of 4
+//    outputs times 4 inputs, whose pair sums one vphaddd and one vpermq put in output order.
+template <int NB, bool kOffsets, bool kWide>
 void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
   constexpr int C = 2 * NB;
-  constexpr std::int32_t kBias = 128;
   const std::int64_t record = job.record_bytes, groups = job.groups;
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi16(1);
   alignas(32) float sum[kPanelRows][C][8];
   alignas(32) std::int32_t half_acc[kPanelRows][8];
   for (int i = 0; i < rows; ++i)
     for (int c = 0; c < C; ++c) _mm256_store_ps(sum[i][c], _mm256_setzero_ps());
+  const auto broadcast_wide4 = [](const std::int16_t* x) {
+    long long v;
+    std::memcpy(&v, x, 8);
+    return _mm256_set1_epi64x(v);
+  };
 
   for (std::int64_t s = 0; s < job.spans; ++s) {
     const std::uint8_t* rec = job.weights + s * NB * record;
@@ -265,49 +299,60 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
         const std::uint8_t* scales = rec + NB * 16 * 64 + (h * NB + b) * 32 + (c % 2) * 16;
 #pragma GCC unroll 1
         for (int half = 0; half < 2; ++half) {
-          __m256i q[4], m[4];
+          // Line j: q in w[j] and |q| in w[4 + j]; widened, outputs 0-3 in w[2j] and 4-7 in w[2j + 1].
+          __m256i w[8];
 #pragma GCC unroll 4
           for (int j = 0; j < 4; ++j) {
             const __m256i u =
                 _mm256_load_si256(reinterpret_cast<const __m256i*>(lines + ((h * 8 + 4 * half + j) * NB + b) * 64));
-            q[j] = _mm256_xor_si256(u, bias);
-            m[j] = _mm256_abs_epi8(q[j]);
+            const __m256i q = _mm256_xor_si256(u, bias);
+            if constexpr (kWide) {
+              w[2 * j] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
+              w[2 * j + 1] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
+            } else {
+              w[j] = q;
+              w[4 + j] = _mm256_abs_epi8(q);
+            }
           }
 #pragma GCC unroll 1
           for (int i = 0; i < rows; ++i) {
-            const std::int8_t* x = job.q + (row0 + i) * job.q_stride + g * 32 + 16 * half;
-            __m256i a0 = _mm256_madd_epi16(_mm256_maddubs_epi16(m[0], _mm256_sign_epi8(broadcast4(x), q[0])), ones);
-            __m256i a1 = _mm256_madd_epi16(_mm256_maddubs_epi16(m[1], _mm256_sign_epi8(broadcast4(x + 4), q[1])), ones);
-            a0 = _mm256_add_epi32(
-                a0, _mm256_madd_epi16(_mm256_maddubs_epi16(m[2], _mm256_sign_epi8(broadcast4(x + 8), q[2])), ones));
-            a1 = _mm256_add_epi32(
-                a1, _mm256_madd_epi16(_mm256_maddubs_epi16(m[3], _mm256_sign_epi8(broadcast4(x + 12), q[3])), ones));
-            __m256i a = _mm256_add_epi32(a0, a1);
+            __m256i a;
+            if constexpr (kWide) {
+              const std::int16_t* x = job.wide + (row0 + i) * job.q_stride + g * 32 + 16 * half;
+              __m256i first = _mm256_madd_epi16(w[0], broadcast_wide4(x));
+              __m256i second = _mm256_madd_epi16(w[1], broadcast_wide4(x));
+#pragma GCC unroll 3
+              for (int j = 1; j < 4; ++j) {
+                const __m256i xj = broadcast_wide4(x + 4 * j);
+                first = _mm256_add_epi32(first, _mm256_madd_epi16(w[2 * j], xj));
+                second = _mm256_add_epi32(second, _mm256_madd_epi16(w[2 * j + 1], xj));
+              }
+              // [o0 o1 o4 o5 | o2 o3 o6 o7], then in order.
+              a = _mm256_permute4x64_epi64(_mm256_hadd_epi32(first, second), _MM_SHUFFLE(3, 1, 2, 0));
+            } else {
+              const std::int8_t* x = job.q + (row0 + i) * job.q_stride + g * 32 + 16 * half;
+              const auto dot = [&](int j) {
+                return _mm256_madd_epi16(_mm256_maddubs_epi16(w[4 + j], _mm256_sign_epi8(broadcast4(x + 4 * j), w[j])),
+                                         ones);
+              };
+              a = _mm256_add_epi32(_mm256_add_epi32(dot(0), dot(2)), _mm256_add_epi32(dot(1), dot(3)));
+            }
             if (half == 0) {
               _mm256_store_si256(reinterpret_cast<__m256i*>(half_acc[i]), a);
               continue;
             }
             a = _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(half_acc[i])), a);
-            const std::int32_t xsum = job.sums[(row0 + i) * groups + g];
-            const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
-            __m256 v;
-            if constexpr (kOffsets) {
-              a = _mm256_add_epi32(a, _mm256_set1_epi32(kBias * xsum));
-              const __m256 o = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + NB * 64)));
-              v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
-              v = _mm256_fmadd_ps(o, _mm256_set1_ps(static_cast<float>(xsum)), v);
-            } else {
-              v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
-            }
-            const __m256 xs = _mm256_set1_ps(job.scales[(row0 + i) * groups + g]);
-            _mm256_store_ps(sum[i][c], _mm256_fmadd_ps(v, xs, _mm256_load_ps(sum[i][c])));
+            const std::int64_t t = (row0 + i) * (kWide ? 2 : 1);  // the row's (first) term row
+            const std::int32_t xsum =
+                kWide ? 256 * job.sums[t * groups + g] + job.sums[(t + 1) * groups + g] : job.sums[t * groups + g];
+            add_group8<NB, kOffsets>(scales, a, xsum, job.scales[(t + (kWide ? 1 : 0)) * groups + g], sum[i][c]);
           }
         }
       }
     }
   }
 
-  store_panel<C, kTerms>(job, sum, row0, rows);
+  store_panel<C>(job, sum, row0, rows);
 }
 
 using RowsFn = void (*)(const TileJob&, std::int64_t);
@@ -329,20 +374,16 @@ RowsFn rows_kernel(std::int64_t rows) {
 
 template <int kBits, bool kOffsets, int kTerms>
 void run_format(const TileJob& job) {
-  if (job.term_rows > kTileRows) {
-    for (std::int64_t i = 0; i < job.term_rows; i += kPanelRows) {
-      const auto rows = static_cast<int>(job.term_rows - i < kPanelRows ? job.term_rows - i : kPanelRows);
-      if constexpr (kBits == 4) {
-        if (job.blocks == 2)
-          panel_rows<2, kOffsets, kTerms>(job, i, rows);
-        else
-          panel_rows<1, kOffsets, kTerms>(job, i, rows);
-      } else {
-        if (job.blocks == 2)
-          panel_rows8<2, kOffsets, kTerms>(job, i, rows);
-        else
-          panel_rows8<1, kOffsets, kTerms>(job, i, rows);
-      }
+  // Many rows: the panels (two-term rows of 4-bit weights, which no model makes, in tile_rows).
+  if (job.term_rows > kTileRows && (kBits == 8 || kTerms == 1)) {
+    const std::int64_t rows = job.term_rows / kTerms;
+    for (std::int64_t i = 0; i < rows; i += kPanelRows) {
+      const auto n = static_cast<int>(rows - i < kPanelRows ? rows - i : kPanelRows);
+      if constexpr (kBits == 4)
+        job.blocks == 2 ? panel_rows<2, kOffsets>(job, i, n) : panel_rows<1, kOffsets>(job, i, n);
+      else
+        job.blocks == 2 ? panel_rows8<2, kOffsets, kTerms == 2>(job, i, n)
+                        : panel_rows8<1, kOffsets, kTerms == 2>(job, i, n);
     }
     return;
   }

@@ -54,9 +54,10 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
     xs[i] = job.scales + (row0 + i) * groups;
     xsum[i] = job.sums + (row0 + i) * groups;
   }
-  __m512 sum[M][NB];
+  constexpr int R = M / kTerms;  // activation rows
+  __m512 sum[R][NB];
 #pragma GCC unroll 4
-  for (int i = 0; i < M; ++i)
+  for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
     for (int b = 0; b < NB; ++b) sum[i][b] = _mm512_setzero_ps();
 
@@ -116,23 +117,33 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
         // The all-ones maskz forms (here and below) are vcvtph2ps and vcvtdq2ps all the same; the
         // plain intrinsics trip GCC 12's -Wmaybe-uninitialized inside its own header.
         const __m512 d = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_load_si256(reinterpret_cast<const __m256i*>(scales)));
-#pragma GCC unroll 4
-        for (int i = 0; i < M; ++i) {
-          __m512i a = acc[0][i][b];
+        const auto term_acc = [&](int t) {
+          __m512i a = acc[0][t][b];
           if constexpr (kHighInPlace)
-            a = _mm512_add_epi32(a, _mm512_maskz_srai_epi32(0xFFFF, acc[1][i][b], 4));
+            a = _mm512_add_epi32(a, _mm512_maskz_srai_epi32(0xFFFF, acc[1][t][b], 4));
           else if constexpr (U == 2)
-            a = _mm512_add_epi32(a, acc[1][i][b]);
+            a = _mm512_add_epi32(a, acc[1][t][b]);
+          return a;
+        };
+#pragma GCC unroll 4
+        for (int i = 0; i < R; ++i) {
+          const int t = kTerms * i;  // the row's first term row; with two, a 16-bit value's planes
+          __m512i a = term_acc(t);
+          std::int32_t x_sum = xsum[t][g];
+          if constexpr (kTerms == 2) {
+            a = _mm512_add_epi32(_mm512_maskz_slli_epi32(0xFFFF, a, 8), term_acc(t + 1));
+            x_sum = 256 * x_sum + xsum[t + 1][g];
+          }
           __m512 v;
           if constexpr (kOffsets) {
             const __m512 o =
                 _mm512_maskz_cvtph_ps(0xFFFF, _mm256_load_si256(reinterpret_cast<const __m256i*>(scales + NB * 64)));
             v = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, a), d);
-            v = _mm512_fmadd_ps(o, _mm512_set1_ps(static_cast<float>(xsum[i][g])), v);
+            v = _mm512_fmadd_ps(o, _mm512_set1_ps(static_cast<float>(x_sum)), v);
           } else {
             v = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, a), d);
           }
-          sum[i][b] = _mm512_fmadd_ps(v, _mm512_set1_ps(xs[i][g]), sum[i][b]);
+          sum[i][b] = _mm512_fmadd_ps(v, _mm512_set1_ps(xs[t + kTerms - 1][g]), sum[i][b]);
         }
       }
     }
@@ -144,10 +155,9 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
     const std::int64_t left = job.out - n0;
     const auto mask = static_cast<__mmask16>(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
 #pragma GCC unroll 4
-    for (int i = 0; i < M / kTerms; ++i) {
+    for (int i = 0; i < R; ++i) {
       float* yp = job.y + (row0 / kTerms + i) * job.out + n0;
-      __m512 v = sum[kTerms * i][b];
-      if constexpr (kTerms == 2) v = _mm512_add_ps(v, sum[2 * i + 1][b]);
+      __m512 v = sum[i][b];
       if (job.accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, yp), v);
       _mm512_mask_storeu_ps(yp, mask, v);
     }

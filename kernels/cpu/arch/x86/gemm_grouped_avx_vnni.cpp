@@ -94,9 +94,10 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
     xs[i] = job.scales + (row0 + i) * groups;
     xsum[i] = job.sums + (row0 + i) * groups;
   }
-  __m256 sum[M][C];
+  constexpr int R = M / kTerms;  // activation rows
+  __m256 sum[R][C];
 #pragma GCC unroll 4
-  for (int i = 0; i < M; ++i)
+  for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) sum[i][c] = _mm256_setzero_ps();
 
@@ -119,18 +120,24 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
         const std::uint8_t* scales = rec + NB * kLines * 64 + (h * NB + c / 2) * 32 + (c % 2) * 16;
         const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
 #pragma GCC unroll 4
-        for (int i = 0; i < M; ++i) {
-          __m256i a = acc[i];
+        for (int i = 0; i < R; ++i) {
+          const int t = kTerms * i;  // the row's first term row; with two, a 16-bit value's planes
+          __m256i a = acc[t];
+          std::int32_t x_sum = xsum[t][g];
+          if constexpr (kTerms == 2) {
+            a = _mm256_add_epi32(_mm256_slli_epi32(a, 8), acc[t + 1]);
+            x_sum = 256 * x_sum + xsum[t + 1][g];
+          }
           __m256 v;
           if constexpr (kOffsets) {
             const __m256 o = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + NB * 64)));
             v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
-            v = _mm256_fmadd_ps(o, _mm256_set1_ps(static_cast<float>(xsum[i][g])), v);
+            v = _mm256_fmadd_ps(o, _mm256_set1_ps(static_cast<float>(x_sum)), v);
           } else {
-            a = _mm256_sub_epi32(a, _mm256_set1_epi32(kBias * xsum[i][g]));
+            a = _mm256_sub_epi32(a, _mm256_set1_epi32(kBias * x_sum));
             v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
           }
-          sum[i][c] = _mm256_fmadd_ps(v, _mm256_set1_ps(xs[i][g]), sum[i][c]);
+          sum[i][c] = _mm256_fmadd_ps(v, _mm256_set1_ps(xs[t + kTerms - 1][g]), sum[i][c]);
         }
       }
     }
@@ -144,10 +151,9 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
     const std::int64_t left = job.out - n0;
     const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left < 8 ? left : 8)), lane);
 #pragma GCC unroll 4
-    for (int i = 0; i < M / kTerms; ++i) {
+    for (int i = 0; i < R; ++i) {
       float* yp = job.y + (row0 / kTerms + i) * job.out + n0;
-      __m256 v = sum[kTerms * i][c];
-      if constexpr (kTerms == 2) v = _mm256_add_ps(v, sum[2 * i + 1][c]);
+      __m256 v = sum[i][c];
       if (job.accumulate) v = _mm256_add_ps(_mm256_maskload_ps(yp, mask), v);
       _mm256_maskstore_ps(yp, mask, v);
     }
@@ -162,7 +168,7 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
 // row and group against 8 multiplies, where holding more rows' sums in the 16 registers spills
 // more. Two independent vpdpbusd chains a row, and the rows' independence, hide its latency.
 // The float operations on each output are tile_rows', in the same order.
-template <int NB, bool kOffsets, int kTerms>
+template <int NB, bool kOffsets>
 void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
   constexpr int C = 2 * NB;
   constexpr std::int32_t kBias = 8;
@@ -220,7 +226,7 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
     }
   }
 
-  store_panel<C, kTerms>(job, sum, row0, rows);
+  store_panel<C>(job, sum, row0, rows);
 }
 
 using RowsFn = void (*)(const TileJob&, std::int64_t);
@@ -242,14 +248,14 @@ RowsFn rows_kernel(std::int64_t rows) {
 
 template <int kBits, bool kOffsets, int kTerms>
 void run_format(const TileJob& job) {
-  if constexpr (kBits == 4) {
+  if constexpr (kBits == 4 && kTerms == 1) {
     if (job.term_rows > kTileRows) {
       for (std::int64_t i = 0; i < job.term_rows; i += kPanelRows) {
         const auto rows = static_cast<int>(job.term_rows - i < kPanelRows ? job.term_rows - i : kPanelRows);
         if (job.blocks == 2)
-          panel_rows<2, kOffsets, kTerms>(job, i, rows);
+          panel_rows<2, kOffsets>(job, i, rows);
         else
-          panel_rows<1, kOffsets, kTerms>(job, i, rows);
+          panel_rows<1, kOffsets>(job, i, rows);
       }
       return;
     }
