@@ -216,8 +216,8 @@ class ReferenceOps final : public model::DecoderOps {
   // (All at the last part: nothing writes `in` before it.)
   void routed_feed_forward(int layer, model::FeedForward kind, model::Activation in, model::Activation out,
                            bool accumulate, std::int64_t, std::int64_t slot_end) override {
+    if (slot_end < act(in).rows() * config_.experts_used) return;
     const Matrix h = act(in);  // a copy: out may be in
-    if (slot_end < h.rows() * config_.experts_used) return;
     const Matrix& router = weights_[{layer, model::WeightId::router}];
     const Matrix& gate_up = weights_[{layer, model::WeightId::expert_gate_up}];  // all gates, then all ups
     const Matrix& down = weights_[{layer, model::WeightId::expert_down}];

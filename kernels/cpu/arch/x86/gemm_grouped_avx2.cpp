@@ -33,6 +33,7 @@ namespace ember::kernels::cpu::grouped {
 namespace {
 
 #include "kernels/cpu/arch/x86/gemm_grouped_prefetch.inc"
+#include "kernels/cpu/arch/x86/gemm_grouped_ymm_store.inc"
 
 constexpr int kTileRows = 4;    // term rows per micro-kernel call (decode's few rows)
 constexpr int kPanelRows = 16;  // term rows per call of the many-rows kernel (prefill)
@@ -132,13 +133,9 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
         const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
 #pragma GCC unroll 4
         for (int i = 0; i < R; ++i) {
-          const int t = kTerms * i;  // the row's first term row; with two, a 16-bit value's planes
-          __m256i a = acc[t];
-          std::int32_t x_sum = xsum[t][g];
-          if constexpr (kTerms == 2) {
-            a = _mm256_add_epi32(_mm256_slli_epi32(a, 8), acc[t + 1]);
-            x_sum = 256 * x_sum + xsum[t + 1][g];
-          }
+          const int t = kTerms * i;  // the row's first term row
+          __m256i a = join_terms<kTerms>(acc + t);
+          const std::int32_t x_sum = kTerms == 2 ? 256 * xsum[t][g] + xsum[t + 1][g] : xsum[t][g];
           __m256 v;
           if constexpr (kOffsets) {
             if constexpr (kBits == 8) a = _mm256_add_epi32(a, _mm256_set1_epi32(kBias * x_sum));
@@ -171,8 +168,6 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
     }
   }
 }
-
-#include "kernels/cpu/arch/x86/gemm_grouped_ymm_store.inc"
 
 // Prefill's many rows of 4-bit weights: term rows [row0, row0 + rows), rows <= kPanelRows. A
 // group's weights for 8 outputs are unpacked into registers once and every row streams past
