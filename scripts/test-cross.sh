@@ -71,12 +71,35 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
+# Wine makes its prefix on its first start. Two programs starting it at once on a new prefix race
+# (one fails: "chdir to /tmp/wine-...: No such file"), and a start that goes wrong while another
+# prefix's server is still shutting down leaves one that cannot load kernel32.dll (seen once in
+# CI's windows-dll stage, right after the windows stage). So each Windows run makes its prefix
+# alone before anything else starts, waits for its server, checks that a program runs in it, and
+# makes it once more from nothing if not; its server is stopped when the run ends.
+prepare_wine_prefix() {
+  local try
+  mkdir -p "$(dirname "$WINEPREFIX")"
+  for try in 1 2; do
+    wineboot --init >/dev/null 2>&1 || true
+    wineserver -w || true
+    wine cmd /c exit 0 >/dev/null 2>&1 && return 0
+    echo "test-cross: the Wine prefix $WINEPREFIX does not run programs (try $try of 2); making it again" >&2
+    wineserver -k >/dev/null 2>&1 || true
+    rm -rf "$WINEPREFIX"
+  done
+  echo "test-cross: no working Wine prefix at $WINEPREFIX" >&2
+  return 1
+}
+
 exe=""
 if [[ $target == windows* ]]; then
   exe=.exe
   gcc_dlls=$(dirname "$(x86_64-w64-mingw32-g++-posix -print-file-name=libgomp-1.dll)")
   thread_dlls=$(dirname "$(x86_64-w64-mingw32-g++-posix -print-file-name=libwinpthread-1.dll)")
   export WINEPATH="$gcc_dlls;$thread_dlls"
+  trap 'wineserver -k >/dev/null 2>&1 || true' EXIT
+  prepare_wine_prefix
 fi
 if [[ $target == windows-dll || $target == arm64-shared ]]; then
   # The shared library alone (tests reach internal symbols a shared library does not export),
@@ -142,8 +165,5 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FIL
       -DEMBER_TESTS=ON -DEMBER_EXAMPLES=OFF -DEMBER_BENCHMARKS=OFF -DEMBER_CUDA=OFF "${extra[@]}" \
       ${EMBER_CMAKE_ARGS:-}
 cmake --build "$build" -j "${EMBER_JOBS:-$(nproc)}" $(printf -- '--target %s ' "${tests[@]}")
-# Wine makes its prefix on its first start; two tests starting it at once on a new prefix race
-# (one fails: "chdir to /tmp/wine-...: No such file"), so make it before ctest starts any.
-[[ $target == windows ]] && wineboot --init >/dev/null 2>&1
 regex="^($(IFS='|'; echo "${tests[*]}"))\$"
 ctest --test-dir "$build" --output-on-failure -j "${EMBER_JOBS:-$(nproc)}" -R "$regex" --timeout 900
