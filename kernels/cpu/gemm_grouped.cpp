@@ -163,7 +163,8 @@ void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_
     }
     if (terms == 2)
       for (std::int64_t k = 0; k < stride; ++k)
-        a.wide[static_cast<std::size_t>(r * stride + k)] = static_cast<std::int16_t>(256 * q[k] + q[stride + k]);
+        a.wide[static_cast<std::size_t>(r * stride + k)] =
+            static_cast<std::int16_t>(kLowTermSteps * q[k] + q[stride + k]);
   });
 }
 

@@ -53,7 +53,7 @@ void row_sums(const TileJob& job, std::int64_t row, float* s) {
       const std::int64_t g = 2 * sp + h;
       const auto joined = [&](auto of_term) {
         std::int32_t v = of_term(term0);
-        return job.terms == 2 ? 256 * v + of_term(term0 + 1) : v;
+        return job.terms == 2 ? kLowTermSteps * v + of_term(term0 + 1) : v;
       };
       const std::int32_t xsum = joined([&](std::int64_t t) { return job.sums[t * job.groups + g]; });
       for (int b = 0; b < nb; ++b) {

@@ -18,6 +18,8 @@
 //   then y = s, and y = y_old + y when accumulating.
 #pragma once
 
+#include "kernels/cpu/quantize.hpp"  // kLowTermBits, kLowTermSteps: declarations and constants only
+
 #include <cstdint>
 
 namespace ember::kernels::cpu::grouped {

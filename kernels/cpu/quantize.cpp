@@ -62,8 +62,9 @@ void quantize_error(const float* x, std::int64_t n, const std::int8_t* q_hi, flo
     *scale = 0.0f;
     return;
   }
-  *scale = s_hi / 256.0f;  // exact: a power of two
-  quantize_error_row(x, q_hi, s_hi, n, 256.0f / s_hi, q);
+  constexpr auto steps = static_cast<float>(kLowTermSteps);
+  *scale = s_hi / steps;  // exact: a power of two
+  quantize_error_row(x, q_hi, s_hi, n, steps / s_hi, q);
 }
 
 void check_shape(std::int64_t rows, std::int64_t cols, std::int64_t ld) {

@@ -27,6 +27,11 @@ void quantize_rows_s8(const float* x, std::int64_t rows, std::int64_t cols, std:
 void quantize_rows_s8_residual(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx,
                                std::int8_t* q_hi, float* s_hi, std::int8_t* q_lo, float* s_lo, int threads = 1);
 
+// The low term's steps per step of the high term: the 16-bit value is kLowTermSteps q_hi + q_lo,
+// q_hi shifted left by kLowTermBits. Every kernel that joins the two terms takes it from here.
+inline constexpr int kLowTermBits = 8;
+inline constexpr std::int32_t kLowTermSteps = 1 << kLowTermBits;
+
 // Per-output-channel weights: w is [out, in] (row = output channel), q dense [out, in],
 // scales[out]. qmax < 127 narrows the range (scale = max|w| / qmax, q in [-qmax, qmax]): the
 // INT8 linear uses 63 on CPUs without VNNI, see linear.cpp.

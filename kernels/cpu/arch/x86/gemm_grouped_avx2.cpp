@@ -135,7 +135,7 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
         for (int i = 0; i < R; ++i) {
           const int t = kTerms * i;  // the row's first term row
           __m256i a = join_terms<kTerms>(acc + t);
-          const std::int32_t x_sum = kTerms == 2 ? 256 * xsum[t][g] + xsum[t + 1][g] : xsum[t][g];
+          const std::int32_t x_sum = kTerms == 2 ? kLowTermSteps * xsum[t][g] + xsum[t + 1][g] : xsum[t][g];
           __m256 v;
           if constexpr (kOffsets) {
             if constexpr (kBits == 8) a = _mm256_add_epi32(a, _mm256_set1_epi32(kBias * x_sum));
@@ -338,8 +338,8 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
             }
             a = _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(half_acc[i])), a);
             const std::int64_t t = (row0 + i) * (kWide ? 2 : 1);  // the row's (first) term row
-            const std::int32_t xsum =
-                kWide ? 256 * job.sums[t * groups + g] + job.sums[(t + 1) * groups + g] : job.sums[t * groups + g];
+            const std::int32_t xsum = kWide ? kLowTermSteps * job.sums[t * groups + g] + job.sums[(t + 1) * groups + g]
+                                            : job.sums[t * groups + g];
             add_group8<NB, kOffsets>(scales, a, xsum, job.scales[(t + (kWide ? 1 : 0)) * groups + g], sum[i][c]);
           }
         }

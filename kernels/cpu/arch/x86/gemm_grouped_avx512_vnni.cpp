@@ -131,8 +131,8 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
           __m512i a = term_acc(t);
           std::int32_t x_sum = xsum[t][g];
           if constexpr (kTerms == 2) {
-            a = _mm512_add_epi32(_mm512_maskz_slli_epi32(0xFFFF, a, 8), term_acc(t + 1));
-            x_sum = 256 * x_sum + xsum[t + 1][g];
+            a = _mm512_add_epi32(_mm512_maskz_slli_epi32(0xFFFF, a, kLowTermBits), term_acc(t + 1));
+            x_sum = kLowTermSteps * x_sum + xsum[t + 1][g];
           }
           __m512 v;
           if constexpr (kOffsets) {

@@ -124,7 +124,7 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
         for (int i = 0; i < R; ++i) {
           const int t = kTerms * i;  // the row's first term row
           __m256i a = join_terms<kTerms>(acc + t);
-          const std::int32_t x_sum = kTerms == 2 ? 256 * xsum[t][g] + xsum[t + 1][g] : xsum[t][g];
+          const std::int32_t x_sum = kTerms == 2 ? kLowTermSteps * xsum[t][g] + xsum[t + 1][g] : xsum[t][g];
           __m256 v;
           if constexpr (kOffsets) {
             const __m256 o = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + NB * 64)));
