@@ -35,11 +35,15 @@ struct TileJob {
   bool accumulate = false;                // y = y_old + product
   int terms = 1;                          // INT8 terms per activation row: 1 or 2
   // Bytes ahead of a tile's first pass to prefetch; 0: none. Decode's few rows (tile_rows) do too
-  // little work a byte to hide the memory's latency behind the multiplies: every x86 tier asks
+  // little work a byte to hide the memory's latency behind the multiplies, so every x86 tier asks
   // for the weights into L2 (prefetcht1) at twice this lead, which read faster than prefetcht0 at
   // this lead on Zen 4's AVX2 tier and on an Intel Xeon at the AVX-VNNI, AVX-512 and AMX tiers
-  // (likely because more lines can be in flight to L2 than to L1; docs/benchmarks.md
-  // #x86-tiers-session22 and #x86-prefetch-s24). The many-rows panels use prefetcht0 at it.
+  // (docs/benchmarks.md#x86-tiers-session22 and #x86-prefetch-s24). The AVX-512 kernel asks for
+  // a span's lines in one burst at its start. The 256-bit kernels (avx2, avx_vnni) ask for each
+  // line right after the load of the line whole spans behind it: their burst stalled retirement
+  // on the Xeon (a profile's samples piled up on the prefetches, the multiplies behind them
+  // waiting), and spread out the same prefetches streamed faster (#avx2-prefetch-s28). The
+  // many-rows panels use prefetcht0 at this lead.
   std::int64_t prefetch_ahead = 0;
   // Where the prefetch goes on past the tile's end: the weights of the tile this thread takes
   // next, which in a batch of products (the experts of a routed layer) lie elsewhere; null at

@@ -42,10 +42,11 @@ constexpr int kPanelRows = 16;  // term rows per call of the many-rows kernel (p
 // The INT32 dot products of group g (h of the span) for the 8 outputs of column c (block c / 2,
 // rows 8 (c % 2) onwards) with M term rows: the values as stored (u, not u - bias). With few
 // rows, the group's two halves feed separate sums so that enough independent vpdpbusd chains
-// hide the instruction's latency; INT32 sums are exact, so this changes no result.
+// hide the instruction's latency; INT32 sums are exact, so this changes no result. Beside each
+// line's load, the same line of the span `ahead` is prefetched (none when null).
 template <int M, int NB, int kBits>
-[[gnu::always_inline]] inline void group_dots(const std::uint8_t* rec, int h, int c, const std::int8_t* const* xg,
-                                              __m256i* acc) {
+[[gnu::always_inline]] inline void group_dots(const std::uint8_t* rec, const std::uint8_t* ahead, int h, int c,
+                                              const std::int8_t* const* xg, __m256i* acc) {
   constexpr int U = M <= 2 ? 2 : 1;
   const int b = c / 2;
   const std::uint8_t* lines = rec + (c % 2) * 32;
@@ -59,12 +60,19 @@ template <int M, int NB, int kBits>
     __m256i lo, hi;  // inputs 4j..4j+3 and 16+4j..16+4j+3
     if constexpr (kBits == 4) {
       const __m256i low4 = _mm256_set1_epi8(0x0F);
-      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(lines + ((h * 4 + j) * NB + b) * 64));
+      const std::int64_t line = ((h * 4 + j) * NB + b) * 64;
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(lines + line));
+      if (ahead != nullptr && c % 2 == 0) prefetch_line(ahead, line);
       lo = _mm256_and_si256(v, low4);
       hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
     } else {
-      lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(lines + ((h * 8 + j) * NB + b) * 64));
-      hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(lines + ((h * 8 + 4 + j) * NB + b) * 64));
+      const std::int64_t line_lo = ((h * 8 + j) * NB + b) * 64, line_hi = ((h * 8 + 4 + j) * NB + b) * 64;
+      lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(lines + line_lo));
+      hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(lines + line_hi));
+      if (ahead != nullptr && c % 2 == 0) {
+        prefetch_line(ahead, line_lo);
+        prefetch_line(ahead, line_hi);
+      }
     }
 #pragma GCC unroll 4
     for (int i = 0; i < M; ++i) {
@@ -102,12 +110,12 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) sum[i][c] = _mm256_setzero_ps();
 
-  // Into L2, twice prefetch_ahead ahead (TileJob::prefetch_ahead says why).
   const bool prefetch = row0 == 0 && job.prefetch_ahead > 0;
-  const std::int64_t ahead = 2 * job.prefetch_ahead, tile_bytes = job.spans * NB * record;
+  const std::int64_t span_bytes = NB * record, lead = spans_of_lead(2 * job.prefetch_ahead, span_bytes);
   for (std::int64_t s = 0; s < job.spans; ++s) {
-    const std::uint8_t* rec = job.weights + s * NB * record;
-    if (prefetch) prefetch_stream(job, s * NB * record + ahead, NB * record, tile_bytes);
+    const std::uint8_t* rec = job.weights + s * span_bytes;
+    const std::uint8_t* ahead = prefetch ? span_ahead(job, s, lead, span_bytes) : nullptr;
+    if (ahead != nullptr) prefetch_tail(ahead, NB * kLines * 64, span_bytes);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
@@ -117,7 +125,7 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
         __m256i acc[M];
-        group_dots<M, NB, kBits>(rec, h, c, xg, acc);
+        group_dots<M, NB, kBits>(rec, ahead, h, c, xg, acc);
         const std::uint8_t* scales = rec + NB * kLines * 64 + (h * NB + c / 2) * 32 + (c % 2) * 16;
         const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
 #pragma GCC unroll 4
