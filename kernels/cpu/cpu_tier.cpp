@@ -6,6 +6,7 @@
 #include <dnnl.hpp>
 #endif
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -45,13 +46,30 @@ unsigned long long xcr0() {
 struct Features {
   bool avx2 = false, avx_vnni_vex = false, avx512_vnni = false, amx = false;
   bool amd = false;
+  std::int64_t last_level_cache_bytes = 0;
   platform::ArmFeatures arm;
 };
+
+// The largest cache of cpuid's deterministic cache parameters (leaf 4 on Intel, 0x8000001D on
+// AMD, one subleaf a cache until a null type); 0 where the CPU lists none.
+std::int64_t largest_cache_bytes(bool amd) {
+  const unsigned leaf = amd ? 0x8000001Du : 4u;
+  std::int64_t largest = 0;
+  for (unsigned sub = 0; sub < 16; ++sub) {
+    const Cpuid c = cpuid(leaf, sub);
+    if ((c.eax & 0x1Fu) == 0) break;
+    const std::int64_t ways = (c.ebx >> 22) + 1, partitions = ((c.ebx >> 12) & 0x3FFu) + 1, line = (c.ebx & 0xFFFu) + 1,
+                       sets = std::int64_t{c.ecx} + 1;
+    largest = std::max(largest, ways * partitions * line * sets);
+  }
+  return largest;
+}
 
 Features read_features() {
   Features f;
   const Cpuid l0 = cpuid(0, 0);                                                     // the vendor string: ebx, edx, ecx
   f.amd = l0.ebx == 0x68747541u && l0.edx == 0x69746e65u && l0.ecx == 0x444d4163u;  // "AuthenticAMD"
+  f.last_level_cache_bytes = largest_cache_bytes(f.amd);
   const Cpuid l1 = cpuid(1, 0);
   const bool osxsave = bit(l1.ecx, 27);
   if (!osxsave || !bit(l1.ecx, 28) /*AVX*/) return f;
@@ -74,6 +92,7 @@ Features read_features() {
 struct Features {
   bool avx2 = false, avx_vnni_vex = false, avx512_vnni = false, amx = false;
   bool amd = false;
+  std::int64_t last_level_cache_bytes = 0;
   platform::ArmFeatures arm;
 };
 
@@ -199,6 +218,8 @@ bool tier_available(CpuTier tier) {
 bool cpu_has_avx_vnni_vex() { return features().avx_vnni_vex; }
 
 bool cpu_vendor_amd() { return features().amd; }
+
+std::int64_t cpu_last_level_cache_bytes() { return features().last_level_cache_bytes; }
 
 std::string_view cpu_tier_cap_error() { return decision().cap_error; }
 

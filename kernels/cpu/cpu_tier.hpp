@@ -34,6 +34,7 @@
 // Thread-safety: every function may be called from any thread; the answers never change.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -66,8 +67,13 @@ bool tier_available(CpuTier tier);
 // tier's kernels use the EVEX (AVX512-VL VNNI) form. Meaningful when avx_vnni is available.
 bool cpu_has_avx_vnni_vex();
 // Whether the CPU is AMD's (cpuid vendor "AuthenticAMD"): the weight streams prefetch
-// differently there (weight_arena.hpp, weight_prefetch_ahead()).
+// differently there (weight_arena.hpp, grouped_prefetch_ahead()).
 bool cpu_vendor_amd();
+// The size in bytes of the largest cache the CPU lists (its last level: the L3 a core shares
+// with the others of its die or complex), from cpuid on x86; 0 where unknown (arm64, or a CPU
+// that lists no caches). Decode's weight streams ask whether a model's weights fit in it
+// (WeightArena::outgrows_cache()).
+std::int64_t cpu_last_level_cache_bytes();
 
 // The EMBER_CPU_ISA value that was not understood (and so capped nothing); empty if none.
 std::string_view cpu_tier_cap_error();

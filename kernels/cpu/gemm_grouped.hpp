@@ -95,6 +95,9 @@ class GroupedWeights {
   std::int64_t record_bytes() const { return (value_lines() + (format_.offsets ? 2 : 1)) * 64; }
   const std::uint8_t* tile(std::int64_t t) const { return packed_ + t * kTileBlocks * spans_ * record_bytes(); }
   std::int64_t bytes() const { return blocks() * spans_ * record_bytes(); }
+  // Whether decode streams these weights from memory rather than from the last-level cache: the
+  // arena they share with the model's other weights outgrows it (WeightArena::outgrows_cache()).
+  bool streamed_from_memory() const { return arena_->outgrows_cache(); }
 
   static constexpr std::int64_t kTileBlocks = 2;
   static constexpr std::int64_t kTileOutputs = kTileBlocks * 16;  // output rows per tile

@@ -34,6 +34,7 @@ std::int8_t* WeightArena::allocate(std::size_t bytes) {
   Chunk& c = chunks_.back();
   std::int8_t* p = c.begin + c.used;
   c.used += bytes;
+  allocated_.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
   return p;
 }
 

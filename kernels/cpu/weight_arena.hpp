@@ -11,8 +11,12 @@
 // Thread-safety: allocate() is for building weights, and may be called from several threads at
 // once (a mixture-of-experts layer packs its experts in parallel); the memory it returns is
 // then read-only and may be read from any thread. Blocks live as long as the arena.
+// outgrows_cache() may be called from any thread at any time.
 #pragma once
 
+#include "kernels/cpu/cpu_tier.hpp"
+
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -35,7 +39,9 @@ std::int64_t grouped_prefetch_ahead();
 
 class WeightArena {
  public:
-  WeightArena() = default;
+  // cache_bytes: the last-level cache outgrows_cache() weighs the weights against; the CPU's own
+  // by default, another size in tests.
+  explicit WeightArena(std::int64_t cache_bytes = cpu_last_level_cache_bytes()) : cache_bytes_(cache_bytes) {}
   WeightArena(const WeightArena&) = delete;
   WeightArena& operator=(const WeightArena&) = delete;
   ~WeightArena();
@@ -43,13 +49,22 @@ class WeightArena {
   // `bytes` of zeroed memory, 64-byte aligned. Throws ErrorCode::out_of_memory.
   std::int8_t* allocate(std::size_t bytes);
 
+  // Whether the arena holds more bytes than the last-level cache: a decode step reads every
+  // weight once, in the same order each step, so a set larger than the cache leaves none of its
+  // lines there for the next step, which streams them all from memory; a smaller one is read from
+  // the cache. The grouped kernel's decode prefetch differs between the two (TileJob). False when
+  // the cache's size is unknown (0).
+  bool outgrows_cache() const { return cache_bytes_ > 0 && allocated_.load(std::memory_order_relaxed) > cache_bytes_; }
+
  private:
   struct Chunk {
     std::int8_t* begin;  // 2 MiB aligned; the whole mapping
     std::size_t size;
     std::size_t used;
   };
-  std::mutex mutex_;  // guards chunks_
+  const std::int64_t cache_bytes_;
+  std::atomic<std::int64_t> allocated_{0};  // bytes handed out by allocate()
+  std::mutex mutex_;                        // guards chunks_
   std::vector<Chunk> chunks_;
 };
 

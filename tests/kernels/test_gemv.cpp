@@ -16,6 +16,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__linux__)
+#include <unistd.h>
+#endif
+
 using namespace ember::kernels::cpu;
 using ember::test::bit_mismatches;
 using ember::test::random_floats;
@@ -285,6 +289,34 @@ TEST_CASE("gemv tiles narrow for matrices with few blocks, and interleave their 
         CHECK(int{*at} == int{q[static_cast<std::size_t>(n * 8 + k)]});
       }
   }
+}
+
+TEST_CASE("the weight arena outgrows the cache it is weighed against once it holds more bytes than it") {
+  WeightArena arena(std::int64_t{1} << 20);
+  CHECK_FALSE(arena.outgrows_cache());
+  arena.allocate(std::size_t{512} << 10);
+  CHECK_FALSE(arena.outgrows_cache());
+  arena.allocate(std::size_t{512} << 10);  // exactly the cache: it still fits
+  CHECK_FALSE(arena.outgrows_cache());
+  arena.allocate(64);
+  CHECK(arena.outgrows_cache());
+  WeightArena unknown(0);  // a cache of unknown size is never outgrown
+  unknown.allocate(std::size_t{4} << 20);
+  CHECK_FALSE(unknown.outgrows_cache());
+}
+
+TEST_CASE("the last-level cache's size is the one the C library reports, where it reports one") {
+  const std::int64_t bytes = cpu_last_level_cache_bytes();
+  MESSAGE("last-level cache: ", bytes, " bytes");
+#if (defined(__x86_64__) || defined(_M_X64)) && defined(__GLIBC__) && defined(_SC_LEVEL3_CACHE_SIZE)
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (l3 > 0)
+    CHECK(bytes == l3);
+  else
+    MESSAGE("the C library reports no L3 here: nothing to compare");
+#else
+  MESSAGE("no C library report to compare with on this platform");
+#endif
 }
 
 TEST_CASE("the weight arena hands out aligned, zeroed, disjoint blocks, larger than a chunk too") {

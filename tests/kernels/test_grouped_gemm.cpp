@@ -210,6 +210,39 @@ TEST_CASE("grouped gemm: the largest products do not saturate on any tier (all v
     }
 }
 
+TEST_CASE("grouped gemm: weights decode streams from memory (prefetched into L1) give the same products") {
+  // An arena weighed against a 1-byte cache outgrows it with its first weights; the 256-bit
+  // tiers' decode then prefetches each line into L1 at a shorter lead (TileJob::from_memory).
+  auto from_memory = std::make_shared<WeightArena>(1);
+  auto in_cache = std::make_shared<WeightArena>(std::int64_t{1} << 40);
+  const std::int64_t out = 200, in = 640;  // 7 tiles, 10 spans: leads past the tile's end
+  for (const GroupFormat f : kFormats) {
+    CAPTURE(f.bits);
+    CAPTURE(f.offsets);
+    const GroupMatrix m(out, in, f, 17);
+    const GroupedWeights streamed(out, in, f, m.source(), from_memory, 1);
+    const GroupedWeights cached(out, in, f, m.source(), in_cache, 1);
+    CHECK(streamed.streamed_from_memory());
+    CHECK_FALSE(cached.streamed_from_memory());
+    for (const int terms : {1, 2})
+      for (const std::int64_t rows : {1, 2, 3, 4}) {
+        CAPTURE(terms);
+        CAPTURE(rows);
+        const auto x = random_floats(static_cast<std::size_t>(rows * in), 19, -2.0f, 2.0f);
+        GroupedActivations a;
+        quantize_grouped_activations(x.data(), rows, in, in, streamed.padded_in(), a, 1, terms);
+        const std::vector<float> expected = reference(m, a);
+        for (const CpuTier tier : available_tiers()) {
+          CAPTURE(std::string(to_string(tier)));
+          for (const int threads : {1, 2}) {
+            CHECK(bit_mismatches(product(streamed, a, tier, threads), expected) == 0);
+            CHECK(same_bytes(product(streamed, a, tier, threads), product(cached, a, tier, threads)));
+          }
+        }
+      }
+  }
+}
+
 TEST_CASE("grouped gemm: a tier this CPU lacks is refused") {
   auto arena = std::make_shared<WeightArena>();
   const GroupMatrix m(16, 64, GroupFormat{4, false}, 3);

@@ -46,10 +46,11 @@ constexpr int kPanelRows = 16;  // term rows per call of the many-rows kernel (p
 
 // The INT32 dot products of group g (h of the span) for the 8 outputs of column c (block c / 2,
 // rows 8 (c % 2) onwards) with M term rows: acc - bias * sum for 8 bits (see above), acc for 4.
-// Beside each line's load, the same line of the span `ahead` is prefetched (none when null).
+// Beside each line's load, the same line of the span `ahead` is prefetched, into L1 or L2 (none
+// when null).
 template <int M, int NB, int kBits>
-[[gnu::always_inline]] inline void group_dots(const std::uint8_t* rec, const std::uint8_t* ahead, int h, int c,
-                                              const std::int8_t* const* xg, __m256i* acc) {
+[[gnu::always_inline]] inline void group_dots(const std::uint8_t* rec, const std::uint8_t* ahead, bool into_l1, int h,
+                                              int c, const std::int8_t* const* xg, __m256i* acc) {
   const int b = c / 2;
   const std::uint8_t* lines = rec + (c % 2) * 32;
   const __m256i ones = _mm256_set1_epi16(1);
@@ -62,7 +63,7 @@ template <int M, int NB, int kBits>
     for (int j = 0; j < 4; ++j) {
       const std::int64_t line = ((h * 4 + j) * NB + b) * 64;
       const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(lines + line));
-      if (ahead != nullptr && c % 2 == 0) prefetch_line(ahead, line);
+      if (ahead != nullptr && c % 2 == 0) prefetch_line(ahead, line, into_l1);
       const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
 #pragma GCC unroll 4
       for (int i = 0; i < M; ++i) {
@@ -81,7 +82,7 @@ template <int M, int NB, int kBits>
     for (int k = 0; k < 8; ++k) {
       const std::int64_t line = ((h * 8 + k) * NB + b) * 64;
       const __m256i u = _mm256_load_si256(reinterpret_cast<const __m256i*>(lines + line));
-      if (ahead != nullptr && c % 2 == 0) prefetch_line(ahead, line);
+      if (ahead != nullptr && c % 2 == 0) prefetch_line(ahead, line, into_l1);
       const __m256i q = _mm256_xor_si256(u, bias), magnitude = _mm256_abs_epi8(q);
 #pragma GCC unroll 4
       for (int i = 0; i < M; ++i) {
@@ -94,7 +95,8 @@ template <int M, int NB, int kBits>
 
 // Term rows [row0, row0 + M) of the tile (NB blocks): one pass over its inputs. With kTerms = 2,
 // M is even and term rows 2i and 2i + 1 are the two terms of y's row row0 / 2 + i. The first
-// pass over a tile (row0 = 0) prefetches the weights ahead of it; later passes find them in L2.
+// pass over a tile (row0 = 0) prefetches the weights ahead of it; later passes find them in
+// the cache.
 template <int M, int NB, int kBits, bool kOffsets, int kTerms>
 void tile_rows(const TileJob& job, std::int64_t row0) {
   static_assert(M % kTerms == 0);
@@ -119,11 +121,11 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
     for (int c = 0; c < C; ++c) sum[i][c] = _mm256_setzero_ps();
 
   const bool prefetch = row0 == 0 && job.prefetch_ahead > 0;
-  const std::int64_t span_bytes = NB * record, lead = spans_of_lead(2 * job.prefetch_ahead, span_bytes);
+  const std::int64_t span_bytes = NB * record, lead = lead_spans(job, span_bytes);
   for (std::int64_t s = 0; s < job.spans; ++s) {
     const std::uint8_t* rec = job.weights + s * span_bytes;
     const std::uint8_t* ahead = prefetch ? span_ahead(job, s, lead, span_bytes) : nullptr;
-    if (ahead != nullptr) prefetch_tail(ahead, NB * kLines * 64, span_bytes);
+    if (ahead != nullptr) prefetch_tail(ahead, NB * kLines * 64, span_bytes, job.from_memory);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
@@ -133,7 +135,7 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
         __m256i acc[M];
-        group_dots<M, NB, kBits>(rec, ahead, h, c, xg, acc);
+        group_dots<M, NB, kBits>(rec, ahead, job.from_memory, h, c, xg, acc);
         const std::uint8_t* scales = rec + NB * kLines * 64 + (h * NB + c / 2) * 32 + (c % 2) * 16;
         const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
 #pragma GCC unroll 4
