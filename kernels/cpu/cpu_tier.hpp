@@ -67,7 +67,7 @@ bool tier_available(CpuTier tier);
 // tier's kernels use the EVEX (AVX512-VL VNNI) form. Meaningful when avx_vnni is available.
 bool cpu_has_avx_vnni_vex();
 // Whether the CPU is AMD's (cpuid vendor "AuthenticAMD"): the weight streams prefetch
-// differently there (weight_arena.hpp, grouped_prefetch_ahead()).
+// differently there (weight_arena.hpp: grouped_prefetch_ahead(), grouped_prefetch_into_l1()).
 bool cpu_vendor_amd();
 // The size in bytes of the largest cache the CPU lists (its last level: the L3 a core shares
 // with the others of its die or complex), from cpuid on x86; 0 where unknown (arm64, or a CPU

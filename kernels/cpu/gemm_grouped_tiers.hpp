@@ -42,16 +42,14 @@ struct TileJob {
   // a span's lines in one burst at its start. The 256-bit kernels (avx2, avx_vnni) ask for each
   // line right after the load of the line whole spans behind it: their burst stalled retirement
   // on the Xeon (a profile's samples piled up on the prefetches, the multiplies behind them
-  // waiting), and spread out the same prefetches streamed faster (#avx2-prefetch-s28); when
-  // the weights come from memory (from_memory) they ask for L1 instead, at half this lead. The
-  // many-rows panels use prefetcht0 at this lead.
+  // waiting), and spread out the same prefetches streamed faster (#avx2-prefetch-s28); with
+  // prefetch_into_l1 they ask for L1 instead, at half this lead. The many-rows panels use
+  // prefetcht0 at this lead.
   std::int64_t prefetch_ahead = 0;
-  // Whether a decode step reads these weights from memory rather than from the last-level cache
-  // (GroupedWeights::streamed_from_memory()). The 256-bit kernels' spread-out prefetch then asks
-  // for each line into L1 (prefetcht0) half prefetch_ahead ahead: on the Xeon that streamed a 1B
-  // model, and the experts of a mixture, nearer the memory's bandwidth than L2 at twice the lead,
-  // while the default model, which its L3 holds, decoded slower with it (#decode-prefetch-s29).
-  bool from_memory = false;
+  // Whether the 256-bit kernels' spread-out prefetch asks for each line into L1 (prefetcht0)
+  // half prefetch_ahead ahead, rather than into L2 twice it ahead: grouped_prefetch_into_l1()
+  // says when and why.
+  bool prefetch_into_l1 = false;
   // Where the prefetch goes on past the tile's end: the weights of the tile this thread takes
   // next, which in a batch of products (the experts of a routed layer) lie elsewhere; null at
   // the end of the thread's range, where the prefetch stops. Past that end lie tiles another

@@ -43,4 +43,6 @@ std::int64_t grouped_prefetch_ahead() {
   return ahead;
 }
 
+bool grouped_prefetch_into_l1(bool from_memory) { return from_memory && !cpu_vendor_amd(); }
+
 }  // namespace ember::kernels::cpu

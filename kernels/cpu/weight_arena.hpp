@@ -37,6 +37,15 @@ constexpr std::int64_t kWeightPrefetchAhead = 4096;
 // (docs/benchmarks.md#x86-tiers-session22), so it keeps the lead.
 std::int64_t grouped_prefetch_ahead();
 
+// Whether decode's 256-bit kernels (avx2, avx_vnni) prefetch into L1 at half the lead rather
+// than into L2 at twice it (TileJob::prefetch_into_l1): for weights that come from memory
+// (`from_memory`: GroupedWeights::streamed_from_memory()), except on AMD CPUs. On an Intel Xeon
+// that streamed a 1B model, and the experts of a mixture, nearer the memory's bandwidth, while a
+// model its L3 holds decoded slower with it (docs/benchmarks.md#decode-prefetch-s29). On Zen 4
+// the L2 form read weights from memory faster than L1 prefetches in a burst
+// (#x86-tiers-session22); the spread-out L1 form is unmeasured there, so AMD keeps the L2 one.
+bool grouped_prefetch_into_l1(bool from_memory);
+
 class WeightArena {
  public:
   // cache_bytes: the last-level cache outgrows_cache() weighs the weights against; the CPU's own
