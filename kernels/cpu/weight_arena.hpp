@@ -58,11 +58,12 @@ class WeightArena {
   // `bytes` of zeroed memory, 64-byte aligned. Throws ErrorCode::out_of_memory.
   std::int8_t* allocate(std::size_t bytes);
 
-  // Whether the arena holds more bytes than the last-level cache: a decode step reads every
-  // weight once, in the same order each step, so a set larger than the cache leaves none of its
-  // lines there for the next step, which streams them all from memory; a smaller one is read from
-  // the cache. The grouped kernel's decode prefetch differs between the two (TileJob). False when
-  // the cache's size is unknown (0).
+  // Whether the arena holds more bytes than the last-level cache. A dense model's decode step
+  // reads every weight once, in the same order each step, so a set larger than the cache leaves
+  // none of its lines there for the next step, which streams them all from memory; a smaller one
+  // is read from the cache. A mixture's step reads a few experts of many, which a cache smaller
+  // than them all does not keep either. The grouped kernel's decode prefetch differs between the
+  // two (grouped_prefetch_into_l1()). False when the cache's size is unknown (0).
   bool outgrows_cache() const { return cache_bytes_ > 0 && allocated_.load(std::memory_order_relaxed) > cache_bytes_; }
 
  private:
