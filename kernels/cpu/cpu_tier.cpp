@@ -6,7 +6,6 @@
 #include <dnnl.hpp>
 #endif
 
-#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -50,26 +49,34 @@ struct Features {
   platform::ArmFeatures arm;
 };
 
-// The largest cache of cpuid's deterministic cache parameters (leaf 4 on Intel, 0x8000001D on
-// AMD, one subleaf a cache until a null type); 0 where the CPU lists none.
-std::int64_t largest_cache_bytes(bool amd) {
+// The size of the highest-level data or unified cache up to L3 among cpuid's deterministic cache
+// parameters (leaf 4 on Intel, 0x8000001D on AMD, one subleaf a cache until a null type); 0 where
+// the CPU lists none. An L4 (the eDRAM of some Haswell and Broadwell parts) is left out: it sits
+// beside memory, and what decode asks is whether the weights stay in the cores' own caches.
+std::int64_t last_level_cache_bytes(bool amd) {
   const unsigned leaf = amd ? 0x8000001Du : 4u;
-  std::int64_t largest = 0;
+  std::int64_t bytes = 0;
+  unsigned last_level = 0;
   for (unsigned sub = 0; sub < 16; ++sub) {
     const Cpuid c = cpuid(leaf, sub);
-    if ((c.eax & 0x1Fu) == 0) break;
-    const std::int64_t ways = (c.ebx >> 22) + 1, partitions = ((c.ebx >> 12) & 0x3FFu) + 1, line = (c.ebx & 0xFFFu) + 1,
-                       sets = std::int64_t{c.ecx} + 1;
-    largest = std::max(largest, ways * partitions * line * sets);
+    const unsigned type = c.eax & 0x1Fu, level = (c.eax >> 5) & 0x7u;
+    if (type == 0) break;
+    if (type == 2 /*instructions*/ || level > 3 || level < last_level) continue;
+    const std::uint64_t ways = (c.ebx >> 22) + 1, partitions = ((c.ebx >> 12) & 0x3FFu) + 1,
+                        line = (c.ebx & 0xFFFu) + 1, sets = std::uint64_t{c.ecx} + 1;
+    std::uint64_t size = 0;  // no real cache comes near the overflow; a hypervisor's nonsense might
+    if (__builtin_mul_overflow(ways * partitions, line * sets, &size) || size > (std::uint64_t{1} << 40)) continue;
+    bytes = static_cast<std::int64_t>(size);
+    last_level = level;
   }
-  return largest;
+  return bytes;
 }
 
 Features read_features() {
   Features f;
   const Cpuid l0 = cpuid(0, 0);                                                     // the vendor string: ebx, edx, ecx
   f.amd = l0.ebx == 0x68747541u && l0.edx == 0x69746e65u && l0.ecx == 0x444d4163u;  // "AuthenticAMD"
-  f.last_level_cache_bytes = largest_cache_bytes(f.amd);
+  f.last_level_cache_bytes = last_level_cache_bytes(f.amd);
   const Cpuid l1 = cpuid(1, 0);
   const bool osxsave = bit(l1.ecx, 27);
   if (!osxsave || !bit(l1.ecx, 28) /*AVX*/) return f;

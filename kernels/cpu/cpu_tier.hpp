@@ -69,10 +69,10 @@ bool cpu_has_avx_vnni_vex();
 // Whether the CPU is AMD's (cpuid vendor "AuthenticAMD"): the weight streams prefetch
 // differently there (weight_arena.hpp: grouped_prefetch_ahead(), grouped_prefetch_into_l1()).
 bool cpu_vendor_amd();
-// The size in bytes of the largest cache the CPU lists (its last level: the L3 a core shares
-// with the others of its die or complex), from cpuid on x86; 0 where unknown (arm64, or a CPU
-// that lists no caches). Decode's weight streams ask whether a model's weights fit in it
-// (WeightArena::outgrows_cache()).
+// The size in bytes of the CPU's last-level cache up to L3 (the L3 a core shares with the others
+// of its socket, die or core complex; the L2 where there is none), from cpuid on x86; 0 where
+// unknown (arm64, or a CPU that lists no caches). Decode's weight streams ask whether a model's
+// weights fit in it (WeightArena::outgrows_cache()).
 std::int64_t cpu_last_level_cache_bytes();
 
 // The EMBER_CPU_ISA value that was not understood (and so capped nothing); empty if none.

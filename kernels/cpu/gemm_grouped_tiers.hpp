@@ -36,7 +36,8 @@ struct TileJob {
   int terms = 1;                          // INT8 terms per activation row: 1 or 2
   // Bytes ahead of a tile's first pass to prefetch; 0: none. Decode's few rows (tile_rows) do too
   // little work a byte to hide the memory's latency behind the multiplies, so every x86 tier asks
-  // for the weights into L2 (prefetcht1) at twice this lead, which read faster than prefetcht0 at
+  // for the weights into L2 (prefetcht1) at twice this lead (or, with prefetch_into_l1, into L1
+  // at half of it: see there), which read faster than prefetcht0 at
   // this lead on Zen 4's AVX2 tier and on an Intel Xeon at the AVX-VNNI, AVX-512 and AMX tiers
   // (docs/benchmarks.md#x86-tiers-session22 and #x86-prefetch-s24). The AVX-512 kernel asks for
   // a span's lines in one burst at its start. The 256-bit kernels (avx2, avx_vnni) ask for each

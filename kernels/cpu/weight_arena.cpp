@@ -18,6 +18,8 @@ std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to *
 
 }  // namespace
 
+WeightArena::WeightArena() : WeightArena(cpu_last_level_cache_bytes()) {}
+
 WeightArena::~WeightArena() {
   for (const Chunk& c : chunks_) platform::free_pages(c.begin, c.size);
 }

@@ -14,8 +14,6 @@
 // outgrows_cache() may be called from any thread at any time.
 #pragma once
 
-#include "kernels/cpu/cpu_tier.hpp"
-
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -48,9 +46,10 @@ bool grouped_prefetch_into_l1(bool from_memory);
 
 class WeightArena {
  public:
-  // cache_bytes: the last-level cache outgrows_cache() weighs the weights against; the CPU's own
-  // by default, another size in tests.
-  explicit WeightArena(std::int64_t cache_bytes = cpu_last_level_cache_bytes()) : cache_bytes_(cache_bytes) {}
+  // Weighed against the CPU's last-level cache (cpu_last_level_cache_bytes()).
+  WeightArena();
+  // Weighed against a cache of cache_bytes (tests).
+  explicit WeightArena(std::int64_t cache_bytes) : cache_bytes_(cache_bytes) {}
   WeightArena(const WeightArena&) = delete;
   WeightArena& operator=(const WeightArena&) = delete;
   ~WeightArena();
