@@ -67,7 +67,7 @@ bool tier_available(CpuTier tier);
 // tier's kernels use the EVEX (AVX512-VL VNNI) form. Meaningful when avx_vnni is available.
 bool cpu_has_avx_vnni_vex();
 // Whether the CPU is AMD's (cpuid vendor "AuthenticAMD"): the weight streams prefetch
-// differently there (weight_arena.hpp: grouped_prefetch_ahead(), grouped_prefetch_into_l1()).
+// differently there (weight_arena.hpp, grouped_prefetch()).
 bool cpu_vendor_amd();
 // The size in bytes of the CPU's last-level cache up to L3 (the L3 a core shares with the others
 // of its socket, die or core complex; the L2 where there is none), from cpuid on x86; 0 where

@@ -58,8 +58,9 @@ grouped::TileJob job_of(const GroupedWeights& w, const GroupedActivations& x, st
   job.offsets = w.format().offsets;
   job.accumulate = accumulate;
   job.terms = x.terms;
-  job.prefetch_ahead = grouped_prefetch_ahead();
-  job.prefetch_into_l1 = grouped_prefetch_into_l1(w.streamed_from_memory());
+  const GroupedPrefetch prefetch = grouped_prefetch(w.streamed_from_memory());
+  job.prefetch_ahead = prefetch.ahead;
+  job.prefetch_into_l1 = prefetch.into_l1;
   const std::int64_t first_term_row = first_row * x.terms;
   job.q = x.q.data() + first_term_row * x.q_stride();
   job.scales = x.scales.data() + first_term_row * x.groups();

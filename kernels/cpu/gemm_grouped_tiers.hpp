@@ -48,8 +48,8 @@ struct TileJob {
   // prefetcht0 at this lead.
   std::int64_t prefetch_ahead = 0;
   // Whether the 256-bit kernels' spread-out prefetch asks for each line into L1 (prefetcht0)
-  // half prefetch_ahead ahead, rather than into L2 twice it ahead: grouped_prefetch_into_l1()
-  // says when and why.
+  // half prefetch_ahead ahead, rather than into L2 twice it ahead: grouped_prefetch() says
+  // when and why.
   bool prefetch_into_l1 = false;
   // Where the prefetch goes on past the tile's end: the weights of the tile this thread takes
   // next, which in a batch of products (the experts of a routed layer) lie elsewhere; null at

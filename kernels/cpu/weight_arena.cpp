@@ -40,11 +40,9 @@ std::int8_t* WeightArena::allocate(std::size_t bytes) {
   return p;
 }
 
-std::int64_t grouped_prefetch_ahead() {
-  static const std::int64_t ahead = cpu_vendor_amd() && active_tier() != CpuTier::avx2 ? 0 : kWeightPrefetchAhead;
-  return ahead;
+GroupedPrefetch grouped_prefetch(bool from_memory) {
+  static const bool amd = cpu_vendor_amd(), amd_above_avx2 = amd && active_tier() != CpuTier::avx2;
+  return {amd_above_avx2 ? 0 : kWeightPrefetchAhead, from_memory && !amd};
 }
-
-bool grouped_prefetch_into_l1(bool from_memory) { return from_memory && !cpu_vendor_amd(); }
 
 }  // namespace ember::kernels::cpu

@@ -28,21 +28,24 @@ namespace ember::kernels::cpu {
 // helped a decode step on an Intel Xeon; much more helped no more (docs/benchmarks.md#weight-prefetch).
 constexpr std::int64_t kWeightPrefetchAhead = 4096;
 
-// The grouped kernel's lead, in bytes (0: no software prefetch): kWeightPrefetchAhead, except
-// on AMD CPUs above the AVX2 tier, where the prefetches slowed decode's weight stream on Zen 4
-// at every model size measured (docs/benchmarks.md#moe-decode-prefetch). The AVX2 tier's
-// kernel, slower per byte, gained from its L2 prefetch on the same CPU
-// (docs/benchmarks.md#x86-tiers-session22), so it keeps the lead.
-std::int64_t grouped_prefetch_ahead();
-
-// Whether decode's 256-bit kernels (avx2, avx_vnni) prefetch into L1 at half the lead rather
-// than into L2 at twice it (TileJob::prefetch_into_l1): for weights that come from memory
-// (`from_memory`: GroupedWeights::streamed_from_memory()), except on AMD CPUs. On an Intel Xeon
-// that streamed a 1B model, and the experts of a mixture, nearer the memory's bandwidth, while a
-// model its L3 holds decoded slower with it (docs/benchmarks.md#decode-prefetch-s29). On Zen 4
-// the L2 form read weights from memory faster than L1 prefetches in a burst
-// (#x86-tiers-session22); the spread-out L1 form is unmeasured there, so AMD keeps the L2 one.
-bool grouped_prefetch_into_l1(bool from_memory);
+// How the grouped kernel prefetches a product's weights (TileJob::prefetch_ahead and
+// prefetch_into_l1), decided here for every tier and vendor; `from_memory`:
+// GroupedWeights::streamed_from_memory().
+//  * ahead, in bytes (0: no software prefetch): kWeightPrefetchAhead, except on AMD CPUs above
+//    the AVX2 tier, where the prefetches slowed decode's weight stream on Zen 4 at every model
+//    size measured (docs/benchmarks.md#moe-decode-prefetch). The AVX2 tier's kernel, slower per
+//    byte, gained from its L2 prefetch on the same CPU (#x86-tiers-session22), so it keeps it.
+//  * into_l1: decode's 256-bit kernels (avx2, avx_vnni) prefetch into L1 at half the lead rather
+//    than into L2 at twice it, for weights that come from memory, except on AMD CPUs. On an
+//    Intel Xeon that streamed a 1B model, and the experts of a mixture, nearer the memory's
+//    bandwidth, while a model its L3 holds decoded slower with it (#decode-prefetch-s29). On
+//    Zen 4 the L2 form read weights from memory faster than L1 prefetches in a burst
+//    (#x86-tiers-session22); the spread-out L1 form is unmeasured there, so AMD keeps the L2 one.
+struct GroupedPrefetch {
+  std::int64_t ahead = 0;
+  bool into_l1 = false;
+};
+GroupedPrefetch grouped_prefetch(bool from_memory);
 
 class WeightArena {
  public:
@@ -62,7 +65,7 @@ class WeightArena {
   // none of its lines there for the next step, which streams them all from memory; a smaller one
   // is read from the cache. A mixture's step reads a few experts of many, which a cache smaller
   // than them all does not keep either. The grouped kernel's decode prefetch differs between the
-  // two (grouped_prefetch_into_l1()). False when the cache's size is unknown (0).
+  // two (grouped_prefetch()). False when the cache's size is unknown (0).
   bool outgrows_cache() const { return cache_bytes_ > 0 && allocated_.load(std::memory_order_relaxed) > cache_bytes_; }
 
  private:

@@ -307,8 +307,8 @@ TEST_CASE("the weight arena outgrows the cache it is weighed against once it hol
 }
 
 TEST_CASE("decode prefetches into L1 only weights that come from memory, and not on AMD CPUs") {
-  CHECK_FALSE(grouped_prefetch_into_l1(false));
-  CHECK(grouped_prefetch_into_l1(true) == !cpu_vendor_amd());
+  CHECK_FALSE(grouped_prefetch(false).into_l1);
+  CHECK(grouped_prefetch(true).into_l1 == !cpu_vendor_amd());
 }
 
 TEST_CASE("the last-level cache's size is near the L3 the C library reports, where it reports one") {

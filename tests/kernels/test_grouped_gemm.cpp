@@ -213,7 +213,7 @@ TEST_CASE("grouped gemm: the largest products do not saturate on any tier (all v
 TEST_CASE("grouped gemm: weights decode streams from memory (prefetched into L1) give the same products") {
   // An arena weighed against a 1-byte cache outgrows it with its first weights; the 256-bit
   // tiers' decode then prefetches each line into L1 at a shorter lead, except on AMD CPUs
-  // (grouped_prefetch_into_l1).
+  // (grouped_prefetch).
   auto from_memory = std::make_shared<WeightArena>(1);
   auto in_cache = std::make_shared<WeightArena>(std::int64_t{1} << 40);
   const std::int64_t out = 200, in = 640;  // 7 tiles, 10 spans: leads past the tile's end
@@ -225,7 +225,7 @@ TEST_CASE("grouped gemm: weights decode streams from memory (prefetched into L1)
     const GroupedWeights cached(out, in, f, m.source(), in_cache, 1);
     CHECK(streamed.streamed_from_memory());
     CHECK_FALSE(cached.streamed_from_memory());
-    if (!grouped_prefetch_into_l1(true) && f.bits == 4 && !f.offsets)
+    if (!grouped_prefetch(true).into_l1 && f.bits == 4 && !f.offsets)
       MESSAGE("this CPU keeps decode's L2 prefetch for weights from memory: the L1 form is not run here");
     for (const int terms : {1, 2})
       for (const std::int64_t rows : {1, 2, 3, 4}) {
