@@ -40,7 +40,8 @@ constexpr std::int64_t kWeightPrefetchAhead = 4096;
 //    Intel Xeon that streamed a 1B model, and the experts of a mixture, nearer the memory's
 //    bandwidth, while a model its L3 holds decoded slower with it (#decode-prefetch-s29). On
 //    Zen 4 the L2 form read weights from memory faster than L1 prefetches in a burst
-//    (#x86-tiers-session22); the spread-out L1 form is unmeasured there, so AMD keeps the L2 one.
+//    (#x86-tiers-session22); on an AVX2-only Zen 3 the spread-out L1 form streamed the 1B no
+//    faster than the L2 one (#zen3-avx2-s30), so AMD keeps the L2 form.
 struct GroupedPrefetch {
   std::int64_t ahead = 0;
   bool into_l1 = false;
