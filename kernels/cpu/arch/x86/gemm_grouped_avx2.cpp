@@ -125,7 +125,6 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
   for (std::int64_t s = 0; s < job.spans; ++s) {
     const std::uint8_t* rec = job.weights + s * span_bytes;
     const std::uint8_t* ahead = prefetch ? span_ahead(job, s, lead, span_bytes) : nullptr;
-    if (ahead != nullptr) prefetch_tail(ahead, NB * kLines * 64, span_bytes, job.prefetch_into_l1);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
@@ -135,6 +134,8 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
         __m256i acc[M];
+        if (ahead != nullptr && c % 2 == 0)
+          prefetch_tail_line(ahead, NB * kLines * 64, span_bytes, h * NB + c / 2, job.prefetch_into_l1);
         group_dots<M, NB, kBits>(rec, ahead, job.prefetch_into_l1, h, c, xg, acc);
         const std::uint8_t* scales = rec + NB * kLines * 64 + (h * NB + c / 2) * 32 + (c % 2) * 16;
         const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
