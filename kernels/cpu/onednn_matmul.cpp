@@ -41,23 +41,26 @@ Md md3(std::int64_t rows, std::int64_t cols, dt type, tag layout = tag::abc) {
   return Md({1, rows, cols}, type, layout);
 }
 
-// What a primitive depends on. Weight scales are run-time arguments, not part of it, so every
-// Linear of one shape and row count shares one primitive.
-struct MatmulKey {
-  int type;
-  std::int64_t in, out, rows;
-  bool accumulate;
-  auto operator<=>(const MatmulKey&) const = default;
-};
-
-struct CachedMatmul {
-  dnnl::matmul matmul;
-  std::string implementation;  // oneDNN's name of the kernel it chose
-};
-
 }  // namespace
 
+// Its cache's key and value are its own types, not the file's anonymous namespace's: a class
+// with members of internal linkage draws GCC's -Wsubobject-linkage in a unity build, where this
+// file is included into another.
 struct OnednnContext {
+  // What a primitive depends on. Weight scales are run-time arguments, not part of it, so every
+  // Linear of one shape and row count shares one primitive.
+  struct MatmulKey {
+    int type;
+    std::int64_t in, out, rows;
+    bool accumulate;
+    auto operator<=>(const MatmulKey&) const = default;
+  };
+
+  struct CachedMatmul {
+    dnnl::matmul matmul;
+    std::string implementation;  // oneDNN's name of the kernel it chose
+  };
+
   dnnl::engine engine;
   dnnl::stream stream;
 
@@ -115,10 +118,11 @@ struct OnednnMatmul::Packed {
     return dnnl::matmul::primitive_desc(desc, attr(m, accumulate), c.engine);
   }
 
-  std::shared_ptr<const CachedMatmul> primitive(OnednnContext& c, std::int64_t m, bool accumulate) const {
-    return c.get(MatmulKey{static_cast<int>(type), in, out, m, accumulate}, [&] {
+  std::shared_ptr<const OnednnContext::CachedMatmul> primitive(OnednnContext& c, std::int64_t m,
+                                                               bool accumulate) const {
+    return c.get(OnednnContext::MatmulKey{static_cast<int>(type), in, out, m, accumulate}, [&] {
       const auto p = pd(c, m, accumulate, weights.get_desc());
-      return CachedMatmul{dnnl::matmul(p), p.impl_info_str()};
+      return OnednnContext::CachedMatmul{dnnl::matmul(p), p.impl_info_str()};
     });
   }
 };
@@ -148,7 +152,7 @@ void OnednnMatmul::execute(CpuContext& ctx, std::int64_t m, bool accumulate, con
   OnednnContext& c = *ctx.onednn;
   const Packed& p = *packed_;
   try {
-    const std::shared_ptr<const CachedMatmul> prim = p.primitive(c, m, accumulate);
+    const std::shared_ptr<const OnednnContext::CachedMatmul> prim = p.primitive(c, m, accumulate);
     dnnl::memory src_mem(md3(m, p.in, p.type), c.engine, const_cast<void*>(src));
     dnnl::memory dst_mem(md3(m, p.out, dt::f32), c.engine, y);
     std::unordered_map<int, dnnl::memory> args{
