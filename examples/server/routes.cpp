@@ -140,9 +140,11 @@ void completion_route(ServerState& state, Endpoint endpoint, const HttpRequest& 
   try {
     ParsedRequest parsed = parse_request(endpoint, req.body, state.next_seed++, state.tool_format);
     apply_default_lora(*state.engine, parsed);
-    ResponseContext ctx{
-        endpoint, (endpoint == Endpoint::chat_completions ? "chatcmpl-" : "cmpl-") + std::to_string(state.next_id++),
-        state.model_id, unix_now()};
+    ResponseContext ctx;
+    ctx.endpoint = endpoint;
+    ctx.id = (endpoint == Endpoint::chat_completions ? "chatcmpl-" : "cmpl-") + std::to_string(state.next_id++);
+    ctx.model = state.model_id;
+    ctx.created = unix_now();
     ctx.tools = parsed.tools;
     ctx.logprobs = parsed.request.sampling.logprobs;
     // Engine::detokenize takes no engine lock: safe from a stream callback.

@@ -11,7 +11,9 @@
 // GCC 12's AVX-512 conversion intrinsics start from _mm512_undefined_*() and trip these
 // warnings inside its own headers; nothing in this file reads an uninitialised value.
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC-only warning, which Clang does not know
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace ember::kernels::cpu {

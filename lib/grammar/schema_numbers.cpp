@@ -125,7 +125,10 @@ std::uint64_t whole_of(const Decimal& d) { return std::stoull(d.whole); }
 std::optional<std::string> nonnegative_range(const std::optional<Bound>& lo, const std::optional<Bound>& hi,
                                              int max_fraction) {
   const std::uint64_t wlo = lo ? whole_of(lo->value) : 0;
-  const std::optional<std::uint64_t> whi = hi ? std::optional(whole_of(hi->value)) : std::nullopt;
+  // whi is the upper bound's whole part where there is one (bounded). A std::optional here drew
+  // GCC 12's false -Wmaybe-uninitialized.
+  const bool bounded = hi.has_value();
+  const std::uint64_t whi = bounded ? whole_of(hi->value) : 0;
   const auto frac_lo = [&]() -> std::optional<FracBound> {
     if (!lo) return std::nullopt;
     return FracBound{lo->value.fraction, lo->exclusive};
@@ -141,15 +144,15 @@ std::optional<std::string> nonnegative_range(const std::optional<Bound>& lo, con
     else if (f.empty_ok)
       alts.push_back(whole);
   };
-  if (whi && *whi < wlo) return std::nullopt;
-  if (whi && *whi == wlo) {
+  if (bounded && whi < wlo) return std::nullopt;
+  if (bounded && whi == wlo) {
     add(gbnf_literal(std::to_string(wlo)), fraction_between(frac_lo(), frac_hi(), max_fraction));
   } else {
     add(gbnf_literal(std::to_string(wlo)), fraction_between(frac_lo(), std::nullopt, max_fraction));
-    if (!whi || *whi > wlo + 1)
-      add(natural_range(wlo + 1, whi ? std::optional(*whi - 1) : std::nullopt),
+    if (!bounded || whi > wlo + 1)
+      add(natural_range(wlo + 1, bounded ? std::optional(whi - 1) : std::nullopt),
           fraction_between(std::nullopt, std::nullopt, max_fraction));
-    if (whi) add(gbnf_literal(std::to_string(*whi)), fraction_between(std::nullopt, frac_hi(), max_fraction));
+    if (bounded) add(gbnf_literal(std::to_string(whi)), fraction_between(std::nullopt, frac_hi(), max_fraction));
   }
   if (alts.empty()) return std::nullopt;
   return "(" + join(alts) + ")";
@@ -217,7 +220,7 @@ std::string natural_range(std::uint64_t lo, std::optional<std::uint64_t> hi) {
       alts.push_back("\"0\"");
       continue;
     }
-    alts.push_back("(" + same_length_range(first, last) + ")");
+    alts.push_back(fmt::format("({})", same_length_range(first, last)));  // not "(" + ...: GCC 12's false -Wrestrict
   }
   return "(" + join(alts) + ")";
 }

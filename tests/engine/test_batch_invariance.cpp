@@ -162,7 +162,7 @@ TEST_CASE("int8, mixture of experts: every configuration gives exactly the token
 TEST_CASE("int8 KV: every configuration gives exactly the tokens of running alone") {
   test::require_test_device();
   if (test::test_device().type == DeviceType::cuda) return;  // int8 KV is CPU only (refused at open)
-  const Variant int8_kv{KvCacheType::int8, 0};
+  const Variant int8_kv{.kv = KvCacheType::int8, .model = {}};
   const auto alone = run_alone(Precision::int8, int8_kv);
   CHECK(count_mismatches(alone, run_alone(Precision::int8)) < 16);  // mostly the f16 cache's tokens
   for (const Config& c : kConfigs) {
@@ -180,7 +180,7 @@ TEST_CASE("int8 KV: every configuration gives exactly the tokens of running alon
 TEST_CASE("speculative decoding: greedy output equals the unspeculated run in every configuration") {
   test::require_test_device();
   const auto plain = run_alone(Precision::int8);
-  const Variant speculative{KvCacheType::f16, 6};
+  const Variant speculative{.speculative_tokens = 6, .model = {}};
   CHECK(count_mismatches(run_alone(Precision::int8, speculative), plain) == 0);
   std::uint64_t proposed = 0, accepted = 0;
   for (const Config& c : kConfigs) {

@@ -27,7 +27,13 @@ void check_ranges(const ember::SamplingParams& s) {
 
 // The responses a parsed request leads to, with its own text echoed back as the completion.
 void serialise_responses(server::Endpoint endpoint, const server::ParsedRequest& parsed) {
-  const server::ResponseContext ctx{endpoint, "cmpl-1", "model", 0};
+  const server::ResponseContext ctx{.endpoint = endpoint,
+                                    .id = "cmpl-1",
+                                    .model = "model",
+                                    .created = 0,
+                                    .tools = {},
+                                    .token_text = {},
+                                    .logprobs = false};
   ember::Completion c;
   c.text = parsed.request.prompt;
   for (const ember::Message& m : parsed.request.messages) c.text += m.content;

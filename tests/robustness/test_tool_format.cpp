@@ -234,7 +234,7 @@ TEST_CASE("tool_choice auto on the default model: a plain answer stays text, an 
       {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
       {"role": "tool", "tool_call_id": "c1", "content": "{\"temp\": 5}"},
       {"role": "assistant", "content": "It is 5 degrees in Oslo."},)";
-  for (const std::string conversation :
+  for (const std::string& conversation :
        {std::string(R"([{"role": "user", "content": "Hello! Who are you? Answer in one sentence."}])"),
         "[" + example + R"({"role": "user", "content": "And what is the weather in Paris?"}])"}) {
     CAPTURE(conversation);
