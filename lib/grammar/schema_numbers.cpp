@@ -212,8 +212,13 @@ std::string natural_range(std::uint64_t lo, std::optional<std::uint64_t> hi) {
   std::vector<std::string> alts;
   const std::string a = std::to_string(lo);
   const std::size_t max_len = hi ? std::to_string(*hi).size() : 19;
+  const auto power_of_ten = [](std::size_t digits) {  // "10...0"
+    std::string s(digits, '0');
+    s[0] = '1';
+    return s;
+  };
   for (std::size_t len = a.size(); len <= max_len; ++len) {
-    const std::string first = len == a.size() ? a : "1" + std::string(len - 1, '0');
+    const std::string first = len == a.size() ? a : power_of_ten(len);
     std::string last = std::string(len, '9');
     if (hi && len == max_len) last = std::to_string(*hi);
     if (len == 1 && first == "0" && last == "0") {

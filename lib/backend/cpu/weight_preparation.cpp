@@ -200,8 +200,12 @@ class Preparer {
     if (gemm_ == Precision::fp32) {
       format_ = "fp32";
     } else {  // the forms present, joined by '+': "w4a8+w8a8-g32" for a Q4 file with a Q8_0 lm_head
-      for (const auto& [count, name] : {std::pair{w4, "w4a8"}, std::pair{w8_groups, "w8a8-g32"}, std::pair{w8, "w8a8"}})
-        if (count > 0) format_ += (format_.empty() ? "" : "+") + std::string(name);
+      for (const auto& [count, name] :
+           {std::pair{w4, "w4a8"}, std::pair{w8_groups, "w8a8-g32"}, std::pair{w8, "w8a8"}}) {
+        if (count == 0) continue;
+        if (!format_.empty()) format_ += '+';
+        format_ += name;
+      }
     }
   }
 
