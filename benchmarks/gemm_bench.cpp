@@ -4,9 +4,11 @@
 // kernels/cpu/gemv_int8.hpp); "int8_onednn/" forces oneDNN for every M, the GEMV's baseline.
 // Counters: OPS (2*M*in*out per second, shown as G/s) and WeightBytes (weights read per second).
 // "int8/decode_step" runs every Linear of one decode step in the engine's order (30 layers of
-// qkv, wo, gate_up, down, then lm_head; two-term inputs where the engine has them) on one row:
-// 134.5 MB of INT8 weights per iteration, more than the caches hold, so WeightBytes is the rate
-// decode streams its weights at (compare it with ember-bench's bandwidth probe).
+// qkv, wo, gate_up, down, then lm_head; two-term inputs where the engine has them) on M rows:
+// 134.5 MB of INT8 weights per iteration, more than the caches hold, so at M = 1 WeightBytes is
+// the rate decode streams its weights at (compare it with ember-bench's bandwidth probe). Tokens
+// (M an iteration) is the most tokens/s M streams could decode were the products all of a step:
+// the ceiling of tg128 at M = 1 and of tg128x32 at M = 32.
 // "w4a8/" is the grouped kernel (kernels/cpu/gemm_grouped.hpp) on random nibbles, for every M,
 // also on the shapes of a Llama-3.2-1B layer ("1b_" names); "w8a8-g32/" the same kernel on
 // 8-bit groups with two-term activations, as the engine runs a Q8_0 lm_head;
@@ -107,6 +109,7 @@ void bm_linear(benchmark::State& state, Shape shape, Kind kind) {
 }
 
 void bm_decode_step(benchmark::State& state, Kind kind) {
+  const std::int64_t m = state.range(0);
   CpuContext ctx(bench_threads());
   struct Step {
     std::unique_ptr<Linear> linear;
@@ -131,24 +134,29 @@ void bm_decode_step(benchmark::State& state, Kind kind) {
     add(kShapes[3], ActivationQuant::residual, true);   // down, into the residual stream
   }
   add(kShapes[4], ActivationQuant::residual, false);  // lm_head
-  const auto x = random_vector(1536, 2);
-  std::vector<float> y(49152);
+  const auto x = random_vector(static_cast<std::size_t>(m * 1536), 2);
+  std::vector<float> y(static_cast<std::size_t>(m * 49152));
+  for (Step& step : steps)
+    step.linear->forward(ctx, x.data(), m, y.data(), step.accumulate);  // scratch, outside the timing
   for (auto _ : state) {
-    for (Step& step : steps) step.linear->forward(ctx, x.data(), 1, y.data(), step.accumulate);
+    for (Step& step : steps) step.linear->forward(ctx, x.data(), m, y.data(), step.accumulate);
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["WeightBytes"] = benchmark::Counter(weight_bytes, benchmark::Counter::kIsIterationInvariantRate,
                                                      benchmark::Counter::OneK::kIs1000);
-  state.SetLabel(steps.front().linear->implementation(ctx, 1));
+  state.counters["Tokens"] = benchmark::Counter(static_cast<double>(m), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(steps.front().linear->implementation(ctx, m));
 }
 
 const bool registered = [] {
-  benchmark::RegisterBenchmark("int8/decode_step", bm_decode_step, Kind::int8)
-      ->Unit(benchmark::kMillisecond)
-      ->UseRealTime();
-  benchmark::RegisterBenchmark("w4a8/decode_step", bm_decode_step, Kind::w4a8)
-      ->Unit(benchmark::kMillisecond)
-      ->UseRealTime();
+  for (const auto& [kind, name] :
+       {std::pair{Kind::int8, "int8/decode_step"}, std::pair{Kind::w4a8, "w4a8/decode_step"}})
+    benchmark::RegisterBenchmark(name, bm_decode_step, kind)
+        ->Arg(1)
+        ->Arg(32)
+        ->ArgName("M")
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   constexpr std::pair<Kind, const char*> kKinds[] = {{Kind::int8, "int8/"},
                                                      {Kind::int8_onednn, "int8_onednn/"},
                                                      {Kind::fp32, "fp32/"},
