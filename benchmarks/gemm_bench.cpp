@@ -14,11 +14,20 @@
 // 8-bit groups with two-term activations, as the engine runs a Q8_0 lm_head;
 // "w4a8/decode_step" is decode_step's sequence of Linears as the engine runs a Q4 file's (w4a8
 // layers, a w8a8-g32 lm_head).
+// "peak/vpmaddubsw" (x86): that instruction alone, the most a core issues per second, on 1 and 2
+// threads: the bound of the avx2 tier's many-row products (tg128x32, prefill), whose 4-bit
+// panels issue 8 of it and one vpmaddwd (the same pipe) a row and group of 8 outputs, and whose
+// two-term lm_head one vpmaddwd per 16 multiply-adds.
 // Threads: $EMBER_BENCH_THREADS, default 2.
 #include "bench_threads.hpp"
+#include "kernels/cpu/cpu_tier.hpp"
 #include "kernels/cpu/linear.hpp"
 
 #include <benchmark/benchmark.h>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#endif
 
 #include <cstdlib>
 #include <memory>
@@ -148,7 +157,36 @@ void bm_decode_step(benchmark::State& state, Kind kind) {
   state.SetLabel(steps.front().linear->implementation(ctx, m));
 }
 
+#if defined(__x86_64__) || defined(_M_X64)
+// Twelve independent chains: more than the instruction's latency times the pipes it issues on.
+[[gnu::target("avx2")]] void bm_maddubs_peak(benchmark::State& state) {
+  if (!tier_available(CpuTier::avx2)) {
+    state.SkipWithError("this CPU has no AVX2");
+    return;
+  }
+  constexpr int kChains = 12;
+  constexpr std::int64_t kRounds = 1 << 16;
+  __m256i acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_epi8(static_cast<char>(i + 1));
+  const __m256i b = _mm256_set1_epi8(3);
+  for (auto _ : state) {
+    for (std::int64_t r = 0; r < kRounds; ++r) {
+#pragma GCC unroll 12
+      for (int i = 0; i < kChains; ++i) acc[i] = _mm256_maddubs_epi16(acc[i], b);
+      // Keeps the chains in registers, and each round's instructions in the loop.
+      asm volatile(""
+                   : "+x"(acc[0]), "+x"(acc[1]), "+x"(acc[2]), "+x"(acc[3]), "+x"(acc[4]), "+x"(acc[5]), "+x"(acc[6]),
+                     "+x"(acc[7]), "+x"(acc[8]), "+x"(acc[9]), "+x"(acc[10]), "+x"(acc[11]));
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * kRounds * kChains);
+}
+#endif
+
 const bool registered = [] {
+#if defined(__x86_64__) || defined(_M_X64)
+  benchmark::RegisterBenchmark("peak/vpmaddubsw", bm_maddubs_peak)->Threads(1)->Threads(2)->UseRealTime();
+#endif
   for (const auto& [kind, name] :
        {std::pair{Kind::int8, "int8/decode_step"}, std::pair{Kind::w4a8, "w4a8/decode_step"}})
     benchmark::RegisterBenchmark(name, bm_decode_step, kind)
