@@ -222,6 +222,31 @@ TEST_CASE("gelu_mul matches gelu(gate) * up with gelu's tanh approximation") {
   CHECK(worst < 1e-5);
 }
 
+TEST_CASE("the gated activations at a width that is not a whole number of chunks, gelu in place, and the clamps") {
+  // 300 values: a whole chunk of exponentials and a partial one (kExpChunk, ops.cpp).
+  const std::int64_t rows = 3, n = 300;
+  auto gu = random_floats(static_cast<std::size_t>(rows * 2 * n), 55, -8.0f, 8.0f);
+  gu[0] = 100.0f;                              // e^-100: the lower clamp
+  gu[1] = -100.0f;                             // e^100: the upper clamp
+  gu[static_cast<std::size_t>(n)] = 2.0f;      // up for gu[0]
+  gu[static_cast<std::size_t>(n + 1)] = 2.0f;  // up for gu[1]
+  std::vector<float> silu(static_cast<std::size_t>(rows * n));
+  silu_mul(gu.data(), rows, n, silu.data(), 1);
+  CHECK(silu[0] == doctest::Approx(200.0f));
+  CHECK(std::abs(silu[1]) < 1e-30f);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 2; i < n; ++i) {
+      const double g = gu[static_cast<std::size_t>(r * 2 * n + i)], u = gu[static_cast<std::size_t>(r * 2 * n + n + i)];
+      CHECK(silu[static_cast<std::size_t>(r * n + i)] == doctest::Approx(g / (1.0 + std::exp(-g)) * u).epsilon(1e-5));
+    }
+  std::vector<float> out(gu.size()), in_place = gu;
+  gelu(gu.data(), rows, 2 * n, out.data(), 1);
+  gelu(in_place.data(), rows, 2 * n, in_place.data(), 1);
+  CHECK(in_place == out);
+  CHECK(out[0] == doctest::Approx(100.0f));
+  CHECK(std::abs(out[1]) < 1e-30f);
+}
+
 TEST_CASE("rmsnorm_heads normalises each head of strided rows with one weight") {
   const std::int64_t rows = 5, heads = 3, head_dim = 16, ld = 80;  // 48 values, then 32 others
   auto x = random_floats(static_cast<std::size_t>(rows * ld), 53, -3.0f, 3.0f);
