@@ -254,11 +254,12 @@ const float* chunk_as_f32(const T* p, std::int64_t stride, int keys, int d, floa
     const int groups = kv_int8_groups(d);
     std::array<std::uint16_t, kKeyChunk * kMaxInt8Groups> halves;
     std::array<float, kKeyChunk * kMaxInt8Groups> scales;
-    for (int j = 0; j < keys; ++j)
+    for (int j = 0; j < keys; ++j) {
       std::memcpy(halves.data() + j * groups, p + j * stride + d,
                   static_cast<std::size_t>(groups) * sizeof(std::uint16_t));
-      // Every half it reads is written just above; GCC 12 for arm64 cannot see that through the
-      // memcpy loop and warns. Silenced here rather than the array zeroed on every chunk.
+    }
+    // Every half it reads is written just above; GCC 12 for arm64 cannot see that through the
+    // memcpy loop and warns. Silenced here rather than the array zeroed on every chunk.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
