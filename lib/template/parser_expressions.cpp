@@ -277,6 +277,9 @@ NodePtr Parser::parse_subscript(NodePtr node) {
   if (args.empty()) error("expected a subscript");
   NodePtr key = args[0];
   if (args.size() > 1) {
+    // x[a, b:c] would make a tuple holding a slice, which has no value of its own.
+    for (const NodePtr& a : args)
+      if (a->kind == Kind::slice) error("a slice inside a subscript of several items is not supported");
     auto t = make(Kind::tuple);
     t->children = args;
     key = t;

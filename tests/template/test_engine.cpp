@@ -35,6 +35,9 @@ TEST_CASE("syntax errors name the template line") {
   CHECK(error_of("{% endif %}").find("template line 1") != std::string::npos);
   CHECK(error_of("{{ (1 }}").find("template line 1") != std::string::npos);
   CHECK(error_of("{% include 'x' %}").find("unsupported statement 'include'") != std::string::npos);
+  // A slice among several subscripts (found by fuzz_template: it was evaluated without its operand).
+  CHECK(error_of("{{ x[1, :2] }}").find("slice inside a subscript of several items") != std::string::npos);
+  CHECK(error_of("{{ x[1:, 2] }}").find("slice inside a subscript of several items") != std::string::npos);
 }
 
 TEST_CASE("render errors name the line, raise_exception its message") {
