@@ -12,10 +12,23 @@ ensure_venv() {
     "$venv/bin/python" -c "import ${p//-/_}" 2>/dev/null || missing+=("$p")
   done
   if [[ ${#missing[@]} -gt 0 ]]; then
-    [[ -x $venv/bin/python ]] || "$py" -m venv "$venv" ||
-      { echo "SKIPPED: cannot create a venv (python3-venv missing?)"; exit 77; }
-    "$venv/bin/pip" install -q --disable-pip-version-check "${missing[@]}" ||
-      { echo "SKIPPED: pip cannot install ${missing[*]} (no access to the package index?)"; exit 77; }
+    # Tests that share a venv run at once under ctest -j: one at a time makes it, and the
+    # others then find it whole (a half-made one, python without pip yet, read as a failure).
+    mkdir -p "$(dirname "$venv")"
+    local lock
+    exec {lock}>"$venv.lock"
+    flock "$lock"
+    missing=()
+    for p in "$@"; do
+      "$venv/bin/python" -c "import ${p//-/_}" 2>/dev/null || missing+=("$p")
+    done
+    if [[ ${#missing[@]} -gt 0 ]]; then
+      [[ -x $venv/bin/pip ]] || "$py" -m venv "$venv" ||
+        { echo "SKIPPED: cannot create a venv (python3-venv missing?)"; exit 77; }
+      "$venv/bin/pip" install -q --disable-pip-version-check "${missing[@]}" ||
+        { echo "SKIPPED: pip cannot install ${missing[*]} (no access to the package index?)"; exit 77; }
+    fi
+    exec {lock}>&-
   fi
   VENV_PYTHON=$venv/bin/python
 }
