@@ -21,8 +21,13 @@ std::shared_ptr<OnednnContext> make_onednn() {
 CpuContext::CpuContext(int threads_in)
     : threads(resolve_threads(threads_in)), onednn(make_onednn()), decode_weights(std::make_shared<WeightArena>()) {}
 
-void bind_threads(const CpuContext& ctx) {
-  if (omp_get_max_threads() != ctx.threads) omp_set_num_threads(ctx.threads);
+ScopedOmpThreads::ScopedOmpThreads(int threads)
+    : previous_(omp_get_max_threads()), changed_(threads > 0 && threads != previous_) {
+  if (changed_) omp_set_num_threads(threads);
+}
+
+ScopedOmpThreads::~ScopedOmpThreads() {
+  if (changed_) omp_set_num_threads(previous_);
 }
 
 }  // namespace ember::kernels::cpu

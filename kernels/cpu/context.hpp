@@ -28,8 +28,20 @@ struct CpuContext {
   std::shared_ptr<WeightArena> decode_weights;
 };
 
-// Makes OpenMP regions of the calling thread (oneDNN's among them, which read the thread's
-// OpenMP ICV) use ctx.threads. Called by every kernel that enters oneDNN; cheap (one store).
-void bind_threads(const CpuContext& ctx);
+// For its lifetime, OpenMP regions the calling thread opens without a num_threads clause
+// (oneDNN's and Eigen's, which read the thread's OpenMP ICV) use `threads`; then the thread's
+// own setting comes back, so a host thread that runs engine steps keeps its OpenMP default.
+// ember's own regions name their team. Cheap: an ICV read and at most two stores.
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(int threads);
+  ~ScopedOmpThreads();
+  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
+  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
+
+ private:
+  int previous_;
+  bool changed_;
+};
 
 }  // namespace ember::kernels::cpu

@@ -138,6 +138,7 @@ OnednnMatmul::OnednnMatmul(CpuContext& ctx, MatmulType type, const void* w, std:
     const auto p = packed_->pd(c, kPackRows, false, Md({1, in, out}, packed_->type, tag::any));
     dnnl::memory user(md3(in, out, packed_->type, tag::acb), c.engine, const_cast<void*>(w));
     packed_->weights = dnnl::memory(p.weights_desc(), c.engine);
+    const ScopedOmpThreads team(ctx.threads);
     dnnl::reorder(user, packed_->weights).execute(c.stream, user, packed_->weights);
     c.stream.wait();
   } catch (const dnnl::error& e) {
@@ -163,7 +164,7 @@ void OnednnMatmul::execute(CpuContext& ctx, std::int64_t m, bool accumulate, con
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1,
                    dnnl::memory(md3(m, 1, dt::f32), c.engine, const_cast<float*>(row_scales)));
     }
-    bind_threads(ctx);
+    const ScopedOmpThreads team(ctx.threads);
     prim->matmul.execute(c.stream, args);
     c.stream.wait();
   } catch (const dnnl::error& e) {

@@ -55,7 +55,6 @@ void CpuOps::begin(const Batch& batch, KvCache& kv, std::vector<float>* logits, 
             batch.positions[static_cast<std::size_t>(s.row_begin + s.row_count - 1)];
   }
   layout_ = {g.block_size, config_.kv_heads, config_.head_dim, g.dtype};
-  k::bind_threads(ctx_);  // this thread's OpenMP regions, oneDNN's included
 }
 
 float* CpuOps::at(Activation a) {

@@ -9,12 +9,12 @@
 #include "backend/cpu/reference.hpp"
 
 #include "backend/cpu/memory_plan.hpp"
+#include "kernels/cpu/context.hpp"
 #include "kernels/cpu/cpu_tier.hpp"
 #include "model/decoder_graph.hpp"
 #include "util/check.hpp"
 #include "util/fp16.hpp"
 
-#include <omp.h>
 #include <Eigen/Core>
 
 #include <algorithm>
@@ -331,7 +331,7 @@ class ReferenceBackend final : public Backend {
     const KvGeometry& g = kv.geometry();
     check_kv_type(g.dtype);
     validate_batch(batch, g.block_count, g.block_size, config_.vocab);
-    if (threads_ > 0) omp_set_num_threads(threads_);  // this thread's parallel regions only
+    const kernels::cpu::ScopedOmpThreads team(threads_);  // Eigen's products
     ReferenceOps ops(config_, weights_, *token_embd_, batch, kv);
     const auto n_out = static_cast<std::int64_t>(batch.logit_rows.size());
     model::run_decoder(config_, ops, batch.rows(), n_out);
