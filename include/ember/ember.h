@@ -170,7 +170,7 @@ typedef int (*ember_load_progress_fn)(ember_load_phase phase, float fraction, vo
 typedef struct ember_engine_options {
   size_t struct_size; /* sizeof(ember_engine_options) */
   ember_precision precision;
-  int32_t threads;        /* 0 = all hardware threads */
+  int32_t threads;        /* at most 1024; 0 = all hardware threads */
   int32_t context_length; /* 0 = the model's, capped at 8192 */
   ember_kv_cache_type kv_cache_type;
   uint64_t kv_cache_bytes;       /* memory for the KV block pool */
@@ -351,7 +351,8 @@ typedef struct ember_completion {
   int32_t generated_tokens;
   int32_t from_response_cache;  /* nonzero: served by the exact response cache */
   const ember_timings* timings; /* never NULL */
-  const char* error;            /* "" unless finish_reason == EMBER_FINISH_ERROR */
+  const char* error;            /* why it failed (EMBER_FINISH_ERROR) or was cancelled by ember
+                                   (a throwing callback, the engine closed); else "" */
   int32_t dropped_messages;     /* messages EMBER_CONTEXT_TRUNCATE left out of the prompt */
   int32_t context_shifts;       /* times EMBER_CONTEXT_SHIFT made room in the window */
   /* When sampling.top_logprobs > 0: token_count rows of top_logprobs_per_token entries, best
@@ -404,7 +405,9 @@ typedef int (*ember_stream_fn)(const ember_chunk* chunk, void* user_data);
 EMBER_API ember_status ember_engine_open(const char* path, const ember_engine_options* options, ember_engine** engine);
 
 /* Releases the engine and sets *engine to NULL; NULL or *engine == NULL does nothing.
- * Unfinished requests end as EMBER_FINISH_CANCELLED; their handles stay valid. */
+ * Unfinished requests end as EMBER_FINISH_CANCELLED (a thread waiting on one returns); their
+ * handles stay valid. The step in progress finishes first, and no callback of the engine runs
+ * after this returns. Never call it from inside one of the engine's own callbacks. */
 EMBER_API void ember_engine_close(ember_engine** engine);
 
 /* Runs one raw-text prompt to completion on the calling thread, streaming to `on_chunk` if it
@@ -422,7 +425,9 @@ EMBER_API ember_status ember_chat(ember_engine* engine, const ember_message* mes
                                   ember_completion** completion);
 
 /* Queues a request and returns at once. `on_chunk` (may be NULL) runs on the thread that runs
- * the step, so `user_data` must stay valid until the request has finished. */
+ * the step, so `user_data` must stay valid until the request has finished; a request answered
+ * without a step (max_tokens 0, or a response-cache hit) streams inside ember_submit, on the
+ * calling thread, before *request is set. */
 EMBER_API ember_status ember_submit(ember_engine* engine, const ember_request_params* params, ember_stream_fn on_chunk,
                                     void* user_data, ember_request** request);
 
@@ -437,7 +442,8 @@ typedef struct ember_step_result {
 
 /* Runs engine steps on the calling thread until `budget_us` microseconds are spent or nothing
  * is left (a game calls it once per frame). A step that does not fit stops inside its forward
- * pass and the next call continues it (as ember::Engine::step). `result` may be NULL. */
+ * pass and the next call continues it (as ember::Engine::step; a budget above a day is taken as a
+ * day). `result` may be NULL. */
 EMBER_API ember_status ember_engine_step(ember_engine* engine, int64_t budget_us, ember_step_result* result);
 
 /* Running totals since the engine opened (as ember::EngineStats). */
@@ -520,9 +526,10 @@ typedef enum ember_pooling {
 
 /* Embeds `text_count` NUL-terminated texts (Engine::embed). *embeddings receives a buffer that
  * ember allocated (free it with ember_embeddings_free): the texts' vectors one after another,
- * each *dimension floats, or with EMBER_POOLING_NONE each text's token_counts[i] rows of
- * *dimension floats. `token_counts` (text_count entries; may be NULL except with
- * EMBER_POOLING_NONE) receives the tokens each text became. On failure nothing is written. */
+ * each *dimension floats, or with EMBER_POOLING_NONE (or MODEL_DEFAULT on a file whose
+ * pooling_type is none) each text's token_counts[i] rows of *dimension floats. `token_counts`
+ * (text_count entries; may be NULL except when rows come per token) receives the tokens each
+ * text became. On failure nothing is written. */
 EMBER_API ember_status ember_embed(ember_engine* engine, const char* const* texts, size_t text_count, int32_t pooling,
                                    uint32_t flags, float** embeddings, size_t* dimension, int32_t* token_counts);
 /* Frees a buffer from ember_embed and sets *embeddings to NULL; NULL does nothing. */

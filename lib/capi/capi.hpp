@@ -88,6 +88,9 @@ ember_status to_status(ErrorCode code) noexcept;
 
 // Fill the caller's output structs, writing only the first struct_size bytes.
 void write_stats(ember_stats* out, const EngineStats& stats);
+// Error(invalid_argument) when `out`'s struct_size is one the library does not know: checked
+// before the step runs, so a bad struct never follows a step whose result it cannot hold.
+void check_step_result(const ember_step_result& out);
 void write_step(ember_step_result* out, const StepResult& result);
 void write_info(ember_model_info* out, const ember_engine& engine, const ModelInfo& info);
 

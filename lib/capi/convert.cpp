@@ -20,9 +20,21 @@ constexpr std::size_t kFirstSize = sizeof(T);
 // ember 0.1's options ended at log_user_data; the fields after it were appended since.
 template <>
 constexpr std::size_t kFirstSize<ember_engine_options> = offsetof(ember_engine_options, prefix_store_path);
-// ember_sampling grew reasoning_budget and close_at_limit after speculative_tokens.
+// ember 0.1's sampling ended at logprobs.
 template <>
-constexpr std::size_t kFirstSize<ember_sampling> = offsetof(ember_sampling, reasoning_budget);
+constexpr std::size_t kFirstSize<ember_sampling> = offsetof(ember_sampling, top_logprobs);
+// ember 0.1's request parameters ended at priority.
+template <>
+constexpr std::size_t kFirstSize<ember_request_params> = offsetof(ember_request_params, context_policy);
+// ember 0.1's step result ended at idle.
+template <>
+constexpr std::size_t kFirstSize<ember_step_result> = offsetof(ember_step_result, step_paused);
+// ember 0.1's stats ended at kv_blocks_free.
+template <>
+constexpr std::size_t kFirstSize<ember_stats> = offsetof(ember_stats, speculative_proposed);
+// ember 0.1's model info ended at load_ms.
+template <>
+constexpr std::size_t kFirstSize<ember_model_info> = offsetof(ember_model_info, weight_format);
 
 template <class T>
 void check_struct_size(std::size_t size, const char* type) {
@@ -397,6 +409,10 @@ void write_stats(ember_stats* out, const EngineStats& s) {
   v.embedding_sequences = s.embedding_sequences;
   v.mixed_steps = s.mixed_steps;
   write_sized(out, v, "ember_stats");
+}
+
+void check_step_result(const ember_step_result& out) {
+  check_struct_size<ember_step_result>(out.struct_size, "ember_step_result");
 }
 
 void write_step(ember_step_result* out, const StepResult& r) {

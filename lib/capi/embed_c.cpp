@@ -43,8 +43,15 @@ EMBER_API ember_status ember_embed(ember_engine* engine, const char* const* text
     options.normalize = (flags & EMBER_EMBED_NO_NORMALIZE) == 0;
     options.truncate = (flags & EMBER_EMBED_NO_TRUNCATE) == 0;
     options.add_special = (flags & EMBER_EMBED_NO_SPECIAL) == 0;
-    if (options.pooling == ember::Pooling::none && token_counts == nullptr)
-      fail(ErrorCode::invalid_argument, "EMBER_POOLING_NONE needs token_counts to say where each text's rows end");
+    const ember::ModelInfo info = e.engine.info();
+    // A file whose own pooling_type is none gives rows per token under MODEL_DEFAULT too.
+    const bool per_token = options.pooling == ember::Pooling::none ||
+                           (options.pooling == ember::Pooling::model_default && info.pooling == "none");
+    if (per_token && token_counts == nullptr)
+      fail(ErrorCode::invalid_argument,
+           "pooling {} gives a row per token (EMBER_POOLING_NONE{}): token_counts must say where each text's rows "
+           "end",
+           pooling, options.pooling == ember::Pooling::none ? "" : ", the file's pooling_type");
     std::vector<std::string> list;
     list.reserve(text_count);
     for (size_t i = 0; i < text_count; ++i) {
@@ -63,7 +70,6 @@ EMBER_API ember_status ember_embed(ember_engine* engine, const char* const* text
       if (token_counts != nullptr) token_counts[i] = result[i].tokens;
     }
     *embeddings = out;
-    const ember::ModelInfo info = e.engine.info();
     const bool rank = options.pooling == ember::Pooling::rank ||
                       (options.pooling == ember::Pooling::model_default && info.pooling == "rank");
     *dimension = static_cast<size_t>(rank ? info.classifier_outputs : info.embedding);

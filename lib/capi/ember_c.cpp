@@ -210,6 +210,7 @@ EMBER_API ember_status ember_engine_step(ember_engine* engine, int64_t budget_us
   return guarded(engine, [&] {
     ember_engine& e = live(engine);
     if (budget_us < 0) fail(ErrorCode::invalid_argument, "budget_us must be >= 0, got {}", budget_us);
+    if (result != nullptr) check_step_result(*result);
     const ember::StepResult r = e.engine.step(std::chrono::microseconds(budget_us));
     if (result != nullptr) write_step(result, r);
   });

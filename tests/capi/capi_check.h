@@ -56,6 +56,7 @@ ember_sampling capi_greedy(int max_tokens);
 void test_version_and_defaults(void);
 void test_open_errors(void);
 void test_argument_errors(ember_engine* engine);
+void test_older_struct_sizes(ember_engine* engine);
 void test_handle_misuse(void);
 void test_state(void);
 void test_load(void);

@@ -394,6 +394,7 @@ int main(int argc, char** argv) {
     test_step_loop_and_stats(engine);
     test_chat_tokenize_info(engine);
     test_argument_errors(engine);
+    test_older_struct_sizes(engine);
     test_structured_output(engine);
     test_embed(engine);
     test_lora(engine);

@@ -175,6 +175,47 @@ void test_argument_errors(ember_engine* engine) {
 }
 
 /* Handles of the wrong kind, or not live, are reported, never used. */
+/* A program built against ember 0.1's ember.h passes that header's (smaller) sizes: each struct's
+ * first appended field is where its 0.1 form ended. Inputs read only what it knows (the rest
+ * keeps its default); outputs are written only that far. */
+void test_older_struct_sizes(ember_engine* engine) {
+  ember_sampling s = capi_greedy(3);
+  s.struct_size = offsetof(ember_sampling, top_logprobs);
+  ember_request_params p = ember_request_params_default();
+  p.struct_size = offsetof(ember_request_params, context_policy);
+  p.prompt = "hi";
+  p.sampling = &s;
+  ember_request* r = NULL;
+  CHECK_OK(ember_submit(engine, &p, NULL, NULL, &r));
+  ember_completion* c = NULL;
+  if (r != NULL) CHECK_OK(ember_request_wait(r, &c));
+  if (c != NULL) CHECK(c->generated_tokens == 3);
+  ember_completion_free(&c);
+  ember_request_free(&r);
+
+  unsigned char canary[sizeof(ember_stats) + sizeof(ember_model_info) + sizeof(ember_step_result)];
+  memset(canary, 0xA5, sizeof canary);
+  ember_stats* stats = (ember_stats*)canary;
+  stats->struct_size = offsetof(ember_stats, speculative_proposed);
+  CHECK_OK(ember_engine_stats(engine, stats));
+  CHECK(stats->requests_finished >= 1);
+  CHECK(canary[offsetof(ember_stats, speculative_proposed)] == 0xA5); /* not written past its size */
+  ember_model_info* info = (ember_model_info*)canary;
+  info->struct_size = offsetof(ember_model_info, weight_format);
+  CHECK_OK(ember_engine_info(engine, info));
+  CHECK(info->layers > 0);
+  ember_step_result* step = (ember_step_result*)canary;
+  step->struct_size = offsetof(ember_step_result, step_paused);
+  CHECK_OK(ember_engine_step(engine, 1000, step));
+  CHECK(step->idle == 1);
+
+  /* Smaller than any ember.h declared: refused before the step runs. */
+  step->struct_size = sizeof(size_t);
+  CHECK_FAILS(ember_engine_step(engine, 1000, step), EMBER_ERROR_INVALID_ARGUMENT, "ember_step_result");
+  s.struct_size = offsetof(ember_sampling, logprobs);
+  CHECK_FAILS(ember_generate(engine, "hi", &s, NULL, NULL, NULL), EMBER_ERROR_INVALID_ARGUMENT, "ember_sampling");
+}
+
 void test_handle_misuse(void) {
   CHECK_FAILS(ember_request_wait(NULL, NULL), EMBER_ERROR_INVALID_ARGUMENT, "NULL");
   ember_completion* c = NULL;
