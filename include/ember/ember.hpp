@@ -19,7 +19,10 @@
 //     call that takes no lock and works from a callback. An exception thrown by a callback stops
 //     its request (finish reason `cancelled`, Completion::error says why) and goes no further;
 //     one thrown by the log callback loses its line. Nothing escapes into ember's own thread.
-//   * Moving or destroying an Engine must not race with calls on it.
+//   * Moving or destroying an Engine must not race with calls on it, nor happen inside one of its
+//     callbacks. Destroying it stops it on the destroying thread: the step in progress finishes,
+//     unfinished requests end `cancelled` (their waiters return), and no callback of it runs
+//     after ~Engine returns, whatever other threads do with RequestHandles meanwhile.
 //   * ember never prints to stdout/stderr; install EngineOptions::log to see its log lines.
 #pragma once
 
@@ -152,7 +155,7 @@ struct EngineOptions {
   Device device = Device::cpu();                         // where the model runs (weights and KV cache live)
   Precision precision = Precision::int8;                 // numeric path of the matrix products
   WeightFormat weight_format = WeightFormat::automatic;  // INT8 on the CPU: 4-bit or INT8 matrices
-  int threads = 0;                                       // compute threads; 0 = all hardware threads
+  int threads = 0;                                       // compute threads (<= 1024); 0 = all hardware threads
   int context_length = 0;                                // tokens per sequence; 0 = the model's, capped at 8192
   KvCacheType kv_cache_type = KvCacheType::f16;          // storage type of the paged KV cache
   std::size_t kv_cache_bytes = 256u << 20;               // memory for the KV block pool (device
@@ -318,7 +321,7 @@ struct Timings {
   double decode_ms = 0;                 // generating tokens after the first
   double time_per_output_token_ms = 0;  // decode_ms / (generated tokens - 1)
   double response_ms = 0;               // detokenizing, stop checks and callbacks
-  double total_ms = 0;                  // submit to completion
+  double total_ms = 0;                  // submit to completion (in the last chunk: to its delivery)
   double reasoning_ms = 0;              // from the first reasoning token to the end of the reasoning
 };
 
@@ -346,7 +349,7 @@ struct Completion {
   // each (docs/api.md lists the rules); empty when every keyword is enforced.
   std::vector<std::string> schema_relaxed;
   Timings timings;
-  std::string error;  // set when finish_reason == error
+  std::string error;  // why it failed (`error`) or ember cancelled it (a throwing callback, the engine destroyed)
 };
 
 // Which part of a thinking model's output a chunk belongs to.
@@ -535,8 +538,9 @@ class EMBER_API Engine {
                   const StreamCallback& on_chunk = {});
 
   // Queues a request and returns at once (at most after the step in progress); thread-safe.
-  // Chunks stream to `on_chunk` on the thread that runs the step. Validation errors throw
-  // here, as in generate().
+  // Chunks stream to `on_chunk` on the thread that runs the step; a request answered without a
+  // step (max_tokens = 0, or a response-cache hit) streams its chunks inside submit(), on the
+  // calling thread, before it returns. Validation errors throw here, as in generate().
   RequestHandle submit(const Request& request, StreamCallback on_chunk = {});
 
   // Runs engine steps on the calling thread until `budget` is spent or nothing is left (a game
@@ -547,7 +551,8 @@ class EMBER_API Engine {
   // absorbs what no estimate sees (another process taking a core for a moment). Until a paused
   // step is finished nothing observes it (its requests get no token, stats() does not count it),
   // and its results are bit-identical to unbudgeted stepping. Other calls (generate, wait) finish
-  // a paused step first. With a background thread this returns at once.
+  // a paused step first. With a background thread this returns at once. A budget above a day is
+  // taken as a day.
   StepResult step(std::chrono::microseconds budget);
 
   EngineStats stats() const;

@@ -8,6 +8,10 @@
 namespace ember {
 
 struct Engine::Impl {
+  // The engine stops here, on the thread that destroys it, whoever still holds the core.
+  ~Impl() {
+    if (core) core->shutdown();
+  }
   std::shared_ptr<runtime::EngineCore> core;
 };
 

@@ -12,10 +12,18 @@ namespace {
 
 constexpr int kDefaultMaxContext = 8192;
 constexpr std::chrono::milliseconds kMaxBatchWait = std::chrono::hours(1);
+// More compute threads than this is a mistake (no machine ember runs on has that many cores),
+// and OpenMP would exit the process when it cannot create them.
+constexpr int kMaxThreads = 1024;
+// A step budget above this is taken as this: no step lasts that long, and the deadline's
+// arithmetic (in the clock's nanoseconds) overflows for budgets of a few hundred years.
+constexpr std::chrono::microseconds kLongestBudget = std::chrono::hours(24);
 
 // Option checks that need no model: a wrong value fails before anything is read.
 void check_options(const EngineOptions& o) {
-  if (o.threads < 0) fail(ErrorCode::invalid_argument, "threads must be >= 0, got {}", o.threads);
+  if (o.threads < 0 || o.threads > kMaxThreads)
+    fail(ErrorCode::invalid_argument, "threads must be in [0, {}] (0 = all hardware threads), got {}", kMaxThreads,
+         o.threads);
   if (o.context_length < 0) fail(ErrorCode::invalid_argument, "context_length must be >= 0, got {}", o.context_length);
   if (o.kv_block_size <= 0 || o.kv_block_size > 1024)
     fail(ErrorCode::invalid_argument, "kv_block_size must be in [1, 1024], got {}", o.kv_block_size);
@@ -95,7 +103,10 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options)
       options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   backend_options.progress = &progress;
   backend_options.weight_cache_dir = options.weight_cache_dir;
-  backend_options.log = options.log;
+  // Through the logger: a host callback that throws loses its line and goes no further (the
+  // weight cache's writer logs from noexcept code).
+  if (options.log)
+    backend_options.log = [this](LogLevel level, std::string_view line) { logger_.log(level, "{}", line); };
   backend_ = backend::make_backend(file_, config_, backend_options);
   adapters_ = std::make_unique<AdapterRegistry>(*file_, config_, *backend_);
 
@@ -138,10 +149,13 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options)
                                                  options.background_low_priority);
 }
 
-EngineCore::~EngineCore() {
+EngineCore::~EngineCore() { shutdown(); }
+
+void EngineCore::shutdown() noexcept {
+  if (lock_.in_callback()) return;
   if (driver_) driver_->stop();        // the step in progress finishes first
-  auto lock = lock_.lock_unchecked();  // a destructor must not throw
-  stopping_ = true;
+  auto lock = lock_.lock_unchecked();  // noexcept: no re-entry check to throw
+  if (std::exchange(stopping_, true)) return;
   for (const auto& seq : scheduler_->sequences()) {
     seq->completion.finish_reason = FinishReason::cancelled;
     seq->completion.error = "the engine was destroyed";
@@ -170,7 +184,7 @@ void EngineCore::submit(const std::shared_ptr<Sequence>& seq, bool allow_respons
     return;
   }
   if (allow_response_cache && response_cache_->enabled()) {
-    seq->response_key = ResponseCache::key(seq->tokens, seq->sampling);
+    seq->response_key = ResponseCache::key(seq->tokens, seq->sampling, seq->shift_on_full, seq->context_keep);
     if (auto hit = response_cache_->find(seq->response_key)) {
       output_->serve_from_response_cache(seq, std::move(*hit));
       return;
@@ -190,6 +204,7 @@ StepResult EngineCore::run_for(std::chrono::microseconds budget) {
   // Work is planned to end by a share of the budget: the rest absorbs what no estimate sees (on
   // a machine with as many busy threads as cores, another process that takes a core stalls the
   // team's next barrier for a scheduler tick, a few milliseconds).
+  budget = std::min(budget, kLongestBudget);
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(budget * kPlannedShareOfBudget);
   auto lock = lock_.lock();
   do {

@@ -45,7 +45,15 @@ namespace ember::runtime {
 class EngineCore {
  public:
   EngineCore(const std::string& path, const EngineOptions& options);
-  ~EngineCore();  // stops the background thread; unfinished requests end as `cancelled`
+  ~EngineCore();  // shutdown(), if nothing called it
+  // Stops the background thread (after the step in progress) and ends every unfinished request
+  // as `cancelled`, waking its waiters; after it no callback of this engine runs again, and
+  // submit() refuses. The Engine calls it when destroyed, so that a RequestHandle still holding
+  // the core for a moment (a wait() returning, a cancel_soon()) never keeps the engine running
+  // past ~Engine, nor drops the last reference on the background thread. Idempotent. From
+  // inside one of this engine's callbacks it does nothing: the step that runs the callback
+  // holds the lock it needs (the destructor's contract forbids that call).
+  void shutdown() noexcept;
   EngineCore(const EngineCore&) = delete;
   EngineCore& operator=(const EngineCore&) = delete;
 
@@ -133,7 +141,7 @@ class EngineCore {
   std::unique_ptr<BackgroundDriver> driver_;  // background_thread only
   int context_length_ = 0;
   double load_ms_ = 0;
-  bool stopping_ = false;  // the destructor runs: submit() refuses
+  bool stopping_ = false;  // shutdown() ran: submit() refuses
   std::uint64_t next_id_ = 1;
   std::uint64_t requests_submitted_ = 0;
 };

@@ -3,20 +3,24 @@
 namespace ember::runtime {
 namespace {
 
-// The engine whose callback (a stream callback, the log) runs on this thread, if any: a call
-// from it back into the same engine would wait for the lock the step holds, forever.
-thread_local const EngineLock* callback_engine = nullptr;
-
-class InCallback {
- public:
-  explicit InCallback(const EngineLock* engine) : previous_(std::exchange(callback_engine, engine)) {}
-  ~InCallback() { callback_engine = previous_; }
+// The engines whose callbacks (a stream callback, the log) run on this thread, innermost
+// first: a call from one back into any of them would wait for the lock its step holds, forever.
+// Each is a link on the stack of run_callback; several when a callback uses another engine
+// whose callback then runs.
+struct InCallback {
+  explicit InCallback(const EngineLock* engine);
+  ~InCallback();
   InCallback(const InCallback&) = delete;
   InCallback& operator=(const InCallback&) = delete;
 
- private:
-  const EngineLock* previous_;
+  const EngineLock* engine;
+  const InCallback* outer;
 };
+
+thread_local const InCallback* innermost_callback = nullptr;
+
+InCallback::InCallback(const EngineLock* e) : engine(e), outer(std::exchange(innermost_callback, this)) {}
+InCallback::~InCallback() { innermost_callback = outer; }
 
 }  // namespace
 
@@ -25,8 +29,14 @@ void EngineLock::run_callback(const std::function<void()>& call) const {
   call();
 }
 
+bool EngineLock::in_callback() const noexcept {
+  for (const InCallback* c = innermost_callback; c != nullptr; c = c->outer)
+    if (c->engine == this) return true;
+  return false;
+}
+
 void EngineLock::check_not_in_callback() const {
-  if (callback_engine == this)
+  if (in_callback())
     fail(ErrorCode::invalid_argument,
          "a callback of this engine (stream or log) called back into the same engine, which "
          "runs that callback with its lock held; call it after the callback returns, or from "
@@ -35,6 +45,10 @@ void EngineLock::check_not_in_callback() const {
 
 std::unique_lock<std::mutex> EngineLock::lock() const {
   check_not_in_callback();
+  return lock_unchecked();
+}
+
+std::unique_lock<std::mutex> EngineLock::lock_unchecked() const {
   ++callers_waiting_;
   std::unique_lock lock(mutex_);
   --callers_waiting_;

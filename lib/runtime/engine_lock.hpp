@@ -33,8 +33,9 @@ class EngineLock {
   // The lock for an entry point of the engine; from inside one of this engine's callbacks it
   // throws Error(invalid_argument) instead of deadlocking.
   std::unique_lock<std::mutex> lock() const;
-  // The lock without that check, for the engine's destructor (which must not throw).
-  std::unique_lock<std::mutex> lock_unchecked() const { return std::unique_lock(mutex_); }
+  // The lock without that check, for the engine's shutdown (which must not throw); like lock(),
+  // it is let in between two steps of a thread that steps back to back.
+  std::unique_lock<std::mutex> lock_unchecked() const;
   // For a thread that steps back to back, between two steps: lets every caller that announced
   // itself in lock() take the lock first.
   void let_callers_in(std::unique_lock<std::mutex>& lock) const;
@@ -42,6 +43,8 @@ class EngineLock {
   void run_callback(const std::function<void()>& call) const;
   // Throws Error(invalid_argument) when this thread is inside one of this engine's callbacks.
   void check_not_in_callback() const;
+  // Whether this thread is inside one of this engine's callbacks.
+  bool in_callback() const noexcept;
 
  private:
   mutable std::mutex mutex_;  // guards the engine's mutable state and its sequences

@@ -279,6 +279,9 @@ void OutputStage::finalize(const std::shared_ptr<Sequence>& seq) {
   t.response_ms = seq->response_seconds * 1000.0;
   if (seq->reasoning.start) t.reasoning_ms = ms_between(*seq->reasoning.start, seq->reasoning.end.value_or(end));
   const auto t0 = Clock::now();
+  // What the last chunk's completion shows: up to its delivery (the callback's own time is
+  // added below, for the completion wait() returns).
+  t.total_ms = std::max(ms_between(seq->submitted, t0), 1e-6);
   emit(*seq, seq->pending_tail, nullptr, 0, /*last=*/true);
   // The callback is done: dropping it now breaks the cycle a host creates when the callback
   // captures the request's own handle (handle -> sequence -> callback -> handle).

@@ -24,7 +24,8 @@ std::size_t size_of(const std::string& key, const Completion& c) {
 
 }  // namespace
 
-std::string ResponseCache::key(const std::vector<std::int32_t>& prompt, const SamplingParams& p) {
+std::string ResponseCache::key(const std::vector<std::int32_t>& prompt, const SamplingParams& p, bool shift_on_full,
+                               int context_keep) {
   std::string k;
   k.reserve(prompt.size() * sizeof(std::int32_t) + 96);
   append(k, p.max_tokens);
@@ -56,6 +57,8 @@ std::string ResponseCache::key(const std::vector<std::int32_t>& prompt, const Sa
     append(k, a.id);
     append(k, a.scale);
   }
+  append(k, shift_on_full);
+  append(k, shift_on_full ? context_keep : 0);  // only a shift reads it
   append(k, prompt.size());
   k.append(reinterpret_cast<const char*>(prompt.data()), prompt.size() * sizeof(std::int32_t));
   return k;

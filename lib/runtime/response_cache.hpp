@@ -21,8 +21,11 @@ class ResponseCache {
  public:
   explicit ResponseCache(std::size_t capacity_bytes) : capacity_(capacity_bytes) {}
 
-  // The exact key of a request: every token and every parameter that changes the output.
-  static std::string key(const std::vector<std::int32_t>& prompt, const SamplingParams& params);
+  // The exact key of a request: every token and every parameter that changes the output, the
+  // context policy among them (a request that shifts its window generates past the context
+  // where one that does not ends there).
+  static std::string key(const std::vector<std::int32_t>& prompt, const SamplingParams& params, bool shift_on_full,
+                         int context_keep);
 
   std::optional<Completion> find(const std::string& key);
   // Stores a finished completion (only `stop`, `length` or `context` ones: the others depend on

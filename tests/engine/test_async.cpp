@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 namespace ember {
@@ -97,6 +98,14 @@ TEST_CASE("step(budget) pauses a step between pieces, hides it until done, and k
   CHECK(engine.step(std::chrono::microseconds(0)).step_paused);
   CHECK(engine.generate(greedy("a frame budget of nothing at all", 12)).tokens == alone.tokens);
   CHECK(next.wait().tokens == alone.tokens);
+
+  // A budget too long for the clock's arithmetic is a long one: the queue runs to its end.
+  RequestHandle last = engine.submit(greedy("a frame budget of nothing at all", 12));
+  const StepResult all = engine.step(std::chrono::microseconds::max());
+  CHECK(all.idle);
+  CHECK_FALSE(all.step_paused);
+  CHECK(all.steps == 12);
+  CHECK(last.wait().tokens == alone.tokens);
 }
 
 TEST_CASE("cancel: a queued request ends at once, a running one at the next step") {
@@ -194,6 +203,38 @@ TEST_CASE("destroying the engine ends unfinished requests as cancelled; handles 
   }
   CHECK(h.status() == RequestStatus::finished);
   CHECK(h.wait().finish_reason == FinishReason::cancelled);
+}
+
+TEST_CASE("destroying the engine while another thread waits on a request stops it on the destroying thread") {
+  // The waiter's wait() holds the engine for its duration; ~Engine must still end the request
+  // (not leave it generating on the waiter's thread, or the background thread) and no chunk may
+  // come after it returns.
+  for (const bool background : {false, true}) {
+    CAPTURE(background);
+    EngineOptions o = options(background);
+    o.kv_cache_bytes = 64u << 20;
+    std::atomic<bool> destroyed{false}, chunk_after{false};
+    std::atomic<int> chunks{0};
+    Completion waited;
+    std::thread waiter;
+    {
+      Engine engine = Engine::open(test::synthetic_model_file(43, 1024), o);
+      RequestHandle h = engine.submit(greedy("a long story", 900), [&](const Chunk&) {
+        if (destroyed) chunk_after = true;
+        ++chunks;
+        return true;
+      });
+      waiter = std::thread([h, &waited]() mutable { waited = h.wait(); });  // steps without a background thread
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (chunks < 3 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+      REQUIRE(chunks >= 3);
+    }
+    destroyed = true;
+    waiter.join();
+    CHECK(waited.finish_reason == FinishReason::cancelled);
+    CHECK(waited.generated_tokens < 900);
+    CHECK_FALSE(chunk_after);
+  }
 }
 
 TEST_CASE("a throwing callback stops its own request only") {

@@ -5,6 +5,7 @@
 #include <ember/ember.hpp>
 
 #include <doctest/doctest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -43,10 +44,14 @@ TEST_CASE("generate: greedy is deterministic and streaming delivers exactly the 
   std::string streamed;
   int chunks = 0;
   bool saw_last = false;
+  double last_chunk_total_ms = 0;
   const Completion b = engine.generate(greedy("the quick brown fox", 24), [&](const Chunk& c) {
     streamed.append(c.text);
     ++chunks;
-    if (c.completion != nullptr) saw_last = true;
+    if (c.completion != nullptr) {
+      saw_last = true;
+      last_chunk_total_ms = c.completion->timings.total_ms;
+    }
     return true;
   });
   CHECK(b.tokens == a.tokens);
@@ -56,6 +61,8 @@ TEST_CASE("generate: greedy is deterministic and streaming delivers exactly the 
   CHECK(saw_last);
   CHECK(b.timings.time_to_first_token_ms > 0);
   CHECK(b.timings.total_ms >= b.timings.time_to_first_token_ms);
+  CHECK(last_chunk_total_ms >= b.timings.time_to_first_token_ms);  // the last chunk's too
+  CHECK(last_chunk_total_ms <= b.timings.total_ms);
 }
 
 TEST_CASE("sampling: the same seed gives the same output, another seed another") {
@@ -276,6 +283,36 @@ TEST_CASE("a callback that calls back into its own engine gets invalid_argument,
     });
     CHECK(d.finish_reason == FinishReason::cancelled);
     CHECK(d.error.find("called back into the same engine") != std::string::npos);
+    // Through another engine's callback: engine's callback runs other, whose callback calls engine.
+    std::string nested_error;
+    engine.generate(greedy("call me back", 2), [&](const Chunk&) {
+      other.generate(greedy("inner", 2), [&](const Chunk&) {
+        try {
+          engine.stats();
+        } catch (const Error& e) {
+          nested_error = e.what();
+        }
+        return true;
+      });
+      return true;
+    });
+    CHECK(nested_error.find("called back into the same engine") != std::string::npos);
+  }
+}
+
+TEST_CASE("a host thread that runs engine steps keeps its own OpenMP thread count") {
+  // ember's regions and oneDNN's and Eigen's use EngineOptions::threads, set only for the calls
+  // that need it: a host that uses OpenMP itself finds its setting as it left it.
+  omp_set_num_threads(3);
+  for (const Precision precision : {Precision::int8, Precision::fp32}) {
+    CAPTURE(static_cast<int>(precision));
+    EngineOptions o = small_options();
+    o.threads = 2;
+    o.precision = precision;
+    Engine engine = Engine::open(model_path(), o);
+    CHECK(omp_get_max_threads() == 3);
+    CHECK(engine.generate(greedy("the quick brown fox", 4)).generated_tokens == 4);
+    CHECK(omp_get_max_threads() == 3);
   }
 }
 
@@ -363,6 +400,30 @@ TEST_CASE("exact response cache: a repeated deterministic request skips inferenc
   Engine plain = Engine::open(model_path(), small_options());
   plain.generate(r);
   CHECK_FALSE(plain.generate(r).from_response_cache);
+}
+
+TEST_CASE("exact response cache: the context policy is part of the key") {
+  EngineOptions o = small_options();
+  o.context_length = 48;
+  o.response_cache_bytes = 1u << 20;
+  Engine engine = Engine::open(model_path(), o);
+  Request r = greedy("hello", 100);
+  r.context_policy = ContextPolicy::shift;
+  r.context_keep = 3;
+  const Completion shifted = engine.generate(r);
+  REQUIRE(shifted.context_shifts > 0);
+  // The same request with the error policy ends at the window, not with the shifted answer.
+  r.context_policy = ContextPolicy::error;
+  const Completion ended = engine.generate(r);
+  CHECK_FALSE(ended.from_response_cache);
+  CHECK(ended.finish_reason == FinishReason::context);
+  CHECK(ended.context_shifts == 0);
+  // Another number of kept tokens shifts differently.
+  r.context_policy = ContextPolicy::shift;
+  r.context_keep = 5;
+  CHECK_FALSE(engine.generate(r).from_response_cache);
+  r.context_keep = 3;
+  CHECK(engine.generate(r).from_response_cache);
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 
 #include <filesystem>
 #include <set>
+#include <stdexcept>
+#include <string>
 
 namespace ember {
 namespace {
@@ -165,6 +167,33 @@ void check_cold_warm(const std::string& model, EngineOptions o, int max_tokens) 
 
 TEST_CASE("weight cache: the same tokens and log-probabilities with a cold and a warm cache") {
   check_cold_warm(test::synthetic_model_file(42, 256), small_options(), 24);
+}
+
+TEST_CASE("weight cache: a log callback that throws loses its lines, not the load") {
+  const fs::path dir = test::temp_dir("ember-load-cache");
+  const std::string model = test::synthetic_model_file(42, 256);
+  const Run plain = generate_once(model, small_options(), 8);
+  EngineOptions o = small_options();
+  o.weight_cache_dir = dir.string();
+  int calls = 0;
+  o.log = [&](LogLevel, std::string_view) {
+    ++calls;
+    throw std::runtime_error("the host's log failed");
+  };
+  for (const char* pass : {"cold", "warm"}) {
+    CAPTURE(pass);
+    const int before = calls;
+    Engine engine = Engine::open(model, o);  // writes the cache, then reads it
+    CHECK(calls > before);
+    Request r;
+    r.prompt = "The lighthouse keeper wrote down the ships";
+    r.sampling.temperature = 0;
+    r.sampling.max_tokens = 8;
+    r.sampling.ignore_eos = true;
+    CHECK(engine.generate(r).tokens == plain.completion.tokens);
+  }
+  CHECK_FALSE(fs::is_empty(dir));
+  fs::remove_all(dir);
 }
 
 TEST_CASE("weight cache: FP32 engines neither read nor write it") {

@@ -142,6 +142,7 @@ TEST_CASE("engine options out of range are invalid_argument naming the field") {
     CHECK(error_of([&] { Engine::open(path, o); }, field) == ErrorCode::invalid_argument);
   };
   rejected("threads", [](EngineOptions& o) { o.threads = -1; });
+  rejected("threads", [](EngineOptions& o) { o.threads = std::numeric_limits<int>::max(); });
   rejected("context_length", [](EngineOptions& o) { o.context_length = -5; });
   rejected("kv_block_size", [](EngineOptions& o) { o.kv_block_size = 4096; });
   rejected("max_batch_tokens", [](EngineOptions& o) { o.max_batch_tokens = 0; });
