@@ -32,11 +32,20 @@ bool iequals(const std::string& a, const std::string& b) {
   return true;
 }
 
+// A JSON string's contents for an error message. Control bytes are dropped, and bytes past ASCII
+// written as \u00XX: a request path need not be UTF-8, and the body must stay valid JSON.
 std::string json_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20) continue;
+    if (byte >= 0x80) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", byte);
+      out += escaped;
+      continue;
+    }
     if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
     out += c;
   }
   return out;
@@ -269,7 +278,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<Exchange> make_exchange();
 
   // A read while the handler runs: EOF or an error means the client left; bytes are a pipelined
-  // next request, kept in buffer_ for the next parse (and the watch ends there).
+  // next request, kept in buffer_ for the next parse, and the watch goes on (a client that sends
+  // more and then leaves is still noticed) until kMaxPipelined bytes wait there.
+  static constexpr std::size_t kMaxPipelined = 64u << 10;
   void start_watch() {
     watching_ = true;
     stream_.socket().async_read_some(buffer_.prepare(4096),
@@ -283,6 +294,8 @@ class Session : public std::enable_shared_from_this<Session> {
                                        if (self->want_next_) {
                                          self->want_next_ = false;
                                          self->read_request();
+                                       } else if (!ec && self->buffer_.size() < kMaxPipelined) {
+                                         self->start_watch();
                                        }
                                      });
   }
@@ -463,7 +476,10 @@ HttpServer::~HttpServer() {
 
 int HttpServer::bind(const std::string& host, int port, std::string& error) {
   try {
-    const tcp::endpoint endpoint(asio::ip::make_address(host), static_cast<unsigned short>(port));
+    // A name ("localhost") resolves to its first address; a numeric address is taken as it is.
+    tcp::resolver resolver(impl_->io);
+    const tcp::endpoint endpoint =
+        resolver.resolve(host, std::to_string(port), tcp::resolver::numeric_service).begin()->endpoint();
     impl_->acceptor.open(endpoint.protocol());
     impl_->acceptor.set_option(tcp::acceptor::reuse_address(true));
     impl_->acceptor.bind(endpoint);

@@ -59,8 +59,9 @@ Options parse_flags(int argc, char** argv) {
   ember_examples::CommandLine cli(
       "ember-server",
       "An OpenAI-compatible HTTP server over one ember Engine: POST /v1/completions, POST "
-      "/v1/chat/completions (both streaming with \"stream\": true), GET /v1/models, GET /health, "
-      "GET /metrics, GET /lora-adapters. There is no authentication: put a proxy in front before exposing it.");
+      "/v1/chat/completions (both streaming with \"stream\": true), POST /v1/embeddings, POST /v1/rerank "
+      "(and /rerank), POST /apply-template, GET /v1/models, GET /health, GET /metrics, GET /lora-adapters. "
+      "There is no authentication: put a proxy in front before exposing it.");
   cli.option("--host", "ADDR", o.host, "the address to listen on")
       .option("--port", "N", o.port, "the port to listen on; 0 = any free port")
       .option("--http-threads", "N", o.http.workers,
@@ -116,7 +117,8 @@ Options parse_flags(int argc, char** argv) {
   engine_flags.declare(cli);
   cli.parse(argc, argv);
   if (o.port < 0 || o.port > 65535) cli.fail("--port must be 0..65535 (0: any free port)");
-  if (o.http.workers < 1) cli.fail("--http-threads must be at least 1");
+  if (o.http.workers < 1 || o.http.workers > 1024) cli.fail("--http-threads must be 1..1024");
+  if (o.http.max_body_bytes < 1) cli.fail("--max-body-bytes must be at least 1");
   if (o.http.max_connections < 1) cli.fail("--max-connections must be at least 1");
   if (o.http.header_timeout.count() < 1 || o.http.body_timeout.count() < 1)
     cli.fail("--header-timeout-ms and --body-timeout-ms must be at least 1");

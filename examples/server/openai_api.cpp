@@ -3,6 +3,7 @@
 #include "lora_endpoints.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <initializer_list>
 #include <set>
 #include <utility>
@@ -191,14 +192,11 @@ void read_logit_bias(const json& body, ember::SamplingParams& s) {
   if (!v) return;
   if (!v->is_object()) throw bad_field("logit_bias", "'logit_bias' must be an object of token id -> bias");
   for (const auto& [key, bias] : v->items()) {
+    // Digits only, and within an id's range: "4294967361" must not wrap round to token 65, nor
+    // " +65" pass for it.
     std::int32_t id = 0;
-    std::size_t used = 0;
-    try {
-      id = static_cast<std::int32_t>(std::stol(key, &used));
-    } catch (...) {
-      used = 0;
-    }
-    if (used == 0 || used != key.size())
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (key.empty() || key[0] == '-' || ec != std::errc() || end != key.data() + key.size())
       throw bad_field("logit_bias", "'logit_bias' keys must be token ids, got '" + key + "'");
     if (!bias.is_number() || !(bias.get<double>() >= -100 && bias.get<double>() <= 100))
       throw bad_field("logit_bias", "'logit_bias' values must be numbers between -100 and 100");

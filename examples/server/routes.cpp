@@ -63,6 +63,9 @@ struct Pending {
   std::mutex mutex;
   bool submitted = false;  // the handle is set; stream events may go out
   std::string held;        // stream events produced before that
+  // The request finished before that (the background thread can finish a short one before
+  // submit() returns): the stream ends right after it begins, with these trailers.
+  std::optional<Headers> ended;
 };
 
 void submit_whole(ServerState& state, const ParsedRequest& parsed, const ResponseContext& ctx,
@@ -112,7 +115,11 @@ void submit_stream(ServerState& state, const ParsedRequest& parsed, const Respon
       if (include_usage) events += sse_event(stream_usage_chunk(ctx, c));
       events += "data: [DONE]\n\n";
       send(std::move(events));
-      ex->end_stream({{"Server-Timing", server_timing(*parse_ms, c, ms_since(t))}});
+      Headers trailers{{"Server-Timing", server_timing(*parse_ms, c, ms_since(t))}};
+      if (pending->submitted)
+        ex->end_stream(std::move(trailers));
+      else  // an end posted before the head would be dropped, and the client would wait forever
+        pending->ended = std::move(trailers);
       return true;
     }
     if (!events.empty()) send(std::move(events));
@@ -131,6 +138,7 @@ void submit_stream(ServerState& state, const ParsedRequest& parsed, const Respon
     pending->held.clear();
     pending->submitted = true;
     ex->begin_stream(std::move(head));  // before any later ex->stream(): posted in this order
+    if (pending->ended) ex->end_stream(std::move(*pending->ended));
   }
   ex->on_gone([handle]() mutable { handle.cancel_soon(); });  // the I/O thread: never blocks
 }

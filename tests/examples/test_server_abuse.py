@@ -121,6 +121,25 @@ timing = headers.get("Server-Timing", "")
 checks.expect(all(f"{k};dur=" in timing for k in ("parse", "queue", "prefill", "decode", "write")),
               f"Server-Timing names parse, queue, prefill, decode, write: {timing!r}")
 
+# A short stream often finishes on the engine's thread before submit() returns (and one with
+# max_tokens 0 always does, inside submit): its end must still reach the client (the last chunk
+# of the chunked body), or the client waits forever.
+ended = 0
+for path, req in (("/v1/completions", {"prompt": "hi", "max_tokens": 3, "stream": True}),
+                  ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0,
+                                            "stream": True})):
+    for _ in range(10):
+        try:
+            status, _, text = call(port, "POST", path, req, timeout=15)
+            ended += status == 200 and text.rstrip().endswith("data: [DONE]")
+        except (socket.timeout, TimeoutError):
+            pass
+checks.expect(ended == 20, f"20 short streams each end (their last chunk arrives): {ended} did")
+# logit_bias ids past int32 are refused, not wrapped round to a small id (4294967361 = 2^32 + 65).
+for key in ("4294967361", " 65", "+65", "-1"):
+    status, _, _ = call(port, "POST", "/v1/completions", {"prompt": "hi", "max_tokens": 1, "logit_bias": {key: 1}})
+    checks.expect(status == 400, f"logit_bias key {key!r}: 400 (got {status})")
+
 idle = [raw(port) for _ in range(idle_n)]
 slow = [raw(port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n") for _ in range(slow_n)]
 stop_trickle = threading.Event()
@@ -243,6 +262,19 @@ while time.time() - t < 1.0 and metric(port, 'ember_completions_total{finish_rea
     time.sleep(0.05)
 checks.expect(metric(port, 'ember_completions_total{finish_reason="cancelled"}') == cancelled0 + 1,
               f"an abandoned waiting request is cancelled within 1 s ({time.time() - t:.2f} s)")
+# The same after the client sent more bytes (the start of a pipelined request) before leaving.
+first = raw(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+time.sleep(0.3)
+first.sendall(b"GET /health HTTP/1.1\r\n")
+time.sleep(0.3)
+cancelled0 = metric(port, 'ember_completions_total{finish_reason="cancelled"}')
+first.close()
+t = time.time()
+while time.time() - t < 1.0 and metric(port, 'ember_completions_total{finish_reason="cancelled"}') == cancelled0:
+    time.sleep(0.05)
+checks.expect(metric(port, 'ember_completions_total{finish_reason="cancelled"}') == cancelled0 + 1,
+              f"an abandoned request is cancelled after pipelined bytes too ({time.time() - t:.2f} s)")
 stop(proc)
 
 # ---- 3. an abandoned request mid-generation (the real model: slow enough to catch) -------------
