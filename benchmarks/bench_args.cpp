@@ -3,6 +3,7 @@
 #include "../examples/common/cli.hpp"
 
 #include <algorithm>
+#include <fstream>
 #include <stdexcept>
 
 namespace ember::bench {
@@ -100,12 +101,20 @@ Args parse_args(int argc, char** argv) {
   a.model = engine_flags.model_path;
   ember_examples::require_model_file(cli.program(), a.model);
   a.threads = engine_flags.options.threads;
-  a.repeats = std::max(1, a.repeats);
-  a.requests = std::max(1, a.requests);
-  a.turns = std::max(1, a.turns);
+  if (a.repeats < 1 || a.requests < 1 || a.turns < 1) cli.fail("--repeats, --requests and --turns must be at least 1");
+  // Refused now rather than after minutes of measuring whose results would then be lost.
+  if (!a.json_path.empty() && !std::ofstream(a.json_path, std::ios::app))
+    cli.fail("--json: cannot write " + a.json_path);
   a.bandwidth = !no_bandwidth;
   if (a.both_precisions && a.device.type == ember::DeviceType::cuda) a.precisions = {"int8", "fp16"};
   return a;
+}
+
+void write_json(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text << "\n";
+  out.close();
+  if (!out) throw ember::Error(ember::ErrorCode::io, "cannot write the results to " + path);
 }
 
 }  // namespace ember::bench

@@ -31,4 +31,7 @@ struct Args {
 // The flags (--help lists them); throws std::invalid_argument on a bad value, exits on --help.
 Args parse_args(int argc, char** argv);
 
+// Writes --json's results; Error(io) when the file cannot be written whole.
+void write_json(const std::string& path, const std::string& text);
+
 }  // namespace ember::bench

@@ -536,7 +536,7 @@ int main(int argc, char** argv) {
                                      ? ember::bench::long_context_report(args.model, args.threads, args.repeats)
                                  : first == "newlen" ? run_new_lengths(args)
                                                      : run_serving(args, first);
-      if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
+      if (!args.json_path.empty()) ember::bench::write_json(args.json_path, out.dump(2));
       return 0;
     } catch (const ember::Error& e) {
       std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());
@@ -628,7 +628,7 @@ int main(int argc, char** argv) {
         if (runs.count({w, "int8"}) && runs.count({w, baseline}))
           std::printf("%s: int8 / %s = %.2fx\n", w.c_str(), baseline,
                       stats_of(runs[{w, "int8"}]).median / stats_of(runs[{w, baseline}]).median);
-    if (!args.json_path.empty()) std::ofstream(args.json_path) << out.dump(2) << "\n";
+    if (!args.json_path.empty()) ember::bench::write_json(args.json_path, out.dump(2));
   } catch (const ember::Error& e) {
     std::fprintf(stderr, "error (%s): %s\n", ember::to_string(e.code()), e.what());
     return 1;

@@ -17,6 +17,7 @@
 
 #include "../common/cli.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -84,6 +85,17 @@ int main(int argc, char** argv) {
   const Options options = parse_flags(argc, argv);
   try {
     ember::Engine engine = ember::Engine::open(options.model, options.engine);
+    // The sampling flags checked once, up front, by the engine's own validation (a request with
+    // nothing to generate runs no inference): a bad one is a usage error, not every turn's.
+    ember::SamplingParams probe = options.sampling;
+    probe.max_tokens = std::min(probe.max_tokens, 0);
+    try {
+      engine.chat({{"user", "hello"}}, probe);
+    } catch (const ember::Error& e) {
+      if (e.code() != ember::ErrorCode::invalid_argument) throw;
+      std::fprintf(stderr, "ember-chat: %s (see --help)\n", e.what());
+      return 2;
+    }
     const ember::ModelInfo info = engine.info();
     std::printf(
         "ember-chat: %s (%d layers, context %d), loaded in %.0f ms. "
@@ -119,7 +131,7 @@ int main(int argc, char** argv) {
         // The question does not fit the context window even alone (or a bad parameter): drop
         // it so the user can go on with a shorter one.
         history.pop_back();
-        std::printf("\n(error %s: %s)\n", ember::to_string(e.code()), e.what());
+        std::fprintf(stderr, "\n(error %s: %s)\n", ember::to_string(e.code()), e.what());
       }
     }
     std::puts("");

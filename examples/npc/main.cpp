@@ -78,8 +78,9 @@ Options parse_flags(int argc, char** argv) {
               "a long prompt prefills, at some cost in throughput");
   engine_flags.declare(cli);
   cli.parse(argc, argv);
-  if (o.frame_ms <= 0 || o.frames_max <= 0 || o.quiet_frames < 0)
-    cli.fail("--frame-ms and --frames-max must be positive, --quiet-frames not negative");
+  // !(x > 0 && x <= limit) also refuses NaN, which every comparison fails.
+  if (!(o.frame_ms > 0 && o.frame_ms <= 60'000) || o.frames_max <= 0 || o.quiet_frames < 0)
+    cli.fail("--frame-ms must be in (0, 60000], --frames-max positive, --quiet-frames not negative");
   o.engine = engine_flags.open_options(cli);
   o.model = engine_flags.model_path;
   return o;
