@@ -134,11 +134,13 @@ OnednnMatmul::OnednnMatmul(CpuContext& ctx, MatmulType type, const void* w, std:
   packed_->out = out;
   packed_->in = in;
   try {
+    // oneDNN reads the team's size when it creates a primitive (its work split) as well as when it
+    // runs one: both under the context's count.
+    const ScopedOmpThreads team(ctx.threads);
     // w is the {k, n} matrix in "acb" order; packed once into the layout oneDNN picks for m rows.
     const auto p = packed_->pd(c, kPackRows, false, Md({1, in, out}, packed_->type, tag::any));
     dnnl::memory user(md3(in, out, packed_->type, tag::acb), c.engine, const_cast<void*>(w));
     packed_->weights = dnnl::memory(p.weights_desc(), c.engine);
-    const ScopedOmpThreads team(ctx.threads);
     dnnl::reorder(user, packed_->weights).execute(c.stream, user, packed_->weights);
     c.stream.wait();
   } catch (const dnnl::error& e) {
@@ -153,6 +155,7 @@ void OnednnMatmul::execute(CpuContext& ctx, std::int64_t m, bool accumulate, con
   OnednnContext& c = *ctx.onednn;
   const Packed& p = *packed_;
   try {
+    const ScopedOmpThreads team(ctx.threads);  // creating the primitive (once) and running it
     const std::shared_ptr<const OnednnContext::CachedMatmul> prim = p.primitive(c, m, accumulate);
     dnnl::memory src_mem(md3(m, p.in, p.type), c.engine, const_cast<void*>(src));
     dnnl::memory dst_mem(md3(m, p.out, dt::f32), c.engine, y);
@@ -164,7 +167,6 @@ void OnednnMatmul::execute(CpuContext& ctx, std::int64_t m, bool accumulate, con
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1,
                    dnnl::memory(md3(m, 1, dt::f32), c.engine, const_cast<float*>(row_scales)));
     }
-    const ScopedOmpThreads team(ctx.threads);
     prim->matmul.execute(c.stream, args);
     c.stream.wait();
   } catch (const dnnl::error& e) {
@@ -174,6 +176,7 @@ void OnednnMatmul::execute(CpuContext& ctx, std::int64_t m, bool accumulate, con
 
 std::string OnednnMatmul::implementation(CpuContext& ctx, std::int64_t m, bool accumulate) {
   try {
+    const ScopedOmpThreads team(ctx.threads);  // the primitive execute() would create
     return packed_->primitive(*ctx.onednn, m, accumulate)->implementation;
   } catch (const dnnl::error& e) {
     fail(ErrorCode::internal, "linear {}x{} at m={}: oneDNN: {}", packed_->out, packed_->in, m, e.what());
