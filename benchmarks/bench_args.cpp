@@ -3,6 +3,7 @@
 #include "../examples/common/cli.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -103,8 +104,12 @@ Args parse_args(int argc, char** argv) {
   a.threads = engine_flags.options.threads;
   if (a.repeats < 1 || a.requests < 1 || a.turns < 1) cli.fail("--repeats, --requests and --turns must be at least 1");
   // Refused now rather than after minutes of measuring whose results would then be lost.
-  if (!a.json_path.empty() && !std::ofstream(a.json_path, std::ios::app))
-    cli.fail("--json: cannot write " + a.json_path);
+  if (!a.json_path.empty()) {
+    std::error_code ec;
+    const bool existed = std::filesystem::exists(a.json_path, ec);
+    if (!std::ofstream(a.json_path, std::ios::app)) cli.fail("--json: cannot write " + a.json_path);
+    if (!existed) std::filesystem::remove(a.json_path, ec);  // the probe leaves nothing behind
+  }
   a.bandwidth = !no_bandwidth;
   if (a.both_precisions && a.device.type == ember::DeviceType::cuda) a.precisions = {"int8", "fp16"};
   return a;

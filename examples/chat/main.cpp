@@ -87,10 +87,12 @@ int main(int argc, char** argv) {
     ember::Engine engine = ember::Engine::open(options.model, options.engine);
     // The sampling flags checked once, up front, by the engine's own validation (a request with
     // nothing to generate runs no inference): a bad one is a usage error, not every turn's.
-    ember::SamplingParams probe = options.sampling;
-    probe.max_tokens = std::min(probe.max_tokens, 0);
+    ember::Request probe;
+    probe.prompt = "hello";  // a raw prompt: the chat template's own errors come with the first turn
+    probe.sampling = options.sampling;
+    probe.sampling.max_tokens = std::min(probe.sampling.max_tokens, 0);
     try {
-      engine.chat({{"user", "hello"}}, probe);
+      engine.generate(probe);
     } catch (const ember::Error& e) {
       if (e.code() != ember::ErrorCode::invalid_argument) throw;
       std::fprintf(stderr, "ember-chat: %s (see --help)\n", e.what());

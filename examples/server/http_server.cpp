@@ -9,6 +9,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <csignal>
@@ -279,11 +280,13 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // A read while the handler runs: EOF or an error means the client left; bytes are a pipelined
   // next request, kept in buffer_ for the next parse, and the watch goes on (a client that sends
-  // more and then leaves is still noticed) until kMaxPipelined bytes wait there.
-  static constexpr std::size_t kMaxPipelined = 64u << 10;
+  // more and then leaves is still noticed) until buffer_ is full (its maximum size: prepare()
+  // past it throws).
   void start_watch() {
+    const std::size_t room = std::min<std::size_t>(4096, buffer_.max_size() - buffer_.size());
+    if (room == 0) return;
     watching_ = true;
-    stream_.socket().async_read_some(buffer_.prepare(4096),
+    stream_.socket().async_read_some(buffer_.prepare(room),
                                      [self = shared_from_this()](beast::error_code ec, std::size_t n) {
                                        self->watching_ = false;
                                        if (!ec) {
@@ -294,8 +297,8 @@ class Session : public std::enable_shared_from_this<Session> {
                                        if (self->want_next_) {
                                          self->want_next_ = false;
                                          self->read_request();
-                                       } else if (!ec && self->buffer_.size() < kMaxPipelined) {
-                                         self->start_watch();
+                                       } else if (!ec && !self->exchange_done_) {
+                                         self->start_watch();  // not beside close_after_drain's read
                                        }
                                      });
   }

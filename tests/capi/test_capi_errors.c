@@ -193,7 +193,7 @@ void test_older_struct_sizes(ember_engine* engine) {
   ember_completion_free(&c);
   ember_request_free(&r);
 
-  unsigned char canary[sizeof(ember_stats) + sizeof(ember_model_info) + sizeof(ember_step_result)];
+  _Alignas(16) unsigned char canary[sizeof(ember_stats) + sizeof(ember_model_info) + sizeof(ember_step_result)];
   memset(canary, 0xA5, sizeof canary);
   ember_stats* stats = (ember_stats*)canary;
   stats->struct_size = offsetof(ember_stats, speculative_proposed);

@@ -275,6 +275,15 @@ while time.time() - t < 1.0 and metric(port, 'ember_completions_total{finish_rea
     time.sleep(0.05)
 checks.expect(metric(port, 'ember_completions_total{finish_reason="cancelled"}') == cancelled0 + 1,
               f"an abandoned request is cancelled after pipelined bytes too ({time.time() - t:.2f} s)")
+# More pipelined bytes than a connection's buffer holds: the watch stops there, the server lives on.
+first = raw(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+time.sleep(0.3)
+first.sendall(b"X" * 20000)
+time.sleep(0.5)
+status, _, _ = call(port, "GET", "/health")
+checks.expect(status == 200 and proc.poll() is None, "20 KB of pipelined bytes during a request: the server lives on")
+first.close()
 stop(proc)
 
 # ---- 3. an abandoned request mid-generation (the real model: slow enough to catch) -------------
