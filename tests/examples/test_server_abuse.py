@@ -250,35 +250,38 @@ loris.close()
 
 # The batch window holds the first request (--batch-min 2): a second one is over --max-requests.
 body = json.dumps({"prompt": "hi", "max_tokens": 4}).encode()
-first = raw(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+CANCELLED = 'ember_completions_total{finish_reason="cancelled"}'
+
+
+def post_held():
+    """A raw connection whose completion request the batch window holds."""
+    s = raw(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-time.sleep(0.3)
+    time.sleep(0.3)
+    return s
+
+
+def leave_and_expect_cancel(s, what):
+    """Closes s and checks that its request is cancelled within 1 s."""
+    before = metric(port, CANCELLED)
+    s.close()
+    t = time.time()
+    while time.time() - t < 1.0 and metric(port, CANCELLED) == before:
+        time.sleep(0.05)
+    checks.expect(metric(port, CANCELLED) == before + 1, f"{what} ({time.time() - t:.2f} s)")
+
+
+first = post_held()
 status, headers, _ = call(port, "POST", "/v1/completions", {"prompt": "hi", "max_tokens": 4})
 checks.expect(status == 429 and headers.get("Retry-After") == "1", "busy: 429 with Retry-After: 1")
-cancelled0 = metric(port, 'ember_completions_total{finish_reason="cancelled"}')
-first.close()  # the client leaves while its request waits
-t = time.time()
-while time.time() - t < 1.0 and metric(port, 'ember_completions_total{finish_reason="cancelled"}') == cancelled0:
-    time.sleep(0.05)
-checks.expect(metric(port, 'ember_completions_total{finish_reason="cancelled"}') == cancelled0 + 1,
-              f"an abandoned waiting request is cancelled within 1 s ({time.time() - t:.2f} s)")
+leave_and_expect_cancel(first, "an abandoned waiting request is cancelled within 1 s")
 # The same after the client sent more bytes (the start of a pipelined request) before leaving.
-first = raw(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-time.sleep(0.3)
+first = post_held()
 first.sendall(b"GET /health HTTP/1.1\r\n")
 time.sleep(0.3)
-cancelled0 = metric(port, 'ember_completions_total{finish_reason="cancelled"}')
-first.close()
-t = time.time()
-while time.time() - t < 1.0 and metric(port, 'ember_completions_total{finish_reason="cancelled"}') == cancelled0:
-    time.sleep(0.05)
-checks.expect(metric(port, 'ember_completions_total{finish_reason="cancelled"}') == cancelled0 + 1,
-              f"an abandoned request is cancelled after pipelined bytes too ({time.time() - t:.2f} s)")
+leave_and_expect_cancel(first, "an abandoned request is cancelled after pipelined bytes too")
 # More pipelined bytes than a connection's buffer holds: the watch stops there, the server lives on.
-first = raw(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-time.sleep(0.3)
+first = post_held()
 first.sendall(b"X" * 20000)
 time.sleep(0.5)
 status, _, _ = call(port, "GET", "/health")
