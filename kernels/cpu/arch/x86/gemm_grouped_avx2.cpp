@@ -14,7 +14,8 @@
 //    acc - 128 * sum, the INT32 the epilogue forms anyway; with offsets 128 * sum is added back.
 // The float epilogue is gemm_grouped_tiers.hpp's, lane by lane: equal to the other tiers.
 //
-// Decode's few term rows (up to four) go through tile_rows, which holds their sums in registers;
+// Decode's few term rows (up to four) go through tile_rows, which holds their sums in registers
+// (one row of 4-bit weights through row4_in_line_order, the two-term lm_head through row16);
 // more (prefill, many streams decoding, the two-term lm_head of a batch) through panel_rows (4
 // bits) or panel_rows8, which hold a group's unpacked weights in registers and stream up to 16
 // rows past them (docs/benchmarks.md#grouped-x86-tiers,
@@ -42,6 +43,13 @@ constexpr int kPanelRows = 16;  // term rows per call of the many-rows kernel (p
   std::int32_t v;
   std::memcpy(&v, x, 4);
   return _mm256_set1_epi32(v);
+}
+
+// Four 16-bit activations (a row's TileJob::wide values) in every 64-bit lane.
+[[gnu::always_inline]] inline __m256i broadcast_wide4(const std::int16_t* x) {
+  long long v;
+  std::memcpy(&v, x, 8);
+  return _mm256_set1_epi64x(v);
 }
 
 // The INT32 dot products of group g (h of the span) for the 8 outputs of column c (block c / 2,
@@ -120,11 +128,8 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) sum[i][c] = _mm256_setzero_ps();
 
-  const bool prefetch = row0 == 0 && job.prefetch_ahead > 0;
-  const std::int64_t span_bytes = NB * record, lead = lead_spans(job, span_bytes);
-  for (std::int64_t s = 0; s < job.spans; ++s) {
-    const std::uint8_t* rec = job.weights + s * span_bytes;
-    const std::uint8_t* ahead = prefetch ? span_ahead(job, s, lead, span_bytes) : nullptr;
+  const std::int64_t span_bytes = NB * record;
+  for_spans<NB>(job, row0, [&](std::int64_t s, const std::uint8_t* rec, const std::uint8_t* ahead) {
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
@@ -158,23 +163,78 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
         }
       }
     }
-  }
+  });
 
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  store_rows<R, C>(job, sum, row0 / kTerms);
+}
+
+// Decode's one row of 4-bit weights (tile_rows<1>'s result, bit for bit), the span's lines taken
+// in address order: each 64-byte line's two halves (columns 2b and 2b + 1) are multiplied as it
+// is loaded, and a group's eight broadcast activations serve every column. tile_rows visits a
+// span column by column, each line twice and lines 0, 2, 4, 6 before 1, 3, 5, 7, which leaves
+// the core's own prefetchers a pattern they do not follow. The integer sums and the float
+// operations on each output are tile_rows', in the same order.
+template <int NB, bool kOffsets>
+void row4_in_line_order(const TileJob& job, std::int64_t row0) {
+  constexpr int C = 2 * NB;
+  constexpr std::int32_t kBias = 8;
+  const std::int64_t record = job.record_bytes, groups = job.groups;
+  const std::int8_t* xq = job.q + row0 * job.q_stride;
+  const float* xs = job.scales + row0 * groups;
+  const std::int32_t* xsum = job.sums + row0 * groups;
+  const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  __m256 sum[1][C];
 #pragma GCC unroll 4
-  for (int c = 0; c < C; ++c) {
-    const std::int64_t n0 = job.first_output + c * 8;
-    if (n0 >= job.out) break;
-    const std::int64_t left = job.out - n0;
-    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left < 8 ? left : 8)), lane);
+  for (int c = 0; c < C; ++c) sum[0][c] = _mm256_setzero_ps();
+
+  const std::int64_t span_bytes = NB * record;
+  for_spans<NB>(job, row0, [&](std::int64_t s, const std::uint8_t* rec, const std::uint8_t* ahead) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const std::int64_t g = 2 * s + h;
+      const std::int8_t* x = xq + g * 32;
+      __m256i pairs[C];
 #pragma GCC unroll 4
-    for (int i = 0; i < R; ++i) {
-      float* yp = job.y + (row0 / kTerms + i) * job.out + n0;
-      __m256 v = sum[i][c];
-      if (job.accumulate) v = _mm256_add_ps(_mm256_maskload_ps(yp, mask), v);
-      _mm256_maskstore_ps(yp, mask, v);
+      for (int c = 0; c < C; ++c) pairs[c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m256i x_lo = broadcast4(x + 4 * j), x_hi = broadcast4(x + 16 + 4 * j);
+#pragma GCC unroll 2
+        for (int b = 0; b < NB; ++b) {
+          const std::int64_t line = ((h * 4 + j) * NB + b) * 64;
+          if (ahead != nullptr) {
+            prefetch_line(ahead, line, job.prefetch_into_l1);
+            if (j == 0) prefetch_tail_line(ahead, NB * 8 * 64, span_bytes, h * NB + b, job.prefetch_into_l1);
+          }
+#pragma GCC unroll 2
+          for (int half = 0; half < 2; ++half) {
+            const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(rec + line + 32 * half));
+            const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+            __m256i& p = pairs[2 * b + half];
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo, x_lo));
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi, x_hi));
+          }
+        }
+      }
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        __m256i a = _mm256_madd_epi16(pairs[c], ones);
+        const std::uint8_t* scales = rec + NB * 8 * 64 + (h * NB + c / 2) * 32 + (c % 2) * 16;
+        const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
+        __m256 v;
+        if constexpr (kOffsets) {
+          const __m256 o = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + NB * 64)));
+          v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
+          v = _mm256_fmadd_ps(o, _mm256_set1_ps(static_cast<float>(xsum[g])), v);
+        } else {
+          a = _mm256_sub_epi32(a, _mm256_set1_epi32(kBias * xsum[g]));
+          v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
+        }
+        sum[0][c] = _mm256_fmadd_ps(v, _mm256_set1_ps(xs[g]), sum[0][c]);
+      }
     }
-  }
+  });
+  store_rows<1, C>(job, sum, row0);
 }
 
 // Prefill's many rows of 4-bit weights: term rows [row0, row0 + rows), rows <= kPanelRows. A
@@ -244,11 +304,11 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
   store_panel<C>(job, sum, row0, rows);
 }
 
-// A panel's 8-bit group into its float sum (8 outputs), tile_rows' operations: a holds the
+// An 8-bit group's contribution added to sum (8 outputs), tile_rows' operations: a holds the
 // group's INT32 dot products with the signed weights, xsum the sum of its activations.
 template <int NB, bool kOffsets>
-[[gnu::always_inline]] inline void add_group8(const std::uint8_t* scales, __m256i a, std::int32_t xsum, float xs,
-                                              float* sum) {
+[[gnu::always_inline]] inline __m256 add_group8(const std::uint8_t* scales, __m256i a, std::int32_t xsum, float xs,
+                                                __m256 sum) {
   const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
   __m256 v;
   if constexpr (kOffsets) {
@@ -259,7 +319,69 @@ template <int NB, bool kOffsets>
   } else {
     v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
   }
-  _mm256_store_ps(sum, _mm256_fmadd_ps(v, _mm256_set1_ps(xs), _mm256_load_ps(sum)));
+  return _mm256_fmadd_ps(v, _mm256_set1_ps(xs), sum);
+}
+
+// Decode's two-term rows of 8-bit weights (the Q8_0 lm_head) as one 16-bit product, as
+// panel_rows8 multiplies a batch's: each row's 16-bit values (TileJob::wide) against the weights
+// widened to 16 bits, one vpmaddwd where the two terms took two sign-trick products each. A
+// block's two halves (columns 2b and 2b + 1) are taken together, each line once. The integer is
+// the one tile_rows joins from the terms and the float operations are its, so the result is
+// tile_rows<2 R, NB, 8, kOffsets, 2>'s bit for bit. Rows [row0 / 2, row0 / 2 + R) of y from
+// term rows [row0, row0 + 2 R).
+template <int NB, bool kOffsets>
+void row16(const TileJob& job, std::int64_t row0) {
+  constexpr int C = 2 * NB;
+  const std::int64_t record = job.record_bytes, groups = job.groups;
+  const std::int64_t t = row0;  // the row's first term row
+  const std::int16_t* x16 = job.wide + (row0 / 2) * job.q_stride;
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256 sum[1][C];
+#pragma GCC unroll 4
+  for (int c = 0; c < C; ++c) sum[0][c] = _mm256_setzero_ps();
+
+  const std::int64_t span_bytes = NB * record;
+  for_spans<NB>(job, row0, [&](std::int64_t s, const std::uint8_t* rec, const std::uint8_t* ahead) {
+#pragma GCC unroll 1
+    for (int h = 0; h < 2; ++h) {
+      const std::int64_t g = 2 * s + h;
+      const std::int16_t* x = x16 + g * 32;
+      const std::int32_t xsum = kLowTermSteps * job.sums[t * groups + g] + job.sums[(t + 1) * groups + g];
+      const float xs = job.scales[(t + 1) * groups + g];
+#pragma GCC unroll 1
+      for (int b = 0; b < NB; ++b) {
+        if (ahead != nullptr) prefetch_tail_line(ahead, NB * 16 * 64, span_bytes, h * NB + b, job.prefetch_into_l1);
+        // Per half of the line (columns 2b, 2b + 1): outputs 0-3 and 4-7, two INT32 pair sums each.
+        __m256i first[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        __m256i second[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const std::int64_t line = ((h * 8 + k) * NB + b) * 64;
+          if (ahead != nullptr) prefetch_line(ahead, line, job.prefetch_into_l1);
+          const __m256i xk = broadcast_wide4(x + 4 * k);
+#pragma GCC unroll 2
+          for (int half = 0; half < 2; ++half) {
+            const __m256i q =
+                _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + line + 32 * half)), bias);
+            first[half] =
+                _mm256_add_epi32(first[half], _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), xk));
+            second[half] = _mm256_add_epi32(
+                second[half], _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), xk));
+          }
+        }
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; ++half) {
+          // [o0 o1 o4 o5 | o2 o3 o6 o7], then in order.
+          const __m256i a =
+              _mm256_permute4x64_epi64(_mm256_hadd_epi32(first[half], second[half]), _MM_SHUFFLE(3, 1, 2, 0));
+          const int c = 2 * b + half;
+          const std::uint8_t* scales = rec + NB * 16 * 64 + (h * NB + b) * 32 + half * 16;
+          sum[0][c] = add_group8<NB, kOffsets>(scales, a, xsum, xs, sum[0][c]);
+        }
+      }
+    }
+  });
+  store_rows<1, C>(job, sum, row0 / 2);
 }
 
 // Many rows of 8-bit weights: rows [row0, row0 + rows), rows <= kPanelRows (term rows with one
@@ -282,11 +404,6 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
   alignas(32) std::int32_t half_acc[kPanelRows][8];
   for (int i = 0; i < rows; ++i)
     for (int c = 0; c < C; ++c) _mm256_store_ps(sum[i][c], _mm256_setzero_ps());
-  const auto broadcast_wide4 = [](const std::int16_t* x) {
-    long long v;
-    std::memcpy(&v, x, 8);
-    return _mm256_set1_epi64x(v);
-  };
 
   for (std::int64_t s = 0; s < job.spans; ++s) {
     const std::uint8_t* rec = job.weights + s * NB * record;
@@ -348,7 +465,8 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
             const std::int64_t t = (row0 + i) * (kWide ? 2 : 1);  // the row's (first) term row
             const std::int32_t xsum = kWide ? kLowTermSteps * job.sums[t * groups + g] + job.sums[(t + 1) * groups + g]
                                             : job.sums[t * groups + g];
-            add_group8<NB, kOffsets>(scales, a, xsum, job.scales[(t + (kWide ? 1 : 0)) * groups + g], sum[i][c]);
+            const float xs = job.scales[(t + (kWide ? 1 : 0)) * groups + g];
+            _mm256_store_ps(sum[i][c], add_group8<NB, kOffsets>(scales, a, xsum, xs, _mm256_load_ps(sum[i][c])));
           }
         }
       }
@@ -360,14 +478,24 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
 
 using RowsFn = void (*)(const TileJob&, std::int64_t);
 
+// row16 for R activation rows, one after another: the later rows find the tile in the cache.
+template <int NB, bool kOffsets, int R>
+void rows16(const TileJob& job, std::int64_t row0) {
+  for (int r = 0; r < R; ++r) row16<NB, kOffsets>(job, row0 + 2 * r);
+}
+
 // The micro-kernel for `rows` term rows (1..kTileRows; with two terms, even) of NB blocks.
 template <int NB, int kBits, bool kOffsets, int kTerms>
 RowsFn rows_kernel(std::int64_t rows) {
-  if constexpr (kTerms == 2) {
+  if constexpr (kTerms == 2 && kBits == 8) {
+    return rows == 2 ? &rows16<NB, kOffsets, 1> : &rows16<NB, kOffsets, 2>;
+  } else if constexpr (kTerms == 2) {
     return rows == 2 ? &tile_rows<2, NB, kBits, kOffsets, 2> : &tile_rows<4, NB, kBits, kOffsets, 2>;
   } else {
     switch (rows) {
-      case 1: return &tile_rows<1, NB, kBits, kOffsets, 1>;
+      case 1:
+        if constexpr (kBits == 4) return &row4_in_line_order<NB, kOffsets>;
+        return &tile_rows<1, NB, kBits, kOffsets, 1>;
       case 2: return &tile_rows<2, NB, kBits, kOffsets, 1>;
       case 3: return &tile_rows<3, NB, kBits, kOffsets, 1>;
       default: return &tile_rows<4, NB, kBits, kOffsets, 1>;

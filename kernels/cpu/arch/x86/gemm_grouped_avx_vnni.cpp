@@ -111,11 +111,8 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) sum[i][c] = _mm256_setzero_ps();
 
-  const bool prefetch = row0 == 0 && job.prefetch_ahead > 0;
-  const std::int64_t span_bytes = NB * record, lead = lead_spans(job, span_bytes);
-  for (std::int64_t s = 0; s < job.spans; ++s) {
-    const std::uint8_t* rec = job.weights + s * span_bytes;
-    const std::uint8_t* ahead = prefetch ? span_ahead(job, s, lead, span_bytes) : nullptr;
+  const std::int64_t span_bytes = NB * record;
+  for_spans<NB>(job, row0, [&](std::int64_t s, const std::uint8_t* rec, const std::uint8_t* ahead) {
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
@@ -148,23 +145,9 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
         }
       }
     }
-  }
+  });
 
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-#pragma GCC unroll 4
-  for (int c = 0; c < C; ++c) {
-    const std::int64_t n0 = job.first_output + c * 8;
-    if (n0 >= job.out) break;
-    const std::int64_t left = job.out - n0;
-    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left < 8 ? left : 8)), lane);
-#pragma GCC unroll 4
-    for (int i = 0; i < R; ++i) {
-      float* yp = job.y + (row0 / kTerms + i) * job.out + n0;
-      __m256 v = sum[i][c];
-      if (job.accumulate) v = _mm256_add_ps(_mm256_maskload_ps(yp, mask), v);
-      _mm256_maskstore_ps(yp, mask, v);
-    }
-  }
+  store_rows<R, C>(job, sum, row0 / kTerms);
 }
 
 // Prefill's many rows of 4-bit weights: term rows [row0, row0 + rows), rows <= kPanelRows. A
