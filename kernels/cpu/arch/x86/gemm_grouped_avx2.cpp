@@ -323,19 +323,20 @@ template <int NB, bool kOffsets>
 }
 
 // Decode's two-term rows of 8-bit weights (the Q8_0 lm_head) as one 16-bit product, as
-// panel_rows8 multiplies a batch's: each row's 16-bit values (TileJob::wide) against the weights
-// widened to 16 bits, one vpmaddwd where the two terms took two sign-trick products each. A
-// block's two halves (columns 2b and 2b + 1) are taken together, each line once. The integer is
-// the one tile_rows joins from the terms and the float operations are its, so the result is
-// tile_rows<2 R, NB, 8, kOffsets, 2>'s bit for bit. Rows [row0 / 2, row0 / 2 + R) of y from
-// term rows [row0, row0 + 2 R).
+// panel_rows8 multiplies a batch's: each row's 16-bit values (TileJob::wide) against the stored
+// bytes u = q + 128 zero-extended to 16 bits, one vpmaddwd where the two terms took two
+// sign-trick products each. The INT32 sum with u stays exact (at most 32 * 32,639 * 255 in
+// magnitude) and, less 128 times the activations' sum, is the dot product with q: the integer
+// tile_rows joins from the terms (256 hi + lo). The float operations are tile_rows', so the
+// result is tile_rows<2, NB, 8, kOffsets, 2>'s bit for bit. A block's two halves (columns 2b
+// and 2b + 1) are taken together, each line once. Row row0 / 2 of y from term rows row0 and
+// row0 + 1.
 template <int NB, bool kOffsets>
 void row16(const TileJob& job, std::int64_t row0) {
   constexpr int C = 2 * NB;
   const std::int64_t record = job.record_bytes, groups = job.groups;
   const std::int64_t t = row0;  // the row's first term row
   const std::int16_t* x16 = job.wide + (row0 / 2) * job.q_stride;
-  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
   __m256 sum[1][C];
 #pragma GCC unroll 4
   for (int c = 0; c < C; ++c) sum[0][c] = _mm256_setzero_ps();
@@ -361,19 +362,18 @@ void row16(const TileJob& job, std::int64_t row0) {
           const __m256i xk = broadcast_wide4(x + 4 * k);
 #pragma GCC unroll 2
           for (int half = 0; half < 2; ++half) {
-            const __m256i q =
-                _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + line + 32 * half)), bias);
-            first[half] =
-                _mm256_add_epi32(first[half], _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), xk));
-            second[half] = _mm256_add_epi32(
-                second[half], _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), xk));
+            const auto* u = reinterpret_cast<const __m128i*>(rec + line + 32 * half);
+            first[half] = _mm256_add_epi32(first[half], _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_load_si128(u)), xk));
+            second[half] =
+                _mm256_add_epi32(second[half], _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_load_si128(u + 1)), xk));
           }
         }
 #pragma GCC unroll 2
         for (int half = 0; half < 2; ++half) {
           // [o0 o1 o4 o5 | o2 o3 o6 o7], then in order.
-          const __m256i a =
+          const __m256i a_stored =
               _mm256_permute4x64_epi64(_mm256_hadd_epi32(first[half], second[half]), _MM_SHUFFLE(3, 1, 2, 0));
+          const __m256i a = _mm256_sub_epi32(a_stored, _mm256_set1_epi32(128 * xsum));
           const int c = 2 * b + half;
           const std::uint8_t* scales = rec + NB * 16 * 64 + (h * NB + b) * 32 + half * 16;
           sum[0][c] = add_group8<NB, kOffsets>(scales, a, xsum, xs, sum[0][c]);
@@ -390,11 +390,10 @@ void row16(const TileJob& job, std::int64_t row0) {
 // past every row, the rows' INT32 sums of the first half kept in a small array (L1) for the
 // second. The float operations on each output are tile_rows', in the same order.
 //  * One term (kWide false): the sign trick, two registers a line (q and |q|).
-//  * Two terms (kWide): each row's 16-bit values (TileJob::wide) times the weights widened to 16
-//    bits, one vpmaddwd where the two INT8 terms took two sign-trick products. Its INT32 sum is
-//    the dot product with the 16-bit values, the integer the other tiers join from the terms
-//    (256 hi + lo; at most 32 * 32,639 * 128 in magnitude). A line widens into two registers of 4
-//    outputs times 4 inputs, whose pair sums one vphaddd and one vpermq put in output order.
+//  * Two terms (kWide): each row's 16-bit values (TileJob::wide) times the stored bytes u = q + 128
+//    zero-extended to 16 bits, one vpmaddwd where the two INT8 terms took two sign-trick
+//    products (row16 says why it is exact). A line widens into two registers of 4 outputs times 4 inputs,
+//    whose pair sums one vphaddd and one vpermq put in output order.
 template <int NB, bool kOffsets, bool kWide>
 void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
   constexpr int C = 2 * NB;
@@ -423,13 +422,12 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
           __m256i w[8];
 #pragma GCC unroll 4
           for (int j = 0; j < 4; ++j) {
-            const __m256i u =
-                _mm256_load_si256(reinterpret_cast<const __m256i*>(lines + ((h * 8 + 4 * half + j) * NB + b) * 64));
-            const __m256i q = _mm256_xor_si256(u, bias);
+            const std::uint8_t* line = lines + ((h * 8 + 4 * half + j) * NB + b) * 64;
             if constexpr (kWide) {
-              w[2 * j] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
-              w[2 * j + 1] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
+              w[2 * j] = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(line)));
+              w[2 * j + 1] = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(line + 16)));
             } else {
+              const __m256i q = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(line)), bias);
               w[j] = q;
               w[4 + j] = _mm256_abs_epi8(q);
             }
@@ -465,6 +463,7 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
             const std::int64_t t = (row0 + i) * (kWide ? 2 : 1);  // the row's (first) term row
             const std::int32_t xsum = kWide ? kLowTermSteps * job.sums[t * groups + g] + job.sums[(t + 1) * groups + g]
                                             : job.sums[t * groups + g];
+            if constexpr (kWide) a = _mm256_sub_epi32(a, _mm256_set1_epi32(128 * xsum));  // from u to q
             const float xs = job.scales[(t + (kWide ? 1 : 0)) * groups + g];
             _mm256_store_ps(sum[i][c], add_group8<NB, kOffsets>(scales, a, xsum, xs, _mm256_load_ps(sum[i][c])));
           }
