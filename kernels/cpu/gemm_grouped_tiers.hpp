@@ -34,7 +34,7 @@ struct TileJob {
   bool offsets = false;                   // each group has its own offset
   bool accumulate = false;                // y = y_old + product
   int terms = 1;                          // INT8 terms per activation row: 1 or 2
-  // Bytes ahead of a tile's first pass to prefetch; 0: none. Decode's few rows (tile_rows) do too
+  // Bytes ahead of a tile's first pass to prefetch; 0: none. Decode's few-row kernels (tile_rows and its kin) do too
   // little work a byte to hide the memory's latency behind the multiplies, so every x86 tier asks
   // for the weights into L2 (prefetcht1) at twice this lead (or, with prefetch_into_l1, into L1
   // at half of it: see there), which read faster than prefetcht0 at
@@ -57,7 +57,7 @@ struct TileJob {
   // thread streams (its own range, or the next product, which the first thread starts): lines
   // this core prefetched into its L2 then reach the other core from here, slower than from
   // memory (likely: stopping there, not the continuation itself, is what sped up dense decode
-  // in docs/benchmarks.md#decode-stream-s25). Read by decode's tile_rows; the many-rows panels,
+  // in docs/benchmarks.md#decode-stream-s25). Read by decode's few-row kernels; the many-rows panels,
   // whose arithmetic hides the memory, prefetch the bytes after the tile whatever they are.
   const std::uint8_t* next_weights = nullptr;
   const std::int8_t* q = nullptr;      // [term_rows][q_stride]

@@ -173,7 +173,8 @@ TEST_CASE("grouped gemm: every tier equals the scalar reference bit for bit, eve
 TEST_CASE("grouped gemm: the largest products do not saturate on any tier (all values extreme, activations +-127)") {
   // vpmaddubsw saturates 16-bit pair sums: 4-bit values 15 and 8-bit values 0 and 255 (q = -128
   // and 127) against activations of magnitude 127 of equal or opposite sign are the pairs
-  // nearest the limit (gemm_grouped_avx2.cpp).
+  // nearest the limit (gemm_grouped_avx2.cpp), and the 16-bit products' INT32 sums of stored
+  // bytes the largest.
   auto arena = std::make_shared<WeightArena>();
   const std::vector<CpuTier> tiers = available_tiers();
   const std::int64_t out = 48, in = 256, rows = 6;
@@ -197,16 +198,20 @@ TEST_CASE("grouped gemm: the largest products do not saturate on any tier (all v
       const auto other = static_cast<std::uint8_t>((1 << f.bits) - 1 - extreme);  // every third value
       for (std::size_t e = 0; e < m.u.size(); ++e) m.u[e] = e % 3 == 2 ? other : extreme;
       const GroupedWeights w(out, in, f, m.source(), arena, 1);
-      for (const int terms : {1, 2}) {
-        GroupedActivations a;
-        quantize_grouped_activations(x.data(), rows, in, in, w.padded_in(), a, 1, terms);
-        REQUIRE(std::all_of(a.q.begin(), a.q.begin() + in, [](std::int8_t v) { return v == 127; }));
-        const std::vector<float> expected = reference(m, a);
-        for (const CpuTier tier : tiers) {
-          CAPTURE(std::string(to_string(tier)));
-          CHECK(bit_mismatches(product(w, a, tier, 1), expected) == 0);
+      // One and two rows take decode's kernels, six the many-rows panels.
+      for (const int terms : {1, 2})
+        for (const std::int64_t n : {std::int64_t{1}, std::int64_t{2}, rows}) {
+          CAPTURE(terms);
+          CAPTURE(n);
+          GroupedActivations a;
+          quantize_grouped_activations(x.data(), n, in, in, w.padded_in(), a, 1, terms);
+          REQUIRE(std::all_of(a.q.begin(), a.q.begin() + in, [](std::int8_t v) { return v == 127; }));
+          const std::vector<float> expected = reference(m, a);
+          for (const CpuTier tier : tiers) {
+            CAPTURE(std::string(to_string(tier)));
+            CHECK(bit_mismatches(product(w, a, tier, 1), expected) == 0);
+          }
         }
-      }
     }
 }
 

@@ -1,7 +1,8 @@
 // The grouped kernel on AVX2 (with FMA and F16C), for CPUs without VNNI (AMD Zen 2 and 3, Intel
 // before Alder Lake). A 64-byte line of the layout is two registers, output rows 0-7 and 8-15
 // of its block, each 8 rows times 4 inputs; vpmaddubsw multiplies them with 4 broadcast INT8
-// activations into 16-bit pair sums and vpmaddwd adds the pairs into INT32.
+// activations into 16-bit pair sums and vpmaddwd adds the pairs into INT32. The two-term rows of
+// 8-bit weights (the Q8_0 lm_head) multiply 16-bit values instead (row16, panel_rows8).
 //
 // vpmaddubsw saturates its 16-bit sums, so each width keeps them in range:
 //  * 4 bits: values 0..15 against activations in [-127, 127] (quantize.hpp never makes -128):
@@ -12,13 +13,15 @@
 //    is at most 2 * 128 * 127 = 32,512. (The other way round, |a| against sign-adjusted
 //    weights, breaks on q = -128, whose negation does not fit in a byte.) The sum is then
 //    acc - 128 * sum, the INT32 the epilogue forms anyway; with offsets 128 * sum is added back.
+//  * Two terms of 8 bits: vpmaddwd of u zero-extended to 16 bits against the 16-bit values,
+//    exact in INT32, less 128 times the values' sum (row16 says why it fits).
 // The float epilogue is gemm_grouped_tiers.hpp's, lane by lane: equal to the other tiers.
 //
-// Decode's few term rows (up to four) go through tile_rows, which holds their sums in registers
-// (one row of 4-bit weights through row4_in_line_order, the two-term lm_head through row16);
-// more (prefill, many streams decoding, the two-term lm_head of a batch) through panel_rows (4
-// bits) or panel_rows8, which hold a group's unpacked weights in registers and stream up to 16
-// rows past them (docs/benchmarks.md#grouped-x86-tiers,
+// Decode's few term rows (up to four) go through kernels that hold their sums in registers: one
+// row of 4-bit weights through row4_in_line_order, the two-term rows (one or two activation
+// rows) through row16, the rest through tile_rows. More (prefill, many streams decoding)
+// through panel_rows (4 bits) or panel_rows8, which hold a group's unpacked weights in registers
+// and stream up to 16 rows past them (docs/benchmarks.md#grouped-x86-tiers,
 // #x86-tiers-session21 and #lm-head-16bit-s26 have them measured).
 //
 // Compiled with -mavx2 -mfma -mf16c -ffp-contract=off (kernels/CMakeLists.txt); raw pointers
@@ -328,7 +331,7 @@ template <int NB, bool kOffsets>
 // sign-trick products each. The INT32 sum with u stays exact (at most 32 * 32,639 * 255 in
 // magnitude) and, less 128 times the activations' sum, is the dot product with q: the integer
 // tile_rows joins from the terms (256 hi + lo). The float operations are tile_rows', so the
-// result is tile_rows<2, NB, 8, kOffsets, 2>'s bit for bit. A block's two halves (columns 2b
+// result is what tile_rows computed from the two terms, bit for bit. A block's two halves (columns 2b
 // and 2b + 1) are taken together, each line once. Row row0 / 2 of y from term rows row0 and
 // row0 + 1.
 template <int NB, bool kOffsets>
@@ -418,7 +421,7 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
         const std::uint8_t* scales = rec + NB * 16 * 64 + (h * NB + b) * 32 + (c % 2) * 16;
 #pragma GCC unroll 1
         for (int half = 0; half < 2; ++half) {
-          // Line j: q in w[j] and |q| in w[4 + j]; widened, outputs 0-3 in w[2j] and 4-7 in w[2j + 1].
+          // Line j: q in w[j] and |q| in w[4 + j]; widened, u's outputs 0-3 in w[2j] and 4-7 in w[2j + 1].
           __m256i w[8];
 #pragma GCC unroll 4
           for (int j = 0; j < 4; ++j) {
@@ -493,8 +496,10 @@ RowsFn rows_kernel(std::int64_t rows) {
   } else {
     switch (rows) {
       case 1:
-        if constexpr (kBits == 4) return &row4_in_line_order<NB, kOffsets>;
-        return &tile_rows<1, NB, kBits, kOffsets, 1>;
+        if constexpr (kBits == 4)
+          return &row4_in_line_order<NB, kOffsets>;
+        else
+          return &tile_rows<1, NB, kBits, kOffsets, 1>;
       case 2: return &tile_rows<2, NB, kBits, kOffsets, 1>;
       case 3: return &tile_rows<3, NB, kBits, kOffsets, 1>;
       default: return &tile_rows<4, NB, kBits, kOffsets, 1>;
