@@ -332,59 +332,65 @@ template <int NB, bool kOffsets>
 // magnitude) and, less 128 times the activations' sum, is the dot product with q: the integer
 // tile_rows joins from the terms (256 hi + lo). The float operations are tile_rows', so the
 // result is what tile_rows computed from the two terms, bit for bit. A block's two halves (columns 2b
-// and 2b + 1) are taken together, each line once. Row row0 / 2 of y from term rows row0 and
-// row0 + 1.
-template <int NB, bool kOffsets>
+// and 2b + 1) are taken together, each line read from memory once for all R rows (one or two).
+// Rows [row0 / 2, row0 / 2 + R) of y from term rows [row0, row0 + 2 R).
+template <int NB, bool kOffsets, int R>
 void row16(const TileJob& job, std::int64_t row0) {
   constexpr int C = 2 * NB;
   const std::int64_t record = job.record_bytes, groups = job.groups;
-  const std::int64_t t = row0;  // the row's first term row
-  const std::int16_t* x16 = job.wide + (row0 / 2) * job.q_stride;
-  __m256 sum[1][C];
+  __m256 sum[R][C];
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-  for (int c = 0; c < C; ++c) sum[0][c] = _mm256_setzero_ps();
+    for (int c = 0; c < C; ++c) sum[r][c] = _mm256_setzero_ps();
 
   const std::int64_t span_bytes = NB * record;
   for_spans<NB>(job, row0, [&](std::int64_t s, const std::uint8_t* rec, const std::uint8_t* ahead) {
 #pragma GCC unroll 1
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
-      const std::int16_t* x = x16 + g * 32;
-      const std::int32_t xsum = kLowTermSteps * job.sums[t * groups + g] + job.sums[(t + 1) * groups + g];
-      const float xs = job.scales[(t + 1) * groups + g];
 #pragma GCC unroll 1
       for (int b = 0; b < NB; ++b) {
         if (ahead != nullptr) prefetch_tail_line(ahead, NB * 16 * 64, span_bytes, h * NB + b, job.prefetch_into_l1);
-        // Per half of the line (columns 2b, 2b + 1): outputs 0-3 and 4-7, two INT32 pair sums each.
-        __m256i first[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        __m256i second[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+          // Each row in turn over the block's 8 lines: a second row finds them in L1.
+#pragma GCC unroll 1
+        for (int r = 0; r < R; ++r) {
+          const std::int64_t t = row0 + 2 * r;  // the row's first term row
+          const std::int16_t* x = job.wide + (t / 2) * job.q_stride + g * 32;
+          // Per half of the line (columns 2b, 2b + 1): outputs 0-3 and 4-7, two INT32 pair sums each.
+          __m256i first[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+          __m256i second[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
 #pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) {
-          const std::int64_t line = ((h * 8 + k) * NB + b) * 64;
-          if (ahead != nullptr) prefetch_line(ahead, line, job.prefetch_into_l1);
-          const __m256i xk = broadcast_wide4(x + 4 * k);
+          for (int k = 0; k < 8; ++k) {
+            const std::int64_t line = ((h * 8 + k) * NB + b) * 64;
+            if (ahead != nullptr && r == 0) prefetch_line(ahead, line, job.prefetch_into_l1);
+            const __m256i xk = broadcast_wide4(x + 4 * k);
+#pragma GCC unroll 2
+            for (int half = 0; half < 2; ++half) {
+              const auto* u = reinterpret_cast<const __m128i*>(rec + line + 32 * half);
+              first[half] =
+                  _mm256_add_epi32(first[half], _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_load_si128(u)), xk));
+              second[half] =
+                  _mm256_add_epi32(second[half], _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_load_si128(u + 1)), xk));
+            }
+          }
+          const std::int32_t xsum = kLowTermSteps * job.sums[t * groups + g] + job.sums[(t + 1) * groups + g];
+          const float xs = job.scales[(t + 1) * groups + g];
 #pragma GCC unroll 2
           for (int half = 0; half < 2; ++half) {
-            const auto* u = reinterpret_cast<const __m128i*>(rec + line + 32 * half);
-            first[half] = _mm256_add_epi32(first[half], _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_load_si128(u)), xk));
-            second[half] =
-                _mm256_add_epi32(second[half], _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_load_si128(u + 1)), xk));
+            // [o0 o1 o4 o5 | o2 o3 o6 o7], then in order.
+            const __m256i a_stored =
+                _mm256_permute4x64_epi64(_mm256_hadd_epi32(first[half], second[half]), _MM_SHUFFLE(3, 1, 2, 0));
+            const __m256i a = _mm256_sub_epi32(a_stored, _mm256_set1_epi32(128 * xsum));
+            const int c = 2 * b + half;
+            const std::uint8_t* scales = rec + NB * 16 * 64 + (h * NB + b) * 32 + half * 16;
+            sum[r][c] = add_group8<NB, kOffsets>(scales, a, xsum, xs, sum[r][c]);
           }
-        }
-#pragma GCC unroll 2
-        for (int half = 0; half < 2; ++half) {
-          // [o0 o1 o4 o5 | o2 o3 o6 o7], then in order.
-          const __m256i a_stored =
-              _mm256_permute4x64_epi64(_mm256_hadd_epi32(first[half], second[half]), _MM_SHUFFLE(3, 1, 2, 0));
-          const __m256i a = _mm256_sub_epi32(a_stored, _mm256_set1_epi32(128 * xsum));
-          const int c = 2 * b + half;
-          const std::uint8_t* scales = rec + NB * 16 * 64 + (h * NB + b) * 32 + half * 16;
-          sum[0][c] = add_group8<NB, kOffsets>(scales, a, xsum, xs, sum[0][c]);
         }
       }
     }
   });
-  store_rows<1, C>(job, sum, row0 / 2);
+  store_rows<R, C>(job, sum, row0 / 2);
 }
 
 // Many rows of 8-bit weights: rows [row0, row0 + rows), rows <= kPanelRows (term rows with one
@@ -480,17 +486,11 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
 
 using RowsFn = void (*)(const TileJob&, std::int64_t);
 
-// row16 for R activation rows, one after another: the later rows find the tile in the cache.
-template <int NB, bool kOffsets, int R>
-void rows16(const TileJob& job, std::int64_t row0) {
-  for (int r = 0; r < R; ++r) row16<NB, kOffsets>(job, row0 + 2 * r);
-}
-
 // The micro-kernel for `rows` term rows (1..kTileRows; with two terms, even) of NB blocks.
 template <int NB, int kBits, bool kOffsets, int kTerms>
 RowsFn rows_kernel(std::int64_t rows) {
   if constexpr (kTerms == 2 && kBits == 8) {
-    return rows == 2 ? &rows16<NB, kOffsets, 1> : &rows16<NB, kOffsets, 2>;
+    return rows == 2 ? &row16<NB, kOffsets, 1> : &row16<NB, kOffsets, 2>;
   } else if constexpr (kTerms == 2) {
     return rows == 2 ? &tile_rows<2, NB, kBits, kOffsets, 2> : &tile_rows<4, NB, kBits, kOffsets, 2>;
   } else {
