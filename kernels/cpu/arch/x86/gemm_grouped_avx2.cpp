@@ -18,10 +18,10 @@
 // The float epilogue is gemm_grouped_tiers.hpp's, lane by lane: equal to the other tiers.
 //
 // Decode's few term rows (up to four) go through kernels that hold their sums in registers: one
-// row of 4-bit weights through row4_in_line_order, the two-term rows (one or two activation
-// rows) through row16, the rest through tile_rows. More (prefill, many streams decoding)
-// through panel_rows (4 bits) or panel_rows8, which hold a group's unpacked weights in registers
-// and stream up to 16 rows past them (docs/benchmarks.md#grouped-x86-tiers,
+// row of 4-bit weights through row4_in_line_order (gemm_grouped_row4.inc), the two-term rows
+// (one or two activation rows) through row16, the rest through tile_rows. More (prefill, many
+// streams decoding) through panel_rows (4 bits) or panel_rows8, which hold a group's unpacked
+// weights in registers and stream up to 16 rows past them (docs/benchmarks.md#grouped-x86-tiers,
 // #x86-tiers-session21 and #lm-head-16bit-s26 have them measured).
 //
 // Compiled with -mavx2 -mfma -mf16c -ffp-contract=off (kernels/CMakeLists.txt); raw pointers
@@ -171,74 +171,22 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
   store_rows<R, C>(job, sum, row0 / kTerms);
 }
 
-// Decode's one row of 4-bit weights (tile_rows<1>'s result, bit for bit), the span's lines taken
-// in address order: each 64-byte line's two halves (columns 2b and 2b + 1) are multiplied as it
-// is loaded, and a group's eight broadcast activations serve every column. tile_rows visits a
-// span column by column, each line twice and lines 0, 2, 4, 6 before 1, 3, 5, 7, which leaves
-// the core's own prefetchers a pattern they do not follow. The integer sums and the float
-// operations on each output are tile_rows', in the same order.
-template <int NB, bool kOffsets>
-void row4_in_line_order(const TileJob& job, std::int64_t row0) {
-  constexpr int C = 2 * NB;
-  constexpr std::int32_t kBias = 8;
-  const std::int64_t record = job.record_bytes, groups = job.groups;
-  const std::int8_t* xq = job.q + row0 * job.q_stride;
-  const float* xs = job.scales + row0 * groups;
-  const std::int32_t* xsum = job.sums + row0 * groups;
-  const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  __m256 sum[1][C];
-#pragma GCC unroll 4
-  for (int c = 0; c < C; ++c) sum[0][c] = _mm256_setzero_ps();
+// row4_in_line_order's products: a group's 8 products per 16-bit lane add up exactly (see the top
+// of this file), so a column's pair sums stay in 16 bits until the group's end.
+struct Row4Dots {
+  __m256i pairs = _mm256_setzero_si256();
+};
 
-  const std::int64_t span_bytes = NB * record;
-  for_spans<NB>(job, row0, [&](std::int64_t s, const std::uint8_t* rec, const std::uint8_t* ahead) {
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const std::int64_t g = 2 * s + h;
-      const std::int8_t* x = xq + g * 32;
-      __m256i pairs[C];
-#pragma GCC unroll 4
-      for (int c = 0; c < C; ++c) pairs[c] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m256i x_lo = broadcast4(x + 4 * j), x_hi = broadcast4(x + 16 + 4 * j);
-#pragma GCC unroll 2
-        for (int b = 0; b < NB; ++b) {
-          const std::int64_t line = ((h * 4 + j) * NB + b) * 64;
-          if (ahead != nullptr) {
-            prefetch_line(ahead, line, job.prefetch_into_l1);
-            if (j == 0) prefetch_tail_line(ahead, NB * 8 * 64, span_bytes, h * NB + b, job.prefetch_into_l1);
-          }
-#pragma GCC unroll 2
-          for (int half = 0; half < 2; ++half) {
-            const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(rec + line + 32 * half));
-            const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-            __m256i& p = pairs[2 * b + half];
-            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo, x_lo));
-            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi, x_hi));
-          }
-        }
-      }
-#pragma GCC unroll 4
-      for (int c = 0; c < C; ++c) {
-        __m256i a = _mm256_madd_epi16(pairs[c], ones);
-        const std::uint8_t* scales = rec + NB * 8 * 64 + (h * NB + c / 2) * 32 + (c % 2) * 16;
-        const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
-        __m256 v;
-        if constexpr (kOffsets) {
-          const __m256 o = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + NB * 64)));
-          v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
-          v = _mm256_fmadd_ps(o, _mm256_set1_ps(static_cast<float>(xsum[g])), v);
-        } else {
-          a = _mm256_sub_epi32(a, _mm256_set1_epi32(kBias * xsum[g]));
-          v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
-        }
-        sum[0][c] = _mm256_fmadd_ps(v, _mm256_set1_ps(xs[g]), sum[0][c]);
-      }
-    }
-  });
-  store_rows<1, C>(job, sum, row0);
+[[gnu::always_inline]] inline void row4_add(Row4Dots& dots, __m256i lo, __m256i hi, __m256i x_lo, __m256i x_hi) {
+  dots.pairs = _mm256_add_epi16(dots.pairs, _mm256_maddubs_epi16(lo, x_lo));
+  dots.pairs = _mm256_add_epi16(dots.pairs, _mm256_maddubs_epi16(hi, x_hi));
 }
+
+[[gnu::always_inline]] inline __m256i row4_sums(const Row4Dots& dots) {
+  return _mm256_madd_epi16(dots.pairs, _mm256_set1_epi16(1));
+}
+
+#include "kernels/cpu/arch/x86/gemm_grouped_row4.inc"
 
 // Prefill's many rows of 4-bit weights: term rows [row0, row0 + rows), rows <= kPanelRows. A
 // group's weights for 8 outputs are unpacked into registers once and every row streams past

@@ -4,6 +4,8 @@
 // 8-15 of its block; vpdpbusd adds 4 products of unsigned values and INT8 activations into each
 // INT32 lane without saturating, so both widths multiply the stored values u as the AVX-512
 // tier does. The float epilogue is gemm_grouped_tiers.hpp's, lane by lane: equal to the others.
+// Decode's one row of 4-bit weights goes through row4_in_line_order (gemm_grouped_row4.inc, as
+// on the AVX2 tier), its other few rows through tile_rows, prefill's many through panel_rows.
 //
 // Compiled twice (kernels/CMakeLists.txt), always with -mavx2 -mfma -mf16c -ffp-contract=off:
 // with -mavxvnni, the VEX encoding of Intel's consumer CPUs, as tile_avx_vnni; and with
@@ -150,6 +152,21 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
   store_rows<R, C>(job, sum, row0 / kTerms);
 }
 
+// row4_in_line_order's products: one vpdpbusd chain a column (two would not fit the 16
+// registers beside the float sums); the next group's chains are independent of these, which
+// hides the instruction's latency.
+struct Row4Dots {
+  __m256i sums = _mm256_setzero_si256();
+};
+
+[[gnu::always_inline]] inline void row4_add(Row4Dots& dots, __m256i lo, __m256i hi, __m256i x_lo, __m256i x_hi) {
+  dots.sums = EMBER_DPBUSD256(EMBER_DPBUSD256(dots.sums, lo, x_lo), hi, x_hi);
+}
+
+[[gnu::always_inline]] inline __m256i row4_sums(const Row4Dots& dots) { return dots.sums; }
+
+#include "kernels/cpu/arch/x86/gemm_grouped_row4.inc"
+
 // Prefill's many rows of 4-bit weights: term rows [row0, row0 + rows), rows <= kPanelRows. A
 // group's weights for 8 outputs are unpacked into registers once and every row streams past
 // them, its float sums kept in a small array (L1) rather than in registers: one load and store a
@@ -226,7 +243,11 @@ RowsFn rows_kernel(std::int64_t rows) {
     return rows == 2 ? &tile_rows<2, NB, kBits, kOffsets, 2> : &tile_rows<4, NB, kBits, kOffsets, 2>;
   } else {
     switch (rows) {
-      case 1: return &tile_rows<1, NB, kBits, kOffsets, 1>;
+      case 1:
+        if constexpr (kBits == 4)
+          return &row4_in_line_order<NB, kOffsets>;
+        else
+          return &tile_rows<1, NB, kBits, kOffsets, 1>;
       case 2: return &tile_rows<2, NB, kBits, kOffsets, 1>;
       case 3: return &tile_rows<3, NB, kBits, kOffsets, 1>;
       default: return &tile_rows<4, NB, kBits, kOffsets, 1>;
