@@ -152,9 +152,9 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
   store_rows<R, C>(job, sum, row0 / kTerms);
 }
 
-// row4_in_line_order's products: one vpdpbusd chain a column (two would not fit the 16
-// registers beside the float sums); the next group's chains are independent of these, which
-// hides the instruction's latency.
+// row4_in_line_order's products: one vpdpbusd chain a column (two would not fit the VEX
+// build's 16 registers beside the float sums); the next group's chains are independent of
+// these, which hides the instruction's latency.
 struct Row4Dots {
   __m256i sums = _mm256_setzero_si256();
 };
