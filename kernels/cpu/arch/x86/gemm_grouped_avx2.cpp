@@ -146,23 +146,14 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
           prefetch_tail_line(ahead, NB * kLines * 64, span_bytes, h * NB + c / 2, job.prefetch_into_l1);
         group_dots<M, NB, kBits>(rec, ahead, job.prefetch_into_l1, h, c, xg, acc);
         const std::uint8_t* scales = rec + NB * kLines * 64 + (h * NB + c / 2) * 32 + (c % 2) * 16;
-        const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
 #pragma GCC unroll 4
         for (int i = 0; i < R; ++i) {
           const int t = kTerms * i;  // the row's first term row
           __m256i a = join_terms<kTerms>(acc + t);
           const std::int32_t x_sum = kTerms == 2 ? kLowTermSteps * xsum[t][g] + xsum[t + 1][g] : xsum[t][g];
-          __m256 v;
-          if constexpr (kOffsets) {
-            if constexpr (kBits == 8) a = _mm256_add_epi32(a, _mm256_set1_epi32(kBias * x_sum));
-            const __m256 o = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + NB * 64)));
-            v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
-            v = _mm256_fmadd_ps(o, _mm256_set1_ps(static_cast<float>(x_sum)), v);
-          } else {
-            if constexpr (kBits == 4) a = _mm256_sub_epi32(a, _mm256_set1_epi32(kBias * x_sum));
-            v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
-          }
-          sum[i][c] = _mm256_fmadd_ps(v, _mm256_set1_ps(xs[t + kTerms - 1][g]), sum[i][c]);
+          // The dot products with the stored bytes u = q + 128: the sign trick took them with q.
+          if constexpr (kBits == 8) a = _mm256_add_epi32(a, _mm256_set1_epi32(kBias * x_sum));
+          sum[i][c] = add_group<NB, kBias, kOffsets>(scales, a, x_sum, xs[t + kTerms - 1][g], sum[i][c]);
         }
       }
     }
@@ -255,24 +246,6 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
   store_panel<C>(job, sum, row0, rows);
 }
 
-// An 8-bit group's contribution added to sum (8 outputs), tile_rows' operations: a holds the
-// group's INT32 dot products with the signed weights, xsum the sum of its activations.
-template <int NB, bool kOffsets>
-[[gnu::always_inline]] inline __m256 add_group8(const std::uint8_t* scales, __m256i a, std::int32_t xsum, float xs,
-                                                __m256 sum) {
-  const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
-  __m256 v;
-  if constexpr (kOffsets) {
-    a = _mm256_add_epi32(a, _mm256_set1_epi32(128 * xsum));  // the dot products with the stored bytes
-    const __m256 o = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + NB * 64)));
-    v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
-    v = _mm256_fmadd_ps(o, _mm256_set1_ps(static_cast<float>(xsum)), v);
-  } else {
-    v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
-  }
-  return _mm256_fmadd_ps(v, _mm256_set1_ps(xs), sum);
-}
-
 // Decode's two-term rows of 8-bit weights (the Q8_0 lm_head) as one 16-bit product, as
 // panel_rows8 multiplies a batch's: each row's 16-bit values (TileJob::wide) against the stored
 // bytes u = q + 128 zero-extended to 16 bits, one vpmaddwd where the two terms took two
@@ -329,10 +302,9 @@ void row16(const TileJob& job, std::int64_t row0) {
             // [o0 o1 o4 o5 | o2 o3 o6 o7], then in order.
             const __m256i a_stored =
                 _mm256_permute4x64_epi64(_mm256_hadd_epi32(first[half], second[half]), _MM_SHUFFLE(3, 1, 2, 0));
-            const __m256i a = _mm256_sub_epi32(a_stored, _mm256_set1_epi32(128 * xsum));
             const int c = 2 * b + half;
             const std::uint8_t* scales = rec + NB * 16 * 64 + (h * NB + b) * 32 + half * 16;
-            sum[r][c] = add_group8<NB, kOffsets>(scales, a, xsum, xs, sum[r][c]);
+            sum[r][c] = add_group<NB, 128, kOffsets>(scales, a_stored, xsum, xs, sum[r][c]);
           }
         }
       }
@@ -420,9 +392,10 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
             const std::int64_t t = (row0 + i) * (kWide ? 2 : 1);  // the row's (first) term row
             const std::int32_t xsum = kWide ? kLowTermSteps * job.sums[t * groups + g] + job.sums[(t + 1) * groups + g]
                                             : job.sums[t * groups + g];
-            if constexpr (kWide) a = _mm256_sub_epi32(a, _mm256_set1_epi32(128 * xsum));  // from u to q
+            // The dot products with the stored bytes u = q + 128: the sign trick took them with q.
+            if constexpr (!kWide) a = _mm256_add_epi32(a, _mm256_set1_epi32(128 * xsum));
             const float xs = job.scales[(t + (kWide ? 1 : 0)) * groups + g];
-            _mm256_store_ps(sum[i][c], add_group8<NB, kOffsets>(scales, a, xsum, xs, _mm256_load_ps(sum[i][c])));
+            _mm256_store_ps(sum[i][c], add_group<NB, 128, kOffsets>(scales, a, xsum, xs, _mm256_load_ps(sum[i][c])));
           }
         }
       }

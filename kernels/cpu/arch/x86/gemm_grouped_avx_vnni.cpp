@@ -128,22 +128,12 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
           prefetch_tail_line(ahead, NB * kLines * 64, span_bytes, h * NB + c / 2, job.prefetch_into_l1);
         group_dots<M, NB, kBits>(rec, ahead, job.prefetch_into_l1, h, c, xg, acc);
         const std::uint8_t* scales = rec + NB * kLines * 64 + (h * NB + c / 2) * 32 + (c % 2) * 16;
-        const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
 #pragma GCC unroll 4
         for (int i = 0; i < R; ++i) {
           const int t = kTerms * i;  // the row's first term row
-          __m256i a = join_terms<kTerms>(acc + t);
           const std::int32_t x_sum = kTerms == 2 ? kLowTermSteps * xsum[t][g] + xsum[t + 1][g] : xsum[t][g];
-          __m256 v;
-          if constexpr (kOffsets) {
-            const __m256 o = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + NB * 64)));
-            v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
-            v = _mm256_fmadd_ps(o, _mm256_set1_ps(static_cast<float>(x_sum)), v);
-          } else {
-            a = _mm256_sub_epi32(a, _mm256_set1_epi32(kBias * x_sum));
-            v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
-          }
-          sum[i][c] = _mm256_fmadd_ps(v, _mm256_set1_ps(xs[t + kTerms - 1][g]), sum[i][c]);
+          sum[i][c] = add_group<NB, kBias, kOffsets>(scales, join_terms<kTerms>(acc + t), x_sum, xs[t + kTerms - 1][g],
+                                                     sum[i][c]);
         }
       }
     }
