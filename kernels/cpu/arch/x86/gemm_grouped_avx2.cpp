@@ -213,9 +213,7 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
           hi[j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
         }
         const std::uint8_t* scales = rec + NB * 8 * 64 + (h * NB + b) * 32 + (c % 2) * 16;
-        const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
-        __m256 o = _mm256_setzero_ps();
-        if constexpr (kOffsets) o = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + NB * 64)));
+        const __m256 d = load_f16x8(scales), o = kOffsets ? load_f16x8(scales + NB * 64) : _mm256_setzero_ps();
 #pragma GCC unroll 1
         for (int i = 0; i < rows; ++i) {
           const std::int8_t* x = job.q + (row0 + i) * job.q_stride + g * 32;
@@ -226,18 +224,10 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
             pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(lo[j], broadcast4(x + 4 * j)));
             pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(hi[j], broadcast4(x + 16 + 4 * j)));
           }
-          __m256i a = _mm256_madd_epi16(pairs, ones);
-          const std::int32_t xsum = job.sums[(row0 + i) * groups + g];
-          __m256 v;
-          if constexpr (kOffsets) {
-            v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
-            v = _mm256_fmadd_ps(o, _mm256_set1_ps(static_cast<float>(xsum)), v);
-          } else {
-            a = _mm256_sub_epi32(a, _mm256_set1_epi32(kBias * xsum));
-            v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), d);
-          }
-          const __m256 xs = _mm256_set1_ps(job.scales[(row0 + i) * groups + g]);
-          _mm256_store_ps(sum[i][c], _mm256_fmadd_ps(v, xs, _mm256_load_ps(sum[i][c])));
+          const __m256i a = _mm256_madd_epi16(pairs, ones);
+          const std::int64_t at = (row0 + i) * groups + g;
+          _mm256_store_ps(sum[i][c], add_group_loaded<kBias, kOffsets>(d, o, a, job.sums[at], job.scales[at],
+                                                                       _mm256_load_ps(sum[i][c])));
         }
       }
     }
