@@ -158,27 +158,41 @@ void bm_decode_step(benchmark::State& state, Kind kind) {
 }
 
 #if defined(__x86_64__) || defined(_M_X64)
-// Twelve independent chains: more than the instruction's latency times the pipes it issues on.
+// kRounds rounds of twelve independent chains (more than the instruction's latency times the
+// pipes it issues on), with acc's values in and out. Named variables, not an array: GCC kept an
+// array of them on the stack, and each round's reload waited on the last round's store, which
+// halved the rate measured (docs/benchmarks.md#peak-probe-s37). The empty asm after each keeps
+// it in a register and in the loop.
+constexpr int kChains = 12;
+constexpr std::int64_t kRounds = 1 << 16;
+
+[[gnu::target("avx2"), gnu::always_inline]] inline void maddubs_step(__m256i& a, __m256i b) {
+  a = _mm256_maddubs_epi16(a, b);
+  asm volatile("" : "+x"(a));
+}
+
+[[gnu::target("avx2"), gnu::noinline]] void maddubs_rounds(__m256i* acc) {
+  const __m256i b = _mm256_set1_epi8(3);
+  __m256i a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3], a4 = acc[4], a5 = acc[5], a6 = acc[6], a7 = acc[7],
+          a8 = acc[8], a9 = acc[9], a10 = acc[10], a11 = acc[11];
+  for (std::int64_t r = 0; r < kRounds; ++r) {
+    maddubs_step(a0, b), maddubs_step(a1, b), maddubs_step(a2, b), maddubs_step(a3, b);
+    maddubs_step(a4, b), maddubs_step(a5, b), maddubs_step(a6, b), maddubs_step(a7, b);
+    maddubs_step(a8, b), maddubs_step(a9, b), maddubs_step(a10, b), maddubs_step(a11, b);
+  }
+  acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3, acc[4] = a4, acc[5] = a5;
+  acc[6] = a6, acc[7] = a7, acc[8] = a8, acc[9] = a9, acc[10] = a10, acc[11] = a11;
+}
+
 [[gnu::target("avx2")]] void bm_maddubs_peak(benchmark::State& state) {
   if (!tier_available(CpuTier::avx2)) {
     state.SkipWithError("this CPU has no AVX2");
     return;
   }
-  constexpr int kChains = 12;
-  constexpr std::int64_t kRounds = 1 << 16;
   __m256i acc[kChains];
   for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_epi8(static_cast<char>(i + 1));
-  const __m256i b = _mm256_set1_epi8(3);
-  for (auto _ : state) {
-    for (std::int64_t r = 0; r < kRounds; ++r) {
-#pragma GCC unroll 12
-      for (int i = 0; i < kChains; ++i) acc[i] = _mm256_maddubs_epi16(acc[i], b);
-      // Keeps the chains in registers, and each round's instructions in the loop.
-      asm volatile(""
-                   : "+x"(acc[0]), "+x"(acc[1]), "+x"(acc[2]), "+x"(acc[3]), "+x"(acc[4]), "+x"(acc[5]), "+x"(acc[6]),
-                     "+x"(acc[7]), "+x"(acc[8]), "+x"(acc[9]), "+x"(acc[10]), "+x"(acc[11]));
-    }
-  }
+  for (auto _ : state) maddubs_rounds(acc);
+  benchmark::DoNotOptimize(acc);
   state.SetItemsProcessed(state.iterations() * kRounds * kChains);
 }
 #endif
