@@ -47,6 +47,17 @@ grouped::TileFn tile_fn(CpuTier tier) {
   return &grouped::tile_scalar;
 }
 
+// The activation quantizer of the tier: AVX2's serves every x86 tier above it.
+grouped::QuantizeGroupsFn quantize_groups_fn(CpuTier tier) {
+  static_assert(kWeightGroup == 32, "the quantizers' groups");
+#if defined(__x86_64__) || defined(_M_X64)
+  if (tier >= CpuTier::avx2) return &grouped::quantize_groups_avx2;
+#else
+  (void)tier;
+#endif
+  return &grouped::quantize_groups_scalar;
+}
+
 // What every tile of one product shares.
 // x's rows [first_row, first_row + rows).
 grouped::TileJob job_of(const GroupedWeights& w, const GroupedActivations& x, std::int64_t first_row, std::int64_t rows,
@@ -130,11 +141,14 @@ GroupedWeights::GroupedWeights(std::int64_t out, std::int64_t in, GroupFormat fo
 }
 
 void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_t in, std::int64_t ldx,
-                                  std::int64_t padded_in, GroupedActivations& a, int threads, int terms) {
+                                  std::int64_t padded_in, GroupedActivations& a, int threads, int terms, CpuTier tier) {
   if (rows < 0 || in <= 0 || in % kWeightGroup != 0 || ldx < in || padded_in < in || padded_in % kWeightGroup != 0 ||
       (terms != 1 && terms != 2))
     fail(ErrorCode::invalid_argument, "grouped activations: bad shape rows={} in={} ldx={} padded_in={} terms={}", rows,
          in, ldx, padded_in, terms);
+  if (!tier_available(tier))
+    fail(ErrorCode::invalid_argument, "grouped activations: tier {} is not available on this CPU", to_string(tier));
+  const grouped::QuantizeGroupsFn quantize_groups = quantize_groups_fn(tier);
   a.rows = rows;
   a.padded_in = padded_in;
   a.terms = terms;
@@ -146,20 +160,25 @@ void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_
   for_rows(rows, threads, rows * in >= kQuantizeParallelElements, [&](std::int64_t r) {
     std::int8_t* q = a.q.data() + r * terms * stride;
     float* scales = a.scales.data() + r * terms * groups;
-    if (terms == 1)
-      quantize_rows_s8(x + r * ldx, in_groups, kWeightGroup, kWeightGroup, q, scales);
-    else  // each group is a "row" of the two-term quantizer: its own two scales
+    if (terms == 1) {
+      quantize_groups(x + r * ldx, in_groups, q, scales, a.sums.data() + r * groups);
+    } else {  // each group is a "row" of the two-term quantizer: its own two scales
       quantize_rows_s8_residual(x + r * ldx, in_groups, kWeightGroup, kWeightGroup, q, scales, q + stride,
                                 scales + groups);
+      for (int term = 0; term < terms; ++term) {
+        const std::int8_t* tq = q + term * stride;
+        std::int32_t* sums = a.sums.data() + (r * terms + term) * groups;
+        for (std::int64_t g = 0; g < in_groups; ++g) {
+          std::int32_t s = 0;
+          for (std::int64_t k = 0; k < kWeightGroup; ++k) s += tq[g * kWeightGroup + k];
+          sums[g] = s;
+        }
+      }
+    }
     for (int term = 0; term < terms; ++term) {
       std::int8_t* tq = q + term * stride;
       std::int32_t* sums = a.sums.data() + (r * terms + term) * groups;
-      for (std::int64_t g = 0; g < groups; ++g) {
-        std::int32_t s = 0;
-        if (g < in_groups)
-          for (std::int64_t k = 0; k < kWeightGroup; ++k) s += tq[g * kWeightGroup + k];
-        sums[g] = s;
-      }
+      std::fill(sums + in_groups, sums + groups, 0);
       std::fill(tq + in, tq + stride, std::int8_t{0});
       std::fill(scales + term * groups + in_groups, scales + (term + 1) * groups, 0.0f);
     }

@@ -135,9 +135,11 @@ struct GroupedActivations {
 
 // x: [rows, in] with row stride ldx, into `a` (resized; its memory is reused between calls) as
 // `terms` (1 or 2) INT8 terms a row. padded_in: GroupedWeights::padded_in(). threads: OpenMP
-// threads, rows are split between them.
+// threads, rows are split between them. tier: whose quantizer (every tier gives the same bytes;
+// tests compare them), ErrorCode::invalid_argument if !tier_available(tier).
 void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_t in, std::int64_t ldx,
-                                  std::int64_t padded_in, GroupedActivations& a, int threads, int terms = 1);
+                                  std::int64_t padded_in, GroupedActivations& a, int threads, int terms = 1,
+                                  CpuTier tier = grouped_gemm_tier());
 
 // y[rows, out] (dense) = x·Wᵀ, or y += x·Wᵀ when accumulating (the sum added after the
 // product, as y_old + product). threads: OpenMP threads, output tiles are split between them.

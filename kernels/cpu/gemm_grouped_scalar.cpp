@@ -4,6 +4,7 @@
 // -ffp-contract=off, kernels/CMakeLists.txt, so that none is fused beyond the written fma).
 #include "kernels/cpu/gemm_grouped_tiers.hpp"
 #include "kernels/cpu/math.hpp"
+#include "kernels/cpu/quantize.hpp"
 
 #include "util/fp16.hpp"
 
@@ -86,6 +87,15 @@ void tile_scalar(const TileJob& job) {
     float* y = job.y + row * job.out + job.first_output;
     for (int n = 0; n < job.blocks * kBlockRows && job.first_output + n < job.out; ++n)
       y[n] = job.accumulate ? y[n] + s[n] : s[n];
+  }
+}
+
+void quantize_groups_scalar(const float* x, std::int64_t groups, std::int8_t* q, float* scales, std::int32_t* sums) {
+  quantize_rows_s8(x, groups, 32, 32, q, scales);
+  for (std::int64_t g = 0; g < groups; ++g) {
+    std::int32_t s = 0;
+    for (int k = 0; k < 32; ++k) s += q[g * 32 + k];
+    sums[g] = s;
   }
 }
 

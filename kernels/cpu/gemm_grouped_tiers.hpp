@@ -73,9 +73,17 @@ struct TileJob {
 
 using TileFn = void (*)(const TileJob& job);
 
+// One row's activations, `groups` groups of 32 (kWeightGroup) values, each quantized as
+// quantize_rows_s8 quantizes a row: q (32 bytes a group), and per group its scale and the sum of
+// its q. Every tier gives the portable form's bytes, scales and sums.
+using QuantizeGroupsFn = void (*)(const float* x, std::int64_t groups, std::int8_t* q, float* scales,
+                                  std::int32_t* sums);
+
 // The portable reference of the others (kernels/cpu/gemm_grouped_scalar.cpp).
 void tile_scalar(const TileJob& job);
+void quantize_groups_scalar(const float* x, std::int64_t groups, std::int8_t* q, float* scales, std::int32_t* sums);
 #if defined(__x86_64__) || defined(_M_X64)
+void quantize_groups_avx2(const float* x, std::int64_t groups, std::int8_t* q, float* scales, std::int32_t* sums);
 void tile_avx2(const TileJob& job);           // vpmaddubsw + vpmaddwd
 void tile_avx_vnni(const TileJob& job);       // 256-bit vpdpbusd, VEX (AVX-VNNI)
 void tile_avx_vnni_evex(const TileJob& job);  // the same, EVEX (AVX512-VL VNNI: AMD Zen 4)

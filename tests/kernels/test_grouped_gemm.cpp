@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -389,6 +390,43 @@ TEST_CASE("grouped gemm: activations per group of 32, zero past the inputs; shap
   CHECK_THROWS(GroupedWeights(16, 48, m.format, m.source(), arena, 1));
   CHECK_THROWS(GroupedWeights(16, 64, GroupFormat{6, false}, m.source(), arena, 1));
   CHECK_THROWS(quantize_grouped_activations(x.data(), 2, in, in, padded, a, 1, 3));
+}
+
+TEST_CASE("grouped activations: every tier's quantizer gives the scalar form's bytes, scales and sums") {
+  // Groups with the cases a quantizer can get wrong: ties at half a step, a group all
+  // zero, one with an infinity (scale 0, like an all-zero group), values the size of FP32's range
+  // and of its denormals, one large value among small ones, and a group of one sign.
+  // The other groups random, each at its own magnitude.
+  const std::int64_t rows = 16, groups = 64, in = groups * kWeightGroup, padded = (groups + 4) * kWeightGroup;
+  auto x = random_floats(static_cast<std::size_t>(rows * in), 31, -3.0f, 3.0f);
+  const auto group = [&](std::int64_t r, std::int64_t g) { return x.begin() + r * in + g * kWeightGroup; };
+  std::mt19937 rng(32);
+  std::uniform_real_distribution<float> exponent(-20.0f, 20.0f);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const float magnitude = std::exp2(exponent(rng));
+      for (std::int64_t k = 0; k < kWeightGroup; ++k) group(r, g)[k] *= magnitude;
+    }
+  for (std::int64_t k = 0; k < kWeightGroup; ++k) group(0, 0)[k] = 127.0f - static_cast<float>(k) - 0.5f;
+  std::fill(group(0, 1), group(0, 2), 0.0f);
+  group(0, 2)[5] = std::numeric_limits<float>::infinity();
+  group(1, 3)[7] = -std::numeric_limits<float>::infinity();
+  for (std::int64_t k = 0; k < kWeightGroup; ++k) group(1, 4)[k] *= 1e37f;
+  for (std::int64_t k = 0; k < kWeightGroup; ++k) group(1, 5)[k] *= 1e-39f;
+  group(2, 6)[0] = 1e6f;
+  for (std::int64_t k = 0; k < kWeightGroup; ++k) group(2, 7)[k] = std::fabs(group(2, 7)[k]);
+  for (std::int64_t k = 0; k < kWeightGroup; ++k) group(2, 8)[k] = 0.5f * static_cast<float>(k % 5) - 1.0f;
+  GroupedActivations expected, got;
+  quantize_grouped_activations(x.data(), rows, in, in, padded, expected, 1, 1, CpuTier::scalar);
+  CHECK(expected.scales[1] == 0.0f);  // the all-zero group
+  CHECK(expected.scales[2] == 0.0f);  // the infinity's
+  for (const CpuTier tier : available_tiers()) {
+    CAPTURE(to_string(tier));
+    quantize_grouped_activations(x.data(), rows, in, in, padded, got, 2, 1, tier);
+    CHECK(got.q == expected.q);
+    CHECK(bit_mismatches(got.scales, expected.scales) == 0);
+    CHECK(got.sums == expected.sums);
+  }
 }
 
 TEST_CASE("grouped gemm batch: each product equals its own gemm_grouped bit for bit, on every tier") {

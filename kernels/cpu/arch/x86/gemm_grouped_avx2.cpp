@@ -48,6 +48,13 @@ constexpr int kPanelRows = 16;  // term rows per call of the many-rows kernel (p
   return _mm256_set1_epi32(v);
 }
 
+// Two 16-bit activations (a row's TileJob::wide values) in every 32-bit lane.
+[[gnu::always_inline]] inline __m256i broadcast_wide2(const std::int16_t* x) {
+  std::int32_t v;
+  std::memcpy(&v, x, 4);
+  return _mm256_set1_epi32(v);
+}
+
 // Four 16-bit activations (a row's TileJob::wide values) in every 64-bit lane.
 [[gnu::always_inline]] inline __m256i broadcast_wide4(const std::int16_t* x) {
   long long v;
@@ -311,13 +318,17 @@ void row16(const TileJob& job, std::int64_t row0) {
 //  * One term (kWide false): the sign trick, two registers a line (q and |q|).
 //  * Two terms (kWide): each row's 16-bit values (TileJob::wide) times the stored bytes u = q + 128
 //    zero-extended to 16 bits, one vpmaddwd where the two INT8 terms took two sign-trick
-//    products (row16 says why it is exact). A line widens into two registers of 4 outputs times 4 inputs,
-//    whose pair sums one vphaddd and one vpermq put in output order.
+//    products (row16 says why it is exact). A line is reordered once for the panel's rows into
+//    two registers of 8 outputs times 2 inputs (inputs 0-1, then 2-3), so that each vpmaddwd
+//    gives one INT32 per output, already in output order, and the rows add them with no
+//    horizontal step.
 template <int NB, bool kOffsets, bool kWide>
 void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
   constexpr int C = 2 * NB;
   const std::int64_t record = job.record_bytes, groups = job.groups;
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi16(1);
+  const __m256i by_input_pair = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9,
+                                                 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
   alignas(32) float sum[kPanelRows][C][8];
   alignas(32) std::int32_t half_acc[kPanelRows][8];
   for (int i = 0; i < rows; ++i)
@@ -337,14 +348,20 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
         const std::uint8_t* scales = rec + NB * 16 * 64 + (h * NB + b) * 32 + (c % 2) * 16;
 #pragma GCC unroll 1
         for (int half = 0; half < 2; ++half) {
-          // Line j: q in w[j] and |q| in w[4 + j]; widened, u's outputs 0-3 in w[2j] and 4-7 in w[2j + 1].
+          // Line j: q in w[j] and |q| in w[4 + j]; widened, u's inputs 4j, 4j + 1 of the 8 outputs in
+          // w[2j] and inputs 4j + 2, 4j + 3 in w[2j + 1].
           __m256i w[8];
 #pragma GCC unroll 4
           for (int j = 0; j < 4; ++j) {
             const std::uint8_t* line = lines + ((h * 8 + 4 * half + j) * NB + b) * 64;
             if constexpr (kWide) {
-              w[2 * j] = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(line)));
-              w[2 * j + 1] = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(line + 16)));
+              // Each 128-bit half (4 outputs by 4 inputs) as its inputs 0-1 then 2-3, the halves'
+              // pieces then put together: inputs 0-1 of the 8 outputs, and inputs 2-3.
+              const __m256i pairs = _mm256_permute4x64_epi64(
+                  _mm256_shuffle_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(line)), by_input_pair),
+                  _MM_SHUFFLE(3, 1, 2, 0));
+              w[2 * j] = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(pairs));
+              w[2 * j + 1] = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(pairs, 1));
             } else {
               const __m256i q = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(line)), bias);
               w[j] = q;
@@ -356,16 +373,14 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
             __m256i a;
             if constexpr (kWide) {
               const std::int16_t* x = job.wide + (row0 + i) * job.q_stride + g * 32 + 16 * half;
-              __m256i first = _mm256_madd_epi16(w[0], broadcast_wide4(x));
-              __m256i second = _mm256_madd_epi16(w[1], broadcast_wide4(x));
+              __m256i first = _mm256_madd_epi16(w[0], broadcast_wide2(x));
+              __m256i second = _mm256_madd_epi16(w[1], broadcast_wide2(x + 2));
 #pragma GCC unroll 3
               for (int j = 1; j < 4; ++j) {
-                const __m256i xj = broadcast_wide4(x + 4 * j);
-                first = _mm256_add_epi32(first, _mm256_madd_epi16(w[2 * j], xj));
-                second = _mm256_add_epi32(second, _mm256_madd_epi16(w[2 * j + 1], xj));
+                first = _mm256_add_epi32(first, _mm256_madd_epi16(w[2 * j], broadcast_wide2(x + 4 * j)));
+                second = _mm256_add_epi32(second, _mm256_madd_epi16(w[2 * j + 1], broadcast_wide2(x + 4 * j + 2)));
               }
-              // [o0 o1 o4 o5 | o2 o3 o6 o7], then in order.
-              a = _mm256_permute4x64_epi64(_mm256_hadd_epi32(first, second), _MM_SHUFFLE(3, 1, 2, 0));
+              a = _mm256_add_epi32(first, second);
             } else {
               const std::int8_t* x = job.q + (row0 + i) * job.q_stride + g * 32 + 16 * half;
               const auto dot = [&](int j) {
