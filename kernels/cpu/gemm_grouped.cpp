@@ -51,7 +51,13 @@ grouped::TileFn tile_fn(CpuTier tier) {
 grouped::QuantizeGroupsFn quantize_groups_fn(CpuTier tier) {
   static_assert(kWeightGroup == 32, "the quantizers' groups");
 #if defined(__x86_64__) || defined(_M_X64)
-  if (tier >= CpuTier::avx2) return &grouped::quantize_groups_avx2;
+  switch (tier) {
+    case CpuTier::amx:
+    case CpuTier::avx512_vnni:
+    case CpuTier::avx_vnni:
+    case CpuTier::avx2: return &grouped::quantize_groups_avx2;
+    default: break;
+  }
 #else
   (void)tier;
 #endif

@@ -23,20 +23,24 @@ EMBER_CLONES float max_abs(const float* x, std::int64_t n) {
 }
 
 // Rounds with the 1.5*2^23 trick (ties to even, like nearbyint) so the loop vectorises; valid
-// because |x * inv| <= 127 after the scale.
+// because |x * inv| <= 127 after the scale. The clamp is written so that a NaN (an element that
+// is NaN in a row whose maximum is finite) becomes -qmax, as vmaxps then vminps make it in the
+// SIMD quantizers, rather than reaching the cast.
 EMBER_CLONES void quantize_row(const float* x, std::int64_t n, float inv, float qmax, std::int8_t* q) {
 #pragma omp simd
   for (std::int64_t i = 0; i < n; ++i) {
     float v = (x[i] * inv + 12582912.0f) - 12582912.0f;
-    v = v > qmax ? qmax : (v < -qmax ? -qmax : v);
+    v = -qmax < v ? v : -qmax;
+    v = v < qmax ? v : qmax;
     q[i] = static_cast<std::int8_t>(v);
   }
 }
 
 void quantize_one(const float* x, std::int64_t n, float qmax, std::int8_t* q, float* scale) {
   const float m = max_abs(x, n);
-  if (!(m > 0.0f) || !std::isfinite(m)) {
-    // All zero (or non-finite garbage, which would poison every output anyway): scale 0.
+  if (!(m > 0.0f) || !std::isfinite(m) || !std::isfinite(qmax / m)) {
+    // All zero, a maximum so small that its reciprocal overflows (below ~4e-37: zero in effect),
+    // or non-finite garbage, which would poison every output anyway: scale 0.
     for (std::int64_t i = 0; i < n; ++i) q[i] = 0;
     *scale = 0.0f;
     return;

@@ -393,35 +393,41 @@ TEST_CASE("grouped gemm: activations per group of 32, zero past the inputs; shap
 }
 
 TEST_CASE("grouped activations: every tier's quantizer gives the scalar form's bytes, scales and sums") {
-  // Groups with the cases a quantizer can get wrong: ties at half a step, a group all
-  // zero, one with an infinity (scale 0, like an all-zero group), values the size of FP32's range
-  // and of its denormals, one large value among small ones, and a group of one sign.
-  // The other groups random, each at its own magnitude.
+  // Random groups, each at its own magnitude, and in row 0 the cases a quantizer can get wrong,
+  // each a group of its own, set after the scaling.
   const std::int64_t rows = 16, groups = 64, in = groups * kWeightGroup, padded = (groups + 4) * kWeightGroup;
   auto x = random_floats(static_cast<std::size_t>(rows * in), 31, -3.0f, 3.0f);
-  const auto group = [&](std::int64_t r, std::int64_t g) { return x.begin() + r * in + g * kWeightGroup; };
+  const auto group = [&](std::int64_t g, std::int64_t r = 0) { return x.begin() + r * in + g * kWeightGroup; };
   std::mt19937 rng(32);
   std::uniform_real_distribution<float> exponent(-20.0f, 20.0f);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t g = 0; g < groups; ++g) {
       const float magnitude = std::exp2(exponent(rng));
-      for (std::int64_t k = 0; k < kWeightGroup; ++k) group(r, g)[k] *= magnitude;
+      for (std::int64_t k = 0; k < kWeightGroup; ++k) group(g, r)[k] *= magnitude;
     }
-  for (std::int64_t k = 0; k < kWeightGroup; ++k) group(0, 0)[k] = 127.0f - static_cast<float>(k) - 0.5f;
-  std::fill(group(0, 1), group(0, 2), 0.0f);
-  group(0, 2)[5] = std::numeric_limits<float>::infinity();
-  group(1, 3)[7] = -std::numeric_limits<float>::infinity();
-  for (std::int64_t k = 0; k < kWeightGroup; ++k) group(1, 4)[k] *= 1e37f;
-  for (std::int64_t k = 0; k < kWeightGroup; ++k) group(1, 5)[k] *= 1e-39f;
-  group(2, 6)[0] = 1e6f;
-  for (std::int64_t k = 0; k < kWeightGroup; ++k) group(2, 7)[k] = std::fabs(group(2, 7)[k]);
-  for (std::int64_t k = 0; k < kWeightGroup; ++k) group(2, 8)[k] = 0.5f * static_cast<float>(k % 5) - 1.0f;
-  GroupedActivations expected, got;
+  const float inf = std::numeric_limits<float>::infinity();
+  // 0: ties at half a step (the maximum 127 makes the scale 1).
+  for (std::int64_t k = 0; k < kWeightGroup; ++k) group(0)[k] = static_cast<float>(k) * 4.0f - 62.5f;
+  group(0)[31] = 127.0f;
+  std::fill(group(1), group(2), 0.0f);  // 1: all zero
+  group(2)[5] = inf;                    // 2, 3: an infinity (scale 0, like an all-zero group)
+  group(3)[7] = -inf;
+  group(4)[9] = std::numeric_limits<float>::quiet_NaN();  // 4: a NaN among finite values
+  for (std::int64_t k = 0; k < kWeightGroup; ++k) {
+    group(5)[k] = 3e38f * (k % 2 == 0 ? 1.0f : -0.7f);          // 5: near FP32's largest
+    group(6)[k] = 1e-38f * static_cast<float>(k % 7) - 3e-38f;  // 6: 127 / max overflows: scale 0
+    group(7)[k] = 1e-30f * static_cast<float>(k % 9) - 4e-30f;  // 7: small, the reciprocal finite
+    group(8)[k] = std::fabs(group(8)[k]);                       // 8: one sign
+  }
+  group(9)[0] = 1e6f;  // 9: one large value among small ones
+  GroupedActivations expected;
   quantize_grouped_activations(x.data(), rows, in, in, padded, expected, 1, 1, CpuTier::scalar);
-  CHECK(expected.scales[1] == 0.0f);  // the all-zero group
-  CHECK(expected.scales[2] == 0.0f);  // the infinity's
+  for (const std::int64_t g : {1, 2, 3, 6}) CHECK(expected.scales[static_cast<std::size_t>(g)] == 0.0f);
+  for (const std::int64_t g : {4, 5, 7}) CHECK(expected.scales[static_cast<std::size_t>(g)] > 0.0f);
+  CHECK(expected.q[4 * kWeightGroup + 9] == -127);  // the NaN
   for (const CpuTier tier : available_tiers()) {
     CAPTURE(to_string(tier));
+    GroupedActivations got;  // fresh: a tier that wrote nothing must not pass on the last one's values
     quantize_grouped_activations(x.data(), rows, in, in, padded, got, 2, 1, tier);
     CHECK(got.q == expected.q);
     CHECK(bit_mismatches(got.scales, expected.scales) == 0);

@@ -3,7 +3,8 @@
 // the group (quantize_rows_s8, then the sum). The bytes, scales and sums are the portable
 // form's: the same maximum (NaN skipped: the running maximum is always the second operand of
 // vmaxps, which returns it when either is NaN), the same float operations in the same order
-// (compiled with -ffp-contract=off, kernels/CMakeLists.txt), and integer sums.
+// (compiled with -ffp-contract=off, kernels/CMakeLists.txt), the same clamp (a NaN element
+// becomes -127 on both), and integer sums.
 #include "kernels/cpu/gemm_grouped_tiers.hpp"
 
 #include <immintrin.h>
@@ -30,7 +31,8 @@ void quantize_groups_avx2(const float* x, std::int64_t groups, std::int8_t* q, f
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
     const float amax = _mm_cvtss_f32(m4);
-    if (!(amax > 0.0f) || !std::isfinite(amax)) {  // all zero, or non-finite: scale 0 (quantize.cpp)
+    // All zero, non-finite, or a reciprocal that overflows: scale 0 (quantize.cpp's quantize_one).
+    if (!(amax > 0.0f) || !std::isfinite(amax) || !std::isfinite(127.0f / amax)) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(qg), _mm256_setzero_si256());
       scales[g] = 0.0f;
       sums[g] = 0;
