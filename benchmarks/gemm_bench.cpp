@@ -15,9 +15,10 @@
 // "w4a8/decode_step" is decode_step's sequence of Linears as the engine runs a Q4 file's (w4a8
 // layers, a w8a8-g32 lm_head).
 // "peak/vpmaddubsw" (x86): that instruction alone, the most a core issues per second, on 1 and 2
-// threads: the bound of the avx2 tier's many-row products (tg128x32, prefill), whose 4-bit
-// panels issue 8 of it and one vpmaddwd (the same pipe) a row and group of 8 outputs, and whose
-// two-term lm_head one vpmaddwd per 16 multiply-adds.
+// threads: the multiply port of the avx2 tier's many-row products (tg128x32, prefill), whose
+// 4-bit panels issue 8 of it and one vpmaddwd (the same pipe) a row and group of 8 outputs, and
+// whose two-term lm_head one vpmaddwd per 16 multiply-adds. Their adds and float epilogue share
+// the vector ports, so they run well below this rate (docs/benchmarks.md#avx2-floor-s37).
 // Threads: $EMBER_BENCH_THREADS, default 2.
 #include "bench_threads.hpp"
 #include "kernels/cpu/cpu_tier.hpp"
