@@ -24,44 +24,37 @@ constexpr std::int64_t kTileRows = 4;
 // Below this many weight bytes per thread, forking the OpenMP team costs more than it saves.
 constexpr std::int64_t kMinBytesPerThread = 64 * 1024;
 
-// The one table of the grouped kernel's tiers.
-grouped::TileFn tile_fn(CpuTier tier) {
+// A tier's kernels: the tile product and the activations' quantizer.
+struct TierKernels {
+  grouped::TileFn tile;
+  grouped::QuantizeGroupsFn quantize_groups;
+};
+
+// The one table of the grouped kernel's tiers. AVX2's quantizer serves every x86 tier above it;
+// the arm64 tiers quantize with the portable form.
+TierKernels tier_kernels(CpuTier tier) {
+  static_assert(kWeightGroup == 32, "the quantizers' groups");
 #if defined(__x86_64__) || defined(_M_X64)
   switch (tier) {
     case CpuTier::amx:
-    case CpuTier::avx512_vnni: return &grouped::tile_avx512_vnni;
-    case CpuTier::avx_vnni: return cpu_has_avx_vnni_vex() ? &grouped::tile_avx_vnni : &grouped::tile_avx_vnni_evex;
-    case CpuTier::avx2: return &grouped::tile_avx2;
+    case CpuTier::avx512_vnni: return {&grouped::tile_avx512_vnni, &grouped::quantize_groups_avx2};
+    case CpuTier::avx_vnni:
+      return {cpu_has_avx_vnni_vex() ? &grouped::tile_avx_vnni : &grouped::tile_avx_vnni_evex,
+              &grouped::quantize_groups_avx2};
+    case CpuTier::avx2: return {&grouped::tile_avx2, &grouped::quantize_groups_avx2};
     default: break;
   }
 #elif defined(__aarch64__) || defined(_M_ARM64)
   switch (tier) {
     case CpuTier::i8mm:  // no smmla form yet: the dotprod kernel
-    case CpuTier::dotprod: return &grouped::tile_dotprod;
-    case CpuTier::neon: return &grouped::tile_neon;
+    case CpuTier::dotprod: return {&grouped::tile_dotprod, &grouped::quantize_groups_scalar};
+    case CpuTier::neon: return {&grouped::tile_neon, &grouped::quantize_groups_scalar};
     default: break;
   }
 #else
   (void)tier;
 #endif
-  return &grouped::tile_scalar;
-}
-
-// The activation quantizer of the tier: AVX2's serves every x86 tier above it.
-grouped::QuantizeGroupsFn quantize_groups_fn(CpuTier tier) {
-  static_assert(kWeightGroup == 32, "the quantizers' groups");
-#if defined(__x86_64__) || defined(_M_X64)
-  switch (tier) {
-    case CpuTier::amx:
-    case CpuTier::avx512_vnni:
-    case CpuTier::avx_vnni:
-    case CpuTier::avx2: return &grouped::quantize_groups_avx2;
-    default: break;
-  }
-#else
-  (void)tier;
-#endif
-  return &grouped::quantize_groups_scalar;
+  return {&grouped::tile_scalar, &grouped::quantize_groups_scalar};
 }
 
 // What every tile of one product shares.
@@ -154,7 +147,7 @@ void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_
          in, ldx, padded_in, terms);
   if (!tier_available(tier))
     fail(ErrorCode::invalid_argument, "grouped activations: tier {} is not available on this CPU", to_string(tier));
-  const grouped::QuantizeGroupsFn quantize_groups = quantize_groups_fn(tier);
+  const grouped::QuantizeGroupsFn quantize_groups = tier_kernels(tier).quantize_groups;
   a.rows = rows;
   a.padded_in = padded_in;
   a.terms = terms;
@@ -171,15 +164,8 @@ void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_
     } else {  // each group is a "row" of the two-term quantizer: its own two scales
       quantize_rows_s8_residual(x + r * ldx, in_groups, kWeightGroup, kWeightGroup, q, scales, q + stride,
                                 scales + groups);
-      for (int term = 0; term < terms; ++term) {
-        const std::int8_t* tq = q + term * stride;
-        std::int32_t* sums = a.sums.data() + (r * terms + term) * groups;
-        for (std::int64_t g = 0; g < in_groups; ++g) {
-          std::int32_t s = 0;
-          for (std::int64_t k = 0; k < kWeightGroup; ++k) s += tq[g * kWeightGroup + k];
-          sums[g] = s;
-        }
-      }
+      for (int term = 0; term < terms; ++term)
+        grouped::sum_groups(q + term * stride, in_groups, a.sums.data() + (r * terms + term) * groups);
     }
     for (int term = 0; term < terms; ++term) {
       std::int8_t* tq = q + term * stride;
@@ -209,7 +195,7 @@ void gemm_grouped(const GroupedWeights& w, const GroupedActivations& x, float* y
   if (!tier_available(tier))
     fail(ErrorCode::invalid_argument, "grouped gemm: tier {} is not available on this CPU", to_string(tier));
   if (x.rows == 0) return;
-  const grouped::TileFn fn = tile_fn(tier);
+  const grouped::TileFn fn = tier_kernels(tier).tile;
   const grouped::TileJob shared = job_of(w, x, 0, x.rows, y, accumulate);
   // Decode's few rows are bandwidth bound and small matrices are not worth a team; prefill
   // always is.
@@ -264,7 +250,7 @@ void gemm_grouped_batch(const GroupedProduct* products, std::int64_t count, int 
     // The last tile's blocks (every other tile has kTileBlocks).
     jobs[p].blocks = tiles == 0 ? 0 : static_cast<int>(g.w->blocks_in(tiles - 1));
   }
-  const grouped::TileFn fn = tile_fn(tier);
+  const grouped::TileFn fn = tier_kernels(tier).tile;
   // Where tile i of the batch's numbering starts (a product's tiles are one after another).
   const auto tile_weights = [&](std::int64_t i, std::int64_t p) {
     return jobs[p].weights + (i - first[p]) * GroupedWeights::kTileBlocks * jobs[p].spans * jobs[p].record_bytes;

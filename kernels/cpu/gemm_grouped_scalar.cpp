@@ -90,13 +90,17 @@ void tile_scalar(const TileJob& job) {
   }
 }
 
-void quantize_groups_scalar(const float* x, std::int64_t groups, std::int8_t* q, float* scales, std::int32_t* sums) {
-  quantize_rows_s8(x, groups, 32, 32, q, scales);
+void sum_groups(const std::int8_t* q, std::int64_t groups, std::int32_t* sums) {
   for (std::int64_t g = 0; g < groups; ++g) {
     std::int32_t s = 0;
     for (int k = 0; k < 32; ++k) s += q[g * 32 + k];
     sums[g] = s;
   }
+}
+
+void quantize_groups_scalar(const float* x, std::int64_t groups, std::int8_t* q, float* scales, std::int32_t* sums) {
+  quantize_rows_s8(x, groups, 32, 32, q, scales);
+  sum_groups(q, groups, sums);
 }
 
 }  // namespace ember::kernels::cpu::grouped

@@ -82,6 +82,9 @@ using QuantizeGroupsFn = void (*)(const float* x, std::int64_t groups, std::int8
 // The portable reference of the others (kernels/cpu/gemm_grouped_scalar.cpp).
 void tile_scalar(const TileJob& job);
 void quantize_groups_scalar(const float* x, std::int64_t groups, std::int8_t* q, float* scales, std::int32_t* sums);
+// sums[g] = the sum of q's group g (32 values), g < groups: the portable quantizer's sums, and
+// the two-term quantizer's.
+void sum_groups(const std::int8_t* q, std::int64_t groups, std::int32_t* sums);
 #if defined(__x86_64__) || defined(_M_X64)
 void quantize_groups_avx2(const float* x, std::int64_t groups, std::int8_t* q, float* scales, std::int32_t* sums);
 void tile_avx2(const TileJob& job);           // vpmaddubsw + vpmaddwd

@@ -156,11 +156,11 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
 #pragma GCC unroll 4
         for (int i = 0; i < R; ++i) {
           const int t = kTerms * i;  // the row's first term row
-          __m256i a = join_terms<kTerms>(acc + t);
           const std::int32_t x_sum = kTerms == 2 ? kLowTermSteps * xsum[t][g] + xsum[t + 1][g] : xsum[t][g];
-          // The dot products with the stored bytes u = q + 128: the sign trick took them with q.
-          if constexpr (kBits == 8) a = _mm256_add_epi32(a, _mm256_set1_epi32(kBias * x_sum));
-          sum[i][c] = add_group<NB, kBias, kOffsets>(scales, a, x_sum, xs[t + kTerms - 1][g], sum[i][c]);
+          // 8 bits: the sign trick took the products with q, not the stored bytes.
+          constexpr Dots kDots = kBits == 8 ? Dots::signed_values : Dots::stored;
+          sum[i][c] = add_group<NB, kBias, kOffsets, kDots>(scales, join_terms<kTerms>(acc + t), x_sum,
+                                                            xs[t + kTerms - 1][g], sum[i][c]);
         }
       }
     }
@@ -397,10 +397,11 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
             const std::int64_t t = (row0 + i) * (kWide ? 2 : 1);  // the row's (first) term row
             const std::int32_t xsum = kWide ? kLowTermSteps * job.sums[t * groups + g] + job.sums[(t + 1) * groups + g]
                                             : job.sums[t * groups + g];
-            // The dot products with the stored bytes u = q + 128: the sign trick took them with q.
-            if constexpr (!kWide) a = _mm256_add_epi32(a, _mm256_set1_epi32(128 * xsum));
+            // One term: the sign trick took the products with q; two: with the stored bytes.
+            constexpr Dots kDots = kWide ? Dots::stored : Dots::signed_values;
             const float xs = job.scales[(t + (kWide ? 1 : 0)) * groups + g];
-            _mm256_store_ps(sum[i][c], add_group<NB, 128, kOffsets>(scales, a, xsum, xs, _mm256_load_ps(sum[i][c])));
+            _mm256_store_ps(sum[i][c],
+                            add_group<NB, 128, kOffsets, kDots>(scales, a, xsum, xs, _mm256_load_ps(sum[i][c])));
           }
         }
       }
