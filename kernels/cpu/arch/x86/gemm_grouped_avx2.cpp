@@ -121,16 +121,10 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
   constexpr int C = 2 * NB;          // registers of 8 outputs
   constexpr int kLines = 2 * kBits;  // value lines per span
   constexpr std::int32_t kBias = 1 << (kBits - 1);
-  const std::int64_t record = job.record_bytes, groups = job.groups;
+  const std::int64_t record = job.record_bytes;
   const std::int8_t* xq[M];
-  const float* xs[M];
-  const std::int32_t* xsum[M];
 #pragma GCC unroll 4
-  for (int i = 0; i < M; ++i) {
-    xq[i] = job.q + (row0 + i) * job.q_stride;
-    xs[i] = job.scales + (row0 + i) * groups;
-    xsum[i] = job.sums + (row0 + i) * groups;
-  }
+  for (int i = 0; i < M; ++i) xq[i] = job.q + (row0 + i) * job.q_stride;
   constexpr int R = M / kTerms;  // activation rows
   __m256 sum[R][C];
 #pragma GCC unroll 4
@@ -146,6 +140,9 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
       const std::int8_t* xg[M];
 #pragma GCC unroll 4
       for (int i = 0; i < M; ++i) xg[i] = xq[i] + g * 32;
+      GroupTerms<kBias> terms[R];
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) terms[i] = row_terms<kBias, kTerms>(job, row0 + kTerms * i, g);
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
         __m256i acc[M];
@@ -155,12 +152,10 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
         const std::uint8_t* scales = rec + NB * kLines * 64 + (h * NB + c / 2) * 32 + (c % 2) * 16;
 #pragma GCC unroll 4
         for (int i = 0; i < R; ++i) {
-          const int t = kTerms * i;  // the row's first term row
-          const std::int32_t x_sum = kTerms == 2 ? kLowTermSteps * xsum[t][g] + xsum[t + 1][g] : xsum[t][g];
           // 8 bits: the sign trick took the products with q, not the stored bytes.
           constexpr Dots kDots = kBits == 8 ? Dots::signed_values : Dots::stored;
-          sum[i][c] = add_group<NB, kBias, kOffsets, kDots>(scales, join_terms<kTerms>(acc + t), x_sum,
-                                                            xs[t + kTerms - 1][g], sum[i][c]);
+          sum[i][c] =
+              add_group<NB, kBias, kOffsets, kDots>(scales, join_terms<kTerms>(acc + kTerms * i), terms[i], sum[i][c]);
         }
       }
     }
@@ -195,7 +190,7 @@ template <int NB, bool kOffsets>
 void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
   constexpr int C = 2 * NB;
   constexpr std::int32_t kBias = 8;
-  const std::int64_t record = job.record_bytes, groups = job.groups;
+  const std::int64_t record = job.record_bytes;
   const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   alignas(32) float sum[kPanelRows][C][8];
   for (int i = 0; i < rows; ++i)
@@ -208,6 +203,8 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
         _mm_prefetch(reinterpret_cast<const char*>(rec + job.prefetch_ahead + at), _MM_HINT_T0);
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
+      GroupTerms<kBias> terms[kPanelRows];
+      for (int i = 0; i < rows; ++i) terms[i] = row_terms<kBias, 1>(job, row0 + i, g);
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
         const int b = c / 2;
@@ -232,9 +229,7 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
             pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(hi[j], broadcast4(x + 16 + 4 * j)));
           }
           const __m256i a = _mm256_madd_epi16(pairs, ones);
-          const std::int64_t at = (row0 + i) * groups + g;
-          _mm256_store_ps(sum[i][c], add_group_loaded<kBias, kOffsets>(d, o, a, job.sums[at], job.scales[at],
-                                                                       _mm256_load_ps(sum[i][c])));
+          _mm256_store_ps(sum[i][c], add_group_loaded<kBias, kOffsets>(d, o, a, terms[i], _mm256_load_ps(sum[i][c])));
         }
       }
     }
@@ -255,7 +250,7 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
 template <int NB, bool kOffsets, int R>
 void row16(const TileJob& job, std::int64_t row0) {
   constexpr int C = 2 * NB;
-  const std::int64_t record = job.record_bytes, groups = job.groups;
+  const std::int64_t record = job.record_bytes;
   __m256 sum[R][C];
 #pragma GCC unroll 2
   for (int r = 0; r < R; ++r)
@@ -292,8 +287,7 @@ void row16(const TileJob& job, std::int64_t row0) {
                   _mm256_add_epi32(second[half], _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_load_si128(u + 1)), xk));
             }
           }
-          const std::int32_t xsum = kLowTermSteps * job.sums[t * groups + g] + job.sums[(t + 1) * groups + g];
-          const float xs = job.scales[(t + 1) * groups + g];
+          const GroupTerms<128> terms = row_terms<128, 2>(job, t, g);
 #pragma GCC unroll 2
           for (int half = 0; half < 2; ++half) {
             // [o0 o1 o4 o5 | o2 o3 o6 o7], then in order.
@@ -301,7 +295,7 @@ void row16(const TileJob& job, std::int64_t row0) {
                 _mm256_permute4x64_epi64(_mm256_hadd_epi32(first[half], second[half]), _MM_SHUFFLE(3, 1, 2, 0));
             const int c = 2 * b + half;
             const std::uint8_t* scales = rec + NB * 16 * 64 + (h * NB + b) * 32 + half * 16;
-            sum[r][c] = add_group<NB, 128, kOffsets>(scales, a_stored, xsum, xs, sum[r][c]);
+            sum[r][c] = add_group<NB, 128, kOffsets>(scales, a_stored, terms, sum[r][c]);
           }
         }
       }
@@ -325,7 +319,8 @@ void row16(const TileJob& job, std::int64_t row0) {
 template <int NB, bool kOffsets, bool kWide>
 void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
   constexpr int C = 2 * NB;
-  const std::int64_t record = job.record_bytes, groups = job.groups;
+  constexpr int kTerms = kWide ? 2 : 1;
+  const std::int64_t record = job.record_bytes;
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi16(1);
   const __m256i by_input_pair = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9,
                                                  12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
@@ -341,6 +336,8 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
         _mm_prefetch(reinterpret_cast<const char*>(rec + job.prefetch_ahead + at), _MM_HINT_T0);
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
+      GroupTerms<128> terms[kPanelRows];
+      for (int i = 0; i < rows; ++i) terms[i] = row_terms<128, kTerms>(job, (row0 + i) * kTerms, g);
 #pragma GCC unroll 1
       for (int c = 0; c < C; ++c) {
         const int b = c / 2;
@@ -394,14 +391,10 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
               continue;
             }
             a = _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(half_acc[i])), a);
-            const std::int64_t t = (row0 + i) * (kWide ? 2 : 1);  // the row's (first) term row
-            const std::int32_t xsum = kWide ? kLowTermSteps * job.sums[t * groups + g] + job.sums[(t + 1) * groups + g]
-                                            : job.sums[t * groups + g];
             // One term: the sign trick took the products with q; two: with the stored bytes.
             constexpr Dots kDots = kWide ? Dots::stored : Dots::signed_values;
-            const float xs = job.scales[(t + (kWide ? 1 : 0)) * groups + g];
             _mm256_store_ps(sum[i][c],
-                            add_group<NB, 128, kOffsets, kDots>(scales, a, xsum, xs, _mm256_load_ps(sum[i][c])));
+                            add_group<NB, 128, kOffsets, kDots>(scales, a, terms[i], _mm256_load_ps(sum[i][c])));
           }
         }
       }

@@ -96,16 +96,10 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
   constexpr int C = 2 * NB;          // registers of 8 outputs
   constexpr int kLines = 2 * kBits;  // value lines per span
   constexpr std::int32_t kBias = 1 << (kBits - 1);
-  const std::int64_t record = job.record_bytes, groups = job.groups;
+  const std::int64_t record = job.record_bytes;
   const std::int8_t* xq[M];
-  const float* xs[M];
-  const std::int32_t* xsum[M];
 #pragma GCC unroll 4
-  for (int i = 0; i < M; ++i) {
-    xq[i] = job.q + (row0 + i) * job.q_stride;
-    xs[i] = job.scales + (row0 + i) * groups;
-    xsum[i] = job.sums + (row0 + i) * groups;
-  }
+  for (int i = 0; i < M; ++i) xq[i] = job.q + (row0 + i) * job.q_stride;
   constexpr int R = M / kTerms;  // activation rows
   __m256 sum[R][C];
 #pragma GCC unroll 4
@@ -121,6 +115,9 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
       const std::int8_t* xg[M];
 #pragma GCC unroll 4
       for (int i = 0; i < M; ++i) xg[i] = xq[i] + g * 32;
+      GroupTerms<kBias> terms[R];
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) terms[i] = row_terms<kBias, kTerms>(job, row0 + kTerms * i, g);
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
         __m256i acc[M];
@@ -130,10 +127,7 @@ void tile_rows(const TileJob& job, std::int64_t row0) {
         const std::uint8_t* scales = rec + NB * kLines * 64 + (h * NB + c / 2) * 32 + (c % 2) * 16;
 #pragma GCC unroll 4
         for (int i = 0; i < R; ++i) {
-          const int t = kTerms * i;  // the row's first term row
-          const std::int32_t x_sum = kTerms == 2 ? kLowTermSteps * xsum[t][g] + xsum[t + 1][g] : xsum[t][g];
-          sum[i][c] = add_group<NB, kBias, kOffsets>(scales, join_terms<kTerms>(acc + t), x_sum, xs[t + kTerms - 1][g],
-                                                     sum[i][c]);
+          sum[i][c] = add_group<NB, kBias, kOffsets>(scales, join_terms<kTerms>(acc + kTerms * i), terms[i], sum[i][c]);
         }
       }
     }
@@ -167,7 +161,7 @@ template <int NB, bool kOffsets>
 void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
   constexpr int C = 2 * NB;
   constexpr std::int32_t kBias = 8;
-  const std::int64_t record = job.record_bytes, groups = job.groups;
+  const std::int64_t record = job.record_bytes;
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   alignas(32) float sum[kPanelRows][C][8];
   for (int i = 0; i < rows; ++i)
@@ -180,6 +174,8 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
         _mm_prefetch(reinterpret_cast<const char*>(rec + job.prefetch_ahead + at), _MM_HINT_T0);
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
+      GroupTerms<kBias> terms[kPanelRows];
+      for (int i = 0; i < rows; ++i) terms[i] = row_terms<kBias, 1>(job, row0 + i, g);
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
         const int b = c / 2;
@@ -203,9 +199,7 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
             part_hi = EMBER_DPBUSD256(part_hi, hi[j], broadcast4(x + 16 + 4 * j));
           }
           const __m256i a = _mm256_add_epi32(part_lo, part_hi);
-          const std::int64_t at = (row0 + i) * groups + g;
-          _mm256_store_ps(sum[i][c], add_group_loaded<kBias, kOffsets>(d, o, a, job.sums[at], job.scales[at],
-                                                                       _mm256_load_ps(sum[i][c])));
+          _mm256_store_ps(sum[i][c], add_group_loaded<kBias, kOffsets>(d, o, a, terms[i], _mm256_load_ps(sum[i][c])));
         }
       }
     }
