@@ -250,6 +250,7 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
 template <int NB, bool kOffsets, int R>
 void row16(const TileJob& job, std::int64_t row0) {
   constexpr int C = 2 * NB;
+  constexpr std::int32_t kBias = 128;  // the stored bytes are u = q + 128
   const std::int64_t record = job.record_bytes;
   __m256 sum[R][C];
 #pragma GCC unroll 2
@@ -262,14 +263,16 @@ void row16(const TileJob& job, std::int64_t row0) {
 #pragma GCC unroll 1
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
+      GroupTerms<kBias> terms[R];
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) terms[r] = row_terms<kBias, 2>(job, row0 + 2 * r, g);
 #pragma GCC unroll 1
       for (int b = 0; b < NB; ++b) {
         if (ahead != nullptr) prefetch_tail_line(ahead, NB * 16 * 64, span_bytes, h * NB + b, job.prefetch_into_l1);
           // Each row in turn over the block's 8 lines: a second row finds them in L1.
 #pragma GCC unroll 1
         for (int r = 0; r < R; ++r) {
-          const std::int64_t t = row0 + 2 * r;  // the row's first term row
-          const std::int16_t* x = job.wide + (t / 2) * job.q_stride + g * 32;
+          const std::int16_t* x = job.wide + (row0 / 2 + r) * job.q_stride + g * 32;
           // Per half of the line (columns 2b, 2b + 1): outputs 0-3 and 4-7, two INT32 pair sums each.
           __m256i first[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
           __m256i second[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
@@ -287,7 +290,6 @@ void row16(const TileJob& job, std::int64_t row0) {
                   _mm256_add_epi32(second[half], _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_load_si128(u + 1)), xk));
             }
           }
-          const GroupTerms<128> terms = row_terms<128, 2>(job, t, g);
 #pragma GCC unroll 2
           for (int half = 0; half < 2; ++half) {
             // [o0 o1 o4 o5 | o2 o3 o6 o7], then in order.
@@ -295,7 +297,7 @@ void row16(const TileJob& job, std::int64_t row0) {
                 _mm256_permute4x64_epi64(_mm256_hadd_epi32(first[half], second[half]), _MM_SHUFFLE(3, 1, 2, 0));
             const int c = 2 * b + half;
             const std::uint8_t* scales = rec + NB * 16 * 64 + (h * NB + b) * 32 + half * 16;
-            sum[r][c] = add_group<NB, 128, kOffsets>(scales, a_stored, terms, sum[r][c]);
+            sum[r][c] = add_group<NB, kBias, kOffsets>(scales, a_stored, terms[r], sum[r][c]);
           }
         }
       }
@@ -320,6 +322,7 @@ template <int NB, bool kOffsets, bool kWide>
 void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
   constexpr int C = 2 * NB;
   constexpr int kTerms = kWide ? 2 : 1;
+  constexpr std::int32_t kBias = 128;  // the stored bytes are u = q + 128
   const std::int64_t record = job.record_bytes;
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi16(1);
   const __m256i by_input_pair = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9,
@@ -336,8 +339,8 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
         _mm_prefetch(reinterpret_cast<const char*>(rec + job.prefetch_ahead + at), _MM_HINT_T0);
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
-      GroupTerms<128> terms[kPanelRows];
-      for (int i = 0; i < rows; ++i) terms[i] = row_terms<128, kTerms>(job, (row0 + i) * kTerms, g);
+      GroupTerms<kBias> terms[kPanelRows];
+      for (int i = 0; i < rows; ++i) terms[i] = row_terms<kBias, kTerms>(job, (row0 + i) * kTerms, g);
 #pragma GCC unroll 1
       for (int c = 0; c < C; ++c) {
         const int b = c / 2;
@@ -394,7 +397,7 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
             // One term: the sign trick took the products with q; two: with the stored bytes.
             constexpr Dots kDots = kWide ? Dots::stored : Dots::signed_values;
             _mm256_store_ps(sum[i][c],
-                            add_group<NB, 128, kOffsets, kDots>(scales, a, terms[i], _mm256_load_ps(sum[i][c])));
+                            add_group<NB, kBias, kOffsets, kDots>(scales, a, terms[i], _mm256_load_ps(sum[i][c])));
           }
         }
       }
