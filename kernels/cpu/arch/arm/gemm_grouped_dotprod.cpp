@@ -18,6 +18,6 @@ namespace {
 
 #include "kernels/cpu/arch/arm/gemm_grouped_arm.inc"
 
-void tile_dotprod(const TileJob& job) { run(job); }
+void tile_dotprod(const TileJob& job) { run_job(job); }
 
 }  // namespace ember::kernels::cpu::grouped

@@ -24,6 +24,6 @@ namespace {
 
 #include "kernels/cpu/arch/arm/gemm_grouped_arm.inc"
 
-void tile_neon(const TileJob& job) { run(job); }
+void tile_neon(const TileJob& job) { run_job(job); }
 
 }  // namespace ember::kernels::cpu::grouped

@@ -111,58 +111,10 @@ template <int M, int NB, int kBits>
   }
 }
 
-// Term rows [row0, row0 + M) of the tile (NB blocks): one pass over its inputs. With kTerms = 2,
-// M is even and term rows 2i and 2i + 1 are the two terms of y's row row0 / 2 + i. The first
-// pass over a tile (row0 = 0) prefetches the weights ahead of it; later passes find them in
-// the cache.
-template <int M, int NB, int kBits, bool kOffsets, int kTerms>
-void tile_rows(const TileJob& job, std::int64_t row0) {
-  static_assert(M % kTerms == 0);
-  constexpr int C = 2 * NB;          // registers of 8 outputs
-  constexpr int kLines = 2 * kBits;  // value lines per span
-  constexpr std::int32_t kBias = 1 << (kBits - 1);
-  const std::int64_t record = job.record_bytes;
-  const std::int8_t* xq[M];
-#pragma GCC unroll 4
-  for (int i = 0; i < M; ++i) xq[i] = job.q + (row0 + i) * job.q_stride;
-  constexpr int R = M / kTerms;  // activation rows
-  __m256 sum[R][C];
-#pragma GCC unroll 4
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) sum[i][c] = _mm256_setzero_ps();
+// The AVX2 sign trick multiplies 8-bit weights as q, not as the stored bytes (see the top).
+constexpr Dots kDots8 = Dots::signed_values;
 
-  const std::int64_t span_bytes = NB * record;
-  for_spans<NB>(job, row0, [&](std::int64_t s, const std::uint8_t* rec, const std::uint8_t* ahead) {
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const std::int64_t g = 2 * s + h;
-      const std::int8_t* xg[M];
-#pragma GCC unroll 4
-      for (int i = 0; i < M; ++i) xg[i] = xq[i] + g * 32;
-      GroupTerms<kBias> terms[R];
-#pragma GCC unroll 4
-      for (int i = 0; i < R; ++i) terms[i] = row_terms<kBias, kTerms>(job, row0 + kTerms * i, g);
-#pragma GCC unroll 4
-      for (int c = 0; c < C; ++c) {
-        __m256i acc[M];
-        if (ahead != nullptr && c % 2 == 0)
-          prefetch_tail_line(ahead, NB * kLines * 64, span_bytes, h * NB + c / 2, job.prefetch_into_l1);
-        group_dots<M, NB, kBits>(rec, ahead, job.prefetch_into_l1, h, c, xg, acc);
-        const std::uint8_t* scales = rec + NB * kLines * 64 + (h * NB + c / 2) * 32 + (c % 2) * 16;
-#pragma GCC unroll 4
-        for (int i = 0; i < R; ++i) {
-          // 8 bits: the sign trick took the products with q, not the stored bytes.
-          constexpr Dots kDots = kBits == 8 ? Dots::signed_values : Dots::stored;
-          sum[i][c] =
-              add_group<NB, kBias, kOffsets, kDots>(scales, join_terms<kTerms>(acc + kTerms * i), terms[i], sum[i][c]);
-        }
-      }
-    }
-  });
-
-  store_rows<R, C>(job, sum, row0 / kTerms);
-}
+#include "kernels/cpu/arch/x86/gemm_grouped_ymm_tile.inc"
 
 // row4_in_line_order's products: a group's 8 products per 16-bit lane add up exactly (see the top
 // of this file), so a column's pair sums stay in 16 bits until the group's end.
@@ -453,20 +405,10 @@ void run_format(const TileJob& job) {
   }
 }
 
+#include "kernels/cpu/gemm_grouped_formats.inc"
+
 }  // namespace
 
-void tile_avx2(const TileJob& job) {
-  const int format = (job.bits == 8) * 4 + job.offsets * 2 + (job.terms == 2);
-  switch (format) {
-    case 0: return run_format<4, false, 1>(job);
-    case 1: return run_format<4, false, 2>(job);
-    case 2: return run_format<4, true, 1>(job);
-    case 3: return run_format<4, true, 2>(job);
-    case 4: return run_format<8, false, 1>(job);
-    case 5: return run_format<8, false, 2>(job);
-    case 6: return run_format<8, true, 1>(job);
-    default: return run_format<8, true, 2>(job);
-  }
-}
+void tile_avx2(const TileJob& job) { run_job(job); }
 
 }  // namespace ember::kernels::cpu::grouped

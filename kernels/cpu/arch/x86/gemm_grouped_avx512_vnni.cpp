@@ -272,20 +272,10 @@ void run_format(const TileJob& job) {
   }
 }
 
+#include "kernels/cpu/gemm_grouped_formats.inc"
+
 }  // namespace
 
-void tile_avx512_vnni(const TileJob& job) {
-  const int format = (job.bits == 8) * 4 + job.offsets * 2 + (job.terms == 2);
-  switch (format) {
-    case 0: return run_format<4, false, 1>(job);
-    case 1: return run_format<4, false, 2>(job);
-    case 2: return run_format<4, true, 1>(job);
-    case 3: return run_format<4, true, 2>(job);
-    case 4: return run_format<8, false, 1>(job);
-    case 5: return run_format<8, false, 2>(job);
-    case 6: return run_format<8, true, 1>(job);
-    default: return run_format<8, true, 2>(job);
-  }
-}
+void tile_avx512_vnni(const TileJob& job) { run_job(job); }
 
 }  // namespace ember::kernels::cpu::grouped

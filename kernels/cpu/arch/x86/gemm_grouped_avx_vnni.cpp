@@ -86,55 +86,10 @@ template <int M, int NB, int kBits>
   for (int i = 0; i < M; ++i) acc[i] = U == 2 ? _mm256_add_epi32(part[0][i], part[U - 1][i]) : part[0][i];
 }
 
-// Term rows [row0, row0 + M) of the tile (NB blocks): one pass over its inputs. With kTerms = 2,
-// M is even and term rows 2i and 2i + 1 are the two terms of y's row row0 / 2 + i. The first
-// pass over a tile (row0 = 0) prefetches the weights ahead of it; later passes find them in
-// the cache.
-template <int M, int NB, int kBits, bool kOffsets, int kTerms>
-void tile_rows(const TileJob& job, std::int64_t row0) {
-  static_assert(M % kTerms == 0);
-  constexpr int C = 2 * NB;          // registers of 8 outputs
-  constexpr int kLines = 2 * kBits;  // value lines per span
-  constexpr std::int32_t kBias = 1 << (kBits - 1);
-  const std::int64_t record = job.record_bytes;
-  const std::int8_t* xq[M];
-#pragma GCC unroll 4
-  for (int i = 0; i < M; ++i) xq[i] = job.q + (row0 + i) * job.q_stride;
-  constexpr int R = M / kTerms;  // activation rows
-  __m256 sum[R][C];
-#pragma GCC unroll 4
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) sum[i][c] = _mm256_setzero_ps();
+// vpdpbusd multiplies the stored bytes of both widths.
+constexpr Dots kDots8 = Dots::stored;
 
-  const std::int64_t span_bytes = NB * record;
-  for_spans<NB>(job, row0, [&](std::int64_t s, const std::uint8_t* rec, const std::uint8_t* ahead) {
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const std::int64_t g = 2 * s + h;
-      const std::int8_t* xg[M];
-#pragma GCC unroll 4
-      for (int i = 0; i < M; ++i) xg[i] = xq[i] + g * 32;
-      GroupTerms<kBias> terms[R];
-#pragma GCC unroll 4
-      for (int i = 0; i < R; ++i) terms[i] = row_terms<kBias, kTerms>(job, row0 + kTerms * i, g);
-#pragma GCC unroll 4
-      for (int c = 0; c < C; ++c) {
-        __m256i acc[M];
-        if (ahead != nullptr && c % 2 == 0)
-          prefetch_tail_line(ahead, NB * kLines * 64, span_bytes, h * NB + c / 2, job.prefetch_into_l1);
-        group_dots<M, NB, kBits>(rec, ahead, job.prefetch_into_l1, h, c, xg, acc);
-        const std::uint8_t* scales = rec + NB * kLines * 64 + (h * NB + c / 2) * 32 + (c % 2) * 16;
-#pragma GCC unroll 4
-        for (int i = 0; i < R; ++i) {
-          sum[i][c] = add_group<NB, kBias, kOffsets>(scales, join_terms<kTerms>(acc + kTerms * i), terms[i], sum[i][c]);
-        }
-      }
-    }
-  });
-
-  store_rows<R, C>(job, sum, row0 / kTerms);
-}
+#include "kernels/cpu/arch/x86/gemm_grouped_ymm_tile.inc"
 
 // row4_in_line_order's products: one vpdpbusd chain a column (two would not fit the VEX
 // build's 16 registers beside the float sums); the next group's chains are independent of
@@ -251,20 +206,10 @@ void run_format(const TileJob& job) {
   }
 }
 
+#include "kernels/cpu/gemm_grouped_formats.inc"
+
 }  // namespace
 
-void EMBER_TILE_AVX_VNNI(const TileJob& job) {
-  const int format = (job.bits == 8) * 4 + job.offsets * 2 + (job.terms == 2);
-  switch (format) {
-    case 0: return run_format<4, false, 1>(job);
-    case 1: return run_format<4, false, 2>(job);
-    case 2: return run_format<4, true, 1>(job);
-    case 3: return run_format<4, true, 2>(job);
-    case 4: return run_format<8, false, 1>(job);
-    case 5: return run_format<8, false, 2>(job);
-    case 6: return run_format<8, true, 1>(job);
-    default: return run_format<8, true, 2>(job);
-  }
-}
+void EMBER_TILE_AVX_VNNI(const TileJob& job) { run_job(job); }
 
 }  // namespace ember::kernels::cpu::grouped
