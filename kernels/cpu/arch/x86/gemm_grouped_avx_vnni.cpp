@@ -32,8 +32,7 @@ namespace {
 #include "kernels/cpu/arch/x86/gemm_grouped_prefetch.inc"
 #include "kernels/cpu/arch/x86/gemm_grouped_ymm_store.inc"
 
-constexpr int kTileRows = 4;    // term rows per micro-kernel call (decode's few rows)
-constexpr int kPanelRows = 16;  // term rows per call of the many-rows kernel (prefill)
+constexpr int kTileRows = 4;  // term rows per micro-kernel call (decode's few rows)
 
 [[gnu::always_inline]] inline __m256i broadcast4(const std::int8_t* x) {
   std::int32_t v;
@@ -129,8 +128,8 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
         _mm_prefetch(reinterpret_cast<const char*>(rec + job.prefetch_ahead + at), _MM_HINT_T0);
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
-      GroupTerms<kBias> terms[kPanelRows];
-      for (int i = 0; i < rows; ++i) terms[i] = row_terms<kBias, 1>(job, row0 + i, g);
+      PanelTerms<kBias> terms;
+      panel_terms<kBias, 1>(job, row0, rows, g, terms);
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
         const int b = c / 2;
@@ -154,7 +153,8 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
             part_hi = EMBER_DPBUSD256(part_hi, hi[j], broadcast4(x + 16 + 4 * j));
           }
           const __m256i a = _mm256_add_epi32(part_lo, part_hi);
-          _mm256_store_ps(sum[i][c], add_group_loaded<kBias, kOffsets>(d, o, a, terms[i], _mm256_load_ps(sum[i][c])));
+          _mm256_store_ps(sum[i][c],
+                          add_group_loaded<kBias, kOffsets>(d, o, a, terms.row(i), _mm256_load_ps(sum[i][c])));
         }
       }
     }
