@@ -61,6 +61,9 @@ TierKernels tier_kernels(CpuTier tier) {
 // x's rows [first_row, first_row + rows).
 grouped::TileJob job_of(const GroupedWeights& w, const GroupedActivations& x, std::int64_t first_row, std::int64_t rows,
                         float* y, bool accumulate) {
+  if (x.sums_by_group.size() != static_cast<std::size_t>(x.rows * x.groups()))
+    fail(ErrorCode::invalid_argument,
+         "grouped gemm: activations of {} rows without their sums by group (index_by_group)", x.rows);
   grouped::TileJob job;
   job.spans = w.spans();
   job.record_bytes = w.record_bytes();
@@ -76,6 +79,9 @@ grouped::TileJob job_of(const GroupedWeights& w, const GroupedActivations& x, st
   job.scales = x.scales.data() + first_term_row * x.groups();
   job.sums = x.sums.data() + first_term_row * x.groups();
   if (x.terms == 2) job.wide = x.wide.data() + first_row * x.q_stride();
+  job.sums_by_group = x.sums_by_group.data() + first_row;
+  job.scales_by_group = x.scales_by_group.data() + first_row;
+  job.by_group_stride = x.rows;
   job.q_stride = x.q_stride();
   job.groups = x.groups();
   job.term_rows = rows * x.terms;
@@ -179,6 +185,22 @@ void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_
         a.wide[static_cast<std::size_t>(r * stride + k)] =
             static_cast<std::int16_t>(kLowTermSteps * q[k] + q[stride + k]);
   });
+  index_by_group(a);
+}
+
+void index_by_group(GroupedActivations& a) {
+  const std::int64_t rows = a.rows, groups = a.groups(), terms = a.terms;
+  a.sums_by_group.resize(static_cast<std::size_t>(rows * groups));
+  a.scales_by_group.resize(static_cast<std::size_t>(rows * groups));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int32_t* sums = a.sums.data() + r * terms * groups;
+    const float* scales = a.scales.data() + (r * terms + terms - 1) * groups;  // the low term's with two
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const auto at = static_cast<std::size_t>(g * rows + r);
+      a.sums_by_group[at] = terms == 2 ? kLowTermSteps * sums[g] + sums[groups + g] : sums[g];
+      a.scales_by_group[at] = scales[g];
+    }
+  }
 }
 
 void gemm_grouped(const GroupedWeights& w, const GroupedActivations& x, float* y, bool accumulate, int threads) {

@@ -128,6 +128,11 @@ struct GroupedActivations {
   std::int64_t q_stride() const { return padded_in / 64 % 2 == 0 ? padded_in + 64 : padded_in; }
   std::vector<float> scales;       // [rows][terms][padded_in / kWeightGroup]
   std::vector<std::int32_t> sums;  // [rows][terms][padded_in / kWeightGroup]
+  // The same by group, for kernels that take many rows' terms of one group at once (the 256-bit
+  // tiers' panels): [groups][rows], each row's sum of its activations (with two terms, the 16-bit
+  // values', kLowTermSteps hi + lo) and its scale (with two terms, the low term's).
+  std::vector<std::int32_t> sums_by_group;
+  std::vector<float> scales_by_group;
 
   std::int64_t groups() const { return padded_in / kWeightGroup; }
   std::int64_t term_rows() const { return rows * terms; }  // the rows the kernel multiplies
@@ -140,6 +145,10 @@ struct GroupedActivations {
 void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_t in, std::int64_t ldx,
                                   std::int64_t padded_in, GroupedActivations& a, int threads, int terms = 1,
                                   CpuTier tier = grouped_gemm_tier());
+
+// Fills a's sums_by_group and scales_by_group from its sums and scales. quantize_grouped_activations
+// does; a caller that fills a's rows itself (copies of quantized rows) calls it after.
+void index_by_group(GroupedActivations& a);
 
 // y[rows, out] (dense) = x·Wᵀ, or y += x·Wᵀ when accumulating (the sum added after the
 // product, as y_old + product). threads: OpenMP threads, output tiles are split between them.

@@ -64,6 +64,11 @@ struct TileJob {
   const float* scales = nullptr;       // [term_rows][groups]
   const std::int32_t* sums = nullptr;  // [term_rows][groups]
   const std::int16_t* wide = nullptr;  // terms 2: [term_rows / 2][q_stride] (GroupedActivations::wide)
+  // GroupedActivations::sums_by_group and scales_by_group from the job's first row: group g's
+  // value of activation row r at [g * by_group_stride + r].
+  const std::int32_t* sums_by_group = nullptr;
+  const float* scales_by_group = nullptr;
+  std::int64_t by_group_stride = 0;
   // q_stride: GroupedActivations::q_stride(), bytes from one term row of q to the next.
   std::int64_t q_stride = 0, groups = 0, term_rows = 0;
   float* y = nullptr;             // [term_rows / terms][out]

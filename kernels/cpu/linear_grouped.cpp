@@ -167,6 +167,7 @@ void forward_gathered(CpuContext& ctx, Linear* const* linears, const std::int64_
     std::copy_n(d.sums.data() + k * g_row, g_row, a.sums.data() + i * g_row);
     std::copy_n(d.wide.data() + k * wide_row, wide_row, a.wide.data() + i * wide_row);
   }
+  index_by_group(a);
   run_stacked(ctx, linears, rows, count, y, scratch);
 }
 

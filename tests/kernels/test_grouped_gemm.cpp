@@ -5,6 +5,7 @@
 #include "kernels/cpu/gemm_grouped.hpp"
 #include "kernels/cpu/linear.hpp"
 #include "kernels/cpu/math.hpp"
+#include "kernels/cpu/quantize.hpp"
 #include "util/check.hpp"
 
 #include <doctest/doctest.h>
@@ -390,6 +391,33 @@ TEST_CASE("grouped gemm: activations per group of 32, zero past the inputs; shap
   CHECK_THROWS(GroupedWeights(16, 48, m.format, m.source(), arena, 1));
   CHECK_THROWS(GroupedWeights(16, 64, GroupFormat{6, false}, m.source(), arena, 1));
   CHECK_THROWS(quantize_grouped_activations(x.data(), 2, in, in, padded, a, 1, 3));
+}
+
+TEST_CASE("grouped activations by group: each row's sum (two terms joined) and scale, group by group") {
+  const std::int64_t rows = 5, in = 96;
+  const auto x = random_floats(static_cast<std::size_t>(rows * in), 23, -3.0f, 3.0f);
+  for (const int terms : {1, 2}) {
+    CAPTURE(terms);
+    GroupedActivations a;
+    quantize_grouped_activations(x.data(), rows, in, in, in, a, 1, terms);
+    const std::int64_t groups = a.groups();
+    REQUIRE(a.sums_by_group.size() == static_cast<std::size_t>(rows * groups));
+    REQUIRE(a.scales_by_group.size() == static_cast<std::size_t>(rows * groups));
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t g = 0; g < groups; ++g) {
+        const auto term = [&](int t) { return static_cast<std::size_t>((r * terms + t) * groups + g); };
+        const std::int32_t sum = terms == 2 ? kLowTermSteps * a.sums[term(0)] + a.sums[term(1)] : a.sums[term(0)];
+        CHECK(a.sums_by_group[static_cast<std::size_t>(g * rows + r)] == sum);
+        CHECK(a.scales_by_group[static_cast<std::size_t>(g * rows + r)] == a.scales[term(terms - 1)]);
+      }
+    // Rows filled by hand without their sums by group are refused, not read past the arrays.
+    auto arena = std::make_shared<WeightArena>();
+    const GroupMatrix m(16, in, GroupFormat{4, false}, 3);
+    const GroupedWeights w(16, in, m.format, m.source(), arena, 1);
+    a.sums_by_group.clear();
+    std::vector<float> y(static_cast<std::size_t>(rows * 16));
+    CHECK_THROWS_AS(gemm_grouped(w, a, y.data(), false, 1), ember::Error);
+  }
 }
 
 TEST_CASE("grouped activations: every tier's quantizer gives the scalar form's bytes, scales and sums") {

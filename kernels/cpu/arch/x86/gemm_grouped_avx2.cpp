@@ -155,7 +155,7 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
       PanelTerms<kBias> terms;
-      panel_terms<kBias, 1>(job, row0, rows, g, terms);
+      panel_terms(job, row0, rows, g, terms);
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
         const int b = c / 2;
@@ -273,7 +273,6 @@ void row16(const TileJob& job, std::int64_t row0) {
 template <int NB, bool kOffsets, bool kWide>
 void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
   constexpr int C = 2 * NB;
-  constexpr int kTerms = kWide ? 2 : 1;
   constexpr std::int32_t kBias = 128;  // the stored bytes are u = q + 128
   const std::int64_t record = job.record_bytes;
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi16(1);
@@ -292,7 +291,7 @@ void panel_rows8(const TileJob& job, std::int64_t row0, int rows) {
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
       PanelTerms<kBias> terms;
-      panel_terms<kBias, kTerms>(job, row0, rows, g, terms);
+      panel_terms(job, row0, rows, g, terms);
 #pragma GCC unroll 1
       for (int c = 0; c < C; ++c) {
         const int b = c / 2;

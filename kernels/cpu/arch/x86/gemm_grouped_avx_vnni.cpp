@@ -129,7 +129,7 @@ void panel_rows(const TileJob& job, std::int64_t row0, int rows) {
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = 2 * s + h;
       PanelTerms<kBias> terms;
-      panel_terms<kBias, 1>(job, row0, rows, g, terms);
+      panel_terms(job, row0, rows, g, terms);
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
         const int b = c / 2;
