@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Formats ember's C, C++ and CUDA sources with clang-format and the repository's .clang-format.
+# Formats ember's C, C++ and CUDA sources, the .inc fragments that tier files include among them,
+# with clang-format and the repository's .clang-format.
 #
 #   scripts/format.sh            rewrite every tracked source in place
 #   scripts/format.sh --check    change nothing; list the files that are not formatted, exit 1 if any
@@ -19,7 +20,7 @@ fi
 
 files=("$@")
 if ((${#files[@]} == 0)); then
-  mapfile -t files < <(git ls-files '*.c' '*.h' '*.cpp' '*.hpp' '*.cu' '*.cuh' | grep -v '^tests/data/')
+  mapfile -t files < <(git ls-files '*.c' '*.h' '*.cpp' '*.hpp' '*.inc' '*.cu' '*.cuh' | grep -v '^tests/data/')
 fi
 
 status=0
