@@ -39,8 +39,6 @@ namespace {
 #include "kernels/cpu/arch/x86/gemm_grouped_prefetch.inc"
 #include "kernels/cpu/arch/x86/gemm_grouped_ymm_store.inc"
 
-constexpr int kTileRows = 4;  // term rows per micro-kernel call (decode's few rows)
-
 [[gnu::always_inline]] inline __m256i broadcast4(const std::int8_t* x) {
   std::int32_t v;
   std::memcpy(&v, x, 4);
