@@ -61,7 +61,8 @@ TierKernels tier_kernels(CpuTier tier) {
 // x's rows [first_row, first_row + rows).
 grouped::TileJob job_of(const GroupedWeights& w, const GroupedActivations& x, std::int64_t first_row, std::int64_t rows,
                         float* y, bool accumulate) {
-  if (x.sums_by_group.size() != static_cast<std::size_t>(x.rows * x.groups()))
+  const auto by_group = static_cast<std::size_t>(x.rows * x.groups());
+  if (x.sums_by_group.size() != by_group || x.scales_by_group.size() != by_group)
     fail(ErrorCode::invalid_argument,
          "grouped gemm: activations of {} rows without their sums by group (index_by_group)", x.rows);
   grouped::TileJob job;

@@ -129,8 +129,10 @@ struct GroupedActivations {
   std::vector<float> scales;       // [rows][terms][padded_in / kWeightGroup]
   std::vector<std::int32_t> sums;  // [rows][terms][padded_in / kWeightGroup]
   // The same by group, for kernels that take many rows' terms of one group at once (the 256-bit
-  // tiers' panels): [groups][rows], each row's sum of its activations (with two terms, the 16-bit
-  // values', kLowTermSteps hi + lo) and its scale (with two terms, the low term's).
+  // tiers' panels): [groups][rows], each row's sum of its q (with two terms, of its 16-bit values:
+  // kLowTermSteps hi + lo, joined here as the kernels' row_terms joins it) and its scale (with two
+  // terms, the low term's). index_by_group makes them; gemm_grouped refuses activations whose
+  // copy does not match their rows and groups.
   std::vector<std::int32_t> sums_by_group;
   std::vector<float> scales_by_group;
 
@@ -147,7 +149,8 @@ void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_
                                   CpuTier tier = grouped_gemm_tier());
 
 // Fills a's sums_by_group and scales_by_group from its sums and scales. quantize_grouped_activations
-// does; a caller that fills a's rows itself (copies of quantized rows) calls it after.
+// does; a caller that fills or changes a's rows itself (copies of quantized rows) calls it after,
+// or the panels read the old copy.
 void index_by_group(GroupedActivations& a);
 
 // y[rows, out] (dense) = x·Wᵀ, or y += x·Wᵀ when accumulating (the sum added after the

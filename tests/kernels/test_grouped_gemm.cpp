@@ -396,10 +396,13 @@ TEST_CASE("grouped gemm: activations per group of 32, zero past the inputs; shap
 TEST_CASE("grouped activations by group: each row's sum (two terms joined) and scale, group by group") {
   const std::int64_t rows = 5, in = 96;
   const auto x = random_floats(static_cast<std::size_t>(rows * in), 23, -3.0f, 3.0f);
+  auto arena = std::make_shared<WeightArena>();
+  const GroupMatrix m(16, in, GroupFormat{4, false}, 3);
+  const GroupedWeights w(16, in, m.format, m.source(), arena, 1);
   for (const int terms : {1, 2}) {
     CAPTURE(terms);
     GroupedActivations a;
-    quantize_grouped_activations(x.data(), rows, in, in, in, a, 1, terms);
+    quantize_grouped_activations(x.data(), rows, in, in, w.padded_in(), a, 1, terms);
     const std::int64_t groups = a.groups();
     REQUIRE(a.sums_by_group.size() == static_cast<std::size_t>(rows * groups));
     REQUIRE(a.scales_by_group.size() == static_cast<std::size_t>(rows * groups));
@@ -410,12 +413,10 @@ TEST_CASE("grouped activations by group: each row's sum (two terms joined) and s
         CHECK(a.sums_by_group[static_cast<std::size_t>(g * rows + r)] == sum);
         CHECK(a.scales_by_group[static_cast<std::size_t>(g * rows + r)] == a.scales[term(terms - 1)]);
       }
-    // Rows filled by hand without their sums by group are refused, not read past the arrays.
-    auto arena = std::make_shared<WeightArena>();
-    const GroupMatrix m(16, in, GroupFormat{4, false}, 3);
-    const GroupedWeights w(16, in, m.format, m.source(), arena, 1);
-    a.sums_by_group.clear();
+    // Rows filled by hand without their copy by group are refused, not read past the arrays.
     std::vector<float> y(static_cast<std::size_t>(rows * 16));
+    gemm_grouped(w, a, y.data(), false, 1);
+    a.sums_by_group.clear();
     CHECK_THROWS_AS(gemm_grouped(w, a, y.data(), false, 1), ember::Error);
   }
 }
@@ -540,8 +541,9 @@ TEST_CASE("stacked linears: each linear's rows equal its own forward() bit for b
 TEST_CASE("gathered linears: rows picked from x, each distinct row quantized once, equal the stacked product") {
   CpuContext ctx(2);
   const std::int64_t out = 64, in = 256, x_rows = 3;
-  const std::int64_t rows[] = {2, 1, 3};
-  const std::int32_t gather[] = {0, 2, 2, 1, 2, 0};  // a row shared by several linears, as a token's experts
+  // The last linear's 6 rows go through the 256-bit tiers' panels (more than 4 term rows).
+  const std::int64_t rows[] = {2, 1, 6};
+  const std::int32_t gather[] = {0, 2, 2, 1, 2, 0, 0, 1, 2};  // a row shared by several linears, as a token's experts
   const auto x = random_floats(static_cast<std::size_t>(x_rows * in), 47, -1.0f, 1.0f);
   std::vector<float> stacked_x;
   for (const std::int32_t g : gather) stacked_x.insert(stacked_x.end(), x.begin() + g * in, x.begin() + (g + 1) * in);
@@ -559,11 +561,11 @@ TEST_CASE("gathered linears: rows picked from x, each distinct row quantized onc
     std::vector<Linear*> pointers;
     for (const auto& l : linears) pointers.push_back(l.get());
     StackedScratch scratch;
-    std::vector<float> gathered(static_cast<std::size_t>(6 * out), -1.0f), stacked(gathered.size(), -2.0f);
+    std::vector<float> gathered(static_cast<std::size_t>(9 * out), -1.0f), stacked(gathered.size(), -2.0f);
     forward_gathered(ctx, pointers.data(), rows, 3, x.data(), x_rows, gather, gathered.data(), scratch);
     forward_stacked(ctx, pointers.data(), rows, 3, stacked_x.data(), stacked.data(), scratch);
     CHECK(bit_mismatches(gathered, stacked) == 0);
-    const std::int32_t outside[] = {0, 3, 1, 1, 1, 1};
+    const std::int32_t outside[] = {0, 3, 1, 1, 1, 1, 1, 1, 1};
     CHECK_THROWS_AS(
         forward_gathered(ctx, pointers.data(), rows, 3, x.data(), x_rows, outside, gathered.data(), scratch),
         ember::Error);
