@@ -100,6 +100,23 @@ int team_for(std::int64_t work, int threads) {
   return static_cast<int>(std::clamp<std::int64_t>(work / kMinBytesPerThread, 1, std::max(threads, 1)));
 }
 
+void size_by_group(GroupedActivations& a) {
+  a.sums_by_group.resize(static_cast<std::size_t>(a.rows * a.groups()));
+  a.scales_by_group.resize(static_cast<std::size_t>(a.rows * a.groups()));
+}
+
+// Row r's terms into a's copy by group (sized by size_by_group).
+void index_row_by_group(GroupedActivations& a, std::int64_t r) {
+  const std::int64_t rows = a.rows, groups = a.groups(), terms = a.terms;
+  const std::int32_t* sums = a.sums.data() + r * terms * groups;
+  const float* scales = a.scales.data() + (r * terms + terms - 1) * groups;  // the low term's with two
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const auto at = static_cast<std::size_t>(g * rows + r);
+    a.sums_by_group[at] = terms == 2 ? kLowTermSteps * sums[g] + sums[groups + g] : sums[g];
+    a.scales_by_group[at] = scales[g];
+  }
+}
+
 }  // namespace
 
 CpuTier grouped_gemm_tier() { return active_tier() == CpuTier::amx ? CpuTier::avx512_vnni : active_tier(); }
@@ -163,6 +180,7 @@ void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_
   a.scales.resize(static_cast<std::size_t>(a.term_rows() * groups));
   a.sums.resize(static_cast<std::size_t>(a.term_rows() * groups));
   a.wide.resize(terms == 2 ? static_cast<std::size_t>(rows * stride) : 0);
+  size_by_group(a);
   for_rows(rows, threads, rows * in >= kQuantizeParallelElements, [&](std::int64_t r) {
     std::int8_t* q = a.q.data() + r * terms * stride;
     float* scales = a.scales.data() + r * terms * groups;
@@ -185,23 +203,13 @@ void quantize_grouped_activations(const float* x, std::int64_t rows, std::int64_
       for (std::int64_t k = 0; k < stride; ++k)
         a.wide[static_cast<std::size_t>(r * stride + k)] =
             static_cast<std::int16_t>(kLowTermSteps * q[k] + q[stride + k]);
+    index_row_by_group(a, r);  // here, while the row is in this thread's cache
   });
-  index_by_group(a);
 }
 
 void index_by_group(GroupedActivations& a) {
-  const std::int64_t rows = a.rows, groups = a.groups(), terms = a.terms;
-  a.sums_by_group.resize(static_cast<std::size_t>(rows * groups));
-  a.scales_by_group.resize(static_cast<std::size_t>(rows * groups));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int32_t* sums = a.sums.data() + r * terms * groups;
-    const float* scales = a.scales.data() + (r * terms + terms - 1) * groups;  // the low term's with two
-    for (std::int64_t g = 0; g < groups; ++g) {
-      const auto at = static_cast<std::size_t>(g * rows + r);
-      a.sums_by_group[at] = terms == 2 ? kLowTermSteps * sums[g] + sums[groups + g] : sums[g];
-      a.scales_by_group[at] = scales[g];
-    }
-  }
+  size_by_group(a);
+  for (std::int64_t r = 0; r < a.rows; ++r) index_row_by_group(a, r);
 }
 
 void gemm_grouped(const GroupedWeights& w, const GroupedActivations& x, float* y, bool accumulate, int threads) {
