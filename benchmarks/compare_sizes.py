@@ -33,22 +33,38 @@ def synthetic_tokens(vocab):
     return tokens
 
 
-def ember_round(build, model, threads):
+def ember_bench_rows(build, model, threads, workloads, env=None, bandwidth=False):
+    """ember-bench's JSON rows: one run of each workload, int8 (its default weight format: w4a8 on
+    a 4-bit file); the bandwidth probe only when asked for (its share of the tg128 row)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "ember.json")
-        subprocess.run([os.path.join(build, "benchmarks", "ember-bench"), "--model", model, "--precision", "int8",
-                        "--workload", "pp512,tg128", "--repeats", "1", "--threads", str(threads), "--no-bandwidth",
-                        "--json", out], check=True, stdout=subprocess.DEVNULL)
+        command = [os.path.join(build, "benchmarks", "ember-bench"), "--model", model, "--precision", "int8",
+                   "--workload", workloads, "--repeats", "1", "--threads", str(threads), "--json", out]
+        if not bandwidth:
+            command.append("--no-bandwidth")
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
         with open(out, encoding="utf-8") as f:
-            rows = json.load(f)
+            return json.load(f)
+
+
+def ember_round(build, model, threads):
+    rows = ember_bench_rows(build, model, threads, "pp512,tg128")
     return {r["workload"]: r["tokens_per_s"]["median"] for r in rows} | {"weight_format": rows[0].get("weight_format")}
 
 
-def llamacpp_round(model, threads, vocab):
-    common.text_tokens = synthetic_tokens(vocab)
-    args = argparse.Namespace(model=model, threads=threads)
-    return {"pp512": llamacpp_driver.run_pp(args)["prompt_tokens_per_s"],
-            "tg128": llamacpp_driver.run_tg(args)["generated_tokens_per_s"]}
+def llamacpp_round(model, threads, token_ids=None, workloads=("pp512", "tg128")):
+    """llama.cpp's tokens/s on each of `workloads` (pp512, tg128), run in this process.
+    token_ids(count, offset) replaces the golden text's ids (common.text_tokens) for these runs:
+    a file whose vocabulary is not the default model's needs synthetic_tokens'."""
+    run = argparse.Namespace(model=model, threads=threads)
+    drivers = {"pp512": (llamacpp_driver.run_pp, "prompt_tokens_per_s"),
+               "tg128": (llamacpp_driver.run_tg, "generated_tokens_per_s")}
+    golden = common.text_tokens
+    common.text_tokens = token_ids or golden
+    try:
+        return {w: drivers[w][0](run)[drivers[w][1]] for w in workloads}
+    finally:
+        common.text_tokens = golden
 
 
 def vocab_of(model):
@@ -104,7 +120,7 @@ def main():
             print(f"round {r + 1}: {name} ember", file=sys.stderr, flush=True)
             runs[name]["ember"].append(ember_round(args.build, path, args.threads))
             print(f"round {r + 1}: {name} llama.cpp", file=sys.stderr, flush=True)
-            runs[name]["llama.cpp"].append(llamacpp_round(path, args.threads, vocab_of(path)))
+            runs[name]["llama.cpp"].append(llamacpp_round(path, args.threads, synthetic_tokens(vocab_of(path))))
     print("| model | ember weights | ember pp512 | llama.cpp pp512 | ratio | ember tg128 | llama.cpp tg128 | ratio |")
     print("|---|---|---|---|---|---|---|---|")
     summary = {}

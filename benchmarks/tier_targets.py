@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""ember at one x86 tier against llama.cpp built for it: every speed target of the tiers
-(docs/benchmarks.md#x86-targets) measured on this machine and said to be met or not.
+"""Measures every speed target of one x86 tier (docs/benchmarks.md#x86-targets) on this machine,
+ember against llama.cpp built for the tier, and says which are met.
 
     LLAMA_VENV/bin/python benchmarks/tier_targets.py [--tier avx2] [--rounds 3] [--threads 2]
         [--build build] [--model DEFAULT.gguf] [--model-1b SYNTHETIC_1B.gguf] [--json FILE]
@@ -8,18 +8,20 @@
 Run it with the python of a llama-cpp-python venv built for the tier: llama.cpp runs in this
 process, as in compare_sizes.py, and ember in its own under EMBER_CPU_ISA=TIER. On a CPU with
 AVX2 and nothing above it, tests/reference/setup_venv.sh builds that venv as it is; on one with
-more, name the tier's flags (the AVX2 ones here):
+more, name the flags it would derive there (the AVX2 ones here):
 
-    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \\
-      -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF \\
-      -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" tests/reference/setup_venv.sh ~/.cache/ember/venv-ref-avx2
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+      -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF \
+      -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
+      -DGGML_AMX_BF16=OFF" tests/reference/setup_venv.sh ~/.cache/ember/venv-ref-avx2
 
 Each round runs, in turn: ember on the default model (pp512, tg128, 32 streams), the demo's time
 to first token, llama.cpp on the default file and on its Q8_0 requantization, ember and llama.cpp
 on the 1B synthetic file (made with ember-make-synthetic when missing), then the frame budgets.
 Ratios are taken within a round, so the machine's drift hits both engines alike; the report gives
-each figure's median and range over the rounds. A quiet machine takes about 2 minutes a round.
-The report goes to stdout; llama.cpp's log and the progress go to stderr.
+each figure's median and range over the rounds. The 1B's share is its tg128 against the larger
+of the bandwidth probe's two readings before the runs (ember-bench's "reached"), the stricter of
+the two shares it prints. The report goes to stdout; llama.cpp's log and the progress to stderr.
 """
 import argparse
 import json
@@ -28,11 +30,9 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "peers"))
-import common  # noqa: E402
 import compare_sizes  # noqa: E402
 import llamacpp_driver  # noqa: E402
 
@@ -41,21 +41,13 @@ BUDGETS_MS = (16, 8, 4)
 
 
 def ember_bench(args, model, workloads, bandwidth=False):
-    """ember-bench at the tier, one run of each workload: its JSON rows by workload (frames: by budget)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "ember.json")
-        command = [os.path.join(args.build, "benchmarks", "ember-bench"), "--model", model, "--precision", "int8",
-                   "--workload", workloads, "--repeats", "1", "--threads", str(args.threads), "--json", out]
-        if not bandwidth:
-            command.append("--no-bandwidth")
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=args.env)
-        with open(out, encoding="utf-8") as f:
-            rows = json.load(f)
+    """ember-bench at the tier: its JSON rows by workload (frames: by budget, in ms)."""
+    rows = compare_sizes.ember_bench_rows(args.build, model, args.threads, workloads, args.env, bandwidth)
     return {r["budget_ms"] if r["workload"] == "frames" else r["workload"]: r for r in rows}
 
 
 def demo_ttft_ms(args):
-    """The demo's time to first token: ember-generate on its default prompt (38 tokens)."""
+    """The demo's time to first token: ember-generate on its default prompt."""
     done = subprocess.run([os.path.join(args.build, "examples", "generate", "ember-generate"), "--model", args.model,
                            "--max-tokens", "8", "--threads", str(args.threads)],
                           check=True, capture_output=True, text=True, env=args.env)
@@ -65,26 +57,20 @@ def demo_ttft_ms(args):
     return float(found.group(1))
 
 
-def llamacpp(model, threads, tokens=common.text_tokens):
-    common.text_tokens = tokens
-    run = argparse.Namespace(model=model, threads=threads)
-    return {"pp512": llamacpp_driver.run_pp(run)["prompt_tokens_per_s"],
-            "tg128": llamacpp_driver.run_tg(run)["generated_tokens_per_s"]}
-
-
 def one_round(args):
     """Every figure the targets need, from one pass over the engines."""
     ember = ember_bench(args, args.model, "pp512,tg128,tg128x32")
     figures = {f"ember {w}": ember[w]["tokens_per_s"]["median"] for w in ("pp512", "tg128", "tg128x32")}
     figures["ember ttft_ms"] = demo_ttft_ms(args)
     for name, path in (("Q4_1", args.model), ("Q8_0", args.model_q8)):
-        for w, value in llamacpp(path, args.threads).items():
+        for w, value in compare_sizes.llamacpp_round(path, args.threads).items():
             figures[f"llama.cpp {name} {w}"] = value
     big = ember_bench(args, args.model_1b, "pp512,tg128", bandwidth=True)
     figures["ember 1b pp512"] = big["pp512"]["tokens_per_s"]["median"]
     figures["ember 1b bandwidth share"] = big["tg128"]["fraction_of_ceiling"]
-    vocab = compare_sizes.vocab_of(args.model_1b)
-    figures["llama.cpp 1b pp512"] = llamacpp(args.model_1b, args.threads, compare_sizes.synthetic_tokens(vocab))["pp512"]
+    token_ids = compare_sizes.synthetic_tokens(compare_sizes.vocab_of(args.model_1b))
+    figures["llama.cpp 1b pp512"] = compare_sizes.llamacpp_round(args.model_1b, args.threads, token_ids,
+                                                                 ("pp512",))["pp512"]
     frames = ember_bench(args, args.model, "frames")
     for budget in BUDGETS_MS:
         figures[f"ember frames p99 {budget} ms"] = frames[float(budget)]["step_ms"]["p99"]
@@ -110,8 +96,11 @@ def targets():
 
 
 def report(args, rounds):
-    flags_file = os.path.join(sys.prefix, "llama-build-flags.txt")
-    flags = open(flags_file, encoding="utf-8").read() if os.path.exists(flags_file) else "(not recorded)\n"
+    flags = "(not recorded)\n"
+    flags_file = os.path.join(sys.prefix, "llama-build-flags.txt")  # tests/reference/setup_venv.sh's
+    if os.path.exists(flags_file):
+        with open(flags_file, encoding="utf-8") as f:
+            flags = f.read()
     print(f"ember at EMBER_CPU_ISA={args.tier}, {args.threads} threads, rounds: {len(rounds)}; "
           f"llama.cpp from {sys.prefix}:\n{flags}")
     print("| target | median [min, max] | bound | met |")
@@ -130,21 +119,23 @@ def report(args, rounds):
     return verdicts
 
 
-def prepared(args):
-    """The Q8_0 requantization and the 1B file, made once and kept in the cache directory."""
+def prepare_models(args):
+    """Makes the Q8_0 requantization and the 1B file where missing, kept in the cache directory;
+    returns the Q8_0 file's path."""
     bench = os.path.join(CACHE, "bench")
     os.makedirs(bench, exist_ok=True)
     stem = os.path.splitext(os.path.basename(args.model))[0]
-    args.model_q8 = os.path.join(bench, f"{stem}.requantized-Q8_0.gguf")  # benchmarks/peers/suite.py's copy
-    if not os.path.exists(args.model_q8):
-        print(f"tier_targets: requantizing to Q8_0 -> {args.model_q8}", file=sys.stderr, flush=True)
-        llamacpp_driver.requantize(args.model, args.model_q8 + ".tmp")
-        os.replace(args.model_q8 + ".tmp", args.model_q8)
+    q8 = os.path.join(bench, f"{stem}.requantized-Q8_0.gguf")  # benchmarks/peers/suite.py's copy
+    if not os.path.exists(q8):
+        print(f"tier_targets: requantizing to Q8_0 -> {q8}", file=sys.stderr, flush=True)
+        llamacpp_driver.requantize(args.model, q8 + ".tmp")
+        os.replace(q8 + ".tmp", q8)
     if not os.path.exists(args.model_1b):
         print(f"tier_targets: writing the 1B synthetic file -> {args.model_1b}", file=sys.stderr, flush=True)
         subprocess.run([os.path.join(args.build, "benchmarks", "ember-make-synthetic"), "1b", args.model_1b + ".tmp",
                         args.model_1b + ".json", "--type", "q4_0"], check=True, stdout=subprocess.DEVNULL)
         os.replace(args.model_1b + ".tmp", args.model_1b)
+    return q8
 
 
 def main():
@@ -166,7 +157,7 @@ def main():
     if not os.path.exists(args.model):
         parser.error(f"{args.model} is missing: scripts/fetch-model.sh fetches it")
     args.env = dict(os.environ, EMBER_CPU_ISA=args.tier)
-    prepared(args)
+    args.model_q8 = prepare_models(args)
     rounds = []
     for r in range(args.rounds):
         print(f"tier_targets: round {r + 1} of {args.rounds}", file=sys.stderr, flush=True)

@@ -50,6 +50,16 @@ class Context:
         self.n_batch = n_batch
         self.batch = llama_cpp.llama_batch_init(n_batch, 0, n_seq_max)
 
+    def __del__(self):
+        """Frees the batch, the context and the model: a process that runs several workloads or
+        models (compare_sizes.py, tier_targets.py) would otherwise hold every one it loaded."""
+        if getattr(self, "batch", None) is not None:
+            llama_cpp.llama_batch_free(self.batch)
+        if getattr(self, "ctx", None):
+            llama_cpp.llama_free(self.ctx)
+        if getattr(self, "model", None):
+            llama_cpp.llama_model_free(self.model)
+
     def decode(self, entries):
         """entries: (token, position, seq_id, wants_logits) tuples, at most n_batch of them."""
         b = self.batch

@@ -19,8 +19,6 @@ namespace ember::kernels::cpu {
 
 namespace {
 
-// Term rows a tier's micro-kernel takes at once, for the split of work between threads.
-constexpr std::int64_t kTileRows = 4;
 // Below this many weight bytes per thread, forking the OpenMP team costs more than it saves.
 constexpr std::int64_t kMinBytesPerThread = 64 * 1024;
 
@@ -92,9 +90,9 @@ grouped::TileJob job_of(const GroupedWeights& w, const GroupedActivations& x, st
 }
 
 // The work of one output tile of w over `term_rows` rows, in weight bytes streamed (once per
-// kTileRows rows), and the team that work is worth.
+// grouped::kTileRows rows), and the team that work is worth.
 std::int64_t tile_work(const GroupedWeights& w, std::int64_t term_rows) {
-  return w.bytes() / w.tiles() * ((term_rows + kTileRows - 1) / kTileRows);
+  return w.bytes() / w.tiles() * ((term_rows + grouped::kTileRows - 1) / grouped::kTileRows);
 }
 int team_for(std::int64_t work, int threads) {
   return static_cast<int>(std::clamp<std::int64_t>(work / kMinBytesPerThread, 1, std::max(threads, 1)));

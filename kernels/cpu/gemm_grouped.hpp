@@ -131,8 +131,9 @@ struct GroupedActivations {
   // The same by group, for kernels that take many rows' terms of one group at once (the 256-bit
   // tiers' panels): [groups][rows], each row's sum of its q (with two terms, of its 16-bit values:
   // kLowTermSteps hi + lo, joined here as the kernels' row_terms joins it) and its scale (with two
-  // terms, the low term's). index_by_group makes them; gemm_grouped refuses activations whose
-  // copy does not match their rows and groups.
+  // terms, the low term's). quantize_grouped_activations writes them with the rows, index_by_group
+  // for rows filled otherwise; gemm_grouped refuses activations whose copy does not match their
+  // rows and groups.
   std::vector<std::int32_t> sums_by_group;
   std::vector<float> scales_by_group;
 

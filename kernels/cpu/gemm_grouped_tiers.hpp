@@ -78,6 +78,10 @@ struct TileJob {
 
 using TileFn = void (*)(const TileJob& job);
 
+// Term rows per call of the x86 tiers' few-row kernels (decode's: tile_rows and its kin), which
+// keep that many rows' sums in registers; gemm_grouped splits the work between threads by it.
+constexpr int kTileRows = 4;
+
 // One row's activations, `groups` groups of 32 (kWeightGroup) values, each quantized as
 // quantize_rows_s8 quantizes a row: q (32 bytes a group), and per group its scale and the sum of
 // its q. Every tier gives the portable form's bytes, scales and sums.

@@ -454,6 +454,7 @@ TEST_CASE("grouped activations: every tier's quantizer gives the scalar form's b
   for (const std::int64_t g : {1, 2, 3, 6}) CHECK(expected.scales[static_cast<std::size_t>(g)] == 0.0f);
   for (const std::int64_t g : {4, 5, 7}) CHECK(expected.scales[static_cast<std::size_t>(g)] > 0.0f);
   CHECK(expected.q[4 * kWeightGroup + 9] == -127);  // the NaN
+  index_by_group(expected);  // the copy by group made apart from the quantizer, which writes its own
   for (const CpuTier tier : available_tiers()) {
     CAPTURE(to_string(tier));
     GroupedActivations got;  // fresh: a tier that wrote nothing must not pass on the last one's values
@@ -461,6 +462,9 @@ TEST_CASE("grouped activations: every tier's quantizer gives the scalar form's b
     CHECK(got.q == expected.q);
     CHECK(bit_mismatches(got.scales, expected.scales) == 0);
     CHECK(got.sums == expected.sums);
+    // The copy by group, written row by row by the two threads.
+    CHECK(got.sums_by_group == expected.sums_by_group);
+    CHECK(bit_mismatches(got.scales_by_group, expected.scales_by_group) == 0);
   }
 }
 

@@ -22,8 +22,6 @@ namespace {
 
 #include "kernels/cpu/arch/x86/gemm_grouped_prefetch.inc"
 
-constexpr int kTileRows = 4;  // term rows per micro-kernel call
-
 // Term rows [row0, row0 + M) of the tile (NB blocks): one pass over its inputs. With kTerms = 2,
 // M is even and term rows 2i and 2i + 1 are the two terms of y's row row0 / 2 + i. The first
 // pass over a tile (row0 = 0) prefetches the weights ahead of it; later passes find them in L2.
