@@ -95,6 +95,10 @@ def targets():
     return listed
 
 
+def figure_text(value):
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def report(args, rounds):
     flags = "(not recorded)\n"
     flags_file = os.path.join(sys.prefix, "llama-build-flags.txt")  # tests/reference/setup_venv.sh's
@@ -111,7 +115,7 @@ def report(args, rounds):
         median = statistics.median(values)
         met = median >= bound if larger else median <= bound
         verdicts[name] = {"values": values, "median": median, "bound": bound, "met": met}
-        print(f"| {name} | {median:.3g} [{min(values):.3g}, {max(values):.3g}] | "
+        print(f"| {name} | {figure_text(median)} [{figure_text(min(values))}, {figure_text(max(values))}] | "
               f"{'>=' if larger else '<='} {bound:g} | {'yes' if met else 'no'} |")
     print("\nPer round:")
     for key in rounds[0]:

@@ -27,6 +27,11 @@ figure='[0-9] ?(tokens?/s|tok/s|GB/s|GiB/s|GOPS|GFLOPS|TFLOPS|ms/token|ms/tok)'
 figure+='|dev box'
 figure+='|[0-9] ?% top-1|top-1 [0-9]|points of top-1|KL (of )?[0-9]'
 figure+='|[0-9] ?(ms|us) (->|vs|against|without|with) '
+# ... a timing after another (11 -> 6 ms, 20 / 21 us) or out of another, a percentage faster,
+# slower or of a call, a factor longer or faster.
+figure+='|[0-9] ?(->|/) ?[0-9.]+ ?(ms|us)\b|[0-9] ?(us|ms) of the [0-9]'
+figure+='|[0-9] ?% (slower|faster)|(slower|faster) by [0-9]|[0-9] ?% of (a|an|each|every) '
+figure+='|[0-9.]+ ?x (longer|faster|slower|more|less)'
 # Only comments: a line's // part, or a line inside a /* */ block that starts with *.
 comment='(//|/\*|^[[:space:]]*\*)'
 
@@ -39,7 +44,7 @@ while IFS= read -r -d '' file; do
     while IFS= read -r hit; do echo "$file:$hit"; done <<<"$hits"
     status=1
   fi
-done < <(find lib kernels include -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print0 | sort -z)
+done < <(find lib kernels include -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.h' -o -name '*.inc' -o -name '*.cu' -o -name '*.cuh' \) -print0 | sort -z)
 
 if ((status)); then
   echo "check-comment-figures: measured figures in comments (above): move each to an anchored section of" \

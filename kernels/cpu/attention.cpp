@@ -53,8 +53,8 @@ EMBER_CLONES SoftmaxTerms exponentiate_in_place(float* s, std::int64_t n) {
 
 // Asks for the kv_head slice of one block's rows to be brought into cache. A sequence's blocks
 // lie anywhere in the pool and a slice is 2 of every 6 cache lines of a row, which the hardware
-// prefetcher does not follow: without this, batched decode waited on memory ~4x longer than
-// its K/V bytes take to stream.
+// prefetcher does not follow: without this, batched decode waited on memory several times
+// longer than its K/V bytes take to stream (docs/benchmarks.md#attention-prefetch).
 template <class T>
 void prefetch_block(const T* slice, std::int64_t stride, int rows, std::int64_t bytes) {
   for (int r = 0; r < rows; ++r) {
@@ -143,10 +143,8 @@ constexpr int kTileRows = 8;
 //  - a task reads whole token rows of K and V, contiguous within a block, which the hardware
 //    prefetcher follows, where a KV head's slice is 2 of every 6 cache lines of a row.
 // The split depends only on the query's own position and the window, so each row's arithmetic is
-// the same in any batch, decode row or prefill chunk, and so is its output. attention_bench, f16,
-// 2 threads, against one task per (tile, KV head), two interleaved runs: decode at 512 positions
-// 34 / 33 -> 20 / 21 us, 8 such rows 208 / 185 -> 145 / 162 us, a 512-token prefill 4.2 / 3.9 ->
-// 3.3 / 3.4 ms. In ember-bench tg128 decode attention took 290-445 us per step against 385-540.
+// the same in any batch, decode row or prefill chunk, and so is its output. Decode and prefill
+// both ran faster than with one task per (tile, KV head) (docs/benchmarks.md#attention-prefetch).
 constexpr int kSegments = 2;
 
 struct Span {
@@ -359,8 +357,8 @@ void attend_head(const TaskArgs& a, const Tile& tile, int segment, const RowSpan
   }
   // Per chunk, each query's sum stays in registers across the chunk's V rows. A chunk that starts
   // before the query's segment (the window's first key is inside it) is a branch of its own:
-  // working out those offsets for every chunk made the no-window 512-token prefill 3.5% slower
-  // (f32, 1 thread, old and new code alternating in one process).
+  // working out those offsets for every chunk made the no-window prefill slower
+  // (docs/benchmarks.md#attention-prefetch).
   for_each_chunk(v_cache, v_ahead, a.blocks, span.begin, span.end, kv_head, l,
                  [&](std::int64_t t0, const T* v, int keys) {
                    // Query i's rows of the chunk added into its sum; row t0 + j is at x + j * ldx

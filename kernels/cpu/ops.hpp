@@ -34,8 +34,8 @@ void rope(float* x, std::int64_t rows, std::int64_t ld, int heads, int head_dim,
 // [rows, rope_dims/2] each: ggml's rope with its optional freq_factors (Llama 3's frequency
 // scaling, rope_dims/2 positive values; nullptr for all 1) and freq_scale (linear position
 // scaling, 1/factor). The angles depend only on the batch's positions: compute them once per
-// forward pass and reuse them for q and k of every layer (the double-precision sin/cos dominate
-// rope's cost: ~280 us of the 300 us of a 512-row call).
+// forward pass and reuse them for q and k of every layer (the double-precision sin/cos are most
+// of rope's cost: docs/benchmarks.md#comment-figures-s40).
 struct RopeAngles {
   std::int64_t rows = 0;
   int rope_dims = 0;

@@ -43,8 +43,8 @@ constexpr std::int64_t kClaimTail = 4 * kTileClaim;
 // wants), claiming them from the range's cursor (kTileClaim at a time, one at a time near the
 // range's end); a thread that is done takes the remaining tiles of the others' ranges one at a
 // time. On a shared VM one core is often slowed for a while, and equal fixed halves left the
-// other waiting ~10 % of each call. Callers make a tile's result independent of the thread
-// that computes it.
+// other waiting for part of each call (docs/benchmarks.md#comment-figures-s40). Callers make a
+// tile's result independent of the thread that computes it.
 template <class Fn>
 void for_tiles(std::int64_t tiles, int team, Fn&& fn) {
   team = static_cast<int>(

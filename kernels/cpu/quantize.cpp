@@ -11,7 +11,8 @@ namespace ember::kernels::cpu {
 namespace {
 
 // `a > m ? a : m`, not std::fmax: the latter is a libm call per element that stops the loop
-// from vectorising (it was 15 % of a 512-token prefill). NaN is skipped the same way.
+// from vectorising (it was a visible part of a prefill: docs/benchmarks.md#comment-figures-s40).
+// NaN is skipped the same way.
 EMBER_CLONES float max_abs(const float* x, std::int64_t n) {
   float m = 0.0f;
 #pragma omp simd reduction(max : m)

@@ -31,7 +31,7 @@ void TokenIndex::build(const std::vector<std::string>& tokens) {
     }
   };
   // The table is larger than the caches, so each insert would wait for its slot's line: hash a
-  // few tokens ahead and prefetch their slots (Gemma 3's 262,144 tokens: 11 -> 6 ms).
+  // few tokens ahead and prefetch their slots (docs/benchmarks.md#token-index).
   constexpr std::size_t kAhead = 16;
   std::array<std::uint64_t, kAhead> pending{};
   for (std::size_t id = 0; id < tokens.size() + kAhead; ++id) {
