@@ -44,7 +44,7 @@ Diff compare(const std::vector<float>& a, const std::vector<float>& b, int vocab
   Diff d;
   double num = 0, den = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    d.max_abs = std::max(d.max_abs, static_cast<double>(std::fabs(a[i] - b[i])));
+    d.max_abs = test::worse(d.max_abs, std::fabs(a[i] - b[i]));
     num += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
     den += b[i] * static_cast<double>(b[i]);
   }

@@ -1,6 +1,7 @@
 // The FP32 linear in slices (backend/cpu/sliced_linear.hpp): its parts equal its whole bit for
 // bit, and its whole is the product oneDNN's single FP32 linear computes.
 #include "backend/cpu/sliced_linear.hpp"
+#include "tests/support/test_support.hpp"
 
 #include <ember/ember.hpp>
 
@@ -46,7 +47,7 @@ TEST_CASE("a sliced FP32 linear: parts equal the whole bit for bit, the whole eq
       CHECK(a != y0);
       whole->forward(ctx, x.data(), m, c.data(), accumulate);
       double worst = 0;
-      for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double{a[i]} - c[i]));
+      for (std::size_t i = 0; i < a.size(); ++i) worst = test::worse(worst, std::abs(double{a[i]} - c[i]));
       CHECK(worst < 1e-4);
     }
   }

@@ -2,6 +2,7 @@
 #include "kernel_test_util.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/simd.hpp"
+#include "tests/support/test_support.hpp"
 #include "util/fp16.hpp"
 
 #include <doctest/doctest.h>
@@ -186,8 +187,8 @@ void run_case(const Case& c, std::uint32_t seed) {
     double worst = 0.0;
     for (int r = 0; r < row; ++r)
       for (std::int64_t i = 0; i < q_width; ++i)
-        worst = std::max(worst, std::abs(want[static_cast<std::size_t>(r * q_width + i)] -
-                                         out[static_cast<std::size_t>(r * ldo + i)]));
+        worst = ember::test::worse(worst, std::abs(want[static_cast<std::size_t>(r * q_width + i)] -
+                                                   out[static_cast<std::size_t>(r * ldo + i)]));
     CHECK(worst < 2e-5);
     for (int r = 0; r < row; ++r)  // the padding past heads*head_dim is not written
       for (std::int64_t i = q_width; i < ldo; ++i) REQUIRE(out[static_cast<std::size_t>(r * ldo + i)] == 7.0f);

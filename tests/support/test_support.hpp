@@ -1,6 +1,7 @@
 // Shared helpers of ember's tests.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +11,10 @@
 #include <ember/ember.hpp>
 
 namespace ember::test {
+
+// The worse of a running worst error and a new one, NaN once either is: std::max(worst, NaN)
+// keeps `worst`, so a bound checked on it would pass a NaN result.
+inline double worse(double worst, double error) { return std::isnan(error) || error > worst ? error : worst; }
 
 // The default model: $EMBER_MODEL, else the fetch script's cache location, else empty.
 std::string default_model_path();
