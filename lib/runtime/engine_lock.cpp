@@ -49,15 +49,22 @@ std::unique_lock<std::mutex> EngineLock::lock() const {
 }
 
 std::unique_lock<std::mutex> EngineLock::lock_unchecked() const {
-  ++callers_waiting_;
+  ++arrived_;
   std::unique_lock lock(mutex_);
-  --callers_waiting_;
+  ++entered_;
   callers_cv_.notify_all();
   return lock;
 }
 
 void EngineLock::let_callers_in(std::unique_lock<std::mutex>& lock) const {
-  callers_cv_.wait(lock, [&] { return callers_waiting_.load() == 0; });
+  const std::uint64_t waiting_up_to = arrived_.load();
+  if (entered_.load() >= waiting_up_to) return;  // nobody is waiting
+  // This thread comes back as a caller too, so that another thread stepping back to back lets
+  // it in after its own step.
+  ++arrived_;
+  callers_cv_.wait(lock, [&] { return entered_.load() >= waiting_up_to; });
+  ++entered_;
+  callers_cv_.notify_all();
 }
 
 }  // namespace ember::runtime

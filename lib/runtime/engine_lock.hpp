@@ -7,7 +7,10 @@
 //    background thread, step(), a host-driven wait()) would keep it forever. Callers announce
 //    themselves in lock() and the stepping thread lets them in between two steps
 //    (let_callers_in()), so a request submitted mid-generation joins the next step and stats()
-//    never stalls for a whole busy period.
+//    never stalls for a whole busy period. The stepping thread waits only for the callers that
+//    had announced themselves when it stopped, and takes the lock back as an announced caller:
+//    two host threads waiting on their requests take turns step by step (neither waits for the
+//    other's whole generation), and callers that keep arriving cannot hold the steps off.
 //  * Re-entry. A callback that calls back into its own engine would wait forever for the lock its
 //    step holds: run_callback() marks the thread, and lock() from a marked thread throws
 //    Error(invalid_argument) saying so instead.
@@ -21,6 +24,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -48,7 +52,10 @@ class EngineLock {
 
  private:
   mutable std::mutex mutex_;  // guards the engine's mutable state and its sequences
-  mutable std::atomic<int> callers_waiting_{0};
+  // Callers that announced themselves, and those of them that have had mutex_ since: the ones
+  // waiting are the difference. entered_ changes only with mutex_ held.
+  mutable std::atomic<std::uint64_t> arrived_{0};
+  mutable std::atomic<std::uint64_t> entered_{0};
   mutable std::condition_variable callers_cv_;  // a waiting caller got mutex_
 };
 

@@ -73,10 +73,10 @@ void validate(const SamplingParams& p, int vocab_size) {
     fail(bad, "sampling.ignore_eos cannot be combined with a grammar or json_schema (the grammar decides the end)");
 }
 
-Sampler::Sampler(const SamplingParams& p, int vocab_size) : params_(p), vocab_size_(vocab_size), rng_(p.seed) {
+Sampler::Sampler(const SamplingParams& p, int vocab_size)
+    : params_(p), vocab_size_(vocab_size), greedy_(p.temperature == 0 || !finite(1.0f / p.temperature)), rng_(p.seed) {
   validate(p, vocab_size);
   if (vocab_size <= 0) fail(ErrorCode::invalid_argument, "vocab_size must be > 0, got {}", vocab_size);
-  candidates_.reserve(static_cast<std::size_t>(vocab_size));
 }
 
 double Sampler::uniform01() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
@@ -101,6 +101,7 @@ void Sampler::apply_penalties(float* logits, const std::vector<std::int32_t>& hi
     if (params_.repetition_penalty != 1.0f) z = z > 0 ? z / params_.repetition_penalty : z * params_.repetition_penalty;
     // OpenAI: a flat presence term plus a per-occurrence frequency term.
     z -= static_cast<float>(j - i) * params_.frequency_penalty + params_.presence_penalty;
+    z = std::min(z, std::numeric_limits<float>::max());  // an overflow to +infinity stays a number
     i = j;
   }
 }
@@ -246,7 +247,7 @@ std::int32_t Sampler::sample_allowed(const float* logits, grammar::TokenConstrai
   const float max_logit = peak.logit;
   const std::int32_t best = peak.id;
   if (best < 0 || !finite(max_logit)) return -1;
-  const bool greedy = params_.temperature == 0;
+  const bool greedy = greedy_;
   // Greedy and the row's argmax allowed: it is the masked row's argmax too (ties: every lower
   // id has a smaller logit).
   if (greedy && constraint.allows(best)) return best;
@@ -286,10 +287,11 @@ std::int32_t Sampler::sample(float* logits, const std::vector<std::int32_t>& his
   // The log-probabilities need the masked row's whole sum, and top_k off (or as large as the
   // vocabulary) samples from all of it: those take the mask.
   const bool whole_row_needed = logprob != nullptr || (top != nullptr && params_.top_logprobs > 0) ||
-                                (params_.temperature > 0 && !(params_.top_k > 0 && params_.top_k < vocab_size_));
+                                (!greedy_ && !(params_.top_k > 0 && params_.top_k < vocab_size_));
   const bool check_candidates = constraint != nullptr && !mask_always && !whole_row_needed;
   if (constraint != nullptr && !check_candidates) constraint->apply(logits);
-  for (const LogitBias& b : params_.logit_bias) logits[b.token] += b.bias;
+  for (const LogitBias& b : params_.logit_bias)  // biases that add up past the largest float stay a number
+    logits[b.token] = std::min(logits[b.token] + b.bias, std::numeric_limits<float>::max());
   apply_penalties(logits, history);
   if (check_candidates) {
     const std::int32_t id = sample_allowed(logits, *constraint);
@@ -306,12 +308,19 @@ std::int32_t Sampler::sample(float* logits, const std::vector<std::int32_t>& his
   const RowMax peak = row_max(logits, vocab_size_);
   const float max_logit = peak.logit;
   const std::int32_t best = peak.id;
-  if (best < 0 || !finite(max_logit))
+  if (best < 0 || !finite(max_logit)) {
+    // Every logit -infinity is the request's doing (its logit_bias, with a grammar); NaN or
+    // +infinity from the model is not.
+    if (max_logit == -std::numeric_limits<float>::infinity() &&
+        std::none_of(logits, logits + vocab_size_, [](float z) { return std::isnan(z); }))
+      fail(ErrorCode::invalid_argument,
+           "no token can be sampled: logit_bias and the grammar exclude every one (-infinity)");
     fail(ErrorCode::internal, "logits row has no finite maximum (max = {})", max_logit);
+  }
 
   std::int32_t id = best;
   double norm = 0;  // sum(exp(z - max)) over the row, when select() computed it
-  if (params_.temperature > 0) {
+  if (!greedy_) {
     id = draw(select(logits, max_logit, &norm), max_logit);
   }
 

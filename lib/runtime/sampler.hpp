@@ -79,6 +79,9 @@ class Sampler {
 
   SamplingParams params_;
   int vocab_size_;
+  // Greedy: temperature 0, or one so small that 1 / T overflows (every weight but the best's
+  // would be 0 * infinity).
+  bool greedy_;
   std::mt19937_64 rng_;                // fully specified by the standard: reproducible
   std::vector<Candidate> candidates_;  // scratch, reused across calls
   std::vector<float> weights_;         // scratch: tempered weights of the survivors

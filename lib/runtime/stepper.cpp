@@ -81,7 +81,12 @@ int Stepper::finish_step() {
     for (const ScheduledSequence& s : step) {
       if (s.sequence->embedding) take_hidden(s);
       if (s.logit_index < 0) continue;
-      output_.sample_rows(s, logits_.data());
+      try {
+        output_.sample_rows(s, logits_.data());
+      } catch (const std::exception& e) {  // this request's sampling or its text: it alone ends
+        fail_sequence(*s.sequence, e.what());
+        continue;
+      }
       if (s.sequence->state == SequenceState::running && static_cast<int>(s.sequence->tokens.size()) >= context_length)
         shift(s.sequence);
     }
@@ -115,6 +120,12 @@ void Stepper::fail_step(const std::vector<ScheduledSequence>& step, const std::s
     }
     output_.finalize(s.sequence);
   }
+}
+
+void Stepper::fail_sequence(Sequence& seq, const std::string& why) {
+  logger_.log(LogLevel::error, "request {} failed: {}", seq.id, why);
+  seq.completion.error = "the request failed: " + why;
+  output_.finish(seq, FinishReason::error, /*discard_held_text=*/true);
 }
 
 void Stepper::abort_all(const std::string& why) {

@@ -76,6 +76,9 @@ class Stepper {
   int finish_step();                             // commits and samples the step whose forward pass is done
   void take_hidden(const ScheduledSequence& s);  // an embedding sequence's rows of the step
   void fail_step(const std::vector<ScheduledSequence>& step, const std::string& why);
+  // One sequence of the step ends with `error` (its sampling failed); finalized with the step's
+  // other finished sequences.
+  void fail_sequence(Sequence& seq, const std::string& why);
   void abort_all(const std::string& why);
   void shift(const std::shared_ptr<Sequence>& seq);  // ContextPolicy::shift on a full window
   void inject(FaultPoint point) {

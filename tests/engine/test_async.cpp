@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <thread>
 
 namespace ember {
@@ -106,6 +107,40 @@ TEST_CASE("step(budget) pauses a step between pieces, hides it until done, and k
   CHECK_FALSE(all.step_paused);
   CHECK(all.steps == 12);
   CHECK(last.wait().tokens == alone.tokens);
+}
+
+TEST_CASE("two host threads waiting on their requests take turns: the short one returns first") {
+  // One thread waits on a short request and steps; this one then waits on a long request and
+  // is let in between two steps. It must let the first back in between its own steps: before,
+  // the first waited (its request long finished) until the long request ended.
+  Engine engine = Engine::open(model_path(), options());
+  RequestHandle long_request = engine.submit(greedy("a long story begins", 200));
+  RequestHandle short_request = engine.submit(greedy("a short one", 20));
+  std::atomic<bool> long_finished_first{false};
+  std::thread other([&] {
+    short_request.wait();
+    long_finished_first = long_request.status() == RequestStatus::finished;
+  });
+  while (short_request.status() == RequestStatus::queued) std::this_thread::yield();  // the other thread steps
+  CHECK(long_request.wait().generated_tokens == 200);
+  other.join();
+  CHECK_FALSE(long_finished_first.load());
+}
+
+TEST_CASE("a request whose sampling fails ends alone; the others of its step go on") {
+  Engine engine = Engine::open(model_path(), options());
+  Request banned = greedy("every token banned", 4);
+  for (std::int32_t t = 0; t < engine.info().vocab; ++t)
+    banned.sampling.logit_bias.push_back({t, -std::numeric_limits<float>::infinity()});
+  RequestHandle ok = engine.submit(greedy("a plain request", 6));
+  RequestHandle failing = engine.submit(banned);
+  const Completion failed = failing.wait();
+  CHECK(failed.finish_reason == FinishReason::error);
+  CHECK(failed.error.find("no token can be sampled") != std::string::npos);
+  const Completion fine = ok.wait();
+  CHECK(fine.finish_reason == FinishReason::length);
+  CHECK(fine.generated_tokens == 6);
+  CHECK(fine.error.empty());
 }
 
 TEST_CASE("cancel: a queued request ends at once, a running one at the next step") {

@@ -122,6 +122,41 @@ TEST_CASE("NaN logits are never chosen; a row without a finite value is an inter
   }
 }
 
+TEST_CASE("settings that push a logit past the largest float, or every one to -infinity") {
+  const float inf = std::numeric_limits<float>::infinity();
+  // A tiny repetition penalty divides a seen positive logit to +infinity; two biases of 3e38 on
+  // one token add up to it: either stays the largest number, and that token is chosen.
+  SamplingParams tiny = greedy_params();
+  tiny.repetition_penalty = 1e-38f;
+  Sampler penalised(tiny, 4);
+  std::vector<float> row{1.0f, 10.0f, 2.0f, 3.0f};
+  CHECK(penalised.sample(row.data(), {1}) == 1);
+  CHECK(row[1] == std::numeric_limits<float>::max());
+  SamplingParams biased = greedy_params();
+  biased.logit_bias = {{2, 3e38f}, {2, 3e38f}};
+  Sampler twice(biased, 4);
+  row = {1.0f, 10.0f, 2.0f, 3.0f};
+  CHECK(twice.sample(row.data(), {}) == 2);
+  // A temperature whose reciprocal overflows is greedy, not 0 * infinity weights (which drew the
+  // last candidate).
+  for (std::uint64_t seed = 0; seed < 8; ++seed) {
+    Sampler cold(plain_params(1e-40f, seed), 4);
+    row = {1.0f, 10.0f, 2.0f, 3.0f};
+    CHECK(cold.sample(row.data(), {}) == 1);
+  }
+  // Every token biased to -infinity: the request's own doing, invalid_argument (not internal).
+  SamplingParams excluded = greedy_params();
+  for (std::int32_t t = 0; t < 4; ++t) excluded.logit_bias.push_back({t, -inf});
+  Sampler none(excluded, 4);
+  row = {1.0f, 10.0f, 2.0f, 3.0f};
+  try {
+    none.sample(row.data(), {});
+    FAIL("expected an error");
+  } catch (const ember::Error& e) {
+    CHECK(e.code() == ember::ErrorCode::invalid_argument);
+  }
+}
+
 TEST_CASE("top_k = 1 equals greedy at any temperature") {
   SamplingParams p = plain_params(1.5f, 42);
   p.top_k = 1;
