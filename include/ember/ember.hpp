@@ -304,7 +304,7 @@ struct Request {
 enum class FinishReason {
   stop,       // end-of-sequence token or a stop string
   length,     // max_tokens reached
-  context,    // the context window is full
+  context,    // the context window is full, or the KV cache is (Completion::error then says so)
   cancelled,  // the stream callback returned false or the request was cancelled
   error,      // the request failed; Completion::error says why
 };
@@ -349,7 +349,8 @@ struct Completion {
   // each (docs/api.md lists the rules); empty when every keyword is enforced.
   std::vector<std::string> schema_relaxed;
   Timings timings;
-  std::string error;  // why it failed (`error`) or ember cancelled it (a throwing callback, the engine destroyed)
+  std::string error;  // why it failed (`error`), ember cancelled it (a throwing callback, the engine destroyed)
+                      // or it ended with `context` before the window was full (the KV cache holds fewer tokens)
 };
 
 // Which part of a thinking model's output a chunk belongs to.

@@ -4,6 +4,7 @@
 #include "util/check.hpp"
 
 #include <algorithm>
+#include <string>
 
 namespace ember::runtime {
 namespace {
@@ -17,6 +18,14 @@ int tokens_to_hold(const Sequence& seq) { return static_cast<int>(seq.tokens.siz
 // Waiting order: higher priority first, then earlier arrival.
 bool runs_before(const Sequence& a, const Sequence& b) {
   return a.priority != b.priority ? a.priority > b.priority : a.id < b.id;
+}
+
+// Why a sequence ended with `context` short of the context window: the whole pool cannot hold it.
+std::string kv_cache_full(const BlockPool& pool, int tokens) {
+  return fmt::format(
+      "the KV cache holds {} tokens ({} blocks of {}), fewer than this sequence's {}: raise "
+      "EngineOptions::kv_cache_bytes",
+      static_cast<std::int64_t>(pool.block_count()) * pool.block_size(), pool.block_count(), pool.block_size(), tokens);
 }
 
 bool in_step(const std::vector<ScheduledSequence>& step, const Sequence* seq) {
@@ -63,6 +72,7 @@ void Scheduler::schedule_running(backend::Batch& batch, std::vector<ScheduledSeq
       if (step.empty() && running_.size() == 1) {
         remove(seq);
         seq->completion.finish_reason = FinishReason::context;
+        seq->completion.error = kv_cache_full(pool_, seq->computed + rows);
         finished.push_back(seq);
       } else {
         preempt(seq);
@@ -97,6 +107,7 @@ void Scheduler::admit_waiting(backend::Batch& batch, std::vector<ScheduledSequen
       it = waiting_.erase(it);
       seq->state = SequenceState::finished;
       seq->completion.finish_reason = FinishReason::context;
+      seq->completion.error = kv_cache_full(pool_, tokens_to_hold(*seq));
       finished.push_back(seq);
       continue;
     }

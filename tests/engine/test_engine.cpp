@@ -145,6 +145,7 @@ TEST_CASE("a sequence reaching the context window ends with `context`") {
   const Completion c = engine.generate(greedy("hello", 100));
   CHECK(c.finish_reason == FinishReason::context);
   CHECK(c.prompt_tokens + c.generated_tokens == 24);
+  CHECK(c.error.empty());  // the window, not the KV cache
 }
 
 TEST_CASE("context policy shift: a generation past the window keeps the start, drops half the rest, goes on") {
@@ -348,21 +349,44 @@ TEST_CASE("concurrent requests are batched and give the same tokens as alone, ev
     Engine engine = Engine::open(model_path(), small_options());
     for (const auto& p : prompts) alone.push_back(engine.generate(greedy(p, 40)));
   }
-  for (std::size_t kv_bytes : {std::size_t{4} << 20, std::size_t{16} << 10}) {  // roomy, then 8 blocks: preemption
+  for (std::size_t kv_bytes : {std::size_t{4} << 20, std::size_t{16} << 10}) {  // roomy, then a few blocks: preemption
     EngineOptions o = small_options();
     o.kv_cache_bytes = kv_bytes;
     Engine engine = Engine::open(model_path(), o);
+    // All queued before any step, so that they share steps; then each waited on by its own thread.
+    std::vector<RequestHandle> handles;
+    for (const auto& p : prompts) handles.push_back(engine.submit(greedy(p, 40)));
     std::vector<Completion> together(prompts.size());
     std::vector<std::thread> threads;
-    for (std::size_t i = 0; i < prompts.size(); ++i)
-      threads.emplace_back([&, i] { together[i] = engine.generate(greedy(prompts[i], 40)); });
+    for (std::size_t i = 0; i < prompts.size(); ++i) threads.emplace_back([&, i] { together[i] = handles[i].wait(); });
     for (auto& t : threads) t.join();
     for (std::size_t i = 0; i < prompts.size(); ++i) {
       INFO("prompt ", i, " kv bytes ", kv_bytes);
       CHECK(together[i].tokens == alone[i].tokens);
       CHECK(together[i].finish_reason == FinishReason::length);
     }
+    // At the end the four hold more blocks than the small pool has: some waited, recomputed.
+    if (kv_bytes < (std::size_t{1} << 20)) CHECK(engine.stats().preemptions > 0);
   }
+}
+
+TEST_CASE("a sequence that outgrows the KV cache, not the window, ends with `context` and says why") {
+  EngineOptions o = small_options();
+  o.kv_cache_bytes = std::size_t{16} << 10;  // a few blocks, far fewer tokens than the context of 256
+  std::vector<std::string> warnings;
+  o.log = [&](LogLevel level, std::string_view line) {
+    if (level == LogLevel::warning) warnings.emplace_back(line);
+  };
+  Engine engine = Engine::open(model_path(), o);
+  REQUIRE(warnings.size() == 1);
+  const auto holds = engine.stats().kv_blocks_total * 16;  // the default block of 16 tokens
+  INFO(warnings[0]);
+  CHECK(warnings[0].find("the KV cache holds " + std::to_string(holds) + " tokens, fewer than the context of 256") !=
+        std::string::npos);
+  const Completion c = engine.generate(greedy("hello", 1000));
+  CHECK(c.finish_reason == FinishReason::context);
+  CHECK(c.prompt_tokens + c.generated_tokens == static_cast<int>(holds) + 1);  // the last token needs no KV yet
+  CHECK(c.error.find("raise EngineOptions::kv_cache_bytes") != std::string::npos);
 }
 
 }  // namespace
