@@ -88,8 +88,8 @@ struct Config {
 };
 
 // All 16 submitted at once and served by a host loop: one batch of everything that fits.
-std::vector<std::vector<std::int32_t>> run_together(Precision precision, const Config& c, std::uint64_t& preemptions,
-                                                    const Variant& v = {}, EngineStats* stats = nullptr) {
+std::vector<std::vector<std::int32_t>> run_together(Precision precision, const Config& c, const Variant& v = {},
+                                                    EngineStats* stats = nullptr) {
   EngineOptions o;
   o.device = test::test_device();
   o.precision = precision;
@@ -106,7 +106,6 @@ std::vector<std::vector<std::int32_t>> run_together(Precision precision, const C
   for (const Request& r : requests_of(v)) handles.push_back(engine.submit(r));
   while (!engine.step(std::chrono::milliseconds(100)).idle) {
   }
-  preemptions = engine.stats().preemptions;
   if (stats != nullptr) *stats = engine.stats();
   std::vector<std::vector<std::int32_t>> out;
   for (auto& h : handles) out.push_back(h.wait().tokens);
@@ -122,6 +121,14 @@ const Config kConfigs[] = {
     {"tiny pool (preemption)", 64, 96u << 10, true},  // 24 blocks of 4 KiB for ~100 needed
 };
 
+// What a configuration is there to exercise, seen in the engine's statistics: without it, a
+// configuration that stopped preempting or reusing its prefix would pass as another batch.
+void check_exercised(const Config& c, const EngineStats& stats) {
+  const std::string name = c.name;
+  if (name.find("preemption") != std::string::npos) CHECK(stats.preemptions > 0);
+  if (name == "prefix cache on") CHECK(stats.prefix_hit_blocks > 0);
+}
+
 int count_mismatches(const std::vector<std::vector<std::int32_t>>& a, const std::vector<std::vector<std::int32_t>>& b) {
   int bad = 0;
   for (std::size_t i = 0; i < a.size(); ++i) bad += a[i] != b[i];
@@ -132,11 +139,11 @@ TEST_CASE("int8: every configuration gives exactly the tokens of running alone")
   test::require_test_device();
   const auto alone = run_alone(Precision::int8);
   for (const Config& c : kConfigs) {
-    std::uint64_t preemptions = 0;
-    const auto together = run_together(Precision::int8, c, preemptions);
+    EngineStats stats;
+    const auto together = run_together(Precision::int8, c, {}, &stats);
     INFO(c.name);
     CHECK(count_mismatches(together, alone) == 0);
-    if (std::string(c.name).find("preemption") != std::string::npos) CHECK(preemptions > 0);
+    check_exercised(c, stats);
   }
 }
 
@@ -149,10 +156,11 @@ TEST_CASE("int8, mixture of experts: every configuration gives exactly the token
     const Variant moe{KvCacheType::f16, 0, moe_model_path(architecture)};
     const auto alone = run_alone(Precision::int8, moe);
     for (const Config& c : kConfigs) {
-      std::uint64_t preemptions = 0;
-      const auto together = run_together(Precision::int8, c, preemptions, moe);
+      EngineStats stats;
+      const auto together = run_together(Precision::int8, c, moe, &stats);
       INFO(architecture, ": ", c.name);
       CHECK(count_mismatches(together, alone) == 0);
+      check_exercised(c, stats);
     }
   }
 }
@@ -166,11 +174,11 @@ TEST_CASE("int8 KV: every configuration gives exactly the tokens of running alon
   const auto alone = run_alone(Precision::int8, int8_kv);
   CHECK(count_mismatches(alone, run_alone(Precision::int8)) < 16);  // mostly the f16 cache's tokens
   for (const Config& c : kConfigs) {
-    std::uint64_t preemptions = 0;
-    const auto together = run_together(Precision::int8, c, preemptions, int8_kv);
+    EngineStats stats;
+    const auto together = run_together(Precision::int8, c, int8_kv, &stats);
     INFO(c.name);
     CHECK(count_mismatches(together, alone) == 0);
-    if (std::string(c.name).find("preemption") != std::string::npos) CHECK(preemptions > 0);
+    check_exercised(c, stats);
   }
 }
 
@@ -184,11 +192,11 @@ TEST_CASE("speculative decoding: greedy output equals the unspeculated run in ev
   CHECK(count_mismatches(run_alone(Precision::int8, speculative), plain) == 0);
   std::uint64_t proposed = 0, accepted = 0;
   for (const Config& c : kConfigs) {
-    std::uint64_t preemptions = 0;
     EngineStats stats;
-    const auto together = run_together(Precision::int8, c, preemptions, speculative, &stats);
+    const auto together = run_together(Precision::int8, c, speculative, &stats);
     INFO(c.name);
     CHECK(count_mismatches(together, plain) == 0);
+    check_exercised(c, stats);
     CHECK(stats.speculative_accepted <= stats.speculative_proposed);
     proposed += stats.speculative_proposed;
     accepted += stats.speculative_accepted;
@@ -203,8 +211,7 @@ TEST_CASE("fp32 (CPU) / fp16 (CUDA) baseline: batch invariance measured and repo
   const Precision baseline = test::baseline_precision();
   const auto alone = run_alone(baseline);
   for (const Config& c : kConfigs) {
-    std::uint64_t preemptions = 0;
-    const auto together = run_together(baseline, c, preemptions);
+    const auto together = run_together(baseline, c);
     // Eigen's FP32 GEMM blocks the reduction differently for different batch sizes, so the
     // reference path is not bit-exact across batch shapes; greedy tokens still agree here.
     MESSAGE((baseline == Precision::fp32 ? "fp32 " : "fp16 "), std::string(c.name), ": ",
