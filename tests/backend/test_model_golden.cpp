@@ -309,6 +309,7 @@ TEST_CASE("greedy continuations equal llama.cpp's (F32 weights) up to near-ties"
         INFO("prompt: ", c["prompt"].get<std::string>(), " step ", i, " ember ", next, " llama.cpp ", expected[i],
              " ember top-2 gap ", gap);
         CHECK(gap < 0.3f);
+        CHECK(c["top2_gaps"][i].get<float>() < 0.3f);  // and llama.cpp's: a near-tie for both
         ++near_tie;
         break;
       }
@@ -319,6 +320,11 @@ TEST_CASE("greedy continuations equal llama.cpp's (F32 weights) up to near-ties"
   MESSAGE(exact, " of ", cases.size(), " greedy continuations equal llama.cpp's for all ",
           cases[0]["continuation"].size(), " tokens; ", near_tie, " diverge at a near-tie (ember top-2 gap < 0.3); ",
           total_tokens, " tokens matched in total");
+  // Near-ties move with the FP32 kernels of each ISA, a few continuations at most; a model that
+  // runs wrong diverges everywhere, at gaps of every size.
+  const auto cases_count = static_cast<int>(cases.size());
+  CHECK(exact >= cases_count - 4);
+  CHECK(total_tokens >= cases_count * static_cast<int>(cases[0]["continuation"].size()) * 4 / 5);
 }
 
 }  // namespace
