@@ -575,8 +575,9 @@ class EMBER_API Engine {
   // scheduler that is prefilled and never sampled: it shares steps (one forward pass) with
   // generation requests and other threads' embed calls, under the same token budget
   // (docs/api.md#embeddings); the call waits as RequestHandle::wait() does. Encoders (BERT) and
-  // decoders (the final norm's output) both work. Throws Error(invalid_argument) for an empty
-  // text list entry, (context_overflow) when truncate is off and a text does not fit,
+  // decoders (the final norm's output) both work. Throws Error(invalid_argument) for a text that
+  // gives no tokens (an empty one, unless add_special adds some: BERT's [CLS] [SEP] is embedded),
+  // (context_overflow) when truncate is off and a text does not fit,
   // (out_of_memory) when a text needs more KV blocks than the pool has, (unsupported) for rank
   // pooling without a classification head or on a decoder, or a device without embeddings (CUDA).
   std::vector<Embedding> embed(const std::vector<std::string>& texts, const EmbedOptions& options = {});
