@@ -33,6 +33,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "peers"))
+import common  # noqa: E402
 import compare_sizes  # noqa: E402
 import llamacpp_driver  # noqa: E402
 
@@ -128,8 +129,7 @@ def prepare_models(args):
     returns the Q8_0 file's path."""
     bench = os.path.join(CACHE, "bench")
     os.makedirs(bench, exist_ok=True)
-    stem = os.path.splitext(os.path.basename(args.model))[0]
-    q8 = os.path.join(bench, f"{stem}.requantized-Q8_0.gguf")  # benchmarks/peers/suite.py's copy
+    q8 = common.requantized_q8_path(bench, args.model)  # the one benchmarks/peers/suite.py makes
     if not os.path.exists(q8):
         print(f"tier_targets: requantizing to Q8_0 -> {q8}", file=sys.stderr, flush=True)
         llamacpp_driver.requantize(args.model, q8 + ".tmp")

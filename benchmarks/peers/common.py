@@ -87,6 +87,11 @@ def compare_logits(reference_path, logits):
     return {"positions": n, "top1_agreement": agree / n, "mean_kl": kl / n}
 
 
+def requantized_q8_path(cache, model):
+    """Where the benchmarks keep llama.cpp's Q8_0 requantization of `model`, in the cache directory."""
+    return os.path.join(cache, f"{os.path.splitext(os.path.basename(model))[0]}.requantized-Q8_0.gguf")
+
+
 def driver_args(description, argv=None):
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("workload", choices=WORKLOADS)

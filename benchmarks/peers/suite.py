@@ -79,7 +79,7 @@ def prepare_models(args, log):
     cache = args.cache
     os.makedirs(cache, exist_ok=True)
     stem = os.path.splitext(os.path.basename(args.model))[0]
-    q8 = os.path.join(cache, f"{stem}.requantized-Q8_0.gguf")
+    q8 = common.requantized_q8_path(cache, args.model)
     if not os.path.exists(q8):
         print(f"suite: requantizing to Q8_0 -> {q8}", flush=True)
         run_process([sys.executable, os.path.join(PEERS, "llamacpp_driver.py"), "requantize", args.model, q8 + ".tmp"], log)

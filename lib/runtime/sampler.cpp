@@ -247,11 +247,10 @@ std::int32_t Sampler::sample_allowed(const float* logits, grammar::TokenConstrai
   const float max_logit = peak.logit;
   const std::int32_t best = peak.id;
   if (best < 0 || !finite(max_logit)) return -1;
-  const bool greedy = greedy_;
   // Greedy and the row's argmax allowed: it is the masked row's argmax too (ties: every lower
   // id has a smaller logit).
-  if (greedy && constraint.allows(best)) return best;
-  const std::size_t k = greedy ? 1 : static_cast<std::size_t>(params_.top_k);
+  if (greedy_ && constraint.allows(best)) return best;
+  const std::size_t k = greedy_ ? 1 : static_cast<std::size_t>(params_.top_k);
   const std::size_t scan = std::min(static_cast<std::size_t>(vocab_size_), std::max(kAllowedScan, 4 * k));
   collect_top_k(logits, scan);
   std::sort(candidates_.begin(), candidates_.end(), better);
@@ -277,7 +276,7 @@ std::int32_t Sampler::sample_allowed(const float* logits, grammar::TokenConstrai
   }
   if (kept == 0) return -1;
   candidates_.resize(kept);
-  if (greedy) return candidates_[0].id;
+  if (greedy_) return candidates_[0].id;
   const float max_allowed = candidates_[0].logit;
   return draw(select_from_top_k(max_allowed), max_allowed);
 }
