@@ -32,6 +32,8 @@ class BlockPool {
 
   int block_size() const { return block_size_; }
   int block_count() const { return static_cast<int>(blocks_.size()); }
+  // The most tokens one sequence can hold: every block.
+  std::int64_t token_capacity() const { return std::int64_t{block_count()} * block_size_; }
   bool prefix_caching() const { return prefix_caching_; }
   // Blocks allocate() can hand out: never used or released-uncached, plus evictable cached ones.
   int free_blocks() const { return static_cast<int>(free_.size()) + lru_size_; }

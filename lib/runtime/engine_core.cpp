@@ -143,7 +143,7 @@ EngineCore::EngineCore(const std::string& path, const EngineOptions& options)
   logger_.log(LogLevel::info, "loaded {} ({} layers, width {}) on {} in {:.0f} ms; KV cache {} blocks of {} tokens",
               config_.name, config_.layers, config_.embedding, backend_->name(), load_ms_, geometry.block_count,
               geometry.block_size);
-  if (const std::int64_t holds = geometry.block_count * geometry.block_size; holds < context_length_)
+  if (const std::int64_t holds = pool_->token_capacity(); holds < context_length_)
     logger_.log(LogLevel::warning,
                 "the KV cache holds {} tokens, fewer than the context of {}: a sequence that outgrows it ends "
                 "with `context` (raise kv_cache_bytes)",

@@ -224,7 +224,9 @@ void OutputStage::finish(Sequence& seq, FinishReason reason, bool discard_held_t
     seq.completion.text += tail;
     seq.pending_tail = std::move(tail);
   }
-  seq.completion.finish_reason = reason;
+  // A callback that returned false or threw on this step's chunk stops its request `cancelled`
+  // (ember.hpp), the chunk that completes a stop string included.
+  seq.completion.finish_reason = seq.cancel_requested ? FinishReason::cancelled : reason;
   seq.completion.closed_early = seq.constraint && seq.constraint->steered();
   seq.state = SequenceState::finished;
 }
@@ -242,6 +244,7 @@ void OutputStage::serve_from_response_cache(const std::shared_ptr<Sequence>& seq
   if (!c.reasoning.empty()) emit(*seq, c.reasoning, nullptr, 0, false, nullptr, nullptr, ChunkStream::reasoning);
   emit(*seq, c.text, c.tokens.data(), c.tokens.size(), false, c.logprobs.empty() ? nullptr : c.logprobs.data(),
        c.top_logprobs.empty() ? nullptr : c.top_logprobs.data());
+  if (seq->cancel_requested) seq->completion.finish_reason = FinishReason::cancelled;  // as finish() does
   seq->state = SequenceState::finished;
   finalize(seq);
 }

@@ -25,7 +25,7 @@ std::string kv_cache_full(const BlockPool& pool, int tokens) {
   return fmt::format(
       "the KV cache holds {} tokens ({} blocks of {}), fewer than this sequence's {}: raise "
       "EngineOptions::kv_cache_bytes",
-      static_cast<std::int64_t>(pool.block_count()) * pool.block_size(), pool.block_count(), pool.block_size(), tokens);
+      pool.token_capacity(), pool.block_count(), pool.block_size(), tokens);
 }
 
 bool in_step(const std::vector<ScheduledSequence>& step, const Sequence* seq) {

@@ -204,24 +204,36 @@ TEST_CASE("background thread: submissions from many threads all complete, same t
 
 TEST_CASE("background thread: a request submitted mid-generation joins the running batch") {
   // The background thread steps back to back; submit() must get in between two steps, not wait
-  // until the engine is idle. B (8 tokens) is submitted once A has started and finishes while
-  // A, with hundreds of tokens to go, is still running: they shared steps.
+  // until the engine is idle. B is submitted once A has started, and A's third chunk holds its
+  // step (and the engine's lock) until submit() has had ample time to arrive at the lock; B's
+  // first token must then come within the next two steps, and B (8 tokens) finish while A, with hundreds of tokens to go, is still
+  // running. Counted in A's chunks, not timed: a loaded machine may hold any thread back.
   EngineOptions o = options(/*background=*/true);
   o.kv_cache_bytes = 64u << 20;
   Engine engine = Engine::open(test::synthetic_model_file(43, 1024), o);
-  std::atomic<bool> started{false};
-  std::atomic<int> a_chunks{0};
+  const int held_chunk = 3;
+  std::atomic<bool> submitting{false};
+  std::atomic<int> a_chunks{0}, a_chunks_at_b{-1};
   RequestHandle a = engine.submit(greedy("a long story", 900), [&](const Chunk&) {
-    started = true;
-    ++a_chunks;
+    if (++a_chunks == held_chunk) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!submitting && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
     return true;
   });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!started && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
-  REQUIRE(started);
-  RequestHandle b = engine.submit(greedy("a short one", 8));
-  CHECK(a_chunks < 100);  // submit() got in between two steps, not after A's 900
+  while (a_chunks == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  REQUIRE(a_chunks > 0);
+  submitting = true;
+  RequestHandle b = engine.submit(greedy("a short one", 8), [&](const Chunk&) {
+    int unset = -1;
+    a_chunks_at_b.compare_exchange_strong(unset, a_chunks.load());
+    return true;
+  });
   CHECK(b.wait().generated_tokens == 8);
+  CHECK(a_chunks_at_b >= 1);
+  CHECK(a_chunks_at_b <= held_chunk + 2);  // submit() got in between two steps, not after A's 900
   CHECK(a.status() == RequestStatus::running);
   CHECK(engine.stats().running == 1);  // stats() answers while the engine is busy
   a.cancel();

@@ -425,6 +425,47 @@ TEST_CASE("exact response cache: a repeated deterministic request skips inferenc
   CHECK_FALSE(plain.generate(r).from_response_cache);
 }
 
+TEST_CASE("a callback that stops or throws on a cached answer or a stop string's chunk cancels its request") {
+  EngineOptions o = small_options();
+  o.response_cache_bytes = 1u << 20;
+  Engine engine = Engine::open(model_path(), o);
+  Engine uncached = Engine::open(model_path(), small_options());
+  const Request cached = greedy("cache this answer", 12);
+  REQUIRE(engine.generate(cached).finish_reason == FinishReason::length);
+  const Completion full = uncached.generate(greedy("hello world", 40));
+  REQUIRE(full.text.size() > 12);
+  Request stopping = greedy("hello world", 40);
+  stopping.sampling.stop = {full.text.substr(full.text.size() / 2, 3)};
+  // The chunk that completes the stop string is the last with a token (its text may be empty).
+  int token_chunks = 0;
+  REQUIRE(uncached.generate(stopping, [&](const Chunk& c) { return token_chunks += c.token_count > 0, true; })
+              .finish_reason == FinishReason::stop);
+  for (const bool throwing : {false, true}) {
+    CAPTURE(throwing);
+    // Stops at the n-th chunk with a token, by returning false or by throwing.
+    const auto stop_at = [throwing](int n) {
+      return [throwing, n, seen = 0](const Chunk& c) mutable -> bool {
+        if (c.token_count == 0 || ++seen != n) return true;
+        if (throwing) throw std::runtime_error("host bug");
+        return false;
+      };
+    };
+    const Completion hit = engine.generate(cached, stop_at(1));
+    CHECK(hit.from_response_cache);
+    CHECK(hit.finish_reason == FinishReason::cancelled);
+    CHECK(hit.error.empty() != throwing);
+    const Completion stopped = engine.generate(stopping, stop_at(token_chunks));
+    CHECK_FALSE(stopped.from_response_cache);
+    CHECK(stopped.finish_reason == FinishReason::cancelled);
+    CHECK(stopped.error.empty() != throwing);
+  }
+  // The cancelled stop was not kept as the request's answer: it is computed again, and ends at
+  // its stop string.
+  const Completion again = engine.generate(stopping);
+  CHECK_FALSE(again.from_response_cache);
+  CHECK(again.finish_reason == FinishReason::stop);
+}
+
 TEST_CASE("exact response cache: the context policy is part of the key") {
   EngineOptions o = small_options();
   o.context_length = 48;

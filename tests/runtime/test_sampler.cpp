@@ -243,18 +243,35 @@ TEST_CASE("top_p on a large vocabulary matches a full-sort reference") {
   double mass = 0;
   std::size_t keep = 0;
   while (mass < 0.9) mass += prob[static_cast<std::size_t>(order[keep++])];
-  const std::vector<int> allowed(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep));
   REQUIRE(keep > 64);  // the doubling windows of the partial sort are exercised
 
+  // The kept tokens in 8 bins by rank, each with its share of the kept mass: a cut that keeps
+  // too few (or drops a window's tokens) leaves a bin short, one that keeps too many samples a
+  // token outside them.
+  const std::size_t bins = 8;
+  std::vector<int> bin_of(v, -1);
+  std::vector<double> expected(bins, 0.0);
+  for (std::size_t r = 0; r < keep; ++r) {
+    const auto id = static_cast<std::size_t>(order[r]);
+    bin_of[id] = static_cast<int>(r * bins / keep);
+    expected[r * bins / keep] += prob[id] / mass;
+  }
   SamplingParams p = plain_params(1.0f, 5);
   p.top_p = 0.9f;
   Sampler s(p, v);
-  std::vector<char> ok(v, 0);
-  for (int id : allowed) ok[static_cast<std::size_t>(id)] = 1;
-  for (int i = 0; i < 300; ++i) {
+  const int n = 1000;
+  std::vector<int> counts(bins, 0);
+  int outside = 0;
+  for (int i = 0; i < n; ++i) {
     std::vector<float> row = z;
-    CHECK(ok[static_cast<std::size_t>(s.sample(row.data(), {}))]);
+    const int bin = bin_of[static_cast<std::size_t>(s.sample(row.data(), {}))];
+    if (bin < 0)
+      ++outside;
+    else
+      ++counts[static_cast<std::size_t>(bin)];
   }
+  CHECK(outside == 0);
+  CHECK(chi_square(counts, expected, n) < 24.3);  // chi-square(7) 99.9%
 }
 
 TEST_CASE("min_p drops tokens below min_p * p(best)") {
