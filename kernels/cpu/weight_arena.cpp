@@ -41,8 +41,8 @@ std::int8_t* WeightArena::allocate(std::size_t bytes) {
 }
 
 GroupedPrefetch grouped_prefetch(bool from_memory) {
-  static const bool amd = cpu_vendor_amd(), amd_above_avx2 = amd && active_tier() != CpuTier::avx2;
-  return {amd_above_avx2 ? 0 : kWeightPrefetchAhead, from_memory && !amd};
+  static const bool amd_above_avx2 = cpu_vendor_amd() && active_tier() != CpuTier::avx2;
+  return {amd_above_avx2 ? 0 : kWeightPrefetchAhead, from_memory};
 }
 
 }  // namespace ember::kernels::cpu

@@ -36,12 +36,11 @@ constexpr std::int64_t kWeightPrefetchAhead = 4096;
 //    size measured (docs/benchmarks.md#moe-decode-prefetch). The AVX2 tier's kernel, slower per
 //    byte, gained from its L2 prefetch on the same CPU (#x86-tiers-session22), so it keeps it.
 //  * into_l1: decode's 256-bit kernels (avx2, avx_vnni) prefetch into L1 at half the lead rather
-//    than into L2 at twice it, for weights that come from memory, except on AMD CPUs. On an
-//    Intel Xeon that streamed a 1B model, and the experts of a mixture, nearer the memory's
-//    bandwidth, while a model its L3 holds decoded slower with it (#decode-prefetch-s29). On
-//    Zen 4 the L2 form read weights from memory faster than L1 prefetches in a burst
-//    (#x86-tiers-session22); on an AVX2-only Zen 3 the spread-out L1 form streamed the 1B no
-//    faster than the L2 one (#zen3-avx2-s30), so AMD keeps the L2 form.
+//    than into L2 at twice it, for weights that come from memory. On an Intel Xeon that
+//    streamed a 1B model, and the experts of a mixture, nearer the memory's bandwidth, while a
+//    model its L3 holds decoded slower with it (#decode-prefetch-s29); on an AVX2-only Zen 3 the
+//    1B decoded faster with it too, once the one-row loop read its lines in address order
+//    (#zen3-prefetch-s41; session 30 had found no gain with the old loop).
 struct GroupedPrefetch {
   std::int64_t ahead = 0;
   bool into_l1 = false;

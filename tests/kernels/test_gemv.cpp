@@ -341,9 +341,9 @@ TEST_CASE("the weight arena outgrows the cache it is weighed against once it hol
   CHECK_FALSE(unknown.outgrows_cache());
 }
 
-TEST_CASE("decode prefetches into L1 only weights that come from memory, and not on AMD CPUs") {
+TEST_CASE("decode prefetches into L1 only weights that come from memory") {
   CHECK_FALSE(grouped_prefetch(false).into_l1);
-  CHECK(grouped_prefetch(true).into_l1 == !cpu_vendor_amd());
+  CHECK(grouped_prefetch(true).into_l1);
 }
 
 TEST_CASE("the last-level cache's size is near the L3 the C library reports, where it reports one") {

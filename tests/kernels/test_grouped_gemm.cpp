@@ -219,8 +219,7 @@ TEST_CASE("grouped gemm: the largest products do not saturate on any tier (all v
 
 TEST_CASE("grouped gemm: the decode form for weights streamed from memory gives the same products") {
   // An arena weighed against a 1-byte cache outgrows it with its first weights; the 256-bit
-  // tiers' decode then prefetches each line into L1 at a shorter lead, except on AMD CPUs
-  // (grouped_prefetch). That form's loads and arithmetic are checked here; where its prefetches
+  // tiers' decode then prefetches each line into L1 at a shorter lead (grouped_prefetch). That form's loads and arithmetic are checked here; where its prefetches
   // point cannot change a product (a prefetch never faults), only the speed that
   // benchmarks/run_all.sh measures.
   auto from_memory = std::make_shared<WeightArena>(1);
@@ -234,8 +233,6 @@ TEST_CASE("grouped gemm: the decode form for weights streamed from memory gives 
     const GroupedWeights cached(out, in, f, m.source(), in_cache, 1);
     CHECK(streamed.streamed_from_memory());
     CHECK_FALSE(cached.streamed_from_memory());
-    if (!grouped_prefetch(true).into_l1 && f.bits == 4 && !f.offsets)
-      MESSAGE("this CPU keeps decode's L2 prefetch for weights from memory: the L1 form is not run here");
     for (const int terms : {1, 2})
       for (const std::int64_t rows : {1, 2, 3, 4}) {
         CAPTURE(terms);
