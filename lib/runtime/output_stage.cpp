@@ -224,9 +224,7 @@ void OutputStage::finish(Sequence& seq, FinishReason reason, bool discard_held_t
     seq.completion.text += tail;
     seq.pending_tail = std::move(tail);
   }
-  // A callback that returned false or threw on this step's chunk stops its request `cancelled`
-  // (ember.hpp), the chunk that completes a stop string included.
-  seq.completion.finish_reason = seq.cancel_requested ? FinishReason::cancelled : reason;
+  seq.completion.finish_reason = reason;
   seq.completion.closed_early = seq.constraint && seq.constraint->steered();
   seq.state = SequenceState::finished;
 }
@@ -244,7 +242,6 @@ void OutputStage::serve_from_response_cache(const std::shared_ptr<Sequence>& seq
   if (!c.reasoning.empty()) emit(*seq, c.reasoning, nullptr, 0, false, nullptr, nullptr, ChunkStream::reasoning);
   emit(*seq, c.text, c.tokens.data(), c.tokens.size(), false, c.logprobs.empty() ? nullptr : c.logprobs.data(),
        c.top_logprobs.empty() ? nullptr : c.top_logprobs.data());
-  if (seq->cancel_requested) seq->completion.finish_reason = FinishReason::cancelled;  // as finish() does
   seq->state = SequenceState::finished;
   finalize(seq);
 }
@@ -257,6 +254,10 @@ void OutputStage::finalize(const std::shared_ptr<Sequence>& seq) {
     return;
   }
   Completion& c = seq->completion;
+  // A callback that returned false or threw (emit), or the host's cancel(), stops its request
+  // `cancelled` (ember.hpp), whatever else ended it in the same step: the chunk that completes a
+  // stop string, the last token, a response-cache hit. A failure keeps its `error`.
+  if (seq->cancel_requested && c.finish_reason != FinishReason::error) c.finish_reason = FinishReason::cancelled;
   while (!c.reasoning.empty() && is_space(c.reasoning.back())) c.reasoning.pop_back();
   ++totals_.requests_finished;
   totals_.prompt_tokens += static_cast<std::uint64_t>(c.prompt_tokens);

@@ -219,9 +219,9 @@ TEST_CASE("grouped gemm: the largest products do not saturate on any tier (all v
 
 TEST_CASE("grouped gemm: the decode form for weights streamed from memory gives the same products") {
   // An arena weighed against a 1-byte cache outgrows it with its first weights; the 256-bit
-  // tiers' decode then prefetches each line into L1 at a shorter lead (grouped_prefetch). That form's loads and arithmetic are checked here; where its prefetches
-  // point cannot change a product (a prefetch never faults), only the speed that
-  // benchmarks/run_all.sh measures.
+  // tiers' decode then prefetches each line into L1 at a shorter lead (grouped_prefetch). That
+  // form's loads and arithmetic are checked here; where its prefetches point cannot change a
+  // product (a prefetch never faults), only the speed that benchmarks/run_all.sh measures.
   auto from_memory = std::make_shared<WeightArena>(1);
   auto in_cache = std::make_shared<WeightArena>(std::int64_t{1} << 40);
   const std::int64_t out = 200, in = 640;  // 7 tiles, 10 spans: leads past the tile's end
